@@ -1,0 +1,188 @@
+//! Rejections and configuration errors, as data.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A call may not start yet under its key's rate.
+///
+/// Returned by [`ThrottleManager::check`](crate::ThrottleManager::check).
+/// [`retry_after`](RateLimited::retry_after) is the earliest time a call could
+/// start if nothing else took the token first.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// # fn main() -> Result<(), portcullis::ConfigError> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(2.0)) // one call every 500 ms, burst 1
+///     .build()?;
+/// # let _rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+/// # let _guard = _rt.enter();
+/// assert!(manager.check("host").is_ok());
+/// let limited = manager.check("host").unwrap_err();
+/// assert_eq!(limited.retry_after(), std::time::Duration::from_millis(500));
+/// assert!(!limited.key_space_full());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited {
+    retry_after: Duration,
+    key_space_full: bool,
+}
+
+impl RateLimited {
+    pub(crate) fn rate(retry_after: Duration) -> Self {
+        Self {
+            retry_after,
+            key_space_full: false,
+        }
+    }
+
+    pub(crate) fn full(retry_after: Duration) -> Self {
+        Self {
+            retry_after,
+            key_space_full: true,
+        }
+    }
+
+    /// How long to wait before the call could start.
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// True when the key was new and the manager already holds `max_keys`
+    /// keys, none of which can be evicted yet (each still limits someone).
+    /// [`retry_after`](RateLimited::retry_after) is then the time until the
+    /// first of them can be.
+    pub fn key_space_full(&self) -> bool {
+        self.key_space_full
+    }
+}
+
+impl fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key_space_full {
+            write!(
+                f,
+                "key space full (max_keys reached, no key evictable yet); retry after {:?}",
+                self.retry_after
+            )
+        } else {
+            write!(f, "rate limited; retry after {:?}", self.retry_after)
+        }
+    }
+}
+
+impl std::error::Error for RateLimited {}
+
+/// A configuration was rejected. Lists every problem found, each with the
+/// field it concerns and the value given.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// let err = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(0).bounds(5.0, 1.0))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(err.problems().len(), 2); // the burst and the bounds
+/// assert_eq!(err.problems()[0].field(), "rate.burst");
+/// assert_eq!(err.problems()[0].to_string(), "rate.burst: must be at least 1, got 0");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    problems: Vec<ConfigProblem>,
+}
+
+impl ConfigError {
+    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
+        debug_assert!(!problems.is_empty());
+        Self { problems }
+    }
+
+    /// Every problem found, in the order the fields were checked.
+    pub fn problems(&self) -> &[ConfigProblem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid configuration: ")?;
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                write!(f, "; ")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One field of a configuration and what is wrong with it.
+///
+/// Displays as `path.to.field: what is wrong, got VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    field: String,
+    message: String,
+}
+
+impl ConfigProblem {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The path of the field, e.g. `rate.burst` or `rate_override["api"].lower_bound`.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong with it, including the value given.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Collects the problems of one configuration, prefixing each with its path.
+#[derive(Debug)]
+pub(crate) struct Problems<'a> {
+    prefix: &'a str,
+    found: &'a mut Vec<ConfigProblem>,
+}
+
+impl<'a> Problems<'a> {
+    pub(crate) fn new(prefix: &'a str, found: &'a mut Vec<ConfigProblem>) -> Self {
+        Self { prefix, found }
+    }
+
+    /// How many problems have been found so far, under any prefix.
+    pub(crate) fn len(&self) -> usize {
+        self.found.len()
+    }
+
+    pub(crate) fn add(&mut self, field: &str, message: impl Into<String>) {
+        let path = if self.prefix.is_empty() {
+            field.to_owned()
+        } else {
+            format!("{}.{field}", self.prefix)
+        };
+        self.found.push(ConfigProblem::new(path, message));
+    }
+}

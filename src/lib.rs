@@ -1,0 +1,56 @@
+//! Keep a program from overloading the things it calls.
+//!
+//! A [`ThrottleManager`] guards calls to many remote things at once (hosts,
+//! users, tenants, database shards), one **key** each. For every key it sees,
+//! it lazily creates an adaptive rate: a token bucket whose rate rises a step
+//! on each success you report and falls on each failure, within bounds. Wait
+//! on it before each call, report the outcome after.
+//!
+//! # Quick start
+//!
+//! ```
+//! use portcullis::{RateConfig, ThrottleManager};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(2.0).decrement(1.0))
+//!     .build()?; // Result<_, portcullis::ConfigError>
+//! manager.wait("example.com").await;
+//! let may_go_now: bool = manager.check("example.com").is_ok();
+//! manager.increment("example.com");
+//! manager.decrement("example.com");
+//! let current: Option<f64> = manager.rate("example.com");
+//! # assert!(may_go_now);
+//! # assert_eq!(current, Some(11.0));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Time
+//!
+//! Every control of a manager reads one [`Clock`]. The default,
+//! [`TokioClock`], follows tokio's clock, so tests can run on paused time
+//! (`#[tokio::test(start_paused = true)]`); [`ManualClock`] is moved by hand.
+//!
+//! # Why not governor's limiter
+//!
+//! governor's `Quota` is fixed for the life of a limiter, and its
+//! `until_ready` sleeps on a timer that ignores tokio's paused clock. The rate
+//! here must change on every outcome without granting a fresh burst or
+//! forgiving debt, so each key holds its own GCRA state with a mutable rate
+//! (see the `rate` module). governor serves as an input type
+//! ([`RateConfig::from_quota`]) and as the baseline in the benchmarks.
+
+#![forbid(unsafe_code)]
+
+mod clock;
+mod error;
+mod manager;
+mod rate;
+mod registry;
+
+pub use clock::{Clock, ManualClock, Sleep, TokioClock};
+pub use error::{ConfigError, ConfigProblem, RateLimited};
+pub use manager::{DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, ThrottleManager, ThrottleManagerBuilder};
+pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};

@@ -1,0 +1,98 @@
+//! How outcomes move a key's rate, as pure maths: additive increase, additive
+//! or multiplicative decrease, a cooldown between decreases, clamped bounds.
+
+use super::config::{Decrease, RateSettings};
+use crate::clock::Nanos;
+
+/// The rate after one success.
+pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
+    clamp(rate + settings.increment, settings)
+}
+
+/// The rate after one failure, ignoring the cooldown.
+///
+/// The Go seed compared the new rate against the decrement step instead of
+/// the lower bound, and could underflow; here the result is clamped into the
+/// bounds, whatever the step.
+pub(crate) fn decreased(rate: f64, settings: &RateSettings) -> f64 {
+    let lowered = match settings.decrease {
+        Decrease::Subtract(step) => rate - step,
+        Decrease::Multiply(factor) => rate * factor,
+    };
+    clamp(lowered, settings)
+}
+
+/// Whether a failure at `now` may lower the rate, given the time before which
+/// decreases are still cooling down.
+pub(crate) fn may_decrease(now: Nanos, cooling_until: Nanos) -> bool {
+    now >= cooling_until
+}
+
+fn clamp(rate: f64, settings: &RateSettings) -> f64 {
+    // Bounds are validated finite with lower <= upper; `max`/`min` also map a
+    // NaN rate to a bound instead of propagating it.
+    rate.max(settings.lower_bound).min(settings.upper_bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RateConfig;
+
+    fn seed() -> RateSettings {
+        RateSettings::for_test(
+            RateConfig::new(10.0)
+                .bounds(1.0, 20.0)
+                .increment(2.0)
+                .decrement(1.0),
+        )
+    }
+
+    #[test]
+    fn the_go_seed_example() {
+        let s = seed();
+        let mut rate = 10.0;
+        rate = increased(increased(rate, &s), &s);
+        assert_eq!(rate, 14.0);
+        rate = decreased(rate, &s);
+        assert_eq!(rate, 13.0);
+        for _ in 0..4 {
+            rate = increased(rate, &s);
+        }
+        assert_eq!(rate, 20.0);
+        for _ in 0..20 {
+            rate = decreased(rate, &s);
+        }
+        assert_eq!(rate, 1.0);
+    }
+
+    #[test]
+    fn a_decrease_smaller_than_the_step_lands_on_the_lower_bound() {
+        // Regression (Go seed): the decrease was refused when the rate was
+        // below the step, instead of being clamped to the lower bound.
+        let s = RateSettings::for_test(RateConfig::new(1.5).bounds(0.25, 20.0).decrement(1.0));
+        assert_eq!(decreased(1.5, &s), 0.5);
+        assert_eq!(decreased(0.5, &s), 0.25);
+    }
+
+    #[test]
+    fn a_huge_step_never_underflows_into_an_unlimited_rate() {
+        // Regression (Go seed): an unsigned underflow made the rate huge.
+        let s = RateSettings::for_test(RateConfig::new(2.0).bounds(0.5, 20.0).decrement(1e300));
+        assert_eq!(decreased(2.0, &s), 0.5);
+    }
+
+    #[test]
+    fn multiplicative_decrease_halves_within_bounds() {
+        let s = RateSettings::for_test(RateConfig::new(16.0).bounds(3.0, 20.0).decrease_factor(0.5));
+        assert_eq!(decreased(16.0, &s), 8.0);
+        assert_eq!(decreased(5.0, &s), 3.0);
+    }
+
+    #[test]
+    fn cooldown() {
+        assert!(may_decrease(0, 0));
+        assert!(!may_decrease(99, 100));
+        assert!(may_decrease(100, 100));
+    }
+}

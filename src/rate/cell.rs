@@ -1,0 +1,230 @@
+//! One key's rate, enforced: the GCRA state and the current rate in atomics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::aimd;
+use super::config::RateSettings;
+use super::gcra::{self, Slot};
+use crate::clock::Nanos;
+
+/// The rate state of one key: 24 bytes, lock-free.
+///
+/// The rate is the source of truth (an `f64` in an `AtomicU64`), and the
+/// emission interval is derived from it on each call, so the two can never
+/// disagree. A rate change first swaps the rate, then rescales the bucket's
+/// debt (see [`gcra::rescale`]); a call racing with the change is counted at
+/// either rate, never twice and never for free.
+#[derive(Debug)]
+pub(crate) struct RateCell {
+    tat: AtomicU64,
+    rate: AtomicU64,
+    cooling_until: AtomicU64,
+}
+
+/// A call placed in the bucket by [`RateCell::reserve`], which may start at
+/// `slot.start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reservation {
+    pub(crate) slot: Slot,
+    interval: Nanos,
+}
+
+impl RateCell {
+    /// A full bucket at the starting rate.
+    pub(crate) fn new(settings: &RateSettings, now: Nanos) -> Self {
+        Self {
+            tat: AtomicU64::new(now),
+            rate: AtomicU64::new(settings.starting_rate.to_bits()),
+            cooling_until: AtomicU64::new(0),
+        }
+    }
+
+    /// The current rate, in calls per second.
+    pub(crate) fn rate(&self) -> f64 {
+        f64::from_bits(self.rate.load(Ordering::Acquire))
+    }
+
+    /// Takes a token if one is there at `now`; otherwise says how long until
+    /// one would be, and takes nothing.
+    pub(crate) fn check(&self, now: Nanos, burst: u32) -> Result<(), Nanos> {
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let slot = gcra::slot(tat, now, gcra::interval(self.rate()), burst);
+            if slot.start > now {
+                return Err(slot.start - now);
+            }
+            match self
+                .tat
+                .compare_exchange_weak(tat, slot.tat, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(()),
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Takes the next token, however far ahead it lies.
+    pub(crate) fn reserve(&self, now: Nanos, burst: u32) -> Reservation {
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let interval = gcra::interval(self.rate());
+            let slot = gcra::slot(tat, now, interval, burst);
+            match self
+                .tat
+                .compare_exchange_weak(tat, slot.tat, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Reservation { slot, interval },
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Hands back a reservation whose call will not happen, if no later one
+    /// was made since (see [`gcra::cancel`]).
+    pub(crate) fn cancel(&self, reservation: Reservation) {
+        let tat = self.tat.load(Ordering::Acquire);
+        if let Some(earlier) = gcra::cancel(tat, reservation.slot, reservation.interval) {
+            // Losing this race means a later call took the slot after ours:
+            // then the gap stays, exactly as `gcra::cancel` would decide.
+            let _ = self
+                .tat
+                .compare_exchange(tat, earlier, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// A success: the rate rises by the increment, within bounds. Returns the
+    /// new rate.
+    pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> f64 {
+        self.change_rate(now, |rate| aimd::increased(rate, settings))
+    }
+
+    /// A failure: the rate falls, within bounds, unless a decrease happened
+    /// within the cooldown. Returns the new rate.
+    pub(crate) fn decrease(&self, now: Nanos, settings: &RateSettings) -> f64 {
+        if settings.cooldown > 0 {
+            let until = self.cooling_until.load(Ordering::Acquire);
+            let claimed = aimd::may_decrease(now, until)
+                && self
+                    .cooling_until
+                    .compare_exchange(
+                        until,
+                        now.saturating_add(settings.cooldown),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok();
+            if !claimed {
+                // Another failure of this cooldown already lowered the rate.
+                return self.rate();
+            }
+        }
+        self.change_rate(now, |rate| aimd::decreased(rate, settings))
+    }
+
+    fn change_rate(&self, now: Nanos, step: impl Fn(f64) -> f64) -> f64 {
+        let mut old_bits = self.rate.load(Ordering::Acquire);
+        loop {
+            let old = f64::from_bits(old_bits);
+            let new = step(old);
+            if new.to_bits() == old_bits {
+                return new;
+            }
+            match self.rate.compare_exchange_weak(
+                old_bits,
+                new.to_bits(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.rescale_debt(now, gcra::interval(old), gcra::interval(new));
+                    return new;
+                }
+                Err(actual) => old_bits = actual,
+            }
+        }
+    }
+
+    fn rescale_debt(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos) {
+        // Concurrent changes each rescale by their own ratio; the ratios
+        // multiply, so the debt ends up scaled from the first rate to the last.
+        let _ = self
+            .tat
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+                let scaled = gcra::rescale(tat, now, old_interval, new_interval);
+                (scaled != tat).then_some(scaled)
+            });
+    }
+
+    /// The time from which this bucket is full: before it, forgetting the
+    /// key would forgive debt.
+    pub(crate) fn full_from(&self) -> Nanos {
+        self.tat.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RateConfig;
+
+    const MS: Nanos = 1_000_000;
+
+    fn settings(config: RateConfig) -> RateSettings {
+        RateSettings::for_test(config)
+    }
+
+    #[test]
+    fn an_increase_grants_no_fresh_burst() {
+        let s = settings(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0).increment(10.0));
+        let cell = RateCell::new(&s, 0);
+        for _ in 0..5 {
+            assert!(cell.check(0, 5).is_ok());
+        }
+        assert_eq!(cell.check(0, 5), Err(100 * MS));
+        // Doubling the rate halves the wait for the owed token, no more.
+        assert_eq!(cell.increase(0, &s), 20.0);
+        assert_eq!(cell.check(0, 5), Err(50 * MS));
+    }
+
+    #[test]
+    fn a_decrease_forgives_no_debt() {
+        let s = settings(RateConfig::new(10.0).burst(1).bounds(1.0, 100.0).decrement(5.0));
+        let cell = RateCell::new(&s, 0);
+        assert!(cell.check(0, 1).is_ok());
+        assert_eq!(cell.check(0, 1), Err(100 * MS));
+        assert_eq!(cell.decrease(0, &s), 5.0);
+        assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+
+    #[test]
+    fn a_burst_of_failures_within_the_cooldown_lowers_the_rate_once() {
+        let s = settings(
+            RateConfig::new(64.0)
+                .bounds(1.0, 64.0)
+                .decrease_factor(0.5)
+                .decrease_cooldown(std::time::Duration::from_millis(100)),
+        );
+        let cell = RateCell::new(&s, 0);
+        for _ in 0..10 {
+            cell.decrease(10 * MS, &s);
+        }
+        assert_eq!(cell.rate(), 32.0);
+        cell.decrease(110 * MS, &s);
+        assert_eq!(cell.rate(), 16.0);
+    }
+
+    #[test]
+    fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
+        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let cell = RateCell::new(&s, 0);
+        let first = cell.reserve(0, 1);
+        assert_eq!(first.slot.start, 0);
+        let second = cell.reserve(0, 1);
+        let third = cell.reserve(0, 1);
+        assert_eq!((second.slot.start, third.slot.start), (100 * MS, 200 * MS));
+        cell.cancel(second); // not last: the gap stays, the third keeps its time
+        assert_eq!(cell.check(0, 1), Err(300 * MS));
+        cell.cancel(third); // last: handed back
+        assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+}

@@ -1,0 +1,444 @@
+//! What a user sets for a key's rate, and its validation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Nanos, nanos};
+use crate::error::{ConfigError, Problems};
+
+/// The fastest rate a key may have: one call per nanosecond. The bucket counts
+/// time in whole nanoseconds, so anything faster could not be enforced.
+pub const MAX_RATE: f64 = 1e9;
+
+/// How a failure lowers a key's rate.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Decrease, RateConfig};
+///
+/// let additive = RateConfig::new(10.0).decrement(1.0);
+/// assert_eq!(additive.decrease(), Decrease::Subtract(1.0));
+/// let tcp_like = RateConfig::new(10.0).decrease_factor(0.5);
+/// assert_eq!(tcp_like.decrease(), Decrease::Multiply(0.5));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decrease {
+    /// `rate -= step` (the Go seed's additive decrease).
+    Subtract(f64),
+    /// `rate *= factor`, with `0 < factor <= 1` (TCP-style AIMD).
+    Multiply(f64),
+}
+
+/// The adaptive rate of a key: a token bucket whose rate moves with outcomes.
+///
+/// Rates are calls per second. Every change is clamped into
+/// `[lower_bound, upper_bound]`. Setters take any value; the manager's
+/// `build()` (or [`validate`](RateConfig::validate)) checks them all at once.
+///
+/// Defaults for `RateConfig::new(r)`: burst 1, bounds `[r / 10, r * 10]`,
+/// increment `r / 20` per success, decrease multiplicative by 0.5 at most once
+/// per second (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
+///
+/// # Where additive steps settle
+///
+/// With additive steps and a caller that always has work, a rate `r` above a
+/// backend's true capacity `c` settles where successes and failures balance:
+/// `c * increment = (r - c) * decrement`, so `r = c * (1 + increment / decrement)`.
+/// Choose `decrement` well above `increment` (e.g. 10x) to settle within 10 %
+/// of capacity. The Go seed's example (increment 2, decrement 1) settles at
+/// three times capacity.
+///
+/// # Example
+///
+/// The Go seed's worked example:
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// # fn main() -> Result<(), portcullis::ConfigError> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(1).bounds(1.0, 20.0).increment(2.0).decrement(1.0))
+///     .build()?;
+/// let key = "example.com";
+/// manager.increment(key);
+/// manager.increment(key);
+/// assert_eq!(manager.rate(key), Some(14.0));
+/// manager.decrement(key);
+/// assert_eq!(manager.rate(key), Some(13.0));
+/// for _ in 0..4 {
+///     manager.increment(key);
+/// }
+/// assert_eq!(manager.rate(key), Some(20.0)); // capped at the upper bound
+/// for _ in 0..20 {
+///     manager.decrement(key);
+/// }
+/// assert_eq!(manager.rate(key), Some(1.0)); // floored at the lower bound
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateConfig {
+    starting_rate: f64,
+    burst: u32,
+    lower_bound: Option<f64>,
+    upper_bound: Option<f64>,
+    increment: Option<f64>,
+    decrease: Option<Decrease>,
+    decrease_cooldown: Option<Duration>,
+}
+
+impl RateConfig {
+    /// A key starts at `starting_rate` calls per second.
+    pub fn new(starting_rate: f64) -> Self {
+        Self {
+            starting_rate,
+            burst: 1,
+            lower_bound: None,
+            upper_bound: None,
+            increment: None,
+            decrease: None,
+            decrease_cooldown: None,
+        }
+    }
+
+    /// A fixed rate from a governor [`Quota`](governor::Quota): its
+    /// replenishment rate and burst, with both bounds at that rate.
+    ///
+    /// ```
+    /// use governor::Quota;
+    /// use nonzero_ext::nonzero;
+    /// use portcullis::RateConfig;
+    ///
+    /// let config = RateConfig::from_quota(Quota::per_second(nonzero!(50u32)).allow_burst(nonzero!(5u32)));
+    /// assert_eq!(config.starting_rate(), 50.0);
+    /// assert_eq!(config.burst_size(), 5);
+    /// assert_eq!(config.lower_bound(), 50.0);
+    /// ```
+    pub fn from_quota(quota: governor::Quota) -> Self {
+        let rate = 1.0 / quota.replenish_interval().as_secs_f64();
+        Self::new(rate)
+            .burst(quota.burst_size().get())
+            .bounds(rate, rate)
+    }
+
+    /// How many calls may start at once from a full bucket. At least 1.
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// The rate never leaves `[lower, upper]`. `lower` must be above 0.
+    pub fn bounds(mut self, lower: f64, upper: f64) -> Self {
+        self.lower_bound = Some(lower);
+        self.upper_bound = Some(upper);
+        self
+    }
+
+    /// A success adds `step` calls per second.
+    pub fn increment(mut self, step: f64) -> Self {
+        self.increment = Some(step);
+        self
+    }
+
+    /// A failure subtracts `step` calls per second (additive decrease).
+    /// Without a cooldown set, every failure counts, as in the Go seed.
+    pub fn decrement(mut self, step: f64) -> Self {
+        self.decrease = Some(Decrease::Subtract(step));
+        self
+    }
+
+    /// A failure multiplies the rate by `factor` (`0 < factor <= 1`),
+    /// TCP-style. Unless a cooldown is set, at most one decrease per second
+    /// counts, so that a burst of failures from calls that were already in
+    /// flight does not collapse the rate.
+    pub fn decrease_factor(mut self, factor: f64) -> Self {
+        self.decrease = Some(Decrease::Multiply(factor));
+        self
+    }
+
+    /// After a decrease, further failures within `cooldown` leave the rate
+    /// alone. Defaults: none for [`decrement`](RateConfig::decrement), one
+    /// second for [`decrease_factor`](RateConfig::decrease_factor).
+    pub fn decrease_cooldown(mut self, cooldown: Duration) -> Self {
+        self.decrease_cooldown = Some(cooldown);
+        self
+    }
+
+    /// The rate a new key starts at.
+    pub fn starting_rate(&self) -> f64 {
+        self.starting_rate
+    }
+
+    /// The burst size.
+    pub fn burst_size(&self) -> u32 {
+        self.burst
+    }
+
+    /// The lowest rate, after defaults.
+    pub fn lower_bound(&self) -> f64 {
+        self.lower_bound.unwrap_or(self.starting_rate / 10.0)
+    }
+
+    /// The highest rate, after defaults.
+    pub fn upper_bound(&self) -> f64 {
+        self.upper_bound.unwrap_or(self.starting_rate * 10.0)
+    }
+
+    /// What a success adds, after defaults.
+    pub fn increment_step(&self) -> f64 {
+        self.increment.unwrap_or(self.starting_rate / 20.0)
+    }
+
+    /// How a failure lowers the rate, after defaults.
+    pub fn decrease(&self) -> Decrease {
+        self.decrease.unwrap_or(Decrease::Multiply(0.5))
+    }
+
+    /// The decrease cooldown, after defaults.
+    pub fn cooldown(&self) -> Duration {
+        self.decrease_cooldown.unwrap_or(match self.decrease() {
+            Decrease::Subtract(_) => Duration::ZERO,
+            Decrease::Multiply(_) => Duration::from_secs(1),
+        })
+    }
+
+    /// Checks every field and returns a config ready to hand to
+    /// [`ThrottleManagerBuilder::rate_per_key`](crate::ThrottleManagerBuilder::rate_per_key).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid field, named `rate.<field>`.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// assert!(RateConfig::new(10.0).validate().is_ok());
+    /// let err = RateConfig::new(f64::NAN).validate().unwrap_err();
+    /// assert!(err.to_string().contains("rate.starting_rate: must be a finite number, got NaN"));
+    /// ```
+    pub fn validate(&self) -> Result<ValidRateConfig, ConfigError> {
+        let mut found = Vec::new();
+        let settings = self.check(&mut Problems::new("rate", &mut found));
+        match settings {
+            Some(settings) if found.is_empty() => Ok(ValidRateConfig(Arc::new(settings))),
+            _ => Err(ConfigError::new(found)),
+        }
+    }
+
+    /// Adds every problem to `problems`; returns the settings when there are none.
+    pub(crate) fn check(&self, problems: &mut Problems<'_>) -> Option<RateSettings> {
+        let before = problems.len();
+        let lower = self.lower_bound();
+        let upper = self.upper_bound();
+        let finite_positive = |problems: &mut Problems<'_>, field: &str, value: f64| {
+            if !value.is_finite() {
+                problems.add(field, format!("must be a finite number, got {value}"));
+            } else if value <= 0.0 {
+                problems.add(field, format!("must be above 0, got {value}"));
+            } else if value > MAX_RATE {
+                problems.add(
+                    field,
+                    format!("must be at most {MAX_RATE} (one call per nanosecond), got {value}"),
+                );
+            }
+        };
+        finite_positive(problems, "starting_rate", self.starting_rate);
+        // Defaults derive from the starting rate; when it is bad, only what
+        // the user set is worth reporting.
+        let starting_rate_ok = problems.len() == before;
+        if self.burst == 0 {
+            problems.add("burst", "must be at least 1, got 0");
+        }
+        if self.lower_bound.is_some() || starting_rate_ok {
+            finite_positive(problems, "lower_bound", lower);
+            finite_positive(problems, "upper_bound", upper);
+        }
+        if lower > upper {
+            problems.add(
+                "bounds",
+                format!("lower bound must not exceed upper bound, got [{lower}, {upper}]"),
+            );
+        } else if self.starting_rate.is_finite()
+            && lower.is_finite()
+            && upper.is_finite()
+            && !(lower..=upper).contains(&self.starting_rate)
+        {
+            problems.add(
+                "starting_rate",
+                format!(
+                    "must lie within the bounds [{lower}, {upper}], got {}",
+                    self.starting_rate
+                ),
+            );
+        }
+        let step = self.increment_step();
+        if (self.increment.is_some() || starting_rate_ok) && (!step.is_finite() || step < 0.0) {
+            problems.add(
+                "increment",
+                format!("must be a finite number of at least 0, got {step}"),
+            );
+        }
+        match self.decrease() {
+            Decrease::Subtract(step) if !step.is_finite() || step < 0.0 => problems.add(
+                "decrement",
+                format!("must be a finite number of at least 0, got {step}"),
+            ),
+            Decrease::Multiply(factor) if !(factor > 0.0 && factor <= 1.0) => problems.add(
+                "decrease_factor",
+                format!("must be above 0 and at most 1, got {factor}"),
+            ),
+            _ => {}
+        }
+        (problems.len() == before).then(|| RateSettings {
+            starting_rate: self.starting_rate,
+            burst: self.burst,
+            lower_bound: lower,
+            upper_bound: upper,
+            increment: step,
+            decrease: self.decrease(),
+            cooldown: nanos(self.cooldown()),
+        })
+    }
+}
+
+/// A [`RateConfig`] that passed validation: cheap to clone, ready for use.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::RateConfig;
+///
+/// let premium = RateConfig::new(100.0).validate()?;
+/// assert_eq!(premium.config().starting_rate(), 100.0);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidRateConfig(pub(crate) Arc<RateSettings>);
+
+impl ValidRateConfig {
+    /// The config as a user would write it.
+    pub fn config(&self) -> RateConfig {
+        let s = &self.0;
+        RateConfig {
+            starting_rate: s.starting_rate,
+            burst: s.burst,
+            lower_bound: Some(s.lower_bound),
+            upper_bound: Some(s.upper_bound),
+            increment: Some(s.increment),
+            decrease: Some(s.decrease),
+            decrease_cooldown: Some(Duration::from_nanos(s.cooldown)),
+        }
+    }
+}
+
+/// Validated settings, with defaults applied: what a key's rate cell obeys.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RateSettings {
+    pub(crate) starting_rate: f64,
+    pub(crate) burst: u32,
+    pub(crate) lower_bound: f64,
+    pub(crate) upper_bound: f64,
+    pub(crate) increment: f64,
+    pub(crate) decrease: Decrease,
+    pub(crate) cooldown: Nanos,
+}
+
+#[cfg(test)]
+impl RateSettings {
+    /// Settings for tests of the pure maths.
+    pub(crate) fn for_test(config: RateConfig) -> Self {
+        (*config.validate().expect("valid test config").0).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(config: RateConfig) -> Vec<String> {
+        config
+            .validate()
+            .unwrap_err()
+            .problems()
+            .iter()
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_bad_value_is_named_with_its_field_and_value() {
+        assert_eq!(
+            fields(RateConfig::new(10.0).burst(0)),
+            ["rate.burst: must be at least 1, got 0"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(f64::INFINITY).bounds(1.0, 20.0)),
+            ["rate.starting_rate: must be a finite number, got inf"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(-1.0).bounds(1.0, 20.0)),
+            [
+                "rate.starting_rate: must be above 0, got -1",
+                "rate.starting_rate: must lie within the bounds [1, 20], got -1"
+            ]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).bounds(20.0, 1.0)),
+            ["rate.bounds: lower bound must not exceed upper bound, got [20, 1]"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(30.0).bounds(1.0, 20.0)),
+            ["rate.starting_rate: must lie within the bounds [1, 20], got 30"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).bounds(0.0, 20.0)),
+            ["rate.lower_bound: must be above 0, got 0"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).bounds(1.0, 2e9)),
+            ["rate.upper_bound: must be at most 1000000000 (one call per nanosecond), got 2000000000"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).increment(f64::NAN)),
+            ["rate.increment: must be a finite number of at least 0, got NaN"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).decrement(-1.0)),
+            ["rate.decrement: must be a finite number of at least 0, got -1"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).decrease_factor(1.5)),
+            ["rate.decrease_factor: must be above 0 and at most 1, got 1.5"]
+        );
+        assert_eq!(
+            fields(RateConfig::new(10.0).decrease_factor(0.0)),
+            ["rate.decrease_factor: must be above 0 and at most 1, got 0"]
+        );
+    }
+
+    #[test]
+    fn defaults_follow_the_starting_rate() {
+        let config = RateConfig::new(10.0);
+        assert_eq!(config.lower_bound(), 1.0);
+        assert_eq!(config.upper_bound(), 100.0);
+        assert_eq!(config.increment_step(), 0.5);
+        assert_eq!(config.decrease(), Decrease::Multiply(0.5));
+        assert_eq!(config.cooldown(), Duration::from_secs(1));
+        assert_eq!(
+            RateConfig::new(10.0).decrement(1.0).cooldown(),
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn a_valid_config_round_trips_through_validation() {
+        let config = RateConfig::new(10.0)
+            .burst(5)
+            .bounds(1.0, 200.0)
+            .increment(2.0)
+            .decrement(1.0);
+        let valid = config.validate().unwrap();
+        assert_eq!(valid.config().validate().unwrap(), valid);
+    }
+}

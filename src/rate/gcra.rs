@@ -1,0 +1,129 @@
+//! The token bucket as pure maths: GCRA with an emission interval that may
+//! change between calls.
+//!
+//! The whole state of a bucket is one number, the *theoretical arrival time*
+//! (`tat`): the time at which the bucket would be full again if nothing else
+//! happened. A bucket with `tat <= now` is full. Each admitted call pushes
+//! `tat` one interval further; a call may start once `tat` (after its own
+//! push) lies at most `burst` intervals ahead of it.
+//!
+//! governor implements the same algorithm, but its interval is fixed for the
+//! life of a limiter (`Quota`). Here the interval follows the key's rate, so
+//! a rate change [`rescale`]s the debt: the number of *tokens* owed stays the
+//! same, and only the time to repay them changes. That is what keeps a rate
+//! change from granting a fresh burst (increase) or forgiving debt (decrease).
+//!
+//! Every function is a total function of integers: no clock, no atomics, no
+//! panics (all arithmetic saturates).
+
+use crate::clock::Nanos;
+
+/// The emission interval for `rate` calls per second, in nanoseconds (at
+/// least 1). `rate` has been validated: finite and in `(0, 1e9]`.
+pub(crate) fn interval(rate: f64) -> Nanos {
+    // Float-to-int casts saturate, so even an unvalidated tiny rate yields a
+    // huge interval (throttle everything), never a zero one (throttle nothing).
+    ((1e9 / rate).round() as Nanos).max(1)
+}
+
+/// Where one more call would land in a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// The bucket's `tat` once the call is counted.
+    pub(crate) tat: Nanos,
+    /// The earliest time the call may start (`>= now`).
+    pub(crate) start: Nanos,
+}
+
+/// Places one call in the bucket described by `tat`, at `now`.
+pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Slot {
+    let new_tat = tat.max(now).saturating_add(interval);
+    let tolerance = interval.saturating_mul(u64::from(burst));
+    Slot {
+        tat: new_tat,
+        start: new_tat.saturating_sub(tolerance).max(now),
+    }
+}
+
+/// The `tat` that owes as many tokens at `new_interval` as `tat` owes at
+/// `old_interval`, seen from `now`. Rounds up, so no debt is ever forgiven.
+pub(crate) fn rescale(tat: Nanos, now: Nanos, old_interval: Nanos, new_interval: Nanos) -> Nanos {
+    if tat <= now || old_interval == new_interval {
+        return tat;
+    }
+    let debt = u128::from(tat - now);
+    let scaled = (debt * u128::from(new_interval)).div_ceil(u128::from(old_interval));
+    now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))
+}
+
+/// The `tat` after a call that took `slot` is cancelled before it started,
+/// or `None` when the slot can't be handed back.
+///
+/// A slot is handed back only while it is still the last one taken (`tat`
+/// equals the slot's `tat`): a later waiter already holds the time after it,
+/// and moving that waiter earlier is not possible, so the gap stays. This is
+/// what golang.org/x/time/rate does on `Reservation.Cancel`, and it means a
+/// cancelled wait never delays anyone already waiting.
+pub(crate) fn cancel(tat: Nanos, slot: Slot, interval: Nanos) -> Option<Nanos> {
+    (tat == slot.tat).then(|| slot.tat.saturating_sub(interval))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn a_full_bucket_admits_burst_calls_at_once_then_one_per_interval() {
+        let (interval, burst) = (100 * MS, 3);
+        let mut tat = 0;
+        let now = 1_000 * MS;
+        for _ in 0..3 {
+            let s = slot(tat, now, interval, burst);
+            assert_eq!(s.start, now);
+            tat = s.tat;
+        }
+        let fourth = slot(tat, now, interval, burst);
+        assert_eq!(fourth.start, now + interval);
+    }
+
+    #[test]
+    fn interval_is_never_zero_and_saturates_for_tiny_rates() {
+        assert_eq!(interval(10.0), 100 * MS);
+        assert_eq!(interval(1e9), 1);
+        assert_eq!(interval(1e12), 1);
+        // The Go seed's unsigned underflow made a tiny rate unlimited; here it
+        // is the slowest rate there is.
+        assert_eq!(interval(1e-30), u64::MAX);
+        assert_eq!(interval(0.0), u64::MAX);
+    }
+
+    #[test]
+    fn rescale_keeps_the_tokens_owed() {
+        // Two tokens owed at 100 ms each are two tokens owed at 50 ms each.
+        assert_eq!(rescale(1_200 * MS, 1_000 * MS, 100 * MS, 50 * MS), 1_100 * MS);
+        assert_eq!(rescale(1_100 * MS, 1_000 * MS, 50 * MS, 100 * MS), 1_200 * MS);
+        // A full bucket stays full.
+        assert_eq!(rescale(900 * MS, 1_000 * MS, 100 * MS, 50 * MS), 900 * MS);
+        // Rounds up: a third of a nanosecond is still owed.
+        assert_eq!(rescale(1, 0, 3, 1), 1);
+    }
+
+    #[test]
+    fn only_the_last_slot_can_be_handed_back() {
+        let interval = 100 * MS;
+        let first = slot(2_000 * MS, 1_000 * MS, interval, 1);
+        let second = slot(first.tat, 1_000 * MS, interval, 1);
+        assert_eq!(cancel(second.tat, first, interval), None);
+        assert_eq!(cancel(second.tat, second, interval), Some(first.tat));
+    }
+
+    #[test]
+    fn arithmetic_saturates_instead_of_wrapping() {
+        let s = slot(u64::MAX - 1, 0, u64::MAX, u32::MAX);
+        assert_eq!(s.tat, u64::MAX);
+        assert_eq!(s.start, 0);
+        assert_eq!(rescale(u64::MAX, 0, 1, u64::MAX), u64::MAX);
+    }
+}

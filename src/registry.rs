@@ -1,0 +1,248 @@
+//! The key space: lazy per-key state, idle eviction and a cap on the number
+//! of keys.
+//!
+//! Keys often come from untrusted input (client IPs, user ids), so the
+//! number of live keys is capped, and a key is never forgotten while
+//! forgetting it would loosen a limit: a bucket still owing tokens, a call in
+//! flight, a waiter queued. Each kind of per-key state says when that is over
+//! through [`KeyLife`].
+//!
+//! # At the cap
+//!
+//! A new key at the cap first makes room: the registry evicts, in one sweep,
+//! every idle key and up to a sixteenth of the cap of the least recently
+//! quiet evictable keys (an approximate LRU that keeps the sweep's cost
+//! amortised). If no key can be evicted, every live key is still limiting
+//! someone, and the new key is refused with the time until the first of them
+//! can go ([`Full`]): `wait` waits that long and `check` reports it. Evicting
+//! a key that still owes tokens instead would let a flood of new keys reset
+//! the limits of real ones.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+use dashmap::mapref::one::Ref;
+
+use crate::clock::Nanos;
+
+/// When a key's state may be forgotten.
+pub(crate) trait KeyLife {
+    /// The time from which forgetting this key loses nothing that limits
+    /// anyone, or `None` while it is in use with no known end.
+    fn quiet_from(&self) -> Option<Nanos>;
+}
+
+/// A new key was refused: the registry is at its cap and no key can go yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full {
+    /// Time until the first live key can be evicted (a guess when unknown).
+    pub(crate) retry_after: Nanos,
+}
+
+/// When no live key knows when it will be quiet, a new key retries after this.
+const UNKNOWN_RETRY: Nanos = 10_000_000;
+
+/// Shards of the map: more than dashmap's default (4 per core), so that two
+/// threads on different keys rarely share a shard's lock word.
+const SHARDS: usize = 64;
+
+/// Lazily created per-key state, bounded in count and evicted when idle.
+pub(crate) struct Registry<K, S> {
+    map: DashMap<K, S, foldhash::fast::RandomState>,
+    /// Keys in the map plus keys about to be inserted: never above `max_keys`.
+    reserved: AtomicUsize,
+    max_keys: usize,
+    idle_ttl: Option<Nanos>,
+    next_idle_sweep: AtomicU64,
+    sweeping: Mutex<()>,
+}
+
+impl<K, S> std::fmt::Debug for Registry<K, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("reserved", &self.reserved)
+            .field("max_keys", &self.max_keys)
+            .field("idle_ttl", &self.idle_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, S> Registry<K, S>
+where
+    K: Hash + Eq,
+    S: KeyLife,
+{
+    pub(crate) fn new(max_keys: usize, idle_ttl: Option<Nanos>) -> Self {
+        Self {
+            map: DashMap::with_hasher_and_shard_amount(Default::default(), SHARDS),
+            reserved: AtomicUsize::new(0),
+            max_keys,
+            idle_ttl,
+            next_idle_sweep: AtomicU64::new(0),
+            sweeping: Mutex::new(()),
+        }
+    }
+
+    /// The state of `key`, if it is live.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<Ref<'_, K, S>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.get(key)
+    }
+
+    /// The state of `key`, created by `make` if the key is new.
+    ///
+    /// # Errors
+    ///
+    /// [`Full`] when the key is new, the registry is at its cap and no key can
+    /// be evicted.
+    pub(crate) fn get_or_insert_with<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        make: impl FnOnce(&K) -> S,
+    ) -> Result<Ref<'_, K, S>, Full>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some(state) = self.map.get(key) {
+            return Ok(state);
+        }
+        self.reserve_room(now)?;
+        match self.map.entry(key.to_owned()) {
+            Entry::Occupied(found) => {
+                // Another thread created it meanwhile: give the room back.
+                self.reserved.fetch_sub(1, Ordering::AcqRel);
+                Ok(found.into_ref().downgrade())
+            }
+            Entry::Vacant(vacant) => {
+                let state = make(vacant.key());
+                Ok(vacant.insert(state).downgrade())
+            }
+        }
+    }
+
+    /// The number of live keys.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Visits every live key. Holds each shard's read lock while visiting it.
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(&K, &S)) {
+        for entry in self.map.iter() {
+            visit(entry.key(), entry.value());
+        }
+    }
+
+    /// Evicts every key that has been quiet for the idle TTL. Returns how
+    /// many went.
+    pub(crate) fn evict_idle(&self, now: Nanos) -> usize {
+        let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
+        self.sweep(now, Nanos::MAX, 0)
+    }
+
+    /// Counts one more key against the cap, making room if needed.
+    fn reserve_room(&self, now: Nanos) -> Result<(), Full> {
+        self.sweep_idle_if_due(now);
+        let mut reserved = self.reserved.load(Ordering::Acquire);
+        loop {
+            if reserved >= self.max_keys {
+                self.make_room(now)?;
+                reserved = self.reserved.load(Ordering::Acquire);
+                continue;
+            }
+            match self.reserved.compare_exchange_weak(
+                reserved,
+                reserved + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(actual) => reserved = actual,
+            }
+        }
+    }
+
+    /// Idle keys are swept when new keys arrive, at most twice per idle TTL:
+    /// a manager that sees no new keys does not grow.
+    fn sweep_idle_if_due(&self, now: Nanos) {
+        let Some(ttl) = self.idle_ttl else { return };
+        let due = self.next_idle_sweep.load(Ordering::Acquire);
+        if now < due {
+            return;
+        }
+        let Ok(_sweeping) = self.sweeping.try_lock() else {
+            return; // someone else is sweeping right now
+        };
+        self.next_idle_sweep
+            .store(now.saturating_add(ttl / 2), Ordering::Release);
+        self.sweep(now, Nanos::MAX, 0);
+    }
+
+    /// At the cap: evict the idle keys and a batch of the least recently
+    /// quiet evictable ones.
+    fn make_room(&self, now: Nanos) -> Result<(), Full> {
+        let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
+        if self.reserved.load(Ordering::Acquire) < self.max_keys {
+            return Ok(()); // a sweep that finished while we waited made room
+        }
+        let mut evictable = Vec::new();
+        let mut first_quiet = Nanos::MAX;
+        for entry in self.map.iter() {
+            match entry.value().quiet_from() {
+                Some(quiet) if quiet <= now => evictable.push(quiet),
+                Some(quiet) => first_quiet = first_quiet.min(quiet),
+                None => {}
+            }
+        }
+        if evictable.is_empty() {
+            let retry_after = if first_quiet == Nanos::MAX {
+                UNKNOWN_RETRY
+            } else {
+                first_quiet - now
+            };
+            tracing::debug!(
+                max_keys = self.max_keys,
+                retry_after_ns = retry_after,
+                "key space full, no key evictable"
+            );
+            return Err(Full { retry_after });
+        }
+        let batch = (self.max_keys / 16).clamp(1, evictable.len());
+        let (_, &mut threshold, _) = evictable.select_nth_unstable(batch - 1);
+        let evicted = self.sweep(now, threshold, batch);
+        tracing::debug!(evicted, max_keys = self.max_keys, "key space full, evicted least recently used keys");
+        Ok(())
+    }
+
+    /// Removes every idle key, plus up to `lru_batch` evictable keys quiet
+    /// since `lru_threshold` or earlier. Call with `sweeping` held.
+    fn sweep(&self, now: Nanos, lru_threshold: Nanos, lru_batch: usize) -> usize {
+        let idle_before = self.idle_ttl.and_then(|ttl| now.checked_sub(ttl));
+        let mut lru_evicted = 0;
+        let mut evicted = 0;
+        self.map.retain(|_, state| {
+            let Some(quiet) = state.quiet_from() else {
+                return true;
+            };
+            let idle = idle_before.is_some_and(|before| quiet <= before);
+            let lru = quiet <= now && quiet <= lru_threshold && lru_evicted < lru_batch;
+            if idle || lru {
+                lru_evicted += usize::from(!idle);
+                evicted += 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.reserved.fetch_sub(evicted, Ordering::AcqRel);
+        evicted
+    }
+}
