@@ -591,9 +591,7 @@ where
         let Some(default) = default.filter(|_| found.is_empty()) else {
             return Err(ConfigError::new(found));
         };
-        let clock = self
-            .clock
-            .unwrap_or_else(|| Arc::new(TokioClock::new()));
+        let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock::new()));
         Ok(ThrottleManager {
             shared: Arc::new(Shared {
                 keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos)),

@@ -218,7 +218,11 @@ where
         let batch = (self.max_keys / 16).clamp(1, evictable.len());
         let (_, &mut threshold, _) = evictable.select_nth_unstable(batch - 1);
         let evicted = self.sweep(now, threshold, batch);
-        tracing::debug!(evicted, max_keys = self.max_keys, "key space full, evicted least recently used keys");
+        tracing::debug!(
+            evicted,
+            max_keys = self.max_keys,
+            "key space full, evicted least recently used keys"
+        );
         Ok(())
     }
 

@@ -84,7 +84,8 @@ mod tests {
 
     #[test]
     fn multiplicative_decrease_halves_within_bounds() {
-        let s = RateSettings::for_test(RateConfig::new(16.0).bounds(3.0, 20.0).decrease_factor(0.5));
+        let s =
+            RateSettings::for_test(RateConfig::new(16.0).bounds(3.0, 20.0).decrease_factor(0.5));
         assert_eq!(decreased(16.0, &s), 8.0);
         assert_eq!(decreased(5.0, &s), 3.0);
     }

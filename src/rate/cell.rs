@@ -95,7 +95,7 @@ impl RateCell {
     /// A success: the rate rises by the increment, within bounds. Returns the
     /// new rate.
     pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> f64 {
-        self.change_rate(now, |rate| aimd::increased(rate, settings))
+        self.change_rate(now, settings.burst, |rate| aimd::increased(rate, settings))
     }
 
     /// A failure: the rate falls, within bounds, unless a decrease happened
@@ -118,10 +118,10 @@ impl RateCell {
                 return self.rate();
             }
         }
-        self.change_rate(now, |rate| aimd::decreased(rate, settings))
+        self.change_rate(now, settings.burst, |rate| aimd::decreased(rate, settings))
     }
 
-    fn change_rate(&self, now: Nanos, step: impl Fn(f64) -> f64) -> f64 {
+    fn change_rate(&self, now: Nanos, burst: u32, step: impl Fn(f64) -> f64) -> f64 {
         let mut old_bits = self.rate.load(Ordering::Acquire);
         loop {
             let old = f64::from_bits(old_bits);
@@ -136,7 +136,7 @@ impl RateCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.rescale_debt(now, gcra::interval(old), gcra::interval(new));
+                    self.rescale_debt(now, gcra::interval(old), gcra::interval(new), burst);
                     return new;
                 }
                 Err(actual) => old_bits = actual,
@@ -144,13 +144,13 @@ impl RateCell {
         }
     }
 
-    fn rescale_debt(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos) {
+    fn rescale_debt(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos, burst: u32) {
         // Concurrent changes each rescale by their own ratio; the ratios
         // multiply, so the debt ends up scaled from the first rate to the last.
         let _ = self
             .tat
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                let scaled = gcra::rescale(tat, now, old_interval, new_interval);
+                let scaled = gcra::rescale(tat, now, old_interval, new_interval, burst);
                 (scaled != tat).then_some(scaled)
             });
     }
@@ -175,7 +175,12 @@ mod tests {
 
     #[test]
     fn an_increase_grants_no_fresh_burst() {
-        let s = settings(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0).increment(10.0));
+        let s = settings(
+            RateConfig::new(10.0)
+                .burst(5)
+                .bounds(1.0, 100.0)
+                .increment(10.0),
+        );
         let cell = RateCell::new(&s, 0);
         for _ in 0..5 {
             assert!(cell.check(0, 5).is_ok());
@@ -188,7 +193,12 @@ mod tests {
 
     #[test]
     fn a_decrease_forgives_no_debt() {
-        let s = settings(RateConfig::new(10.0).burst(1).bounds(1.0, 100.0).decrement(5.0));
+        let s = settings(
+            RateConfig::new(10.0)
+                .burst(1)
+                .bounds(1.0, 100.0)
+                .decrement(5.0),
+        );
         let cell = RateCell::new(&s, 0);
         assert!(cell.check(0, 1).is_ok());
         assert_eq!(cell.check(0, 1), Err(100 * MS));
@@ -226,5 +236,143 @@ mod tests {
         assert_eq!(cell.check(0, 1), Err(300 * MS));
         cell.cancel(third); // last: handed back
         assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    //! The invariant of a rate that moves: over any interval, the calls
+    //! admitted never exceed what the fastest rate in force could allow plus
+    //! one burst, whatever interleaving of calls, waits, cancellations and
+    //! rate changes led there.
+
+    use super::*;
+    use crate::{Decrease, RateConfig};
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Check,
+        Wait,
+        CancelLastWait,
+        Increase,
+        Decrease,
+        Advance(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Check),
+            3 => Just(Op::Wait),
+            1 => Just(Op::CancelLastWait),
+            2 => Just(Op::Increase),
+            2 => Just(Op::Decrease),
+            3 => (1u64..2_000_000_000).prop_map(Op::Advance),
+        ]
+    }
+
+    fn config() -> impl Strategy<Value = RateConfig> {
+        (
+            0.5f64..50.0,
+            1u32..8,
+            0.0f64..20.0,
+            prop_oneof![
+                (0.0f64..30.0).prop_map(Decrease::Subtract),
+                (0.05f64..1.0).prop_map(Decrease::Multiply),
+            ],
+            0u64..500,
+        )
+            .prop_map(|(start, burst, increment, decrease, cooldown_ms)| {
+                let config = RateConfig::new(start)
+                    .burst(burst)
+                    .bounds(0.5, 100.0)
+                    .increment(increment)
+                    .decrease_cooldown(std::time::Duration::from_millis(cooldown_ms));
+                match decrease {
+                    Decrease::Subtract(step) => config.decrement(step),
+                    Decrease::Multiply(factor) => config.decrease_factor(factor),
+                }
+            })
+    }
+
+    /// A call that was let through: when it was decided and when it started.
+    #[derive(Debug, Clone, Copy)]
+    struct Admitted {
+        decided: Nanos,
+        started: Nanos,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn admitted_calls_never_exceed_the_fastest_rate_plus_one_burst(
+            config in config(),
+            ops in proptest::collection::vec(op(), 1..200),
+        ) {
+            let settings = RateSettings::for_test(config);
+            let cell = RateCell::new(&settings, 0);
+            let mut now: Nanos = 0;
+            let mut admitted: Vec<Admitted> = Vec::new();
+            let mut pending: Vec<(Reservation, usize)> = Vec::new();
+            // (time, rate from then on)
+            let mut rates: Vec<(Nanos, f64)> = vec![(0, settings.starting_rate)];
+            for op in ops {
+                match op {
+                    Op::Check => {
+                        if cell.check(now, settings.burst).is_ok() {
+                            admitted.push(Admitted { decided: now, started: now });
+                        }
+                    }
+                    Op::Wait => {
+                        let reservation = cell.reserve(now, settings.burst);
+                        prop_assert!(reservation.slot.start >= now);
+                        admitted.push(Admitted { decided: now, started: reservation.slot.start });
+                        pending.push((reservation, admitted.len() - 1));
+                    }
+                    Op::CancelLastWait => {
+                        if let Some((reservation, index)) = pending.pop() {
+                            if admitted[index].started > now {
+                                cell.cancel(reservation);
+                                admitted.remove(index);
+                                pending.retain(|(_, i)| *i < index);
+                            }
+                        }
+                    }
+                    Op::Increase => rates.push((now, cell.increase(now, &settings))),
+                    Op::Decrease => rates.push((now, cell.decrease(now, &settings))),
+                    Op::Advance(by) => now += by,
+                }
+                let rate = cell.rate();
+                prop_assert!(rate.is_finite());
+                prop_assert!((settings.lower_bound..=settings.upper_bound).contains(&rate));
+            }
+            admitted.sort_by_key(|a| a.started);
+            for first in 0..admitted.len() {
+                let mut decided_from = admitted[first].decided;
+                for last in first..admitted.len() {
+                    decided_from = decided_from.min(admitted[last].decided);
+                    let until = admitted[last].started;
+                    let span = (until - admitted[first].started) as f64 / 1e9;
+                    // The fastest rate in force from the earliest decision to the last start.
+                    let fastest = rates
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (from, _))| {
+                            *from <= until
+                                && rates.get(i + 1).is_none_or(|(next, _)| *next >= decided_from)
+                        })
+                        .map(|(_, (_, rate))| *rate)
+                        .fold(0.0, f64::max);
+                    let calls = (last - first + 1) as f64;
+                    let allowed = fastest * span * (1.0 + 1e-6) + f64::from(settings.burst);
+                    prop_assert!(
+                        calls <= allowed + 1e-9,
+                        "{calls} calls in {span}s at most {fastest}/s with burst {}",
+                        settings.burst
+                    );
+                }
+            }
+        }
     }
 }

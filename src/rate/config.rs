@@ -397,7 +397,9 @@ mod tests {
         );
         assert_eq!(
             fields(RateConfig::new(10.0).bounds(1.0, 2e9)),
-            ["rate.upper_bound: must be at most 1000000000 (one call per nanosecond), got 2000000000"]
+            [
+                "rate.upper_bound: must be at most 1000000000 (one call per nanosecond), got 2000000000"
+            ]
         );
         assert_eq!(
             fields(RateConfig::new(10.0).increment(f64::NAN)),

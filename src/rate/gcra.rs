@@ -45,15 +45,31 @@ pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Slot 
     }
 }
 
-/// The `tat` that owes as many tokens at `new_interval` as `tat` owes at
-/// `old_interval`, seen from `now`. Rounds up, so no debt is ever forgiven.
-pub(crate) fn rescale(tat: Nanos, now: Nanos, old_interval: Nanos, new_interval: Nanos) -> Nanos {
-    if tat <= now || old_interval == new_interval {
+/// The `tat` after the interval changes from `old_interval` to
+/// `new_interval` at `now`: the tokens owed stay the same, only the time to
+/// repay them changes. Rounds up, so no debt is ever forgiven.
+///
+/// Calls already scheduled by a `wait` keep their start times, the last of
+/// them at `tat - burst * old_interval` (a later start would make that
+/// waiter's own slot non-conforming). Debt up to that start is theirs and is
+/// paid by their sleeping; only the debt after it is rescaled. Rescaling from
+/// `now` instead would let an increase schedule newcomers in between sleeping
+/// waiters, closer together than either rate allows.
+pub(crate) fn rescale(
+    tat: Nanos,
+    now: Nanos,
+    old_interval: Nanos,
+    new_interval: Nanos,
+    burst: u32,
+) -> Nanos {
+    let last_scheduled_start = tat.saturating_sub(old_interval.saturating_mul(u64::from(burst)));
+    let anchor = now.max(last_scheduled_start);
+    if tat <= anchor || old_interval == new_interval {
         return tat;
     }
-    let debt = u128::from(tat - now);
+    let debt = u128::from(tat - anchor);
     let scaled = (debt * u128::from(new_interval)).div_ceil(u128::from(old_interval));
-    now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))
+    anchor.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))
 }
 
 /// The `tat` after a call that took `slot` is cancelled before it started,
@@ -102,12 +118,36 @@ mod tests {
     #[test]
     fn rescale_keeps_the_tokens_owed() {
         // Two tokens owed at 100 ms each are two tokens owed at 50 ms each.
-        assert_eq!(rescale(1_200 * MS, 1_000 * MS, 100 * MS, 50 * MS), 1_100 * MS);
-        assert_eq!(rescale(1_100 * MS, 1_000 * MS, 50 * MS, 100 * MS), 1_200 * MS);
+        assert_eq!(
+            rescale(1_200 * MS, 1_000 * MS, 100 * MS, 50 * MS, 2),
+            1_100 * MS
+        );
+        assert_eq!(
+            rescale(1_100 * MS, 1_000 * MS, 50 * MS, 100 * MS, 2),
+            1_200 * MS
+        );
         // A full bucket stays full.
-        assert_eq!(rescale(900 * MS, 1_000 * MS, 100 * MS, 50 * MS), 900 * MS);
+        assert_eq!(
+            rescale(900 * MS, 1_000 * MS, 100 * MS, 50 * MS, 1),
+            900 * MS
+        );
         // Rounds up: a third of a nanosecond is still owed.
-        assert_eq!(rescale(1, 0, 3, 1), 1);
+        assert_eq!(rescale(1, 0, 3, 1, 1), 1);
+    }
+
+    #[test]
+    fn rescale_leaves_the_debt_of_scheduled_waiters_alone() {
+        // Burst 1, a waiter scheduled at 1_300 ms (tat 1_400 ms): at twice the
+        // rate, the next call may start 50 ms after that waiter, not earlier.
+        assert_eq!(
+            rescale(1_400 * MS, 1_000 * MS, 100 * MS, 50 * MS, 1),
+            1_350 * MS
+        );
+        // At half the rate, 200 ms after it.
+        assert_eq!(
+            rescale(1_400 * MS, 1_000 * MS, 100 * MS, 200 * MS, 1),
+            1_500 * MS
+        );
     }
 
     #[test]
@@ -124,6 +164,6 @@ mod tests {
         let s = slot(u64::MAX - 1, 0, u64::MAX, u32::MAX);
         assert_eq!(s.tat, u64::MAX);
         assert_eq!(s.start, 0);
-        assert_eq!(rescale(u64::MAX, 0, 1, u64::MAX), u64::MAX);
+        assert_eq!(rescale(u64::MAX, 0, 1, u64::MAX, u32::MAX), u64::MAX);
     }
 }
