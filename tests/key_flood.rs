@@ -1,0 +1,67 @@
+//! A flood of distinct keys (client IPs, user ids from untrusted input)
+//! through a capped manager: the cap holds, memory stays bounded, and the
+//! flood cannot reset the limit of a key that still owes tokens.
+//!
+//! Alone in its test binary, so the process's resident memory is its own.
+
+use std::time::Duration;
+
+use portcullis::{ManualClock, RateConfig, ThrottleManager};
+
+const KEYS: usize = 1_000_000;
+const CAP: usize = 10_000;
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+#[test]
+fn a_million_keys_through_a_cap_of_ten_thousand() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(1_000.0)
+                .bounds(0.001, 1_000.0)
+                .decrement(999.999),
+        )
+        .max_keys(CAP)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // The victim: rate at the floor, one call made, 1000 s of debt.
+    manager.decrement("victim").unwrap();
+    manager.check("victim").unwrap();
+
+    let before = resident_bytes();
+    let mut max_len = 0;
+    let mut key = String::new();
+    for i in 0..KEYS {
+        key.clear();
+        use std::fmt::Write;
+        write!(key, "10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255).unwrap();
+        // Each new key owes one token (1 ms) after its call.
+        manager.check(key.as_str()).unwrap();
+        clock.advance(Duration::from_micros(2));
+        if i % 997 == 0 {
+            max_len = max_len.max(manager.len());
+        }
+    }
+    let after = resident_bytes();
+
+    assert!(max_len <= CAP, "live keys reached {max_len}");
+    assert!(manager.len() <= CAP);
+    assert!(
+        manager.len() > CAP / 2,
+        "the cap should be used, not emptied"
+    );
+    // The flood did not reset the victim's limit.
+    assert_eq!(manager.rate("victim"), Some(0.001));
+    assert!(manager.check("victim").unwrap_err().retry_after() > Duration::from_secs(990));
+    if let (Some(before), Some(after)) = (before, after) {
+        // 10,000 keys take about 2 MB; 1,000,000 would take over 100 MB.
+        let grown = after.saturating_sub(before);
+        assert!(grown < 16 << 20, "resident memory grew by {grown} bytes");
+    }
+}

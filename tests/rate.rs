@@ -1,0 +1,344 @@
+//! The adaptive rate through the public API, on tokio's paused clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis::{ConfigError, RateConfig, ThrottleManager};
+use tokio::time::Instant;
+
+fn manager(config: RateConfig) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(config)
+        .build()
+        .expect("valid config")
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(10.0)
+                .burst(5)
+                .bounds(1.0, 200.0)
+                .increment(2.0)
+                .decrement(1.0),
+        )
+        .build()?; // Result<_, portcullis::ConfigError>, ConfigError: std::error::Error
+    manager.wait("example.com").await;
+    let may_go_now: bool = manager.check("example.com").is_ok();
+    manager.increment("example.com");
+    manager.decrement("example.com");
+    let current: Option<f64> = manager.rate("example.com");
+
+    assert!(may_go_now);
+    assert_eq!(current, Some(11.0));
+    let _: &dyn std::error::Error = &manager_error();
+    Ok(())
+}
+
+fn manager_error() -> ConfigError {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(0))
+        .build()
+        .unwrap_err()
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_waiters_are_spaced_exactly_one_interval_apart() {
+    const RATE: f64 = 50.0;
+    const CALLS: usize = 200;
+    let manager = manager(RateConfig::new(RATE).bounds(RATE, RATE));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let manager = manager.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut finished = Vec::new();
+            for _ in 0..CALLS / 8 {
+                manager.wait("host").await;
+                finished.push(start.elapsed());
+            }
+            finished
+        }));
+    }
+    let mut times = Vec::new();
+    for task in tasks {
+        times.extend(task.await.unwrap());
+    }
+    times.sort();
+    let expected = Duration::from_secs_f64((CALLS - 1) as f64 / RATE);
+    let took = *times.last().unwrap();
+    let error = (took.as_secs_f64() - expected.as_secs_f64()).abs() / expected.as_secs_f64();
+    assert!(error < 0.01, "took {took:?}, expected {expected:?}");
+    // And no two calls started closer than one interval.
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= Duration::from_millis(20) - Duration::from_nanos(1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_clock_waiters_keep_the_rate_within_a_few_percent() {
+    // The one test on real time: 41 calls at 100/s take 400 ms. Sleeping on
+    // reserved slots means a late timer delays one call, not the ones after.
+    let manager = manager(RateConfig::new(100.0).bounds(100.0, 100.0));
+    let start = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let manager = manager.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                manager.wait("host").await;
+            }
+        }));
+    }
+    manager.wait("host").await;
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let took = start.elapsed().as_secs_f64();
+    assert!((0.39..0.43).contains(&took), "took {took}s, expected 0.40s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_key_never_delays_another() {
+    let manager = manager(RateConfig::new(1.0).bounds(0.5, 100.0));
+    // Queue up ten seconds of waiters on the slow key.
+    let slow = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                manager.wait("slow").await;
+            }
+        })
+    };
+    tokio::task::yield_now().await;
+    let start = Instant::now();
+    manager.wait("fast").await;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(manager.check("other").is_ok());
+    slow.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_change_keeps_the_bucket_state() {
+    let manager = manager(
+        RateConfig::new(10.0)
+            .burst(3)
+            .bounds(1.0, 100.0)
+            .increment(10.0)
+            .decrement(5.0),
+    );
+    for _ in 0..3 {
+        manager.check("k").unwrap();
+    }
+    // Empty bucket: an increase shortens the wait for the owed token, but
+    // grants no fresh burst.
+    manager.increment("k");
+    let limited = manager.check("k").unwrap_err();
+    assert_eq!(limited.retry_after(), Duration::from_millis(50));
+    // A decrease keeps the debt: now 100 ms away again.
+    manager.decrement("k");
+    manager.decrement("k");
+    assert_eq!(manager.rate("k"), Some(10.0));
+    assert_eq!(
+        manager.check("k").unwrap_err().retry_after(),
+        Duration::from_millis(100)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
+    let manager = manager(RateConfig::new(10.0).bounds(1.0, 100.0));
+    manager.check("k").unwrap(); // the bucket is now empty for 100 ms
+    let start = Instant::now();
+
+    // A waits for the slot at 100 ms, B for 200 ms.
+    let a = tokio::spawn({
+        let manager = manager.clone();
+        async move { manager.wait("k").await }
+    });
+    tokio::task::yield_now().await;
+    let b = tokio::spawn({
+        let manager = manager.clone();
+        async move {
+            manager.wait("k").await;
+            start.elapsed()
+        }
+    });
+    tokio::task::yield_now().await;
+
+    // Regression (Go seed): cancelling one wait cancelled every later one.
+    a.abort();
+    assert!(a.await.unwrap_err().is_cancelled());
+    assert_eq!(b.await.unwrap(), Duration::from_millis(200));
+
+    // A cancelled wait that is the last one in line hands its token back.
+    let c = tokio::spawn({
+        let manager = manager.clone();
+        async move { manager.wait("k").await }
+    });
+    tokio::task::yield_now().await; // C sleeps on the slot at 300 ms
+    c.abort();
+    let _ = c.await;
+    let waited = Instant::now();
+    manager.wait("k").await;
+    assert_eq!(waited.elapsed(), Duration::from_millis(100)); // the slot at 300 ms
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_timed_out_with_tokio_timeout_leaves_the_rate_intact() {
+    let manager = manager(RateConfig::new(1.0).bounds(1.0, 1.0));
+    manager.check("k").unwrap();
+    let timed_out = tokio::time::timeout(Duration::from_millis(10), manager.wait("k")).await;
+    assert!(timed_out.is_err());
+    // The token the timed-out wait had reserved is back: a check 1 s after
+    // the first call succeeds, and not a moment before.
+    tokio::time::advance(Duration::from_millis(989)).await;
+    assert!(manager.check("k").is_err());
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert!(manager.check("k").is_ok());
+}
+
+#[test]
+fn the_go_seeds_worked_example() {
+    let manager = manager(
+        RateConfig::new(10.0)
+            .burst(1)
+            .bounds(1.0, 20.0)
+            .increment(2.0)
+            .decrement(1.0),
+    );
+    let key = "example.com";
+    let rates: Vec<f64> = [
+        manager.increment(key),
+        manager.increment(key),
+        manager.decrement(key),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    assert_eq!(rates, [12.0, 14.0, 13.0]);
+    for _ in 0..4 {
+        manager.increment(key);
+    }
+    assert_eq!(manager.rate(key), Some(20.0));
+    for _ in 0..20 {
+        manager.decrement(key);
+    }
+    assert_eq!(manager.rate(key), Some(1.0));
+}
+
+#[test]
+fn burst_zero_is_an_error_not_an_unlimited_rate() {
+    // Regression (Go seed): burst 0 silently disabled throttling.
+    let err = manager_error();
+    assert_eq!(
+        err.to_string(),
+        "invalid configuration: rate.burst: must be at least 1, got 0"
+    );
+}
+
+#[test]
+fn bad_configs_are_reported_with_field_and_value() {
+    let cases: [(RateConfig, &str); 6] = [
+        (
+            RateConfig::new(f64::NAN),
+            "rate.starting_rate: must be a finite number, got NaN",
+        ),
+        (
+            RateConfig::new(f64::INFINITY),
+            "rate.starting_rate: must be a finite number, got inf",
+        ),
+        (
+            RateConfig::new(-5.0).bounds(1.0, 10.0),
+            "rate.starting_rate: must be above 0, got -5",
+        ),
+        (
+            RateConfig::new(5.0).bounds(10.0, 1.0),
+            "rate.bounds: lower bound must not exceed upper bound, got [10, 1]",
+        ),
+        (
+            RateConfig::new(50.0).bounds(1.0, 10.0),
+            "rate.starting_rate: must lie within the bounds [1, 10], got 50",
+        ),
+        (
+            RateConfig::new(5.0).decrement(f64::NEG_INFINITY),
+            "rate.decrement: must be a finite number of at least 0, got -inf",
+        ),
+    ];
+    for (config, expected) in cases {
+        let err = ThrottleManager::<String>::builder()
+            .rate(config)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.problems()[0].to_string(), expected);
+    }
+    let err = ThrottleManager::<String>::builder().build().unwrap_err();
+    assert_eq!(err.problems()[0].field(), "rate");
+    let err = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0))
+        .max_keys(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid configuration: max_keys: must be at least 1, got 0"
+    );
+    let err = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0))
+        .rate_override("api", RateConfig::new(1.0).burst(0))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.problems()[0].to_string(),
+        r#"rate_override["api"].burst: must be at least 1, got 0"#
+    );
+}
+
+#[test]
+fn per_key_settings_from_overrides_and_a_closure() {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let premium = RateConfig::new(100.0)
+        .bounds(10.0, 1000.0)
+        .validate()
+        .unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).bounds(1.0, 100.0).increment(1.0))
+        .rate_override(
+            "slow.example",
+            RateConfig::new(2.0).bounds(1.0, 4.0).increment(1.0),
+        )
+        .rate_per_key({
+            let calls = Arc::clone(&calls);
+            move |key: &String| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                key.starts_with("premium-").then(|| premium.clone())
+            }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(manager.increment("slow.example"), Some(3.0));
+    assert_eq!(manager.increment("premium-1"), Some(105.0));
+    assert_eq!(manager.increment("anyone"), Some(11.0));
+    assert_eq!(manager.increment("anyone"), Some(12.0));
+    // The closure is asked once per new key, never for overridden keys.
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn multiplicative_decrease_with_cooldown_survives_a_burst_of_failures() {
+    let manager = manager(
+        RateConfig::new(64.0)
+            .bounds(1.0, 64.0)
+            .decrease_factor(0.5)
+            .decrease_cooldown(Duration::from_millis(500)),
+    );
+    // Thirty failures of calls that were all in flight together.
+    for _ in 0..30 {
+        manager.decrement("k");
+    }
+    assert_eq!(manager.rate("k"), Some(32.0));
+    tokio::time::advance(Duration::from_millis(500)).await;
+    manager.decrement("k");
+    assert_eq!(manager.rate("k"), Some(16.0));
+}
