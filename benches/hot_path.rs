@@ -1,1 +1,135 @@
-fn main() {}
+//! The hot path of a healthy key, next to the obvious alternative in the same
+//! run: governor's keyed limiter (`check_key`) on the same String keys.
+//!
+//! Run: `cargo bench --bench hot_path`. Compare ratios, not absolute times:
+//! these machines are shared and noisy.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use portcullis::{RateConfig, ThrottleManager};
+
+/// Fast enough that a check never fails: every key stays healthy.
+const RATE: u32 = 1_000_000_000;
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("host-{i}.example.com")).collect()
+}
+
+fn portcullis(keys: &[String]) -> ThrottleManager<String> {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(f64::from(RATE))
+                .burst(RATE)
+                .bounds(1.0, f64::from(RATE)),
+        )
+        .max_keys(keys.len().max(1))
+        .build()
+        .unwrap();
+    for key in keys {
+        manager.check(key.as_str()).unwrap();
+    }
+    manager
+}
+
+fn governor(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
+    let rate = NonZeroU32::new(RATE).unwrap();
+    let limiter = RateLimiter::keyed(Quota::per_second(rate).allow_burst(rate));
+    for key in keys {
+        limiter.check_key(key).unwrap();
+    }
+    limiter
+}
+
+fn check_healthy(c: &mut Criterion) {
+    let mut group = c.benchmark_group("check_healthy_key");
+    for n in [1usize, 1_000, 1_000_000] {
+        let keys = keys(n);
+        if n >= 1_000_000 {
+            group
+                .sample_size(30)
+                .measurement_time(Duration::from_secs(4));
+        }
+        let manager = portcullis(&keys);
+        let mut i = 0;
+        group.bench_function(BenchmarkId::new("portcullis_check", n), |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                black_box(manager.check(keys[i].as_str()))
+            })
+        });
+        drop(manager);
+        let limiter = governor(&keys);
+        group.bench_function(BenchmarkId::new("governor_check_key", n), |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                black_box(limiter.check_key(&keys[i]))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Two threads, each on its own 1,000 keys: no global lock means each thread
+/// runs about as fast as one thread alone.
+fn two_threads_distinct_keys(c: &mut Criterion) {
+    let mut group = c.benchmark_group("two_threads_distinct_keys");
+    let all = keys(2_000);
+    let halves: [Arc<Vec<String>>; 2] = [
+        Arc::new(all[..1_000].to_vec()),
+        Arc::new(all[1_000..].to_vec()),
+    ];
+    let manager = portcullis(&all);
+    group.bench_function("portcullis_check", |b| {
+        b.iter_custom(|iters| {
+            run_on_two_threads(iters, &halves, |keys, i| {
+                black_box(manager.check(keys[i].as_str()).is_ok());
+            })
+        })
+    });
+    let limiter = governor(&all);
+    group.bench_function("governor_check_key", |b| {
+        b.iter_custom(|iters| {
+            run_on_two_threads(iters, &halves, |keys, i| {
+                black_box(limiter.check_key(&keys[i]).is_ok());
+            })
+        })
+    });
+    group.finish();
+}
+
+/// Each thread makes `iters` calls; returns the wall time of the slower one,
+/// i.e. the time per call per thread.
+fn run_on_two_threads(
+    iters: u64,
+    halves: &[Arc<Vec<String>>; 2],
+    call: impl Fn(&[String], usize) + Sync,
+) -> Duration {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = halves
+            .iter()
+            .map(|keys| {
+                let call = &call;
+                scope.spawn(move || {
+                    let start = Instant::now();
+                    for i in 0..iters as usize {
+                        call(keys, i % keys.len());
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap()
+    })
+}
+
+criterion_group!(benches, check_healthy, two_threads_distinct_keys);
+criterion_main!(benches);

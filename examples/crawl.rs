@@ -66,8 +66,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let client = client.build()?;
 
-    let stats: Arc<HashMap<&str, HostStats>> =
-        Arc::new(HOSTS.iter().map(|(h, _)| (*h, HostStats::default())).collect());
+    let stats: Arc<HashMap<&str, HostStats>> = Arc::new(
+        HOSTS
+            .iter()
+            .map(|(h, _)| (*h, HostStats::default()))
+            .collect(),
+    );
     let started = Instant::now();
     let mut workers = Vec::new();
     for (host, _) in HOSTS {
@@ -111,7 +115,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ticks += 1;
         if started.elapsed() > crawl_for / 2 {
             ok_at_half.get_or_insert_with(|| {
-                let ok = HOSTS.iter().map(|(h, _)| (*h, stats[h].ok.load(Ordering::Relaxed)));
+                let ok = HOSTS
+                    .iter()
+                    .map(|(h, _)| (*h, stats[h].ok.load(Ordering::Relaxed)));
                 (Instant::now(), ok.collect())
             });
             for (host, _) in HOSTS {
@@ -132,7 +138,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     )
                 })
                 .collect();
-            println!("{:>3}s  {}", started.elapsed().as_secs(), line.join("  |  "));
+            println!(
+                "{:>3}s  {}",
+                started.elapsed().as_secs(),
+                line.join("  |  ")
+            );
         }
     }
     for worker in workers {
@@ -143,7 +153,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("learned rate and goodput: averages over the second half of the run, once settled");
     println!(
         "{:<12} {:>9} {:>9} {:>9} {:>6} {:>6} {:>13} {:>11} {:>11}",
-        "host", "capacity", "requests", "successes", "429s", "errors", "learned rate", "learned/cap", "goodput/cap"
+        "host",
+        "capacity",
+        "requests",
+        "successes",
+        "429s",
+        "errors",
+        "learned rate",
+        "learned/cap",
+        "goodput/cap"
     );
     let (half_time, ok_half) = ok_at_half.unwrap_or_else(|| (started, HashMap::new()));
     let secs = half_time.elapsed().as_secs_f64();
@@ -186,7 +204,10 @@ async fn start_server() -> std::io::Result<SocketAddr> {
         .map(|&(host, capacity)| {
             let per_second = NonZeroU32::new(capacity).expect("capacity above 0");
             let burst = NonZeroU32::new((capacity / 10).max(1)).expect("above 0");
-            (host, RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)))
+            (
+                host,
+                RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
+            )
         })
         .collect();
     let app = Router::new()

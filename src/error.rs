@@ -14,12 +14,11 @@ use std::time::Duration;
 /// ```
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
-/// # fn main() -> Result<(), portcullis::ConfigError> {
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), portcullis::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::new(2.0)) // one call every 500 ms, burst 1
 ///     .build()?;
-/// # let _rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-/// # let _guard = _rt.enter();
 /// assert!(manager.check("host").is_ok());
 /// let limited = manager.check("host").unwrap_err();
 /// assert_eq!(limited.retry_after(), std::time::Duration::from_millis(500));

@@ -29,9 +29,11 @@
 //!
 //! # Time
 //!
-//! Every control of a manager reads one [`Clock`]. The default,
-//! [`TokioClock`], follows tokio's clock, so tests can run on paused time
-//! (`#[tokio::test(start_paused = true)]`); [`ManualClock`] is moved by hand.
+//! Every control of a manager reads one [`Clock`]. By default that is
+//! [`QuantaClock`] (the CPU's time-stamp counter, as in governor), or
+//! [`TokioClock`] when the manager is built inside paused tokio time, so
+//! tests run on virtual time with `#[tokio::test(start_paused = true)]` and
+//! nothing else ([`default_clock`]). [`ManualClock`] is moved by hand.
 //!
 //! # Why not governor's limiter
 //!
@@ -50,7 +52,7 @@ mod manager;
 mod rate;
 mod registry;
 
-pub use clock::{Clock, ManualClock, Sleep, TokioClock};
+pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
 pub use error::{ConfigError, ConfigProblem, RateLimited};
 pub use manager::{DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, ThrottleManager, ThrottleManagerBuilder};
 pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};

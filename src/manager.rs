@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dashmap::mapref::one::Ref;
 
-use crate::clock::{Clock, Nanos, TokioClock, nanos, now_nanos};
+use crate::clock::{Clock, Nanos, default_clock, nanos};
 use crate::error::{ConfigError, Problems, RateLimited};
 use crate::rate::cell::{RateCell, Reservation};
 use crate::rate::config::RateSettings;
@@ -147,8 +147,9 @@ where
     ///
     /// # Panics
     ///
-    /// With the default [`TokioClock`], when called outside a tokio runtime
-    /// with the time driver enabled (as `tokio::time::sleep` does).
+    /// When it has to sleep outside a tokio runtime with the time driver
+    /// enabled (as `tokio::time::sleep` does), unless the manager's clock
+    /// sleeps some other way ([`ManualClock`](crate::ManualClock) does).
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -213,8 +214,6 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0).burst(2)).build()?;
-    /// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-    /// # let _guard = rt.enter();
     /// assert!(manager.check("api").is_ok());
     /// assert!(manager.check("api").is_ok()); // the burst
     /// assert!(manager.check("api").is_err());
@@ -374,7 +373,7 @@ where
     }
 
     fn now(&self) -> Nanos {
-        now_nanos(&*self.shared.clock)
+        self.shared.clock.now_nanos()
     }
 
     fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<Ref<'_, K, KeyState>, Full>
@@ -555,7 +554,9 @@ where
         self
     }
 
-    /// The time source for every control (default [`TokioClock`]).
+    /// The time source for every control. Default: [`default_clock`], chosen
+    /// when `build` runs ([`QuantaClock`](crate::QuantaClock), or
+    /// [`TokioClock`](crate::TokioClock) inside paused tokio time).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -591,7 +592,7 @@ where
         let Some(default) = default.filter(|_| found.is_empty()) else {
             return Err(ConfigError::new(found));
         };
-        let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock::new()));
+        let clock = self.clock.unwrap_or_else(default_clock);
         Ok(ThrottleManager {
             shared: Arc::new(Shared {
                 keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos)),
