@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use portcullis::{RateConfig, ThrottleManager};
+use portcullis::{RateConfig, ThrottleManager, ThrottleManagerBuilder, TokioClock};
 
 /// Fast enough that a check never fails: every key stays healthy.
 const RATE: u32 = 1_000_000_000;
@@ -20,8 +20,16 @@ fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("host-{i}.example.com")).collect()
 }
 
+/// A manager with its default clock (quanta, like governor's).
 fn portcullis(keys: &[String]) -> ThrottleManager<String> {
-    let manager = ThrottleManager::<String>::builder()
+    portcullis_with(keys, ThrottleManager::<String>::builder())
+}
+
+fn portcullis_with(
+    keys: &[String],
+    builder: ThrottleManagerBuilder<String>,
+) -> ThrottleManager<String> {
+    let manager = builder
         .rate(
             RateConfig::new(f64::from(RATE))
                 .burst(RATE)
@@ -63,6 +71,17 @@ fn check_healthy(c: &mut Criterion) {
             })
         });
         drop(manager);
+        if n == 1_000 {
+            // The price of following tokio's (pausable) clock: a system clock read.
+            let manager =
+                portcullis_with(&keys, ThrottleManager::builder().clock(TokioClock::new()));
+            group.bench_function(BenchmarkId::new("portcullis_check_tokio_clock", n), |b| {
+                b.iter(|| {
+                    i = (i + 1) % n;
+                    black_box(manager.check(keys[i].as_str()))
+                })
+            });
+        }
         let limiter = governor(&keys);
         group.bench_function(BenchmarkId::new("governor_check_key", n), |b| {
             b.iter(|| {

@@ -50,14 +50,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = start_server().await?;
     println!("server on {addr}: {}", describe_hosts());
 
-    // Every host starts at 10/s. A success adds 0.5/s, a 429 takes 10/s off:
-    // additive steps settle where c * 0.5 = (r - c) * 10, i.e. r = 1.05 c.
+    // Every host starts at 10/s. A success adds 0.3/s (so the rate grows by
+    // 30 % a second while all goes well); a 429 takes a fifth off, at most
+    // once per 100 ms, so the 429s of requests already in flight count once.
+    // The rate saws just around each host's capacity.
     let manager = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::new(10.0)
                 .bounds(1.0, 1_000.0)
-                .increment(0.5)
-                .decrement(10.0),
+                .increment(0.3)
+                .decrease_factor(0.8)
+                .decrease_cooldown(Duration::from_millis(100)),
         )
         .build()?;
     let mut client = reqwest::Client::builder().timeout(Duration::from_secs(5));

@@ -1,0 +1,85 @@
+//! Bytes per idle key: 1,000,000 String keys, resident memory before and
+//! after, each library measured in a fresh process of its own so neither
+//! inherits the other's freed memory.
+//!
+//! Run: `cargo bench --bench memory`.
+
+use std::num::NonZeroU32;
+use std::process::Command;
+
+use governor::{Quota, RateLimiter};
+use portcullis::{RateConfig, ThrottleManager};
+
+const KEYS: usize = 1_000_000;
+
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc");
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+fn keys() -> Vec<String> {
+    (0..KEYS)
+        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+        .collect()
+}
+
+/// Measures one library in this process; prints bytes per key.
+fn measure(which: &str) {
+    let keys = keys();
+    let before = resident_bytes();
+    match which {
+        "portcullis" => {
+            let manager = ThrottleManager::<String>::builder()
+                .rate(RateConfig::new(10.0))
+                .max_keys(KEYS)
+                .build()
+                .unwrap();
+            for key in &keys {
+                manager.check(key.as_str()).unwrap();
+            }
+            assert_eq!(manager.len(), KEYS);
+            report(before);
+            std::hint::black_box(manager);
+        }
+        "governor" => {
+            let limiter = RateLimiter::keyed(Quota::per_second(NonZeroU32::new(10).unwrap()));
+            for key in &keys {
+                limiter.check_key(key).unwrap();
+            }
+            assert_eq!(limiter.len(), KEYS);
+            report(before);
+            std::hint::black_box(limiter);
+        }
+        other => panic!("unknown library {other}"),
+    }
+}
+
+fn report(before: u64) {
+    let per_key = (resident_bytes() - before) as f64 / KEYS as f64;
+    println!("{per_key:.0}");
+}
+
+fn main() {
+    if let Some(which) = std::env::args().nth(1).filter(|a| !a.starts_with('-')) {
+        return measure(&which);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let run = |which: &str| -> f64 {
+        let out = Command::new(&exe).arg(which).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let governor = run("governor");
+    let portcullis = run("portcullis");
+    println!("bytes per idle key, {KEYS} String keys (key storage included):");
+    println!("  governor keyed (DashMap)   {governor:>6.0} B");
+    println!(
+        "  portcullis (rate only)     {portcullis:>6.0} B   {:.2}x governor",
+        portcullis / governor
+    );
+}
