@@ -11,6 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A future that resolves once a clock has reached a deadline.
+///
+/// ```
+/// use portcullis::{Clock, ManualClock, Sleep};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let sleep: Sleep = clock.sleep_until(Duration::from_secs(1));
+/// drop(sleep); // a Sleep is an ordinary boxed future
+/// ```
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Where a [`ThrottleManager`](crate::ThrottleManager) gets the time from, and
@@ -117,6 +126,13 @@ pub struct QuantaClock {
 
 impl QuantaClock {
     /// A clock whose origin is now.
+    ///
+    /// ```
+    /// use portcullis::{Clock, TokioClock};
+    ///
+    /// let clock = TokioClock::new();
+    /// assert!(clock.now() < std::time::Duration::from_secs(1));
+    /// ```
     pub fn new() -> Self {
         use governor::clock::Clock as _;
         let clock = governor::clock::QuantaClock::default();
@@ -172,6 +188,13 @@ pub struct TokioClock {
 
 impl TokioClock {
     /// A clock whose origin is now.
+    ///
+    /// ```
+    /// use portcullis::{Clock, QuantaClock};
+    ///
+    /// let clock = QuantaClock::new();
+    /// assert!(clock.now() < std::time::Duration::from_secs(1));
+    /// ```
     pub fn new() -> Self {
         Self {
             origin: tokio::time::Instant::now(),
@@ -227,6 +250,12 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock standing at zero.
+    ///
+    /// ```
+    /// use portcullis::{Clock, ManualClock};
+    ///
+    /// assert_eq!(ManualClock::new().now(), std::time::Duration::ZERO);
+    /// ```
     pub fn new() -> Self {
         Self {
             time: Arc::new(tokio::sync::watch::Sender::new(Duration::ZERO)),
@@ -235,6 +264,16 @@ impl ManualClock {
 
     /// Moves the clock forward by `by` and wakes every sleeper whose deadline
     /// has come.
+    ///
+    /// ```
+    /// use portcullis::{Clock, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let shared = clock.clone();
+    /// clock.advance(Duration::from_millis(5));
+    /// assert_eq!(shared.now(), Duration::from_millis(5)); // clones share one time
+    /// ```
     pub fn advance(&self, by: Duration) {
         self.time.send_modify(|now| *now = now.saturating_add(by));
     }

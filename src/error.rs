@@ -48,6 +48,19 @@ impl RateLimited {
     }
 
     /// How long to wait before the call could start.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(4.0))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check("api").unwrap();
+    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Duration::from_millis(250));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn retry_after(&self) -> Duration {
         self.retry_after
     }
@@ -56,6 +69,19 @@ impl RateLimited {
     /// keys, none of which can be evicted yet (each still limits someone).
     /// [`retry_after`](RateLimited::retry_after) is then the time until the
     /// first of them can be.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .max_keys(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check("first").unwrap(); // owes its token for one second
+    /// assert!(manager.check("second").unwrap_err().key_space_full());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn key_space_full(&self) -> bool {
         self.key_space_full
     }
@@ -105,6 +131,18 @@ impl ConfigError {
     }
 
     /// Every problem found, in the order the fields were checked.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let err = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0).burst(0))
+    ///     .max_keys(0)
+    ///     .build()
+    ///     .unwrap_err();
+    /// let fields: Vec<&str> = err.problems().iter().map(|p| p.field()).collect();
+    /// assert_eq!(fields, ["rate.burst", "max_keys"]);
+    /// ```
     pub fn problems(&self) -> &[ConfigProblem] {
         &self.problems
     }
@@ -129,6 +167,14 @@ impl std::error::Error for ConfigError {}
 ///
 /// Displays as `path.to.field: what is wrong, got VALUE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// ```
+/// use portcullis::RateConfig;
+///
+/// let err = RateConfig::new(10.0).bounds(1.0, f64::NAN).validate().unwrap_err();
+/// let problem = &err.problems()[0];
+/// assert_eq!(problem.to_string(), "rate.upper_bound: must be a finite number, got NaN");
+/// ```
 pub struct ConfigProblem {
     field: String,
     message: String,
@@ -143,11 +189,25 @@ impl ConfigProblem {
     }
 
     /// The path of the field, e.g. `rate.burst` or `rate_override["api"].lower_bound`.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// let err = RateConfig::new(10.0).burst(0).validate().unwrap_err();
+    /// assert_eq!(err.problems()[0].field(), "rate.burst");
+    /// ```
     pub fn field(&self) -> &str {
         &self.field
     }
 
     /// What is wrong with it, including the value given.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// let err = RateConfig::new(10.0).burst(0).validate().unwrap_err();
+    /// assert_eq!(err.problems()[0].message(), "must be at least 1, got 0");
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }

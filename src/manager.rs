@@ -18,9 +18,17 @@ use crate::rate::{RateConfig, ValidRateConfig};
 use crate::registry::{Full, KeyLife, Registry};
 
 /// The default cap on live keys.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_MAX_KEYS, 1_000_000);
+/// ```
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The default idle TTL: a key quiet this long is forgotten.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_IDLE_TTL, std::time::Duration::from_secs(600));
+/// ```
 pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
 
 type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
@@ -502,6 +510,14 @@ where
 
     /// Every key gets an adaptive rate with these settings, unless an
     /// override gives it others.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// assert_eq!(manager.increment("api"), Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn rate(mut self, config: RateConfig) -> Self {
         self.rate = Some(config);
         self
@@ -509,6 +525,18 @@ where
 
     /// `key` gets its own rate settings. Checked by `build` like the default,
     /// under the name `rate_override[KEY]`.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(1.0))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("slow.example"), Some(2.0));
+    /// assert_eq!(manager.increment("fast.example"), Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
     where
         K: fmt::Debug,
@@ -523,6 +551,18 @@ where
     /// the key those settings, `None` the default. Configs must be validated
     /// up front ([`RateConfig::validate`]), so a bad one can't surface on a
     /// hot path.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let internal = RateConfig::new(1_000.0).validate()?;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .rate_per_key(move |host: &String| host.ends_with(".internal").then(|| internal.clone()))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("db.internal"), Some(1_050.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn rate_per_key(
         mut self,
         settings: impl Fn(&K) -> Option<ValidRateConfig> + Send + Sync + 'static,
@@ -534,6 +574,20 @@ where
     /// At most this many keys are live at once (default
     /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
     /// new key meets at the cap.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<u32>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_keys(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check(&1).unwrap();
+    /// manager.check(&2).unwrap();
+    /// assert!(manager.check(&3).unwrap_err().key_space_full()); // 1 and 2 still owe tokens
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self
@@ -543,12 +597,40 @@ where
     /// left) is forgotten, learned rate included (default
     /// [`DEFAULT_IDLE_TTL`]). Sweeps run as new keys arrive, at most twice
     /// per `ttl`, or on [`ThrottleManager::evict_idle`].
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .idle_ttl(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.idle_ttl = Some(ttl);
         self
     }
 
     /// Keeps keys until the key cap needs their room.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .keep_idle_keys()
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.increment("api");
+    /// clock.advance(Duration::from_secs(86_400));
+    /// assert_eq!(manager.evict_idle(), 0);
+    /// assert_eq!(manager.rate("api"), Some(10.5)); // still learned
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn keep_idle_keys(mut self) -> Self {
         self.idle_ttl = None;
         self
@@ -557,6 +639,22 @@ where
     /// The time source for every control. Default: [`default_clock`], chosen
     /// when `build` runs ([`QuantaClock`](crate::QuantaClock), or
     /// [`TokioClock`](crate::TokioClock) inside paused tokio time).
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.check("api").unwrap();
+    /// assert!(manager.check("api").is_err());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(manager.check("api").is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -568,6 +666,14 @@ where
     ///
     /// A [`ConfigError`] listing every invalid field: no control configured,
     /// a bad rate config (default or override), `max_keys` of 0.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// assert!(ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build().is_ok());
+    /// let err = ThrottleManager::<String>::builder().build().unwrap_err();
+    /// assert_eq!(err.problems()[0].field(), "rate");
+    /// ```
     pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
         let mut found = Vec::new();
         let default = match &self.rate {

@@ -8,6 +8,13 @@ use crate::error::{ConfigError, Problems};
 
 /// The fastest rate a key may have: one call per nanosecond. The bucket counts
 /// time in whole nanoseconds, so anything faster could not be enforced.
+///
+/// ```
+/// use portcullis::{MAX_RATE, RateConfig};
+///
+/// assert!(RateConfig::new(MAX_RATE).validate().is_ok());
+/// assert!(RateConfig::new(MAX_RATE * 2.0).validate().is_err());
+/// ```
 pub const MAX_RATE: f64 = 1e9;
 
 /// How a failure lowers a key's rate.
@@ -36,7 +43,8 @@ pub enum Decrease {
 /// `[lower_bound, upper_bound]`. Setters take any value; the manager's
 /// `build()` (or [`validate`](RateConfig::validate)) checks them all at once.
 ///
-/// Defaults for `RateConfig::new(r)`: burst 1, bounds `[r / 10, r * 10]`,
+/// Defaults for `RateConfig::new(r)`: burst 1, bounds `[r / 10, r * 10]`
+/// (the upper one at most [`MAX_RATE`]),
 /// increment `r / 20` per success, decrease multiplicative by 0.5 at most once
 /// per second (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
 ///
@@ -90,6 +98,13 @@ pub struct RateConfig {
 
 impl RateConfig {
     /// A key starts at `starting_rate` calls per second.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// let config = RateConfig::new(10.0);
+    /// assert_eq!((config.lower_bound(), config.upper_bound()), (1.0, 100.0));
+    /// ```
     pub fn new(starting_rate: f64) -> Self {
         Self {
             starting_rate,
@@ -123,12 +138,25 @@ impl RateConfig {
     }
 
     /// How many calls may start at once from a full bucket. At least 1.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// assert_eq!(RateConfig::new(10.0).burst(5).burst_size(), 5);
+    /// ```
     pub fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
         self
     }
 
     /// The rate never leaves `[lower, upper]`. `lower` must be above 0.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// let config = RateConfig::new(10.0).bounds(2.0, 50.0);
+    /// assert_eq!((config.lower_bound(), config.upper_bound()), (2.0, 50.0));
+    /// ```
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {
         self.lower_bound = Some(lower);
         self.upper_bound = Some(upper);
@@ -136,6 +164,12 @@ impl RateConfig {
     }
 
     /// A success adds `step` calls per second.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// assert_eq!(RateConfig::new(10.0).increment(2.0).increment_step(), 2.0);
+    /// ```
     pub fn increment(mut self, step: f64) -> Self {
         self.increment = Some(step);
         self
@@ -143,6 +177,12 @@ impl RateConfig {
 
     /// A failure subtracts `step` calls per second (additive decrease).
     /// Without a cooldown set, every failure counts, as in the Go seed.
+    ///
+    /// ```
+    /// use portcullis::{Decrease, RateConfig};
+    ///
+    /// assert_eq!(RateConfig::new(10.0).decrement(1.0).decrease(), Decrease::Subtract(1.0));
+    /// ```
     pub fn decrement(mut self, step: f64) -> Self {
         self.decrease = Some(Decrease::Subtract(step));
         self
@@ -152,6 +192,14 @@ impl RateConfig {
     /// TCP-style. Unless a cooldown is set, at most one decrease per second
     /// counts, so that a burst of failures from calls that were already in
     /// flight does not collapse the rate.
+    ///
+    /// ```
+    /// use portcullis::{Decrease, RateConfig};
+    ///
+    /// let config = RateConfig::new(10.0).decrease_factor(0.7);
+    /// assert_eq!(config.decrease(), Decrease::Multiply(0.7));
+    /// assert_eq!(config.cooldown(), std::time::Duration::from_secs(1));
+    /// ```
     pub fn decrease_factor(mut self, factor: f64) -> Self {
         self.decrease = Some(Decrease::Multiply(factor));
         self
@@ -160,42 +208,85 @@ impl RateConfig {
     /// After a decrease, further failures within `cooldown` leave the rate
     /// alone. Defaults: none for [`decrement`](RateConfig::decrement), one
     /// second for [`decrease_factor`](RateConfig::decrease_factor).
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = RateConfig::new(10.0).decrease_factor(0.5).decrease_cooldown(Duration::from_millis(200));
+    /// assert_eq!(config.cooldown(), Duration::from_millis(200));
+    /// ```
     pub fn decrease_cooldown(mut self, cooldown: Duration) -> Self {
         self.decrease_cooldown = Some(cooldown);
         self
     }
 
     /// The rate a new key starts at.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::RateConfig::new(10.0).starting_rate(), 10.0);
+    /// ```
     pub fn starting_rate(&self) -> f64 {
         self.starting_rate
     }
 
     /// The burst size.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::RateConfig::new(10.0).burst_size(), 1);
+    /// ```
     pub fn burst_size(&self) -> u32 {
         self.burst
     }
 
     /// The lowest rate, after defaults.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::RateConfig::new(10.0).lower_bound(), 1.0);
+    /// ```
     pub fn lower_bound(&self) -> f64 {
         self.lower_bound.unwrap_or(self.starting_rate / 10.0)
     }
 
     /// The highest rate, after defaults.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::RateConfig::new(10.0).upper_bound(), 100.0);
+    /// ```
     pub fn upper_bound(&self) -> f64 {
-        self.upper_bound.unwrap_or(self.starting_rate * 10.0)
+        self.upper_bound
+            .unwrap_or((self.starting_rate * 10.0).min(MAX_RATE))
     }
 
     /// What a success adds, after defaults.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::RateConfig::new(10.0).increment_step(), 0.5);
+    /// ```
     pub fn increment_step(&self) -> f64 {
         self.increment.unwrap_or(self.starting_rate / 20.0)
     }
 
     /// How a failure lowers the rate, after defaults.
+    ///
+    /// ```
+    /// use portcullis::{Decrease, RateConfig};
+    ///
+    /// assert_eq!(RateConfig::new(10.0).decrease(), Decrease::Multiply(0.5));
+    /// ```
     pub fn decrease(&self) -> Decrease {
         self.decrease.unwrap_or(Decrease::Multiply(0.5))
     }
 
     /// The decrease cooldown, after defaults.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(RateConfig::new(10.0).cooldown(), Duration::from_secs(1));
+    /// assert_eq!(RateConfig::new(10.0).decrement(1.0).cooldown(), Duration::ZERO);
+    /// ```
     pub fn cooldown(&self) -> Duration {
         self.decrease_cooldown.unwrap_or(match self.decrease() {
             Decrease::Subtract(_) => Duration::ZERO,
@@ -318,6 +409,16 @@ pub struct ValidRateConfig(pub(crate) Arc<RateSettings>);
 
 impl ValidRateConfig {
     /// The config as a user would write it.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// let config = RateConfig::new(10.0).burst(3);
+    /// let valid = config.validate()?;
+    /// assert_eq!(valid.config().burst_size(), 3);
+    /// assert_eq!(valid.config().lower_bound(), 1.0); // defaults filled in
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     pub fn config(&self) -> RateConfig {
         let s = &self.0;
         RateConfig {
