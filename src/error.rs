@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::Priority;
+
 /// A call may not start yet under its key's rate.
 ///
 /// Returned by [`ThrottleManager::check`](crate::ThrottleManager::check).
@@ -245,3 +247,136 @@ impl<'a> Problems<'a> {
         self.found.push(ConfigProblem::new(path, message));
     }
 }
+
+/// Why a call was refused locally, before it reached its backend.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::RejectReason;
+///
+/// let reason = RejectReason::Throttled;
+/// assert_eq!(reason.to_string(), "throttled");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The key's backend has been failing, and the throttle shed this call
+    /// (see [`ThrottleConfig`](crate::ThrottleConfig)).
+    Throttled,
+    /// The key's rate allows no call right now
+    /// ([`retry_after`](Rejected::retry_after) says when).
+    RateLimited,
+    /// The key was new, and the manager already holds `max_keys` keys, none
+    /// of which can be evicted yet.
+    KeySpaceFull,
+    /// The priority was beyond the manager's levels and the policy is
+    /// [`OutOfRange::Reject`](crate::OutOfRange::Reject).
+    InvalidPriority,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Throttled => "throttled",
+            Self::RateLimited => "rate limited",
+            Self::KeySpaceFull => "key space full",
+            Self::InvalidPriority => "priority out of range",
+        })
+    }
+}
+
+/// A call refused locally: why, for which priority, and when it might go.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+/// let permit = manager.try_acquire("api", Priority::LOW).unwrap();
+/// drop(permit); // no report: the rate stays at 1/s
+/// let rejected = manager.try_acquire("api", Priority::LOW).unwrap_err();
+/// assert_eq!(rejected.reason(), RejectReason::RateLimited);
+/// assert_eq!(rejected.retry_after(), Some(std::time::Duration::from_secs(1)));
+/// assert_eq!(rejected.priority(), Priority::LOW);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    reason: RejectReason,
+    priority: Priority,
+    retry_after: Option<Duration>,
+}
+
+impl Rejected {
+    pub(crate) fn new(
+        reason: RejectReason,
+        priority: Priority,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        Self {
+            reason,
+            priority,
+            retry_after,
+        }
+    }
+
+    /// Why the call was refused.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).max_keys(1).clock(ManualClock::new()).build().unwrap();
+    /// # manager.check("a").unwrap();
+    /// let rejected = manager.try_acquire("b", Priority::HIGH).unwrap_err();
+    /// assert_eq!(rejected.reason(), RejectReason::KeySpaceFull);
+    /// ```
+    pub fn reason(&self) -> RejectReason {
+        self.reason
+    }
+
+    /// The priority the call was judged at (after the task-local priority
+    /// and the out-of-range policy).
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).priority_levels(2).clock(ManualClock::new()).build().unwrap();
+    /// # manager.check("a").unwrap();
+    /// let rejected = manager.try_acquire("a", Priority::LOW).unwrap_err();
+    /// assert_eq!(rejected.priority(), Priority::IMPORTANT); // LOW clamped to the lowest of 2 levels
+    /// ```
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// When the call could go, where that is known: the next token for
+    /// [`RateLimited`](RejectReason::RateLimited), the first evictable key
+    /// for [`KeySpaceFull`](RejectReason::KeySpaceFull); `None` for a
+    /// throttled call, whose chances improve only as its backend recovers.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(4.0)).clock(ManualClock::new()).build().unwrap();
+    /// # manager.check("a").unwrap();
+    /// let rejected = manager.try_acquire("a", Priority::HIGH).unwrap_err();
+    /// assert_eq!(rejected.retry_after(), Some(std::time::Duration::from_millis(250)));
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rejected locally ({}, {})", self.reason, self.priority)?;
+        if let Some(after) = self.retry_after {
+            write!(f, "; retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Rejected {}

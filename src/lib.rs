@@ -46,13 +46,24 @@
 
 #![forbid(unsafe_code)]
 
+mod builder;
 mod clock;
 mod error;
+mod key;
 mod manager;
+mod permit;
+mod priority;
 mod rate;
 mod registry;
+mod throttle;
 
+pub use builder::{
+    DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, DEFAULT_PRIORITY_LEVELS, ThrottleManagerBuilder,
+};
 pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
-pub use error::{ConfigError, ConfigProblem, RateLimited};
-pub use manager::{DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, ThrottleManager, ThrottleManagerBuilder};
+pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
+pub use manager::ThrottleManager;
+pub use permit::{Outcome, Permit};
+pub use priority::{OutOfRange, Priority, with_priority};
 pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};
+pub use throttle::ThrottleConfig;

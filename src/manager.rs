@@ -10,32 +10,25 @@ use std::time::Duration;
 
 use dashmap::mapref::one::Ref;
 
-use crate::clock::{Clock, Nanos, default_clock, nanos};
-use crate::error::{ConfigError, Problems, RateLimited};
+use crate::builder::ThrottleManagerBuilder;
+use crate::clock::{Clock, Nanos};
+use crate::error::{RateLimited, RejectReason, Rejected};
+use crate::key::KeyState;
+use crate::permit::{Outcome, Permit};
+use crate::priority::{Priorities, Priority};
+use crate::rate::ValidRateConfig;
 use crate::rate::cell::{RateCell, Reservation};
 use crate::rate::config::RateSettings;
-use crate::rate::{RateConfig, ValidRateConfig};
-use crate::registry::{Full, KeyLife, Registry};
+use crate::registry::{Full, Registry};
+use crate::throttle::config::ThrottleSettings;
+use crate::throttle::window::{Count, ThrottleWindow};
 
-/// The default cap on live keys.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_MAX_KEYS, 1_000_000);
-/// ```
-pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
-
-/// The default idle TTL: a key quiet this long is forgotten.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_IDLE_TTL, std::time::Duration::from_secs(600));
-/// ```
-pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
-
-type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
+pub(crate) type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
+pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
-/// sees, it lazily creates an adaptive rate whose speed follows the outcomes
-/// you report.
+/// sees, it lazily creates the controls configured (an adaptive rate, an
+/// adaptive throttle), which learn from the outcomes you report.
 ///
 /// Clones share all state. Keys are looked up by their borrowed form: a
 /// `ThrottleManager<String>` takes `&str`.
@@ -65,17 +58,22 @@ pub struct ThrottleManager<K> {
     shared: Arc<Shared<K>>,
 }
 
-struct Shared<K> {
-    keys: Registry<K, KeyState>,
-    clock: Arc<dyn Clock>,
-    rate: RatePolicy<K>,
+/// What all clones of a manager share.
+pub(crate) struct Shared<K> {
+    pub(crate) keys: Registry<K, KeyState>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rate: Option<RatePolicy<K>>,
+    pub(crate) throttle: Option<ThrottleSettings>,
+    pub(crate) priorities: Priorities,
+    /// `None`: the built-in per-thread generator.
+    pub(crate) random: Option<Box<RandomSource>>,
 }
 
 /// Which rate settings a new key gets.
-struct RatePolicy<K> {
-    default: Arc<RateSettings>,
-    overrides: HashMap<K, Arc<RateSettings>, foldhash::fast::RandomState>,
-    per_key: Option<Box<RatePerKey<K>>>,
+pub(crate) struct RatePolicy<K> {
+    pub(crate) default: Arc<RateSettings>,
+    pub(crate) overrides: HashMap<K, Arc<RateSettings>, foldhash::fast::RandomState>,
+    pub(crate) per_key: Option<Box<RatePerKey<K>>>,
 }
 
 impl<K: Hash + Eq> RatePolicy<K> {
@@ -86,19 +84,9 @@ impl<K: Hash + Eq> RatePolicy<K> {
         }
         self.per_key.as_ref()?(key).map(|valid| valid.0)
     }
-}
 
-/// Everything one key holds.
-#[derive(Debug)]
-struct KeyState {
-    rate: RateCell,
-    /// `None`: the manager's default rate settings.
-    rate_settings: Option<Arc<RateSettings>>,
-}
-
-impl KeyLife for KeyState {
-    fn quiet_from(&self) -> Option<Nanos> {
-        Some(self.rate.full_from())
+    fn settings_of<'s>(&'s self, state: &'s KeyState) -> &'s RateSettings {
+        state.rate_settings.as_deref().unwrap_or(&self.default)
     }
 }
 
@@ -112,10 +100,13 @@ impl<K> Clone for ThrottleManager<K> {
 
 impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = &*self.shared;
         f.debug_struct("ThrottleManager")
-            .field("keys", &self.shared.keys.len())
-            .field("rate", &self.shared.rate.default)
-            .field("clock", &self.shared.clock)
+            .field("keys", &shared.keys.len())
+            .field("rate", &shared.rate.as_ref().map(|rate| &rate.default))
+            .field("throttle", &shared.throttle)
+            .field("priorities", &shared.priorities)
+            .field("clock", &shared.clock)
             .finish_non_exhaustive()
     }
 }
@@ -124,6 +115,12 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
+    pub(crate) fn from_shared(shared: Shared<K>) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
     /// Starts configuring a manager.
     ///
     /// ```
@@ -137,8 +134,138 @@ where
         ThrottleManagerBuilder::new()
     }
 
+    /// Waits until one call to `key` at `priority` may go through every
+    /// control the manager has, and returns the permit for it.
+    ///
+    /// In order: the throttle decides at once whether to shed the call (a
+    /// shed call is rejected without waiting: waiting would not make the
+    /// backend healthier); then the rate makes it wait for its token, as
+    /// [`wait`](Self::wait) does. A call the throttle sheds takes no rate
+    /// token; a call that is still waiting for its token is not yet counted
+    /// by the throttle. The task-local priority ([`with_priority`]), if set,
+    /// replaces `priority`.
+    ///
+    /// [`with_priority`]: crate::with_priority
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with reason [`Throttled`](RejectReason::Throttled) or,
+    /// under [`OutOfRange::Reject`](crate::OutOfRange::Reject),
+    /// [`InvalidPriority`](RejectReason::InvalidPriority). A full key space
+    /// is waited out, like the rate.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropped while waiting for its token, it takes no token
+    /// (as [`wait`](Self::wait)) and the throttle counts nothing.
+    ///
+    /// # Panics
+    ///
+    /// Under [`OutOfRange::Panic`](crate::OutOfRange::Panic), for a priority
+    /// out of range; and as [`wait`](Self::wait) does.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .throttle(ThrottleConfig::new().ratio(2.0).min_rate(1.0).window(Duration::from_secs(60)))
+    ///     .build()?;
+    /// match manager.acquire("db-7", Priority::LOW).await {
+    ///     Ok(permit) => {
+    ///         // make the call, then report what happened:
+    ///         permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout)
+    ///     }
+    ///     Err(rejected) => {
+    ///         let _why = rejected.reason();
+    ///         let _hint = rejected.retry_after();
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_, K>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let priority = self.resolve(priority)?;
+        let state = self.state_waiting_for_room(key).await;
+        let now = self.now();
+        self.throttle_admits(&state, now, priority)?;
+        let now = self.take_token_waiting(&state, now).await;
+        self.count_request(&state, now, priority);
+        Ok(Permit::new(self, state, priority))
+    }
+
+    /// Like [`acquire`](Self::acquire), but never waits: a call without a
+    /// rate token now is rejected.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] with reason [`Throttled`](RejectReason::Throttled),
+    /// [`RateLimited`](RejectReason::RateLimited) (with the time until the
+    /// next token), [`KeySpaceFull`](RejectReason::KeySpaceFull), or
+    /// [`InvalidPriority`](RejectReason::InvalidPriority). A rejected call
+    /// leaves no trace in the controls that did not reject it.
+    ///
+    /// # Panics
+    ///
+    /// Under [`OutOfRange::Panic`](crate::OutOfRange::Panic), for a priority
+    /// out of range.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(2.0)).build()?;
+    /// let permit = manager.try_acquire("api", Priority::MEDIUM).unwrap();
+    /// permit.success();
+    /// let rejected = manager.try_acquire("api", Priority::MEDIUM).unwrap_err();
+    /// assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_, K>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let priority = self.resolve(priority)?;
+        let now = self.now();
+        let entry = self.entry(key, now).map_err(|full| {
+            Rejected::new(
+                RejectReason::KeySpaceFull,
+                priority,
+                Some(Duration::from_nanos(full.retry_after)),
+            )
+        })?;
+        let state: &KeyState = entry.value();
+        self.throttle_admits(state, now, priority)?;
+        if let Some(rate) = &self.shared.rate {
+            state
+                .rate
+                .check(now, rate.settings_of(state).burst)
+                .map_err(|wait| {
+                    Rejected::new(
+                        RejectReason::RateLimited,
+                        priority,
+                        Some(Duration::from_nanos(wait)),
+                    )
+                })?;
+        }
+        self.count_request(state, now, priority);
+        Ok(Permit::new(self, Arc::clone(entry.value()), priority))
+    }
+
     /// Resolves when one call to `key` may start under the key's current
-    /// rate, and counts that call.
+    /// rate, and counts that call. Applies the rate only; with no rate
+    /// configured it resolves at once. [`acquire`](Self::acquire) applies
+    /// every control.
     ///
     /// Waiters of one key start in the order they called `wait`, one
     /// interval apart; waiters of other keys are never delayed by it. If the
@@ -179,34 +306,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        loop {
-            let now = self.now();
-            let reservation = match self.entry(key, now) {
-                Ok(state) => state.rate.reserve(now, self.rate_settings(&state).burst),
-                Err(full) => {
-                    let retry_at = now.saturating_add(full.retry_after);
-                    self.shared
-                        .clock
-                        .sleep_until(Duration::from_nanos(retry_at))
-                        .await;
-                    continue;
-                }
-            };
-            if reservation.slot.start <= now {
-                return;
-            }
-            let pending = PendingWait {
-                manager: self,
-                key,
-                reservation: Some(reservation),
-            };
-            self.shared
-                .clock
-                .sleep_until(Duration::from_nanos(reservation.slot.start))
-                .await;
-            pending.started();
+        if self.shared.rate.is_none() {
             return;
         }
+        let state = self.state_waiting_for_room(key).await;
+        let now = self.now();
+        self.take_token_waiting(&state, now).await;
     }
 
     /// Takes a token for one call to `key` if one is there now.
@@ -232,19 +337,24 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let Some(rate) = &self.shared.rate else {
+            return Ok(());
+        };
         let now = self.now();
         let state = self
             .entry(key, now)
             .map_err(|full| RateLimited::full(Duration::from_nanos(full.retry_after)))?;
         state
             .rate
-            .check(now, self.rate_settings(&state).burst)
+            .check(now, rate.settings_of(&state).burst)
             .map_err(|wait| RateLimited::rate(Duration::from_nanos(wait)))
     }
 
     /// Reports a success: `key`'s rate rises by its increment, up to its
-    /// upper bound. Returns the new rate, or `None` if the key was not live
-    /// and the key space had no room for it.
+    /// upper bound, and its throttle counts a request and an accept (at the
+    /// task's priority, else [`Priority::HIGH`]). For calls made with
+    /// [`wait`](Self::wait); a [`Permit`] reports its own outcome. Returns the new rate, or `None` if the manager has no
+    /// rate or the key was not live and the key space had no room for it.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -262,13 +372,19 @@ where
     {
         let now = self.now();
         let state = self.entry(key, now).ok()?;
-        Some(state.rate.increase(now, self.rate_settings(&state)))
+        let priority = self.outcome_priority();
+        self.count_request(&state, now, priority);
+        self.count(&state, now, priority, Count::Accept);
+        let rate = self.shared.rate.as_ref()?;
+        Some(state.rate.increase(now, rate.settings_of(&state)))
     }
 
     /// Reports a capacity failure (a 429, a 503, a timeout): `key`'s rate
     /// falls by its decrement (or factor), down to its lower bound, unless a
-    /// decrease happened within the cooldown. Returns the new rate, or `None`
-    /// if the key was not live and the key space had no room for it.
+    /// decrease happened within the cooldown; its throttle counts a request and
+    /// no accept. Returns the new rate, or `None`
+    /// if the manager has no rate or the key was not live and the key space
+    /// had no room for it.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -287,7 +403,9 @@ where
     {
         let now = self.now();
         let state = self.entry(key, now).ok()?;
-        Some(state.rate.decrease(now, self.rate_settings(&state)))
+        self.count_request(&state, now, self.outcome_priority());
+        let rate = self.shared.rate.as_ref()?;
+        Some(state.rate.decrease(now, rate.settings_of(&state)))
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -307,7 +425,38 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.shared.rate.as_ref()?;
         self.shared.keys.get(key).map(|state| state.rate.rate())
+    }
+
+    /// The probability that `key`'s throttle rejects a call at `priority`
+    /// right now, or `None` if the manager has no throttle or the key is not
+    /// live. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// for _ in 0..100 {
+    ///     manager.decrement("db"); // 100 capacity failures
+    /// }
+    /// // 100 requests, 0 accepts, ratio 2, min_rate 1/s over 60 s: 100 / 160.
+    /// assert_eq!(manager.rejection_probability("db", Priority::LOW), Some(0.625));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rejection_probability<Q>(&self, key: &Q, priority: Priority) -> Option<f64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let settings = self.shared.throttle.as_ref()?;
+        let priority = self.shared.priorities.clamp(priority);
+        let state = self.shared.keys.get(key)?;
+        let window = state.throttle.as_ref()?;
+        Some(window.rejection(self.now(), usize::from(priority.level()), settings))
     }
 
     /// The number of live keys.
@@ -375,340 +524,171 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn for_each_rate(&self, mut visit: impl FnMut(&K, f64)) {
+        if self.shared.rate.is_none() {
+            return;
+        }
         self.shared
             .keys
             .for_each(|key, state| visit(key, state.rate.rate()));
+    }
+
+    /// Counts the outcome of a permitted call.
+    pub(crate) fn record_outcome(&self, state: &KeyState, priority: Priority, outcome: Outcome) {
+        let now = self.now();
+        match outcome {
+            Outcome::Success => {
+                self.count(state, now, priority, Count::Accept);
+                if let Some(rate) = &self.shared.rate {
+                    state.rate.increase(now, rate.settings_of(state));
+                }
+            }
+            Outcome::Overloaded => {
+                if let Some(rate) = &self.shared.rate {
+                    state.rate.decrease(now, rate.settings_of(state));
+                }
+            }
+            Outcome::Neutral => self.count(state, now, priority, Count::Accept),
+        }
     }
 
     fn now(&self) -> Nanos {
         self.shared.clock.now_nanos()
     }
 
-    fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<Ref<'_, K, KeyState>, Full>
+    /// The priority a call is judged at, or the rejection for it.
+    fn resolve(&self, asked: Priority) -> Result<Priority, Rejected> {
+        self.shared
+            .priorities
+            .resolve(asked)
+            .ok_or_else(|| Rejected::new(RejectReason::InvalidPriority, asked, None))
+    }
+
+    /// The priority that [`increment`](Self::increment) and
+    /// [`decrement`](Self::decrement) count at.
+    fn outcome_priority(&self) -> Priority {
+        let asked = Priority::current().unwrap_or(Priority::HIGH);
+        self.shared.priorities.clamp(asked)
+    }
+
+    /// Whether the throttle lets a call through; a shed call is counted as a
+    /// request, as in the SRE book.
+    fn throttle_admits(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+    ) -> Result<(), Rejected> {
+        let (Some(window), Some(settings)) = (&state.throttle, &self.shared.throttle) else {
+            return Ok(());
+        };
+        let level = usize::from(priority.level());
+        let probability = window.rejection(now, level, settings);
+        if probability > 0.0 && self.draw() < probability {
+            window.record(now, level, Count::Request, settings);
+            return Err(Rejected::new(RejectReason::Throttled, priority, None));
+        }
+        Ok(())
+    }
+
+    fn count_request(&self, state: &KeyState, now: Nanos, priority: Priority) {
+        self.count(state, now, priority, Count::Request);
+    }
+
+    fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
+        if let (Some(window), Some(settings)) = (&state.throttle, &self.shared.throttle) {
+            window.record(now, usize::from(priority.level()), count, settings);
+        }
+    }
+
+    fn draw(&self) -> f64 {
+        match &self.shared.random {
+            Some(random) => random(),
+            None => crate::throttle::random_unit(),
+        }
+    }
+
+    fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<Ref<'_, K, Arc<KeyState>>, Full>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let shared = &*self.shared;
         shared.keys.get_or_insert_with(key, now, |key| {
-            let rate_settings = shared.rate.settings_for(key);
-            let settings = rate_settings.as_deref().unwrap_or(&shared.rate.default);
+            let rate_settings = shared.rate.as_ref().and_then(|rate| rate.settings_for(key));
+            let starting = rate_settings
+                .as_deref()
+                .or(shared.rate.as_ref().map(|rate| &*rate.default));
             KeyState {
-                rate: RateCell::new(settings, now),
+                rate: RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
                 rate_settings,
+                throttle: shared.throttle.as_ref().map(|settings| {
+                    Box::new(ThrottleWindow::new(shared.priorities.levels, now, settings))
+                }),
             }
         })
     }
 
-    fn rate_settings<'s>(&'s self, state: &'s KeyState) -> &'s RateSettings {
-        state
-            .rate_settings
-            .as_deref()
-            .unwrap_or(&self.shared.rate.default)
+    /// The state of `key`, waiting for room in a full key space.
+    async fn state_waiting_for_room<Q>(&self, key: &Q) -> Arc<KeyState>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        loop {
+            let now = self.now();
+            match self.entry(key, now) {
+                Ok(state) => return Arc::clone(state.value()),
+                Err(full) => {
+                    let retry_at = now.saturating_add(full.retry_after);
+                    self.shared
+                        .clock
+                        .sleep_until(Duration::from_nanos(retry_at))
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Takes the key's next rate token and sleeps until it is due; returns
+    /// the time the call may start. Without a rate, returns `now`.
+    async fn take_token_waiting(&self, state: &Arc<KeyState>, now: Nanos) -> Nanos {
+        let Some(rate) = &self.shared.rate else {
+            return now;
+        };
+        let reservation = state.rate.reserve(now, rate.settings_of(state).burst);
+        if reservation.slot.start <= now {
+            return now;
+        }
+        let pending = PendingWait {
+            state,
+            reservation: Some(reservation),
+        };
+        self.shared
+            .clock
+            .sleep_until(Duration::from_nanos(reservation.slot.start))
+            .await;
+        pending.started();
+        reservation.slot.start
     }
 }
 
-/// A `wait` asleep on its reserved slot: if dropped before the slot comes,
-/// hands the token back.
-struct PendingWait<'a, K, Q: ?Sized>
-where
-    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
-    Q: Hash + Eq + ToOwned<Owned = K>,
-{
-    manager: &'a ThrottleManager<K>,
-    key: &'a Q,
+/// A token taken for a call that has not started: if dropped before it
+/// starts, hands the token back.
+struct PendingWait<'a> {
+    state: &'a KeyState,
     reservation: Option<Reservation>,
 }
 
-impl<K, Q: ?Sized> PendingWait<'_, K, Q>
-where
-    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
-    Q: Hash + Eq + ToOwned<Owned = K>,
-{
+impl PendingWait<'_> {
     fn started(mut self) {
         self.reservation = None;
     }
 }
 
-impl<K, Q: ?Sized> Drop for PendingWait<'_, K, Q>
-where
-    K: Borrow<Q> + Hash + Eq + Send + Sync + 'static,
-    Q: Hash + Eq + ToOwned<Owned = K>,
-{
+impl Drop for PendingWait<'_> {
     fn drop(&mut self) {
         if let Some(reservation) = self.reservation.take() {
-            // The key owes at least this token, so it has not been evicted.
-            if let Some(state) = self.manager.shared.keys.get(self.key) {
-                state.rate.cancel(reservation);
-            }
+            self.state.rate.cancel(reservation);
         }
-    }
-}
-
-/// Configures a [`ThrottleManager`]: its controls, per-key overrides, the
-/// bounds of its key space and its clock.
-///
-/// Nothing is checked until [`build`](ThrottleManagerBuilder::build), which
-/// reports every problem at once.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::{RateConfig, ThrottleManager};
-/// use std::time::Duration;
-///
-/// let premium = RateConfig::new(100.0).bounds(10.0, 1_000.0).validate()?;
-/// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).bounds(1.0, 100.0))
-///     .rate_override("api.github.com", RateConfig::new(5.0).bounds(1.0, 10.0))
-///     .rate_per_key(move |key: &String| key.starts_with("premium-").then(|| premium.clone()))
-///     .max_keys(10_000)
-///     .idle_ttl(Duration::from_secs(300))
-///     .build()?;
-/// manager.increment("api.github.com");
-/// manager.increment("premium-42");
-/// assert_eq!(manager.rate("api.github.com"), Some(5.25));
-/// assert_eq!(manager.rate("premium-42"), Some(105.0));
-/// # Ok::<(), portcullis::ConfigError>(())
-/// ```
-pub struct ThrottleManagerBuilder<K> {
-    rate: Option<RateConfig>,
-    rate_overrides: Vec<(K, String, RateConfig)>,
-    rate_per_key: Option<Box<RatePerKey<K>>>,
-    max_keys: usize,
-    idle_ttl: Option<Duration>,
-    clock: Option<Arc<dyn Clock>>,
-}
-
-impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThrottleManagerBuilder")
-            .field("rate", &self.rate)
-            .field("rate_overrides", &self.rate_overrides.len())
-            .field("rate_per_key", &self.rate_per_key.is_some())
-            .field("max_keys", &self.max_keys)
-            .field("idle_ttl", &self.idle_ttl)
-            .field("clock", &self.clock)
-            .finish()
-    }
-}
-
-impl<K> ThrottleManagerBuilder<K>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-{
-    fn new() -> Self {
-        Self {
-            rate: None,
-            rate_overrides: Vec::new(),
-            rate_per_key: None,
-            max_keys: DEFAULT_MAX_KEYS,
-            idle_ttl: Some(DEFAULT_IDLE_TTL),
-            clock: None,
-        }
-    }
-
-    /// Every key gets an adaptive rate with these settings, unless an
-    /// override gives it others.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
-    /// assert_eq!(manager.increment("api"), Some(10.5));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn rate(mut self, config: RateConfig) -> Self {
-        self.rate = Some(config);
-        self
-    }
-
-    /// `key` gets its own rate settings. Checked by `build` like the default,
-    /// under the name `rate_override[KEY]`.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(1.0))
-    ///     .build()?;
-    /// assert_eq!(manager.increment("slow.example"), Some(2.0));
-    /// assert_eq!(manager.increment("fast.example"), Some(10.5));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
-    where
-        K: fmt::Debug,
-    {
-        let key = key.into();
-        let name = format!("rate_override[{key:?}]");
-        self.rate_overrides.push((key, name, config));
-        self
-    }
-
-    /// Consulted once per new key that has no exact override: `Some` gives
-    /// the key those settings, `None` the default. Configs must be validated
-    /// up front ([`RateConfig::validate`]), so a bad one can't surface on a
-    /// hot path.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let internal = RateConfig::new(1_000.0).validate()?;
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .rate_per_key(move |host: &String| host.ends_with(".internal").then(|| internal.clone()))
-    ///     .build()?;
-    /// assert_eq!(manager.increment("db.internal"), Some(1_050.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn rate_per_key(
-        mut self,
-        settings: impl Fn(&K) -> Option<ValidRateConfig> + Send + Sync + 'static,
-    ) -> Self {
-        self.rate_per_key = Some(Box::new(settings));
-        self
-    }
-
-    /// At most this many keys are live at once (default
-    /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
-    /// new key meets at the cap.
-    ///
-    /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<u32>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .max_keys(2)
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// manager.check(&1).unwrap();
-    /// manager.check(&2).unwrap();
-    /// assert!(manager.check(&3).unwrap_err().key_space_full()); // 1 and 2 still owe tokens
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
-        self
-    }
-
-    /// A key whose bucket has been full for `ttl` (no call admitted, no debt
-    /// left) is forgotten, learned rate included (default
-    /// [`DEFAULT_IDLE_TTL`]). Sweeps run as new keys arrive, at most twice
-    /// per `ttl`, or on [`ThrottleManager::evict_idle`].
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .idle_ttl(Duration::from_secs(30))
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        self.idle_ttl = Some(ttl);
-        self
-    }
-
-    /// Keeps keys until the key cap needs their room.
-    ///
-    /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .keep_idle_keys()
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// manager.increment("api");
-    /// clock.advance(Duration::from_secs(86_400));
-    /// assert_eq!(manager.evict_idle(), 0);
-    /// assert_eq!(manager.rate("api"), Some(10.5)); // still learned
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn keep_idle_keys(mut self) -> Self {
-        self.idle_ttl = None;
-        self
-    }
-
-    /// The time source for every control. Default: [`default_clock`], chosen
-    /// when `build` runs ([`QuantaClock`](crate::QuantaClock), or
-    /// [`TokioClock`](crate::TokioClock) inside paused tokio time).
-    ///
-    /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// manager.check("api").unwrap();
-    /// assert!(manager.check("api").is_err());
-    /// clock.advance(Duration::from_secs(1));
-    /// assert!(manager.check("api").is_ok());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// Checks every setting and builds the manager.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] listing every invalid field: no control configured,
-    /// a bad rate config (default or override), `max_keys` of 0.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// assert!(ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build().is_ok());
-    /// let err = ThrottleManager::<String>::builder().build().unwrap_err();
-    /// assert_eq!(err.problems()[0].field(), "rate");
-    /// ```
-    pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
-        let mut found = Vec::new();
-        let default = match &self.rate {
-            Some(config) => config.check(&mut Problems::new("rate", &mut found)),
-            None => {
-                Problems::new("", &mut found).add(
-                    "rate",
-                    "no control configured; call .rate(RateConfig::new(calls_per_second))",
-                );
-                None
-            }
-        };
-        let mut overrides = HashMap::with_hasher(foldhash::fast::RandomState::default());
-        for (key, name, config) in self.rate_overrides {
-            if let Some(settings) = config.check(&mut Problems::new(&name, &mut found)) {
-                overrides.insert(key, Arc::new(settings));
-            }
-        }
-        if self.max_keys == 0 {
-            Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
-        }
-        let Some(default) = default.filter(|_| found.is_empty()) else {
-            return Err(ConfigError::new(found));
-        };
-        let clock = self.clock.unwrap_or_else(default_clock);
-        Ok(ThrottleManager {
-            shared: Arc::new(Shared {
-                keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos)),
-                clock,
-                rate: RatePolicy {
-                    default: Arc::new(default),
-                    overrides,
-                    per_key: self.rate_per_key,
-                },
-            }),
-        })
     }
 }

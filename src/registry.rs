@@ -4,8 +4,8 @@
 //! Keys often come from untrusted input (client IPs, user ids), so the
 //! number of live keys is capped, and a key is never forgotten while
 //! forgetting it would loosen a limit: a bucket still owing tokens, a call in
-//! flight, a waiter queued. Each kind of per-key state says when that is over
-//! through [`KeyLife`].
+//! flight, a waiter queued. The owner says when that is over through a
+//! [`QuietFrom`] function.
 //!
 //! # At the cap
 //!
@@ -20,8 +20,8 @@
 
 use std::borrow::Borrow;
 use std::hash::Hash;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
@@ -29,12 +29,10 @@ use dashmap::mapref::one::Ref;
 
 use crate::clock::Nanos;
 
-/// When a key's state may be forgotten.
-pub(crate) trait KeyLife {
-    /// The time from which forgetting this key loses nothing that limits
-    /// anyone, or `None` while it is in use with no known end.
-    fn quiet_from(&self) -> Option<Nanos>;
-}
+/// When a key's state may be forgotten, seen at `now`: the time from which
+/// forgetting it loses nothing that limits anyone, or `None` while it is in
+/// use with no known end.
+pub(crate) type QuietFrom<S> = dyn Fn(&S, Nanos) -> Option<Nanos> + Send + Sync;
 
 /// A new key was refused: the registry is at its cap and no key can go yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,13 +50,14 @@ const SHARDS: usize = 64;
 
 /// Lazily created per-key state, bounded in count and evicted when idle.
 pub(crate) struct Registry<K, S> {
-    map: DashMap<K, S, foldhash::fast::RandomState>,
+    map: DashMap<K, Arc<S>, foldhash::fast::RandomState>,
     /// Keys in the map plus keys about to be inserted: never above `max_keys`.
     reserved: AtomicUsize,
     max_keys: usize,
     idle_ttl: Option<Nanos>,
     next_idle_sweep: AtomicU64,
     sweeping: Mutex<()>,
+    quiet_from: Box<QuietFrom<S>>,
 }
 
 impl<K, S> std::fmt::Debug for Registry<K, S> {
@@ -74,9 +73,15 @@ impl<K, S> std::fmt::Debug for Registry<K, S> {
 impl<K, S> Registry<K, S>
 where
     K: Hash + Eq,
-    S: KeyLife,
 {
-    pub(crate) fn new(max_keys: usize, idle_ttl: Option<Nanos>) -> Self {
+    /// A registry of at most `max_keys` keys, forgetting keys quiet for
+    /// `idle_ttl`. Holders of a state's `Arc` (permits, waiters) make it busy
+    /// without `quiet_from` being asked.
+    pub(crate) fn new(
+        max_keys: usize,
+        idle_ttl: Option<Nanos>,
+        quiet_from: Box<QuietFrom<S>>,
+    ) -> Self {
         Self {
             map: DashMap::with_hasher_and_shard_amount(Default::default(), SHARDS),
             reserved: AtomicUsize::new(0),
@@ -84,11 +89,12 @@ where
             idle_ttl,
             next_idle_sweep: AtomicU64::new(0),
             sweeping: Mutex::new(()),
+            quiet_from,
         }
     }
 
     /// The state of `key`, if it is live.
-    pub(crate) fn get<Q>(&self, key: &Q) -> Option<Ref<'_, K, S>>
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<Ref<'_, K, Arc<S>>>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -107,7 +113,7 @@ where
         key: &Q,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
-    ) -> Result<Ref<'_, K, S>, Full>
+    ) -> Result<Ref<'_, K, Arc<S>>, Full>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -124,7 +130,7 @@ where
             }
             Entry::Vacant(vacant) => {
                 let state = make(vacant.key());
-                Ok(vacant.insert(state).downgrade())
+                Ok(vacant.insert(Arc::new(state)).downgrade())
             }
         }
     }
@@ -135,7 +141,7 @@ where
     }
 
     /// Visits every live key. Holds each shard's read lock while visiting it.
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(&K, &S)) {
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(&K, &Arc<S>)) {
         for entry in self.map.iter() {
             visit(entry.key(), entry.value());
         }
@@ -146,6 +152,14 @@ where
     pub(crate) fn evict_idle(&self, now: Nanos) -> usize {
         let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
         self.sweep(now, Nanos::MAX, 0)
+    }
+
+    /// `state`'s quiet time, or `None` while anyone else holds it.
+    fn quiet(&self, state: &Arc<S>, now: Nanos) -> Option<Nanos> {
+        if Arc::strong_count(state) > 1 {
+            return None;
+        }
+        (self.quiet_from)(state, now)
     }
 
     /// Counts one more key against the cap, making room if needed.
@@ -196,7 +210,7 @@ where
         let mut evictable = Vec::new();
         let mut first_quiet = Nanos::MAX;
         for entry in self.map.iter() {
-            match entry.value().quiet_from() {
+            match self.quiet(entry.value(), now) {
                 Some(quiet) if quiet <= now => evictable.push(quiet),
                 Some(quiet) => first_quiet = first_quiet.min(quiet),
                 None => {}
@@ -233,7 +247,7 @@ where
         let mut lru_evicted = 0;
         let mut evicted = 0;
         self.map.retain(|_, state| {
-            let Some(quiet) = state.quiet_from() else {
+            let Some(quiet) = self.quiet(state, now) else {
                 return true;
             };
             let idle = idle_before.is_some_and(|before| quiet <= before);

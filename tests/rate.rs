@@ -274,7 +274,7 @@ fn bad_configs_are_reported_with_field_and_value() {
         assert_eq!(err.problems()[0].to_string(), expected);
     }
     let err = ThrottleManager::<String>::builder().build().unwrap_err();
-    assert_eq!(err.problems()[0].field(), "rate");
+    assert_eq!(err.problems()[0].field(), "controls");
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0))
         .max_keys(0)

@@ -30,11 +30,11 @@ pub(crate) struct Reservation {
 }
 
 impl RateCell {
-    /// A full bucket at the starting rate.
-    pub(crate) fn new(settings: &RateSettings, now: Nanos) -> Self {
+    /// A full bucket at `starting_rate`.
+    pub(crate) fn new(starting_rate: f64, now: Nanos) -> Self {
         Self {
             tat: AtomicU64::new(now),
-            rate: AtomicU64::new(settings.starting_rate.to_bits()),
+            rate: AtomicU64::new(starting_rate.to_bits()),
             cooling_until: AtomicU64::new(0),
         }
     }
@@ -181,7 +181,7 @@ mod tests {
                 .bounds(1.0, 100.0)
                 .increment(10.0),
         );
-        let cell = RateCell::new(&s, 0);
+        let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..5 {
             assert!(cell.check(0, 5).is_ok());
         }
@@ -199,7 +199,7 @@ mod tests {
                 .bounds(1.0, 100.0)
                 .decrement(5.0),
         );
-        let cell = RateCell::new(&s, 0);
+        let cell = RateCell::new(s.starting_rate, 0);
         assert!(cell.check(0, 1).is_ok());
         assert_eq!(cell.check(0, 1), Err(100 * MS));
         assert_eq!(cell.decrease(0, &s), 5.0);
@@ -214,7 +214,7 @@ mod tests {
                 .decrease_factor(0.5)
                 .decrease_cooldown(std::time::Duration::from_millis(100)),
         );
-        let cell = RateCell::new(&s, 0);
+        let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..10 {
             cell.decrease(10 * MS, &s);
         }
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
         let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
-        let cell = RateCell::new(&s, 0);
+        let cell = RateCell::new(s.starting_rate, 0);
         let first = cell.reserve(0, 1);
         assert_eq!(first.slot.start, 0);
         let second = cell.reserve(0, 1);
@@ -311,7 +311,7 @@ mod properties {
             ops in proptest::collection::vec(op(), 1..200),
         ) {
             let settings = RateSettings::for_test(config);
-            let cell = RateCell::new(&settings, 0);
+            let cell = RateCell::new(settings.starting_rate, 0);
             let mut now: Nanos = 0;
             let mut admitted: Vec<Admitted> = Vec::new();
             let mut pending: Vec<(Reservation, usize)> = Vec::new();

@@ -1,0 +1,421 @@
+//! [`ThrottleManagerBuilder`]: how a [`ThrottleManager`] is configured.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, Nanos, default_clock, nanos};
+use crate::error::{ConfigError, Problems};
+use crate::key::KeyState;
+use crate::manager::{RandomSource, RatePerKey, RatePolicy, Shared, ThrottleManager};
+use crate::priority::{OutOfRange, Priorities};
+use crate::rate::{RateConfig, ValidRateConfig};
+use crate::registry::Registry;
+use crate::throttle::ThrottleConfig;
+
+/// The default cap on live keys.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_MAX_KEYS, 1_000_000);
+/// ```
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// The default idle TTL: a key quiet this long is forgotten.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_IDLE_TTL, std::time::Duration::from_secs(600));
+/// ```
+pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// The default number of priority levels: `Priority::HIGH` to `Priority::LOW`.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_PRIORITY_LEVELS, 4);
+/// ```
+pub const DEFAULT_PRIORITY_LEVELS: u8 = 4;
+
+/// The most priority levels a manager may have.
+const MAX_PRIORITY_LEVELS: u8 = 16;
+
+/// Configures a [`ThrottleManager`]: its controls, per-key overrides, the
+/// bounds of its key space and its clock.
+///
+/// Nothing is checked until [`build`](ThrottleManagerBuilder::build), which
+/// reports every problem at once.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use std::time::Duration;
+///
+/// let premium = RateConfig::new(100.0).bounds(10.0, 1_000.0).validate()?;
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).bounds(1.0, 100.0))
+///     .rate_override("api.github.com", RateConfig::new(5.0).bounds(1.0, 10.0))
+///     .rate_per_key(move |key: &String| key.starts_with("premium-").then(|| premium.clone()))
+///     .max_keys(10_000)
+///     .idle_ttl(Duration::from_secs(300))
+///     .build()?;
+/// manager.increment("api.github.com");
+/// manager.increment("premium-42");
+/// assert_eq!(manager.rate("api.github.com"), Some(5.25));
+/// assert_eq!(manager.rate("premium-42"), Some(105.0));
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+pub struct ThrottleManagerBuilder<K> {
+    rate: Option<RateConfig>,
+    rate_overrides: Vec<(K, String, RateConfig)>,
+    rate_per_key: Option<Box<RatePerKey<K>>>,
+    throttle: Option<ThrottleConfig>,
+    priority_levels: u8,
+    out_of_range: OutOfRange,
+    random: Option<Box<RandomSource>>,
+    max_keys: usize,
+    idle_ttl: Option<Duration>,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleManagerBuilder")
+            .field("rate", &self.rate)
+            .field("rate_overrides", &self.rate_overrides.len())
+            .field("rate_per_key", &self.rate_per_key.is_some())
+            .field("throttle", &self.throttle)
+            .field("priority_levels", &self.priority_levels)
+            .field("out_of_range", &self.out_of_range)
+            .field("random", &self.random.is_some())
+            .field("max_keys", &self.max_keys)
+            .field("idle_ttl", &self.idle_ttl)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    pub(crate) fn new() -> Self {
+        Self {
+            rate: None,
+            rate_overrides: Vec::new(),
+            rate_per_key: None,
+            throttle: None,
+            priority_levels: DEFAULT_PRIORITY_LEVELS,
+            out_of_range: OutOfRange::default(),
+            random: None,
+            max_keys: DEFAULT_MAX_KEYS,
+            idle_ttl: Some(DEFAULT_IDLE_TTL),
+            clock: None,
+        }
+    }
+
+    /// Every key gets an adaptive rate with these settings, unless an
+    /// override gives it others.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// assert_eq!(manager.increment("api"), Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn rate(mut self, config: RateConfig) -> Self {
+        self.rate = Some(config);
+        self
+    }
+
+    /// `key` gets its own rate settings. Checked by `build` like the default,
+    /// under the name `rate_override[KEY]`.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(1.0))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("slow.example"), Some(2.0));
+    /// assert_eq!(manager.increment("fast.example"), Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
+    where
+        K: fmt::Debug,
+    {
+        let key = key.into();
+        let name = format!("rate_override[{key:?}]");
+        self.rate_overrides.push((key, name, config));
+        self
+    }
+
+    /// Consulted once per new key that has no exact override: `Some` gives
+    /// the key those settings, `None` the default. Configs must be validated
+    /// up front ([`RateConfig::validate`]), so a bad one can't surface on a
+    /// hot path.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let internal = RateConfig::new(1_000.0).validate()?;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .rate_per_key(move |host: &String| host.ends_with(".internal").then(|| internal.clone()))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("db.internal"), Some(1_050.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn rate_per_key(
+        mut self,
+        settings: impl Fn(&K) -> Option<ValidRateConfig> + Send + Sync + 'static,
+    ) -> Self {
+        self.rate_per_key = Some(Box::new(settings));
+        self
+    }
+
+    /// Every key gets an adaptive throttle with these settings: calls are
+    /// shed locally, by priority, while the key's backend keeps failing.
+    ///
+    /// ```
+    /// use portcullis::{ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// assert_eq!(manager.rejection_probability("api", portcullis::Priority::LOW), None); // not live yet
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn throttle(mut self, config: ThrottleConfig) -> Self {
+        self.throttle = Some(config);
+        self
+    }
+
+    /// How many priority levels calls may have: `0 ..= levels - 1`
+    /// (default 4, [`Priority::HIGH`](crate::Priority::HIGH) to
+    /// [`Priority::LOW`](crate::Priority::LOW)). From 1 to 16; each level
+    /// costs a throttled key 96 bytes.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .priority_levels(8)
+    ///     .build()?;
+    /// let permit = manager.try_acquire("api", Priority::new(7)).unwrap();
+    /// assert_eq!(permit.priority(), Priority::new(7));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority_levels(mut self, levels: u8) -> Self {
+        self.priority_levels = levels;
+        self
+    }
+
+    /// What happens to a priority beyond the levels (default
+    /// [`OutOfRange::ClampToLowest`]).
+    ///
+    /// ```
+    /// use portcullis::{OutOfRange, ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .out_of_range(OutOfRange::Reject)
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn out_of_range(mut self, policy: OutOfRange) -> Self {
+        self.out_of_range = policy;
+        self
+    }
+
+    /// Where the throttle's shedding decisions draw their randomness: a
+    /// function returning a uniform number in `[0, 1)`. For deterministic
+    /// tests; the default is a fast per-thread generator.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .random_source(|| 0.5) // shed exactly when the probability is above 0.5
+    ///     .build()?;
+    /// for _ in 0..100 {
+    ///     manager.decrement("db"); // probability 0.625
+    /// }
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn random_source(mut self, random: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
+        self.random = Some(Box::new(random));
+        self
+    }
+
+    /// At most this many keys are live at once (default
+    /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
+    /// new key meets at the cap.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<u32>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_keys(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check(&1).unwrap();
+    /// manager.check(&2).unwrap();
+    /// assert!(manager.check(&3).unwrap_err().key_space_full()); // 1 and 2 still owe tokens
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// A key whose bucket has been full for `ttl` (no call admitted, no debt
+    /// left) is forgotten, learned rate included (default
+    /// [`DEFAULT_IDLE_TTL`]). Sweeps run as new keys arrive, at most twice
+    /// per `ttl`, or on [`ThrottleManager::evict_idle`].
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .idle_ttl(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_ttl = Some(ttl);
+        self
+    }
+
+    /// Keeps keys until the key cap needs their room.
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .keep_idle_keys()
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.increment("api");
+    /// clock.advance(Duration::from_secs(86_400));
+    /// assert_eq!(manager.evict_idle(), 0);
+    /// assert_eq!(manager.rate("api"), Some(10.5)); // still learned
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn keep_idle_keys(mut self) -> Self {
+        self.idle_ttl = None;
+        self
+    }
+
+    /// The time source for every control. Default: [`default_clock`], chosen
+    /// when `build` runs ([`QuantaClock`](crate::QuantaClock), or
+    /// [`TokioClock`](crate::TokioClock) inside paused tokio time).
+    ///
+    /// ```
+    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.check("api").unwrap();
+    /// assert!(manager.check("api").is_err());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(manager.check("api").is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Checks every setting and builds the manager.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid field: no control configured,
+    /// a bad rate or throttle config (default or override), `max_keys` of 0,
+    /// priority levels outside 1 to 16.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// assert!(ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build().is_ok());
+    /// let err = ThrottleManager::<String>::builder().build().unwrap_err();
+    /// assert_eq!(err.problems()[0].field(), "controls");
+    /// ```
+    pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
+        let mut found = Vec::new();
+        if self.rate.is_none() && self.throttle.is_none() {
+            Problems::new("", &mut found).add(
+                "controls",
+                "no control configured; call .rate(...) or .throttle(...)",
+            );
+        }
+        let rate = self
+            .rate
+            .as_ref()
+            .map(|config| config.check(&mut Problems::new("rate", &mut found)));
+        let mut overrides = HashMap::with_hasher(foldhash::fast::RandomState::default());
+        for (key, name, config) in self.rate_overrides {
+            if let Some(settings) = config.check(&mut Problems::new(&name, &mut found)) {
+                overrides.insert(key, Arc::new(settings));
+            }
+        }
+        let throttle = self
+            .throttle
+            .as_ref()
+            .map(|config| config.check(&mut Problems::new("throttle", &mut found)));
+        if !(1..=MAX_PRIORITY_LEVELS).contains(&self.priority_levels) {
+            Problems::new("", &mut found).add(
+                "priority_levels",
+                format!(
+                    "must be from 1 to {MAX_PRIORITY_LEVELS}, got {}",
+                    self.priority_levels
+                ),
+            );
+        }
+        if self.max_keys == 0 {
+            Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
+        }
+        if !found.is_empty() {
+            return Err(ConfigError::new(found));
+        }
+        let rate = rate.flatten().map(|default| RatePolicy {
+            default: Arc::new(default),
+            overrides,
+            per_key: self.rate_per_key,
+        });
+        let throttle = throttle.flatten();
+        let quiet_throttle = throttle.clone();
+        let quiet_from = Box::new(move |state: &KeyState, _now: Nanos| {
+            Some(state.quiet_from(quiet_throttle.as_ref()))
+        });
+        Ok(ThrottleManager::from_shared(Shared {
+            keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos), quiet_from),
+            clock: self.clock.unwrap_or_else(default_clock),
+            rate,
+            throttle,
+            priorities: Priorities {
+                levels: self.priority_levels,
+                out_of_range: self.out_of_range,
+            },
+            random: self.random,
+        }))
+    }
+}

@@ -1,0 +1,186 @@
+//! The right to make one call, and how its outcome is reported.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use crate::Priority;
+use crate::key::KeyState;
+use crate::manager::ThrottleManager;
+
+/// How a call ended, as far as the controls of its key care.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Outcome, Priority, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+/// let permit = manager.acquire("api", Priority::MEDIUM).await?;
+/// let status = 404; // ... the call ...
+/// permit.report(match status {
+///     200..=299 => Outcome::Success,
+///     429 | 503 => Outcome::Overloaded,
+///     _ => Outcome::Neutral, // the backend answered; its load is not the problem
+/// });
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The backend accepted the call: the throttle counts an accept, the
+    /// rate rises by its increment.
+    Success,
+    /// The backend was over capacity (429, 503, a timeout, a refused
+    /// connection): the throttle counts no accept, the rate falls.
+    Overloaded,
+    /// The call ended in a way that says nothing about the backend's load (a
+    /// 404, bad input, an auth error, the caller gave up): the throttle
+    /// counts it as accepted, so it never causes shedding; the rate is left
+    /// alone.
+    Neutral,
+}
+
+/// The right to make one call to a key, from
+/// [`acquire`](ThrottleManager::acquire) or
+/// [`try_acquire`](ThrottleManager::try_acquire).
+///
+/// Report the call's outcome with [`success`](Permit::success),
+/// [`failure`](Permit::failure) or [`report`](Permit::report). A permit
+/// dropped without a report (the caller gave up, a panic unwound through it)
+/// counts as [`Outcome::Neutral`]: it never causes shedding and leaves the
+/// rate alone.
+///
+/// The permit borrows its manager, like tokio's `SemaphorePermit`; to move
+/// one into a spawned task, move a clone of the manager in with it.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+/// let task = tokio::spawn({
+///     let manager = manager.clone();
+///     async move {
+///         let permit = manager.acquire("api", Priority::LOW).await?;
+///         // ... the call ...
+///         permit.success();
+///         Ok::<(), portcullis::Rejected>(())
+///     }
+/// });
+/// task.await??;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
+pub struct Permit<'a, K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    manager: &'a ThrottleManager<K>,
+    state: Arc<KeyState>,
+    priority: Priority,
+    reported: bool,
+}
+
+impl<'a, K> Permit<'a, K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    pub(crate) fn new(
+        manager: &'a ThrottleManager<K>,
+        state: Arc<KeyState>,
+        priority: Priority,
+    ) -> Self {
+        Self {
+            manager,
+            state,
+            priority,
+            reported: false,
+        }
+    }
+
+    /// The call succeeded: [`Outcome::Success`].
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(ManualClock::new()).build()?;
+    /// manager.try_acquire("api", Priority::HIGH).unwrap().success();
+    /// assert_eq!(manager.rate("api"), Some(11.0));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn success(self) {
+        self.report(Outcome::Success);
+    }
+
+    /// The backend was over capacity: [`Outcome::Overloaded`].
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(ManualClock::new()).build()?;
+    /// manager.try_acquire("api", Priority::HIGH).unwrap().failure();
+    /// assert_eq!(manager.rate("api"), Some(9.0));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn failure(self) {
+        self.report(Outcome::Overloaded);
+    }
+
+    /// Reports how the call ended.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(ManualClock::new()).build()?;
+    /// manager.try_acquire("api", Priority::HIGH).unwrap().report(Outcome::Neutral);
+    /// assert_eq!(manager.rate("api"), Some(10.0));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn report(mut self, outcome: Outcome) {
+        self.reported = true;
+        self.manager
+            .record_outcome(&self.state, self.priority, outcome);
+    }
+
+    /// The priority the call was admitted at (after the task-local priority
+    /// and the out-of-range policy).
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// let permit = manager.try_acquire("api", Priority::new(9)).unwrap();
+    /// assert_eq!(permit.priority(), Priority::LOW); // clamped to the lowest of 4 levels
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+}
+
+impl<K> Drop for Permit<'_, K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if !self.reported {
+            self.manager
+                .record_outcome(&self.state, self.priority, Outcome::Neutral);
+        }
+    }
+}
+
+impl<K> fmt::Debug for Permit<'_, K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("priority", &self.priority)
+            .field("reported", &self.reported)
+            .finish_non_exhaustive()
+    }
+}

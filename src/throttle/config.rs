@@ -1,0 +1,299 @@
+//! What a user sets for the throttle, and its validation.
+
+use std::time::Duration;
+
+use crate::clock::{Nanos, nanos};
+use crate::error::Problems;
+
+use super::window::BUCKETS;
+
+/// The adaptive throttle of every key: rejects calls locally, by priority,
+/// when the key's backend keeps failing.
+///
+/// Over a sliding `window`, per priority `p`, it counts the calls attempted
+/// (`requests`) and the calls the backend accepted (`accepts`), and rejects a
+/// new call with probability
+///
+/// ```text
+/// requests_p = requests[p] + sum over i < p of (requests[i] - accepts[i])
+/// P(reject)  = clamp((requests_p - ratio * accepts[p]) / (requests_p + min_rate * window_secs), 0, 1)
+/// ```
+///
+/// While the backend accepts more than `1 / ratio` of the calls, the
+/// probability is 0: the throttle adds no latency and no queueing. Calls it
+/// rejects count as requests too (the SRE book's choice): a key that keeps
+/// failing is left with about `min_rate` calls per second reaching its
+/// backend, enough to notice recovery.
+///
+/// Defaults: `ratio` 2, `min_rate` 1 per second, `window` 60 s, no minimum
+/// sample, no cap on the probability.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{ThrottleConfig, ThrottleManager};
+/// use std::time::Duration;
+///
+/// let manager = ThrottleManager::<String>::builder()
+///     .throttle(ThrottleConfig::new().ratio(2.0).min_rate(1.0).window(Duration::from_secs(60)))
+///     .build()?;
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThrottleConfig {
+    ratio: f64,
+    min_rate: f64,
+    window: Duration,
+    min_requests: u64,
+    max_rejection: f64,
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ThrottleConfig {
+    /// The defaults: ratio 2, min_rate 1/s, window 60 s.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleConfig::new();
+    /// assert_eq!(config.ratio_value(), 2.0);
+    /// ```
+    pub fn new() -> Self {
+        Self {
+            ratio: 2.0,
+            min_rate: 1.0,
+            window: Duration::from_secs(60),
+            min_requests: 0,
+            max_rejection: 1.0,
+        }
+    }
+
+    /// `K`, the SRE book's multiplier: shedding starts once requests exceed
+    /// `ratio` times accepts. At least 1; lower values shed more eagerly
+    /// (1 sheds as soon as anything fails), higher values let more load
+    /// through to a struggling backend.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleConfig::new().ratio(1.5);
+    /// assert_eq!(config.ratio_value(), 1.5);
+    /// ```
+    pub fn ratio(mut self, ratio: f64) -> Self {
+        self.ratio = ratio;
+        self
+    }
+
+    /// Calls per second a failing key still lets through, so that it can
+    /// see its backend recover. Above 0: at 0 a failing key would lock itself
+    /// out for good, since its window would never empty.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleConfig::new().min_rate(0.5);
+    /// assert_eq!(config.min_rate_value(), 0.5);
+    /// ```
+    pub fn min_rate(mut self, per_second: f64) -> Self {
+        self.min_rate = per_second;
+        self
+    }
+
+    /// How far back outcomes count. Kept as 10 buckets aligned to multiples
+    /// of `window / 10` since the clock's origin. At least 10 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = portcullis::ThrottleConfig::new().window(Duration::from_secs(10));
+    /// assert_eq!(config.window_value(), Duration::from_secs(10));
+    /// ```
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// No shedding for a priority until its `requests_p` in the window
+    /// reach `requests` (default 0): a few early failures on a quiet key
+    /// then shed nothing.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleConfig::new().min_requests(20);
+    /// assert_eq!(config.min_requests_value(), 20);
+    /// ```
+    pub fn min_requests(mut self, requests: u64) -> Self {
+        self.min_requests = requests;
+        self
+    }
+
+    /// The rejection probability never exceeds `probability` (default 1),
+    /// so some calls always reach the backend, as in Envoy's admission
+    /// control. In `(0, 1]`.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleConfig::new().max_rejection(0.9);
+    /// assert_eq!(config.max_rejection_value(), 0.9);
+    /// ```
+    pub fn max_rejection(mut self, probability: f64) -> Self {
+        self.max_rejection = probability;
+        self
+    }
+
+    /// The ratio `K`.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::ThrottleConfig::new().ratio_value(), 2.0);
+    /// ```
+    pub fn ratio_value(&self) -> f64 {
+        self.ratio
+    }
+
+    /// The minimum rate per second.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::ThrottleConfig::new().min_rate_value(), 1.0);
+    /// ```
+    pub fn min_rate_value(&self) -> f64 {
+        self.min_rate
+    }
+
+    /// The window.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(portcullis::ThrottleConfig::new().window_value(), Duration::from_secs(60));
+    /// ```
+    pub fn window_value(&self) -> Duration {
+        self.window
+    }
+
+    /// The minimum sample.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::ThrottleConfig::new().min_requests_value(), 0);
+    /// ```
+    pub fn min_requests_value(&self) -> u64 {
+        self.min_requests
+    }
+
+    /// The cap on the rejection probability.
+    ///
+    /// ```
+    /// assert_eq!(portcullis::ThrottleConfig::new().max_rejection_value(), 1.0);
+    /// ```
+    pub fn max_rejection_value(&self) -> f64 {
+        self.max_rejection
+    }
+
+    /// Adds every problem to `problems`; returns the settings when there are none.
+    pub(crate) fn check(&self, problems: &mut Problems<'_>) -> Option<ThrottleSettings> {
+        let before = problems.len();
+        if !(self.ratio.is_finite() && self.ratio >= 1.0) {
+            problems.add(
+                "ratio",
+                format!("must be a finite number of at least 1, got {}", self.ratio),
+            );
+        }
+        if !self.min_rate.is_finite() {
+            problems.add(
+                "min_rate",
+                format!("must be a finite number, got {}", self.min_rate),
+            );
+        } else if self.min_rate <= 0.0 {
+            problems.add(
+                "min_rate",
+                format!(
+                    "must be above 0 (at 0 a failing key never recovers), got {}",
+                    self.min_rate
+                ),
+            );
+        }
+        if self.window < Duration::from_millis(10) {
+            problems.add(
+                "window",
+                format!("must be at least 10ms, got {:?}", self.window),
+            );
+        }
+        if !(self.max_rejection > 0.0 && self.max_rejection <= 1.0) {
+            problems.add(
+                "max_rejection",
+                format!("must be above 0 and at most 1, got {}", self.max_rejection),
+            );
+        }
+        (problems.len() == before).then(|| ThrottleSettings {
+            ratio: self.ratio,
+            floor: self.min_rate * self.window.as_secs_f64(),
+            bucket: nanos(self.window) / BUCKETS as Nanos,
+            min_requests: self.min_requests as f64,
+            max_rejection: self.max_rejection,
+        })
+    }
+}
+
+/// Validated throttle settings, in the units the maths uses.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ThrottleSettings {
+    pub(crate) ratio: f64,
+    /// `min_rate * window_secs`: the formula's `m`.
+    pub(crate) floor: f64,
+    /// Length of one of the window's buckets, in nanoseconds.
+    pub(crate) bucket: Nanos,
+    pub(crate) min_requests: f64,
+    pub(crate) max_rejection: f64,
+}
+
+#[cfg(test)]
+impl ThrottleSettings {
+    pub(crate) fn for_test(config: ThrottleConfig) -> Self {
+        let mut found = Vec::new();
+        config
+            .check(&mut Problems::new("throttle", &mut found))
+            .expect("valid test config")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(config: ThrottleConfig) -> Vec<String> {
+        let mut found = Vec::new();
+        assert!(
+            config
+                .check(&mut Problems::new("throttle", &mut found))
+                .is_none()
+        );
+        found.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        assert_eq!(
+            problems(ThrottleConfig::new().min_rate(0.0)),
+            ["throttle.min_rate: must be above 0 (at 0 a failing key never recovers), got 0"]
+        );
+        assert_eq!(
+            problems(ThrottleConfig::new().ratio(0.5).max_rejection(0.0)),
+            [
+                "throttle.ratio: must be a finite number of at least 1, got 0.5",
+                "throttle.max_rejection: must be above 0 and at most 1, got 0"
+            ]
+        );
+        assert_eq!(
+            problems(
+                ThrottleConfig::new()
+                    .window(Duration::from_millis(5))
+                    .min_rate(f64::NAN)
+            ),
+            [
+                "throttle.min_rate: must be a finite number, got NaN",
+                "throttle.window: must be at least 10ms, got 5ms"
+            ]
+        );
+    }
+
+    #[test]
+    fn settings_are_in_the_units_of_the_maths() {
+        let s = ThrottleSettings::for_test(ThrottleConfig::new());
+        assert_eq!(s.floor, 60.0);
+        assert_eq!(s.bucket, 6_000_000_000);
+    }
+}

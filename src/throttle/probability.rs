@@ -1,0 +1,141 @@
+//! The rejection probability, as pure maths.
+
+use super::config::ThrottleSettings;
+
+/// Requests and accepts of one priority over the window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Counts {
+    pub(crate) requests: f64,
+    pub(crate) accepts: f64,
+}
+
+/// What a priority sees: its `own` requests plus the calls of every more
+/// important priority (`above`) that the backend did not accept; its own
+/// accepts.
+pub(crate) fn seen_by(above: impl IntoIterator<Item = Counts>, own: Counts) -> Counts {
+    let unaccepted_above: f64 = above
+        .into_iter()
+        .map(|c| (c.requests - c.accepts).max(0.0))
+        .sum();
+    Counts {
+        requests: own.requests + unaccepted_above,
+        accepts: own.accepts,
+    }
+}
+
+/// `clamp((requests - ratio * accepts) / (requests + floor), 0, max)`, or 0
+/// below the minimum sample. Always finite and in `[0, 1]`: `floor` is
+/// validated above 0, and NaN inputs give 0.
+pub(crate) fn rejection(seen: Counts, settings: &ThrottleSettings) -> f64 {
+    if seen.requests < settings.min_requests {
+        return 0.0;
+    }
+    let p = (seen.requests - settings.ratio * seen.accepts) / (seen.requests + settings.floor);
+    // `max` first: it maps NaN to 0.
+    p.max(0.0).min(settings.max_rejection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ThrottleConfig;
+    use proptest::prelude::*;
+
+    fn defaults() -> ThrottleSettings {
+        ThrottleSettings::for_test(ThrottleConfig::new())
+    }
+
+    #[test]
+    fn a_hundred_failures_with_the_defaults() {
+        // K = 2, window 60 s, min_rate 1: 100 / (100 + 60).
+        let seen = Counts {
+            requests: 100.0,
+            accepts: 0.0,
+        };
+        assert_eq!(rejection(seen, &defaults()), 0.625);
+    }
+
+    #[test]
+    fn healthy_traffic_is_never_shed() {
+        let seen = Counts {
+            requests: 1_000.0,
+            accepts: 600.0,
+        };
+        assert_eq!(rejection(seen, &defaults()), 0.0);
+    }
+
+    #[test]
+    fn lower_priorities_inherit_the_failures_above() {
+        let counts = [
+            Counts {
+                requests: 100.0,
+                accepts: 0.0,
+            },
+            Counts {
+                requests: 0.0,
+                accepts: 0.0,
+            },
+            Counts {
+                requests: 50.0,
+                accepts: 40.0,
+            },
+        ];
+        let seen = |p: usize| seen_by(counts[..p].iter().copied(), counts[p]);
+        assert_eq!(seen(0), counts[0]);
+        assert_eq!(
+            seen(1),
+            Counts {
+                requests: 100.0,
+                accepts: 0.0
+            }
+        );
+        assert_eq!(
+            seen(2),
+            Counts {
+                requests: 150.0,
+                accepts: 40.0
+            }
+        );
+        assert_eq!(rejection(seen(1), &defaults()), 0.625);
+    }
+
+    #[test]
+    fn the_minimum_sample_and_the_cap() {
+        let s =
+            ThrottleSettings::for_test(ThrottleConfig::new().min_requests(10).max_rejection(0.5));
+        assert_eq!(
+            rejection(
+                Counts {
+                    requests: 9.0,
+                    accepts: 0.0
+                },
+                &s
+            ),
+            0.0
+        );
+        assert_eq!(
+            rejection(
+                Counts {
+                    requests: 1e9,
+                    accepts: 0.0
+                },
+                &s
+            ),
+            0.5
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn always_a_probability(
+            requests in proptest::num::f64::ANY,
+            accepts in proptest::num::f64::ANY,
+            ratio in 1.0f64..1e6,
+            min_rate in 1e-6f64..1e6,
+        ) {
+            let s = ThrottleSettings::for_test(ThrottleConfig::new().ratio(ratio).min_rate(min_rate));
+            let p = rejection(Counts { requests, accepts }, &s);
+            prop_assert!(p.is_finite() && (0.0..=1.0).contains(&p), "{p}");
+        }
+    }
+}
