@@ -231,4 +231,33 @@ mod tests {
         assert_eq!(window.counts(0).requests, 20_000.0);
         assert_eq!(window.counts(1).requests, 20_000.0);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn the_probability_is_always_a_probability(
+            ratio in 1.0f64..10.0,
+            min_rate in 0.001f64..100.0,
+            window_ms in 10u64..120_000,
+            ops in proptest::collection::vec((0u64..5_000_000_000, 0usize..4, proptest::bool::ANY), 1..300),
+        ) {
+            let s = ThrottleSettings::for_test(
+                ThrottleConfig::new()
+                    .ratio(ratio)
+                    .min_rate(min_rate)
+                    .window(Duration::from_millis(window_ms)),
+            );
+            let window = ThrottleWindow::new(4, 0, &s);
+            let mut now = 0;
+            for (advance, priority, accept) in ops {
+                now += advance;
+                let count = if accept { Count::Accept } else { Count::Request };
+                window.record(now, priority, count, &s);
+                for p in 0..4 {
+                    let probability = window.rejection(now, p, &s);
+                    proptest::prop_assert!(probability.is_finite());
+                    proptest::prop_assert!((0.0..=1.0).contains(&probability));
+                }
+            }
+        }
+    }
 }

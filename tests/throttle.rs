@@ -1,0 +1,405 @@
+//! The adaptive throttle through the public API, on virtual time with an
+//! injected random source.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use portcullis::{
+    ManualClock, OutOfRange, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
+    with_priority,
+};
+
+/// A throttle that sheds exactly when the probability is above `draw`.
+fn manager_with_draw(draw: f64) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .random_source(move || draw)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(
+            ThrottleConfig::new()
+                .ratio(2.0)
+                .min_rate(1.0)
+                .window(Duration::from_secs(60)),
+        )
+        .build()?;
+    match manager.acquire("db-7", Priority::LOW).await {
+        Ok(permit) => {
+            // make the call, then report what happened:
+            permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout);
+            // dropping the permit without a report counts as neither
+        }
+        Err(rejected) => {
+            let _why = rejected.reason();
+            let _hint = rejected.retry_after();
+            panic!("a healthy key sheds nothing");
+        }
+    }
+    assert_eq!(Priority::HIGH.level(), 0);
+    assert_eq!(Priority::IMPORTANT.level(), 1);
+    assert_eq!(Priority::MEDIUM.level(), 2);
+    assert_eq!(Priority::LOW.level(), 3);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_inherit_them() {
+    let manager = manager_with_draw(0.99); // nothing is shed: every call is counted
+    for _ in 0..100 {
+        manager
+            .acquire("db", Priority::HIGH)
+            .await
+            .unwrap()
+            .failure();
+    }
+    // K = 2, window 60 s, min_rate 1/s: 100 / (100 + 60).
+    for priority in [Priority::HIGH, Priority::IMPORTANT, Priority::LOW] {
+        assert_eq!(manager.rejection_probability("db", priority), Some(0.625));
+    }
+    // LOW's own accepts do not help it against HIGH's failures beyond K:
+    // 10 LOW successes: (110 - 20) / (110 + 60).
+    for _ in 0..10 {
+        manager
+            .acquire("db", Priority::LOW)
+            .await
+            .unwrap()
+            .success();
+    }
+    assert_eq!(
+        manager.rejection_probability("db", Priority::LOW),
+        Some(90.0 / 170.0)
+    );
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.625)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shedding_follows_the_injected_draw() {
+    let shedding = manager_with_draw(0.6);
+    let passing = manager_with_draw(0.7);
+    for manager in [&shedding, &passing] {
+        for _ in 0..100 {
+            manager.decrement("db");
+        }
+    }
+    let rejected = shedding.try_acquire("db", Priority::HIGH).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Throttled);
+    assert_eq!(rejected.retry_after(), None);
+    assert!(passing.try_acquire("db", Priority::HIGH).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_expires_on_bucket_boundaries_aligned_to_its_start() {
+    let manager = manager_with_draw(0.99);
+    // Buckets of 6 s from the manager's start. Failures at 5.9 s fall in the
+    // first bucket and leave the window at 60 s sharp, not at 65.9 s.
+    tokio::time::advance(Duration::from_millis(5_900)).await;
+    for _ in 0..100 {
+        manager.decrement("db");
+    }
+    tokio::time::advance(Duration::from_millis(54_099)).await; // 59.999 s
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.625)
+    );
+    tokio::time::advance(Duration::from_millis(1)).await; // 60 s
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovered_backend_gets_its_traffic_back_at_every_priority() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    let priorities = [
+        Priority::HIGH,
+        Priority::IMPORTANT,
+        Priority::MEDIUM,
+        Priority::LOW,
+    ];
+    // 10 s of outage: every call that gets through fails.
+    for _ in 0..1_000 {
+        for priority in priorities {
+            if let Ok(permit) = manager.try_acquire("db", priority) {
+                permit.failure();
+            }
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    assert!(manager.rejection_probability("db", Priority::LOW).unwrap() > 0.9);
+    // Recovery: every call that gets through succeeds. With K = 2 the share
+    // let through about doubles per window, and each priority inherits the
+    // unanswered calls (shed ones included) of those above it, so priorities
+    // recover in order, about two windows apart.
+    let mut recovered_at = [None; 4];
+    let mut admitted_late = [0u32; 4];
+    for step in 0..12_000 {
+        for (i, priority) in priorities.into_iter().enumerate() {
+            if let Ok(permit) = manager.try_acquire("db", priority) {
+                permit.success();
+                if step >= 11_000 {
+                    admitted_late[i] += 1;
+                }
+            }
+            if recovered_at[i].is_none()
+                && manager.rejection_probability("db", priority) == Some(0.0)
+            {
+                recovered_at[i] = Some(step / 100); // seconds since recovery
+            }
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    let recovered_at = recovered_at.map(|at| at.expect("every priority recovers"));
+    assert!(
+        recovered_at.is_sorted(),
+        "HIGH first, LOW last: {recovered_at:?}"
+    );
+    assert!(
+        recovered_at[0] <= 25,
+        "HIGH back within 2.5 windows: {recovered_at:?}"
+    );
+    assert!(
+        recovered_at[3] <= 100,
+        "LOW back within 10 windows: {recovered_at:?}"
+    );
+    assert_eq!(
+        admitted_late, [1_000; 4],
+        "every priority has all its traffic back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_sustained_overload_high_priority_is_shed_far_less_than_low() {
+    // A backend that accepts 100 calls per second; demand is HIGH at 30/s and
+    // LOW at 270/s: three times capacity in all.
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
+        .build()
+        .unwrap();
+    let mut backend_tokens = 0.0f64;
+    let (mut shed, mut sent) = ([0u32; 2], [0u32; 2]);
+    for tick in 0..6_000u32 {
+        // 10 ms per tick: the backend refills one token per 10 ms.
+        backend_tokens = (backend_tokens + 1.0).min(10.0);
+        let mut calls = vec![(0, Priority::HIGH); usize::from(tick % 10 < 3)];
+        calls.extend(std::iter::repeat_n(
+            (1, Priority::LOW),
+            if tick % 10 < 7 { 3 } else { 2 },
+        ));
+        for (i, priority) in calls {
+            sent[i] += 1;
+            match manager.try_acquire("backend", priority) {
+                Ok(permit) if backend_tokens >= 1.0 => {
+                    backend_tokens -= 1.0;
+                    permit.success();
+                }
+                Ok(permit) => permit.failure(),
+                Err(_) => shed[i] += 1,
+            }
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    let high = f64::from(shed[0]) / f64::from(sent[0]);
+    let low = f64::from(shed[1]) / f64::from(sent[1]);
+    // With K = 2 about twice the capacity still reaches the backend (the SRE
+    // book's bound), so LOW loses about a third of its calls locally.
+    assert!(high < 0.05, "HIGH shed {high}");
+    assert!(low > 0.3, "LOW shed {low}");
+    assert!(high * 10.0 < low, "HIGH shed {high}, LOW shed {low}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_permits_never_cause_shedding() {
+    let manager = manager_with_draw(0.0); // sheds at any probability above 0
+    for _ in 0..1_000 {
+        let permit = manager.acquire("db", Priority::LOW).await.unwrap();
+        drop(permit); // cancelled, or a panic unwound through it
+    }
+    assert_eq!(
+        manager.rejection_probability("db", Priority::LOW),
+        Some(0.0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_rejected_by_one_control_leaves_no_trace_in_the_other() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0)
+        .build()
+        .unwrap();
+    manager.try_acquire("db", Priority::HIGH).unwrap().success();
+    // The rate refuses the next call: the throttle must not count it as an
+    // unanswered request (which would look like a failure).
+    for _ in 0..50 {
+        let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    }
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.0)
+    );
+
+    // Now the throttle sheds: the rate must keep its token.
+    for _ in 0..10 {
+        manager.decrement("db"); // counts failures (the rate is pinned at 1/s)
+    }
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Throttled);
+    assert!(
+        manager.check("db").is_ok(),
+        "the shed call took no rate token"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_waits_for_the_rate_after_the_throttle_admits() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(4.0).bounds(4.0, 4.0))
+        .throttle(ThrottleConfig::new())
+        .build()
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    for _ in 0..5 {
+        manager
+            .acquire("db", Priority::MEDIUM)
+            .await
+            .unwrap()
+            .success();
+    }
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_acquire_counts_nothing() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0)
+        .build()
+        .unwrap();
+    manager.try_acquire("db", Priority::HIGH).unwrap().success();
+    for _ in 0..20 {
+        // Each waits for the next token, then gives up.
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(10),
+            manager.acquire("db", Priority::HIGH),
+        )
+        .await;
+        assert!(gave_up.is_err());
+    }
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.0)
+    );
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(
+        manager.try_acquire("db", Priority::HIGH).is_ok(),
+        "no token was kept"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_task_priority_overrides_the_call_site() {
+    let manager = manager_with_draw(0.99);
+    let permit = with_priority(Priority::HIGH, manager.acquire("db", Priority::LOW))
+        .await
+        .unwrap();
+    assert_eq!(permit.priority(), Priority::HIGH);
+    permit.failure();
+    // The failure was counted at HIGH: HIGH sees it as its own.
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(1.0 / 61.0)
+    );
+}
+
+#[test]
+fn out_of_range_priorities_follow_the_policy() {
+    let build = |policy| {
+        ThrottleManager::<String>::builder()
+            .throttle(ThrottleConfig::new())
+            .priority_levels(2)
+            .out_of_range(policy)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap()
+    };
+    let clamped = build(OutOfRange::ClampToLowest);
+    assert_eq!(
+        clamped.try_acquire("db", Priority::LOW).unwrap().priority(),
+        Priority::IMPORTANT
+    );
+    let rejecting = build(OutOfRange::Reject);
+    let rejected = rejecting.try_acquire("db", Priority::LOW).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::InvalidPriority);
+    assert_eq!(rejected.priority(), Priority::LOW);
+    let panicking = build(OutOfRange::Panic);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = panicking.try_acquire("db", Priority::LOW);
+    }));
+    assert!(panicked.is_err());
+}
+
+#[test]
+fn bad_throttle_configs_are_named() {
+    let err = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().min_rate(0.0))
+        .priority_levels(0)
+        .build()
+        .unwrap_err();
+    let problems: Vec<String> = err.problems().iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        problems,
+        [
+            "throttle.min_rate: must be above 0 (at 0 a failing key never recovers), got 0",
+            "priority_levels: must be from 1 to 16, got 0"
+        ]
+    );
+}
+
+#[test]
+fn concurrent_acquires_and_reports_lose_no_counts() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.999_999) // never shed: every attempt is counted
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            let (manager, admitted) = (&manager, &admitted);
+            scope.spawn(move || {
+                for i in 0..2_500 {
+                    let permit = manager.try_acquire("db", Priority::HIGH).unwrap();
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                    if i % 5 == 0 {
+                        permit.success();
+                    } else {
+                        permit.failure();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(admitted.load(Ordering::Relaxed), 10_000);
+    // 10,000 requests, 2,000 accepts: (10,000 - 4,000) / (10,000 + 60).
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(6_000.0 / 10_060.0)
+    );
+}
