@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use portcullis::{RateConfig, ThrottleManager, ThrottleManagerBuilder, TokioClock};
+use portcullis::{
+    Priority, RateConfig, ThrottleConfig, ThrottleManager, ThrottleManagerBuilder, TokioClock,
+};
 
 /// Fast enough that a check never fails: every key stays healthy.
 const RATE: u32 = 1_000_000_000;
@@ -93,6 +95,50 @@ fn check_healthy(c: &mut Criterion) {
     group.finish();
 }
 
+/// `try_acquire` through the rate and the throttle of a healthy key
+/// (probability 0), the permit released without a report, and with a
+/// success reported; governor's `check_key` alongside.
+fn try_acquire_healthy(c: &mut Criterion) {
+    let mut group = c.benchmark_group("try_acquire_healthy_key");
+    let n = 1_000;
+    let keys = keys(n);
+    let manager = portcullis_with(
+        &keys,
+        ThrottleManager::builder().throttle(ThrottleConfig::new()),
+    );
+    let mut i = 0;
+    group.bench_function(BenchmarkId::new("portcullis_rate_throttle_drop", n), |b| {
+        b.iter(|| {
+            i = (i + 1) % n;
+            black_box(
+                manager
+                    .try_acquire(keys[i].as_str(), Priority::MEDIUM)
+                    .is_ok(),
+            )
+        })
+    });
+    group.bench_function(
+        BenchmarkId::new("portcullis_rate_throttle_success", n),
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
+                    permit.success();
+                }
+            })
+        },
+    );
+    drop(manager);
+    let limiter = governor(&keys);
+    group.bench_function(BenchmarkId::new("governor_check_key", n), |b| {
+        b.iter(|| {
+            i = (i + 1) % n;
+            black_box(limiter.check_key(&keys[i]))
+        })
+    });
+    group.finish();
+}
+
 /// Two threads, each on its own 1,000 keys: no global lock means each thread
 /// runs about as fast as one thread alone.
 fn two_threads_distinct_keys(c: &mut Criterion) {
@@ -150,5 +196,10 @@ fn run_on_two_threads(
     })
 }
 
-criterion_group!(benches, check_healthy, two_threads_distinct_keys);
+criterion_group!(
+    benches,
+    check_healthy,
+    try_acquire_healthy,
+    two_threads_distinct_keys
+);
 criterion_main!(benches);

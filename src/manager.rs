@@ -197,8 +197,7 @@ where
         let now = self.now();
         self.throttle_admits(&state, now, priority)?;
         let now = self.take_token_waiting(&state, now).await;
-        self.count_request(&state, now, priority);
-        Ok(Permit::new(self, state, priority))
+        Ok(Permit::new(self, state, priority, now))
     }
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
@@ -258,8 +257,7 @@ where
                     )
                 })?;
         }
-        self.count_request(state, now, priority);
-        Ok(Permit::new(self, Arc::clone(entry.value()), priority))
+        Ok(Permit::new(self, Arc::clone(entry.value()), priority, now))
     }
 
     /// Resolves when one call to `key` may start under the key's current
@@ -372,9 +370,7 @@ where
     {
         let now = self.now();
         let state = self.entry(key, now).ok()?;
-        let priority = self.outcome_priority();
-        self.count_request(&state, now, priority);
-        self.count(&state, now, priority, Count::Accept);
+        self.count(&state, now, self.outcome_priority(), Count::Accepted);
         let rate = self.shared.rate.as_ref()?;
         Some(state.rate.increase(now, rate.settings_of(&state)))
     }
@@ -403,7 +399,7 @@ where
     {
         let now = self.now();
         let state = self.entry(key, now).ok()?;
-        self.count_request(&state, now, self.outcome_priority());
+        self.count(&state, now, self.outcome_priority(), Count::Request);
         let rate = self.shared.rate.as_ref()?;
         Some(state.rate.decrease(now, rate.settings_of(&state)))
     }
@@ -532,22 +528,34 @@ where
             .for_each(|key, state| visit(key, state.rate.rate()));
     }
 
-    /// Counts the outcome of a permitted call.
-    pub(crate) fn record_outcome(&self, state: &KeyState, priority: Priority, outcome: Outcome) {
-        let now = self.now();
+    /// Counts the outcome of a call permitted at `acquired_at`. The throttle
+    /// counts a call when its outcome is known: a call still in flight is
+    /// not yet a request, so a healthy call costs it one `fetch_add`.
+    pub(crate) fn record_outcome(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        acquired_at: Nanos,
+        outcome: Outcome,
+    ) {
         match outcome {
             Outcome::Success => {
-                self.count(state, now, priority, Count::Accept);
+                let now = self.now();
+                self.count(state, now, priority, Count::Accepted);
                 if let Some(rate) = &self.shared.rate {
                     state.rate.increase(now, rate.settings_of(state));
                 }
             }
             Outcome::Overloaded => {
+                let now = self.now();
+                self.count(state, now, priority, Count::Request);
                 if let Some(rate) = &self.shared.rate {
                     state.rate.decrease(now, rate.settings_of(state));
                 }
             }
-            Outcome::Neutral => self.count(state, now, priority, Count::Accept),
+            // Nothing about the backend's load: counted without reading the
+            // clock (the window puts it in its newest bucket).
+            Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
         }
     }
 
@@ -588,10 +596,6 @@ where
             return Err(Rejected::new(RejectReason::Throttled, priority, None));
         }
         Ok(())
-    }
-
-    fn count_request(&self, state: &KeyState, now: Nanos, priority: Priority) {
-        self.count(state, now, priority, Count::Request);
     }
 
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {

@@ -5,6 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::Priority;
+use crate::clock::Nanos;
 use crate::key::KeyState;
 use crate::manager::ThrottleManager;
 
@@ -85,6 +86,7 @@ where
     manager: &'a ThrottleManager<K>,
     state: Arc<KeyState>,
     priority: Priority,
+    acquired_at: Nanos,
     reported: bool,
 }
 
@@ -96,11 +98,13 @@ where
         manager: &'a ThrottleManager<K>,
         state: Arc<KeyState>,
         priority: Priority,
+        acquired_at: Nanos,
     ) -> Self {
         Self {
             manager,
             state,
             priority,
+            acquired_at,
             reported: false,
         }
     }
@@ -143,7 +147,7 @@ where
     pub fn report(mut self, outcome: Outcome) {
         self.reported = true;
         self.manager
-            .record_outcome(&self.state, self.priority, outcome);
+            .record_outcome(&self.state, self.priority, self.acquired_at, outcome);
     }
 
     /// The priority the call was admitted at (after the task-local priority
@@ -167,8 +171,12 @@ where
 {
     fn drop(&mut self) {
         if !self.reported {
-            self.manager
-                .record_outcome(&self.state, self.priority, Outcome::Neutral);
+            self.manager.record_outcome(
+                &self.state,
+                self.priority,
+                self.acquired_at,
+                Outcome::Neutral,
+            );
         }
     }
 }

@@ -23,7 +23,18 @@ use super::window::BUCKETS;
 /// probability is 0: the throttle adds no latency and no queueing. Calls it
 /// rejects count as requests too (the SRE book's choice): a key that keeps
 /// failing is left with about `min_rate` calls per second reaching its
-/// backend, enough to notice recovery.
+/// backend, enough to notice recovery. A call that went through counts once
+/// its outcome is reported (a success or a neutral outcome as an accept, a
+/// capacity failure as a request only), not while it is in flight.
+///
+/// # Recovery
+///
+/// Once the backend accepts again, the share of calls let through roughly
+/// doubles per window (with `ratio` 2), so a key that was shedding 99 % is
+/// back to normal in about two windows at its highest priority. Each lower
+/// priority counts the shed calls above it as unaccepted, so priorities
+/// recover in order, about two windows apart. A shorter window recovers
+/// faster and forgets sooner.
 ///
 /// Defaults: `ratio` 2, `min_rate` 1 per second, `window` 60 s, no minimum
 /// sample, no cap on the probability.

@@ -4,14 +4,18 @@
 //! The window is [`BUCKETS`] buckets, each `window / BUCKETS` long and
 //! aligned to multiples of that length since the clock's origin, so a
 //! bucket's span never drifts with the times of calls (Bulwark's counter
-//! aligns to the last call and drifts). Running totals per priority make the
-//! hot path a handful of loads and two adds; when time crosses into a new
-//! bucket, the first call to notice rotates the window under a lock (once
-//! per bucket length per key) and subtracts the expired buckets from the
-//! totals.
+//! aligns to the last call and drifts).
+//!
+//! The hot path is cheap: a call's outcome is one `fetch_add` on the newest
+//! bucket (requests and accepts of a priority share one word), and the
+//! probability reads the sums of the closed buckets plus the newest one.
+//! When time crosses into a new bucket, the first call to notice rotates the
+//! window under a lock (once per bucket length per key): it clears the
+//! expired buckets and recomputes the closed sums. An outcome counted into a
+//! bucket just as it closes reaches the closed sums at the next rotation.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::ThrottleSettings;
 use super::probability::{self, Counts};
@@ -20,14 +24,17 @@ use crate::clock::Nanos;
 /// Buckets per window.
 pub(crate) const BUCKETS: usize = 10;
 
-/// What a count records.
+/// Requests count in the low half of a bucket's word, accepts in the high.
+const ACCEPT_SHIFT: u32 = 32;
+
+/// What one outcome adds to a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
-    /// A call was attempted (let through, or rejected locally).
-    Request = 0,
-    /// The backend accepted a call (or the call ended in a way that says
-    /// nothing about overload).
-    Accept = 1,
+    /// A call attempted and not accepted (failed, or shed locally).
+    Request = 1,
+    /// A call attempted and accepted (or ended in a way that says nothing
+    /// about overload).
+    Accepted = 1 | 1 << ACCEPT_SHIFT,
 }
 
 /// Requests and accepts per priority over the last window.
@@ -35,14 +42,18 @@ pub(crate) enum Count {
 pub(crate) struct ThrottleWindow {
     /// The newest bucket (numbered from the clock's origin) rotated in.
     head: AtomicU64,
+    /// The first bucket whose window holds no unaccepted request. Before
+    /// it, the counts must be read; from it on, every priority has
+    /// `requests == accepts`, so (`ratio >= 1`) the probability is 0 and a
+    /// healthy key's check is two loads.
+    clean_from: AtomicU64,
     rotating: Mutex<()>,
     levels: usize,
-    /// `[priority * 2 + count]`: sums of the live buckets. Signed, because a
-    /// rotation may subtract a bucket's count before a racing call has added
-    /// its share to the total; readers clamp at 0.
-    totals: Box<[AtomicI64]>,
-    /// `[(slot * levels + priority) * 2 + count]`.
-    buckets: Box<[AtomicU32]>,
+    /// `[slot * levels + priority]`: requests and accepts, packed.
+    buckets: Box<[AtomicU64]>,
+    /// `[priority * 2]` requests, `[priority * 2 + 1]` accepts: the sums of
+    /// every bucket but the newest, as of the last rotation.
+    closed: Box<[AtomicU64]>,
 }
 
 impl ThrottleWindow {
@@ -51,12 +62,11 @@ impl ThrottleWindow {
         let levels = usize::from(levels);
         Self {
             head: AtomicU64::new(now / settings.bucket),
+            clean_from: AtomicU64::new(0),
             rotating: Mutex::new(()),
             levels,
-            totals: (0..levels * 2).map(|_| AtomicI64::new(0)).collect(),
-            buckets: (0..BUCKETS * levels * 2)
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            buckets: (0..BUCKETS * levels).map(|_| AtomicU64::new(0)).collect(),
+            closed: (0..levels * 2).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -67,11 +77,15 @@ impl ThrottleWindow {
         priority: usize,
         settings: &ThrottleSettings,
     ) -> f64 {
-        self.rotate_to(now / settings.bucket);
-        probability::rejection(self.seen_by(priority), settings)
+        let head = self.rotate_to(now / settings.bucket);
+        if head >= self.clean_from.load(Ordering::Acquire) {
+            return 0.0;
+        }
+        probability::rejection(self.seen_by(head, priority), settings)
     }
 
-    /// Counts one `count` of `priority` at `now`.
+    /// Counts one outcome of `priority` at `now`, into the newest bucket
+    /// (an outcome timed before it counts as of now).
     pub(crate) fn record(
         &self,
         now: Nanos,
@@ -79,12 +93,13 @@ impl ThrottleWindow {
         count: Count,
         settings: &ThrottleSettings,
     ) {
-        let bucket = now / settings.bucket;
-        self.rotate_to(bucket);
-        let slot = (bucket % BUCKETS as u64) as usize;
-        let index = priority * 2 + count as usize;
-        self.buckets[slot * self.levels * 2 + index].fetch_add(1, Ordering::AcqRel);
-        self.totals[index].fetch_add(1, Ordering::AcqRel);
+        let head = self.rotate_to(now / settings.bucket);
+        if count == Count::Request {
+            // Set before counting, so no reader sees the count as clean.
+            self.clean_from
+                .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
+        }
+        self.buckets[self.slot(head) + priority].fetch_add(count as u64, Ordering::AcqRel);
     }
 
     /// The time from which forgetting this window loses nothing: while the
@@ -92,7 +107,8 @@ impl ThrottleWindow {
     /// expires; otherwise from the start of its newest bucket.
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
-        let shedding = probability::rejection(self.seen_by(self.levels - 1), settings) > 0.0;
+        let shedding = head < self.clean_from.load(Ordering::Acquire)
+            && probability::rejection(self.seen_by(head, self.levels - 1), settings) > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {
@@ -101,46 +117,64 @@ impl ThrottleWindow {
         quiet_bucket.saturating_mul(settings.bucket)
     }
 
-    /// The window's counts as `priority` sees them.
-    fn seen_by(&self, priority: usize) -> Counts {
-        let above = (0..priority).map(|p| self.counts(p));
-        probability::seen_by(above, self.counts(priority))
+    /// The window's counts as `priority` sees them, `head` being the newest
+    /// bucket.
+    fn seen_by(&self, head: u64, priority: usize) -> Counts {
+        let above = (0..priority).map(|p| self.counts(head, p));
+        probability::seen_by(above, self.counts(head, priority))
     }
 
-    fn counts(&self, priority: usize) -> Counts {
-        let total = |count: Count| {
-            self.totals[priority * 2 + count as usize]
-                .load(Ordering::Acquire)
-                .max(0) as f64
-        };
+    fn counts(&self, head: u64, priority: usize) -> Counts {
+        let newest = self.buckets[self.slot(head) + priority].load(Ordering::Acquire);
+        let closed = |i: usize| self.closed[priority * 2 + i].load(Ordering::Acquire);
         Counts {
-            requests: total(Count::Request),
-            accepts: total(Count::Accept),
+            requests: (closed(0) + (newest & u64::from(u32::MAX))) as f64,
+            accepts: (closed(1) + (newest >> ACCEPT_SHIFT)) as f64,
         }
     }
 
+    /// Index of the first counter of `bucket`'s slot.
+    fn slot(&self, bucket: u64) -> usize {
+        (bucket % BUCKETS as u64) as usize * self.levels
+    }
+
     /// Makes `bucket` the newest, expiring the buckets that fall out of the
-    /// window. Cheap when `bucket` is already in: one load.
-    fn rotate_to(&self, bucket: u64) {
-        if self.head.load(Ordering::Acquire) >= bucket {
-            return;
+    /// window; returns the newest bucket. One load when nothing changes.
+    fn rotate_to(&self, bucket: u64) -> u64 {
+        let head = self.head.load(Ordering::Acquire);
+        if head >= bucket {
+            return head;
         }
         let _rotating = self.rotating.lock().unwrap_or_else(|e| e.into_inner());
         let head = self.head.load(Ordering::Acquire);
         if head >= bucket {
-            return; // rotated while we waited for the lock
+            return head; // rotated while we waited for the lock
         }
         // The slots of buckets head+1 ..= bucket hold buckets that have now
         // left the window; at most all BUCKETS of them.
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
         for expired in first..=bucket {
-            let slot = (expired % BUCKETS as u64) as usize;
-            for index in 0..self.levels * 2 {
-                let count = self.buckets[slot * self.levels * 2 + index].swap(0, Ordering::AcqRel);
-                self.totals[index].fetch_sub(i64::from(count), Ordering::AcqRel);
+            let slot = self.slot(expired);
+            for counter in &self.buckets[slot..slot + self.levels] {
+                counter.store(0, Ordering::Release);
             }
         }
         self.head.store(bucket, Ordering::Release);
+        let newest = self.slot(bucket);
+        for priority in 0..self.levels {
+            let (mut requests, mut accepts) = (0, 0);
+            for slot in (0..BUCKETS)
+                .map(|b| b * self.levels)
+                .filter(|s| *s != newest)
+            {
+                let packed = self.buckets[slot + priority].load(Ordering::Acquire);
+                requests += packed & u64::from(u32::MAX);
+                accepts += packed >> ACCEPT_SHIFT;
+            }
+            self.closed[priority * 2].store(requests, Ordering::Release);
+            self.closed[priority * 2 + 1].store(accepts, Ordering::Release);
+        }
+        bucket
     }
 }
 
@@ -190,7 +224,10 @@ mod tests {
         }
         assert!(window.rejection(0, 1, &s) > 0.0);
         assert_eq!(window.rejection(3_600 * SECOND, 1, &s), 0.0);
-        assert_eq!(window.counts(1), Counts::default());
+        assert_eq!(
+            window.counts(window.head.load(Ordering::Acquire), 1),
+            Counts::default()
+        );
     }
 
     #[test]
@@ -202,8 +239,7 @@ mod tests {
         }
         let failing = window.rejection(0, 0, &s);
         for _ in 0..40 {
-            window.record(SECOND, 0, Count::Request, &s);
-            window.record(SECOND, 0, Count::Accept, &s);
+            window.record(SECOND, 0, Count::Accepted, &s);
         }
         let recovering = window.rejection(SECOND, 0, &s);
         assert!(recovering < failing, "{recovering} < {failing}");
@@ -227,9 +263,12 @@ mod tests {
                 });
             }
         });
-        // Nothing has expired yet (all within the first 30 s).
-        assert_eq!(window.counts(0).requests, 20_000.0);
-        assert_eq!(window.counts(1).requests, 20_000.0);
+        // Nothing has expired yet (all within the first 30 s). A count made
+        // with a stale time lands in the newest bucket, so rotate once more
+        // to fold everything into the closed sums.
+        let head = window.rotate_to(5);
+        assert_eq!(window.counts(head, 0).requests, 20_000.0);
+        assert_eq!(window.counts(head, 1).requests, 20_000.0);
     }
 
     proptest::proptest! {
@@ -250,7 +289,7 @@ mod tests {
             let mut now = 0;
             for (advance, priority, accept) in ops {
                 now += advance;
-                let count = if accept { Count::Accept } else { Count::Request };
+                let count = if accept { Count::Accepted } else { Count::Request };
                 window.record(now, priority, count, &s);
                 for p in 0..4 {
                     let probability = window.rejection(now, p, &s);
