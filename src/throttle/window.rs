@@ -31,10 +31,20 @@ const ACCEPT_SHIFT: u32 = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
     /// A call attempted and not accepted (failed, or shed locally).
-    Request = 1,
+    Request,
     /// A call attempted and accepted (or ended in a way that says nothing
     /// about overload).
-    Accepted = 1 | 1 << ACCEPT_SHIFT,
+    Accepted,
+}
+
+impl Count {
+    /// What it adds to a bucket's packed word.
+    fn packed(self) -> u64 {
+        match self {
+            Self::Request => 1,
+            Self::Accepted => 1 | 1 << ACCEPT_SHIFT,
+        }
+    }
 }
 
 /// Requests and accepts per priority over the last window.
@@ -99,7 +109,7 @@ impl ThrottleWindow {
             self.clean_from
                 .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
         }
-        self.buckets[self.slot(head) + priority].fetch_add(count as u64, Ordering::AcqRel);
+        self.buckets[self.slot(head) + priority].fetch_add(count.packed(), Ordering::AcqRel);
     }
 
     /// The time from which forgetting this window loses nothing: while the
