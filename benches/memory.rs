@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use std::process::Command;
 
 use governor::{Quota, RateLimiter};
-use portcullis::{RateConfig, ThrottleManager};
+use portcullis::{RateConfig, ThrottleConfig, ThrottleManager};
 
 const KEYS: usize = 1_000_000;
 
@@ -29,12 +29,15 @@ fn measure(which: &str) {
     let keys = keys();
     let before = resident_bytes();
     match which {
-        "portcullis" => {
-            let manager = ThrottleManager::<String>::builder()
+        "portcullis" | "portcullis+throttle" => {
+            let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::new(10.0))
-                .max_keys(KEYS)
-                .build()
-                .unwrap();
+                .max_keys(KEYS);
+            let builder = match which {
+                "portcullis" => builder,
+                _ => builder.throttle(ThrottleConfig::new()),
+            };
+            let manager = builder.build().unwrap();
             for key in &keys {
                 manager.check(key.as_str()).unwrap();
             }
@@ -76,10 +79,15 @@ fn main() {
     };
     let governor = run("governor");
     let portcullis = run("portcullis");
+    let throttled = run("portcullis+throttle");
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
-    println!("  governor keyed (DashMap)   {governor:>6.0} B");
+    println!("  governor keyed (DashMap)         {governor:>6.0} B");
     println!(
-        "  portcullis (rate only)     {portcullis:>6.0} B   {:.2}x governor",
+        "  portcullis, rate                 {portcullis:>6.0} B   {:.2}x governor",
         portcullis / governor
+    );
+    println!(
+        "  portcullis, rate + throttle      {throttled:>6.0} B   {:.2}x governor",
+        throttled / governor
     );
 }

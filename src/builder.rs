@@ -6,6 +6,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::bulkhead::BulkheadConfig;
 use crate::clock::{Clock, Nanos, default_clock, nanos};
 use crate::error::{ConfigError, Problems};
 use crate::key::KeyState;
@@ -70,6 +71,7 @@ pub struct ThrottleManagerBuilder<K> {
     rate_overrides: Vec<(K, String, RateConfig)>,
     rate_per_key: Option<Box<RatePerKey<K>>>,
     throttle: Option<ThrottleConfig>,
+    bulkhead: Option<BulkheadConfig>,
     priority_levels: u8,
     out_of_range: OutOfRange,
     random: Option<Box<RandomSource>>,
@@ -85,6 +87,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("rate_overrides", &self.rate_overrides.len())
             .field("rate_per_key", &self.rate_per_key.is_some())
             .field("throttle", &self.throttle)
+            .field("bulkhead", &self.bulkhead)
             .field("priority_levels", &self.priority_levels)
             .field("out_of_range", &self.out_of_range)
             .field("random", &self.random.is_some())
@@ -105,6 +108,7 @@ where
             rate_overrides: Vec::new(),
             rate_per_key: None,
             throttle: None,
+            bulkhead: None,
             priority_levels: DEFAULT_PRIORITY_LEVELS,
             out_of_range: OutOfRange::default(),
             random: None,
@@ -189,6 +193,24 @@ where
     /// ```
     pub fn throttle(mut self, config: ThrottleConfig) -> Self {
         self.throttle = Some(config);
+        self
+    }
+
+    /// Every key gets a bulkhead with these settings: a limit on its calls
+    /// in flight, with a small priority queue.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let permit = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one at a time
+    /// drop(permit);
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn bulkhead(mut self, config: BulkheadConfig) -> Self {
+        self.bulkhead = Some(config);
         self
     }
 
@@ -361,10 +383,10 @@ where
     /// ```
     pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
         let mut found = Vec::new();
-        if self.rate.is_none() && self.throttle.is_none() {
+        if self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none() {
             Problems::new("", &mut found).add(
                 "controls",
-                "no control configured; call .rate(...) or .throttle(...)",
+                "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
             );
         }
         let rate = self
@@ -381,6 +403,10 @@ where
             .throttle
             .as_ref()
             .map(|config| config.check(&mut Problems::new("throttle", &mut found)));
+        let bulkhead = self
+            .bulkhead
+            .as_ref()
+            .map(|config| config.check(&mut Problems::new("bulkhead", &mut found)));
         if !(1..=MAX_PRIORITY_LEVELS).contains(&self.priority_levels) {
             Problems::new("", &mut found).add(
                 "priority_levels",
@@ -411,6 +437,7 @@ where
             clock: self.clock.unwrap_or_else(default_clock),
             rate,
             throttle,
+            bulkhead: bulkhead.flatten(),
             priorities: Priorities {
                 levels: self.priority_levels,
                 out_of_range: self.out_of_range,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::Priority;
+use crate::bulkhead::limiter::{Load, Refusal};
 
 /// A call may not start yet under its key's rate.
 ///
@@ -273,6 +274,15 @@ pub enum RejectReason {
     /// The priority was beyond the manager's levels and the policy is
     /// [`OutOfRange::Reject`](crate::OutOfRange::Reject).
     InvalidPriority,
+    /// The key's bulkhead had no free slot and no room in its queue (or, for
+    /// `try_acquire`, no free slot). A capacity problem on the caller's
+    /// side: an HTTP server would answer 503.
+    Full,
+    /// The call waited in the bulkhead's queue for the whole queue timeout.
+    QueueTimeout,
+    /// The call was waiting in the bulkhead's queue and was pushed out by a
+    /// newcomer (see [`Overflow`](crate::Overflow)).
+    Dropped,
 }
 
 impl fmt::Display for RejectReason {
@@ -282,6 +292,9 @@ impl fmt::Display for RejectReason {
             Self::RateLimited => "rate limited",
             Self::KeySpaceFull => "key space full",
             Self::InvalidPriority => "priority out of range",
+            Self::Full => "bulkhead full",
+            Self::QueueTimeout => "queue timeout",
+            Self::Dropped => "dropped from the queue",
         })
     }
 }
@@ -310,6 +323,7 @@ pub struct Rejected {
     reason: RejectReason,
     priority: Priority,
     retry_after: Option<Duration>,
+    load: Option<Load>,
 }
 
 impl Rejected {
@@ -322,7 +336,48 @@ impl Rejected {
             reason,
             priority,
             retry_after,
+            load: None,
         }
+    }
+
+    pub(crate) fn bulkhead(refusal: Refusal, priority: Priority) -> Self {
+        Self {
+            reason: refusal.reason,
+            priority,
+            retry_after: None,
+            load: Some(refusal.load),
+        }
+    }
+
+    /// For a bulkhead rejection, the calls of the key in flight at that
+    /// moment; `None` for the other reasons.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+    /// assert_eq!(rejected.reason(), RejectReason::Full);
+    /// assert_eq!((rejected.active(), rejected.queued()), (Some(1), Some(0)));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn active(&self) -> Option<u32> {
+        self.load.map(|load| load.active)
+    }
+
+    /// For a bulkhead rejection, the calls of the key waiting in its queue
+    /// at that moment; `None` for the other reasons.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// assert_eq!(manager.try_acquire("db", Priority::HIGH).unwrap_err().queued(), Some(0));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn queued(&self) -> Option<u32> {
+        self.load.map(|load| load.queued)
     }
 
     /// Why the call was refused.
@@ -372,6 +427,9 @@ impl Rejected {
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "rejected locally ({}, {})", self.reason, self.priority)?;
+        if let Some(load) = self.load {
+            write!(f, "; {} active, {} queued", load.active, load.queued)?;
+        }
         if let Some(after) = self.retry_after {
             write!(f, "; retry after {after:?}")?;
         }

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
 use crate::rate::cell::RateCell;
 use crate::rate::config::RateSettings;
@@ -17,6 +18,9 @@ pub(crate) struct KeyState {
     pub(crate) rate_settings: Option<Arc<RateSettings>>,
     /// Present when the manager has a throttle.
     pub(crate) throttle: Option<Box<ThrottleWindow>>,
+    /// Present when the manager has a bulkhead. Calls in flight or queued
+    /// hold the key's `Arc`, which keeps the key from being evicted.
+    pub(crate) bulkhead: Option<Box<Bulkhead>>,
 }
 
 impl KeyState {

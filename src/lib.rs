@@ -47,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 mod builder;
+mod bulkhead;
 mod clock;
 mod error;
 mod key;
@@ -55,14 +56,16 @@ mod permit;
 mod priority;
 mod rate;
 mod registry;
+mod sync;
 mod throttle;
 
 pub use builder::{
     DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, DEFAULT_PRIORITY_LEVELS, ThrottleManagerBuilder,
 };
+pub use bulkhead::{BulkheadConfig, Overflow};
 pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
 pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
-pub use manager::ThrottleManager;
+pub use manager::{KeyStatus, ThrottleManager};
 pub use permit::{Outcome, Permit};
 pub use priority::{OutOfRange, Priority, with_priority};
 pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};

@@ -10,7 +10,13 @@ use std::time::Duration;
 
 use dashmap::mapref::one::Ref;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 use crate::builder::ThrottleManagerBuilder;
+use crate::bulkhead::config::BulkheadSettings;
+use crate::bulkhead::limiter::{Admission, Waiting};
 use crate::clock::{Clock, Nanos};
 use crate::error::{RateLimited, RejectReason, Rejected};
 use crate::key::KeyState;
@@ -25,6 +31,32 @@ use crate::throttle::window::{Count, ThrottleWindow};
 
 pub(crate) type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
 pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
+
+/// What a key is doing, for a health endpoint: each field is `None` when
+/// the manager does not have that control.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// manager.increment("api");
+/// let status = manager.status("api").unwrap();
+/// assert_eq!(status.rate, Some(10.5));
+/// assert_eq!(status.active, None); // no bulkhead
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct KeyStatus {
+    /// The key's current rate, in calls per second.
+    pub rate: Option<f64>,
+    /// Calls of the key in flight (holding a bulkhead slot).
+    pub active: Option<u32>,
+    /// Calls of the key waiting in its bulkhead's queue.
+    pub queued: Option<u32>,
+}
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
 /// sees, it lazily creates the controls configured (an adaptive rate, an
@@ -64,6 +96,7 @@ pub(crate) struct Shared<K> {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) rate: Option<RatePolicy<K>>,
     pub(crate) throttle: Option<ThrottleSettings>,
+    pub(crate) bulkhead: Option<BulkheadSettings>,
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
@@ -105,6 +138,7 @@ impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
             .field("keys", &shared.keys.len())
             .field("rate", &shared.rate.as_ref().map(|rate| &rate.default))
             .field("throttle", &shared.throttle)
+            .field("bulkhead", &shared.bulkhead)
             .field("priorities", &shared.priorities)
             .field("clock", &shared.clock)
             .finish_non_exhaustive()
@@ -196,8 +230,25 @@ where
         let state = self.state_waiting_for_room(key).await;
         let now = self.now();
         self.throttle_admits(&state, now, priority)?;
-        let now = self.take_token_waiting(&state, now).await;
-        Ok(Permit::new(self, state, priority, now))
+        // Turned away by the bulkhead anyway? Then before taking a token.
+        if let (Some(bulkhead), Some(_)) = (&state.bulkhead, &self.shared.bulkhead) {
+            let settings = self.bulkhead_settings();
+            if let Some(refusal) = bulkhead.would_refuse(settings, usize::from(priority.level())) {
+                return Err(Rejected::bulkhead(refusal, priority));
+            }
+        }
+        let (now, reservation) = self.take_token_waiting(&state, now).await;
+        let holds_slot = match self.take_slot_waiting(&state, priority, now).await {
+            Ok(holds_slot) => holds_slot,
+            Err(rejected) => {
+                // The call will not happen: its token goes back if it can.
+                if let Some(reservation) = reservation {
+                    state.rate.cancel(reservation);
+                }
+                return Err(rejected);
+            }
+        };
+        Ok(Permit::new(self, state, priority, now, holds_slot))
     }
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
@@ -245,19 +296,34 @@ where
         })?;
         let state: &KeyState = entry.value();
         self.throttle_admits(state, now, priority)?;
+        let holds_slot = match &state.bulkhead {
+            Some(bulkhead) => {
+                bulkhead
+                    .try_acquire(self.bulkhead_settings())
+                    .map_err(|refusal| Rejected::bulkhead(refusal, priority))?;
+                true
+            }
+            None => false,
+        };
         if let Some(rate) = &self.shared.rate {
-            state
-                .rate
-                .check(now, rate.settings_of(state).burst)
-                .map_err(|wait| {
-                    Rejected::new(
-                        RejectReason::RateLimited,
-                        priority,
-                        Some(Duration::from_nanos(wait)),
-                    )
-                })?;
+            if let Err(wait) = state.rate.check(now, rate.settings_of(state).burst) {
+                if let (true, Some(bulkhead)) = (holds_slot, &state.bulkhead) {
+                    bulkhead.release();
+                }
+                return Err(Rejected::new(
+                    RejectReason::RateLimited,
+                    priority,
+                    Some(Duration::from_nanos(wait)),
+                ));
+            }
         }
-        Ok(Permit::new(self, Arc::clone(entry.value()), priority, now))
+        Ok(Permit::new(
+            self,
+            Arc::clone(entry.value()),
+            priority,
+            now,
+            holds_slot,
+        ))
     }
 
     /// Resolves when one call to `key` may start under the key's current
@@ -309,7 +375,63 @@ where
         }
         let state = self.state_waiting_for_room(key).await;
         let now = self.now();
-        self.take_token_waiting(&state, now).await;
+        let _ = self.take_token_waiting(&state, now).await;
+    }
+
+    /// The calls of `key` in flight and waiting, and its rate: for a health
+    /// endpoint. `None` if the key is not live. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(100.0))
+    ///     .bulkhead(BulkheadConfig::new(4))
+    ///     .build()?;
+    /// let _permit = manager.acquire("db", Priority::HIGH).await?;
+    /// let status = manager.status("db").unwrap();
+    /// assert_eq!((status.active, status.queued), (Some(1), Some(0)));
+    /// assert_eq!(status.rate, Some(100.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn status<Q>(&self, key: &Q) -> Option<KeyStatus>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.shared.keys.get(key)?;
+        Some(self.status_of(&state))
+    }
+
+    /// Calls `visit` with every live key and its [`KeyStatus`]. Holds each
+    /// shard of the key space while visiting it: keep `visit` short.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(2)).build()?;
+    /// let _a = manager.try_acquire("a", Priority::HIGH).unwrap();
+    /// let mut busy = Vec::new();
+    /// manager.for_each_status(|key, status| busy.push((key.clone(), status.active)));
+    /// assert_eq!(busy, [("a".to_string(), Some(1))]);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn for_each_status(&self, mut visit: impl FnMut(&K, KeyStatus)) {
+        self.shared
+            .keys
+            .for_each(|key, state| visit(key, self.status_of(state)));
+    }
+
+    fn status_of(&self, state: &KeyState) -> KeyStatus {
+        let load = state.bulkhead.as_ref().map(|bulkhead| bulkhead.load());
+        KeyStatus {
+            rate: self.shared.rate.as_ref().map(|_| state.rate.rate()),
+            active: load.map(|load| load.active),
+            queued: load.map(|load| load.queued),
+        }
     }
 
     /// Takes a token for one call to `key` if one is there now.
@@ -507,27 +629,6 @@ where
         self.shared.keys.evict_idle(self.now())
     }
 
-    /// Calls `visit` with every live key and its current rate.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
-    /// manager.decrement("api");
-    /// let mut rates = Vec::new();
-    /// manager.for_each_rate(|key, rate| rates.push((key.clone(), rate)));
-    /// assert_eq!(rates, [("api".to_string(), 5.0)]);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn for_each_rate(&self, mut visit: impl FnMut(&K, f64)) {
-        if self.shared.rate.is_none() {
-            return;
-        }
-        self.shared
-            .keys
-            .for_each(|key, state| visit(key, state.rate.rate()));
-    }
-
     /// Counts the outcome of a call permitted at `acquired_at`. The throttle
     /// counts a call when its outcome is known: a call still in flight is
     /// not yet a request, so a healthy call costs it one `fetch_add`.
@@ -628,6 +729,7 @@ where
                 throttle: shared.throttle.as_ref().map(|settings| {
                     Box::new(ThrottleWindow::new(shared.priorities.levels, now, settings))
                 }),
+                bulkhead: shared.bulkhead.as_ref().map(|_| Box::default()),
             }
         })
     }
@@ -654,14 +756,19 @@ where
     }
 
     /// Takes the key's next rate token and sleeps until it is due; returns
-    /// the time the call may start. Without a rate, returns `now`.
-    async fn take_token_waiting(&self, state: &Arc<KeyState>, now: Nanos) -> Nanos {
+    /// the time the call may start, and the token. Without a rate, returns
+    /// `now` and no token.
+    async fn take_token_waiting(
+        &self,
+        state: &Arc<KeyState>,
+        now: Nanos,
+    ) -> (Nanos, Option<Reservation>) {
         let Some(rate) = &self.shared.rate else {
-            return now;
+            return (now, None);
         };
         let reservation = state.rate.reserve(now, rate.settings_of(state).burst);
         if reservation.slot.start <= now {
-            return now;
+            return (now, Some(reservation));
         }
         let pending = PendingWait {
             state,
@@ -672,7 +779,55 @@ where
             .sleep_until(Duration::from_nanos(reservation.slot.start))
             .await;
         pending.started();
-        reservation.slot.start
+        (reservation.slot.start, Some(reservation))
+    }
+
+    /// Takes a slot of the key's bulkhead, waiting in its queue as
+    /// configured. `Ok(false)` without a bulkhead.
+    async fn take_slot_waiting(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        now: Nanos,
+    ) -> Result<bool, Rejected> {
+        let Some(bulkhead) = &state.bulkhead else {
+            return Ok(false);
+        };
+        let settings = self.bulkhead_settings();
+        let level = usize::from(priority.level());
+        let levels = usize::from(self.shared.priorities.levels);
+        let refused = |refusal| Rejected::bulkhead(refusal, priority);
+        let id = match bulkhead.enter(settings, level, levels).map_err(refused)? {
+            Admission::Granted => return Ok(true),
+            Admission::Queued(id) => id,
+        };
+        let mut waiting = Waiting::new(bulkhead, level, id);
+        let Some(timeout) = settings.queue_timeout else {
+            return (&mut waiting).await.map(|()| true).map_err(refused);
+        };
+        let deadline = Duration::from_nanos(now.saturating_add(timeout));
+        let mut timer = self.shared.clock.sleep_until(deadline);
+        let outcome = std::future::poll_fn(|cx| {
+            if let Poll::Ready(outcome) = Pin::new(&mut waiting).poll(cx) {
+                return Poll::Ready(Some(outcome));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match outcome {
+            Some(outcome) => outcome.map(|()| true).map_err(refused),
+            None => waiting
+                .give_up(RejectReason::QueueTimeout)
+                .map(|()| true)
+                .map_err(refused),
+        }
+    }
+
+    fn bulkhead_settings(&self) -> &BulkheadSettings {
+        self.shared
+            .bulkhead
+            .as_ref()
+            .expect("keys have a bulkhead only when the manager has one")
     }
 }
 

@@ -52,7 +52,9 @@ pub enum Outcome {
 /// [`failure`](Permit::failure) or [`report`](Permit::report). A permit
 /// dropped without a report (the caller gave up, a panic unwound through it)
 /// counts as [`Outcome::Neutral`]: it never causes shedding and leaves the
-/// rate alone.
+/// rate alone. Either way the permit's bulkhead slot is freed, and goes
+/// straight to the head of the key's queue if anyone waits: also when a
+/// panic unwinds through the permit.
 ///
 /// The permit borrows its manager, like tokio's `SemaphorePermit`; to move
 /// one into a spawned task, move a clone of the manager in with it.
@@ -87,6 +89,8 @@ where
     state: Arc<KeyState>,
     priority: Priority,
     acquired_at: Nanos,
+    /// Whether the call holds a slot of the key's bulkhead.
+    holds_slot: bool,
     reported: bool,
 }
 
@@ -99,12 +103,14 @@ where
         state: Arc<KeyState>,
         priority: Priority,
         acquired_at: Nanos,
+        holds_slot: bool,
     ) -> Self {
         Self {
             manager,
             state,
             priority,
             acquired_at,
+            holds_slot,
             reported: false,
         }
     }
@@ -145,9 +151,19 @@ where
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn report(mut self, outcome: Outcome) {
+        self.finish(outcome);
+    }
+
+    /// Counts the outcome, then frees the bulkhead slot (which may hand it to
+    /// the head of the queue).
+    fn finish(&mut self, outcome: Outcome) {
         self.reported = true;
         self.manager
             .record_outcome(&self.state, self.priority, self.acquired_at, outcome);
+        if let (true, Some(bulkhead)) = (self.holds_slot, &self.state.bulkhead) {
+            self.holds_slot = false;
+            bulkhead.release();
+        }
     }
 
     /// The priority the call was admitted at (after the task-local priority
@@ -171,12 +187,7 @@ where
 {
     fn drop(&mut self) {
         if !self.reported {
-            self.manager.record_outcome(
-                &self.state,
-                self.priority,
-                self.acquired_at,
-                Outcome::Neutral,
-            );
+            self.finish(Outcome::Neutral);
         }
     }
 }

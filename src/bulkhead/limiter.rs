@@ -1,0 +1,376 @@
+//! One key's bulkhead, enforced: a counter of calls in flight with a
+//! lock-free fast path, and a wait queue behind a lock for the rest.
+//!
+//! The state word holds `active` (calls in flight) in its low half and
+//! `queued` in its high half. Taking a free slot when nobody waits, and
+//! giving one back when nobody waits, are single compare-and-swaps. Everything
+//! that involves the queue happens under the lock, and the lock's holder
+//! keeps `queued` equal to the queue's length, so:
+//!
+//! - a newcomer never overtakes a waiter (the fast path needs `queued == 0`);
+//! - a slot given back while someone waits goes to the head of the queue,
+//!   with `active` unchanged (a hand-off, not a release and a re-take);
+//! - while anyone waits, every slot is taken (`queued > 0` implies
+//!   `active == max_concurrent`).
+//!
+//! A waiter's outcome (a slot, or a rejection) is decided under the lock and
+//! left for it to collect. A waiter that is dropped removes itself under the
+//! same lock; if a slot was handed to it in the meantime, it hands the slot on,
+//! so no slot is ever lost.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
+
+use super::config::BulkheadSettings;
+use super::queue::{OnFull, WaitQueue, WaiterId};
+use crate::error::RejectReason;
+use crate::sync::{AtomicU64, Mutex};
+
+const QUEUED: u64 = 1 << 32;
+
+fn active(state: u64) -> u32 {
+    state as u32
+}
+
+fn queued(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+/// Calls in flight and waiting, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Load {
+    pub(crate) active: u32,
+    pub(crate) queued: u32,
+}
+
+impl Load {
+    fn of(state: u64) -> Self {
+        Self {
+            active: active(state),
+            queued: queued(state),
+        }
+    }
+}
+
+/// Why a call did not get a slot, and the load when it did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub(crate) reason: RejectReason,
+    pub(crate) load: Load,
+}
+
+/// What was decided for a waiter while it was not looking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Granted,
+    Dropped(Load),
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    queue: WaitQueue,
+    decided: Vec<(WaiterId, Decision)>,
+}
+
+impl Inner {
+    fn take_decision(&mut self, id: WaiterId) -> Option<Decision> {
+        let at = self.decided.iter().position(|(d, _)| *d == id)?;
+        Some(self.decided.swap_remove(at).1)
+    }
+}
+
+/// The concurrency limit of one key.
+#[derive(Debug, Default)]
+pub(crate) struct Bulkhead {
+    state: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+/// Where a call stands after asking for a slot.
+#[derive(Debug)]
+pub(crate) enum Admission {
+    /// It has a slot.
+    Granted,
+    /// It waits in the queue as this waiter.
+    Queued(WaiterId),
+}
+
+impl Bulkhead {
+    /// Calls in flight and waiting now.
+    pub(crate) fn load(&self) -> Load {
+        Load::of(self.state.load(Ordering::Acquire))
+    }
+
+    /// Takes a free slot if there is one and nobody waits for it.
+    pub(crate) fn try_acquire(&self, settings: &BulkheadSettings) -> Result<(), Refusal> {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            if queued(state) > 0 || active(state) >= settings.max_concurrent {
+                return Err(Refusal {
+                    reason: RejectReason::Full,
+                    load: Load::of(state),
+                });
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// Whether a call of `priority` would be turned away at once, without
+    /// queueing or displacing anyone: the queue is full and the policy
+    /// favours those already waiting. A hint: the answer may change at once.
+    pub(crate) fn would_refuse(
+        &self,
+        settings: &BulkheadSettings,
+        priority: usize,
+    ) -> Option<Refusal> {
+        let state = self.state.load(Ordering::Acquire);
+        let full = active(state) >= settings.max_concurrent && queued(state) >= settings.max_queued;
+        if !full {
+            return None;
+        }
+        let inner = self.lock();
+        (inner.queue.on_full(settings.overflow, priority) == OnFull::RejectNewcomer).then(|| {
+            Refusal {
+                reason: RejectReason::Full,
+                load: self.load(),
+            }
+        })
+    }
+
+    /// Takes a free slot, or a place in the queue, or is refused (queue
+    /// full); may displace a waiter, per the overflow policy. A queued call
+    /// must then be driven by [`wait`](Self::wait) or given up with
+    /// [`leave`](Self::leave).
+    pub(crate) fn enter(
+        &self,
+        settings: &BulkheadSettings,
+        priority: usize,
+        levels: usize,
+    ) -> Result<Admission, Refusal> {
+        if self.try_acquire(settings).is_ok() {
+            return Ok(Admission::Granted);
+        }
+        let mut inner = self.lock();
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            // A slot may have come free, with nobody waiting, since the fast
+            // path looked.
+            let next = if queued(state) == 0 && active(state) < settings.max_concurrent {
+                state + 1
+            } else if queued(state) < settings.max_queued {
+                state + QUEUED
+            } else {
+                break;
+            };
+            match self
+                .state
+                .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if next == state + 1 => return Ok(Admission::Granted),
+                Ok(_) => return Ok(Admission::Queued(inner.queue.push(priority, levels))),
+                Err(actual) => state = actual,
+            }
+        }
+        // The queue is full (and the lock keeps it so).
+        let load = Load::of(state);
+        match inner.queue.on_full(settings.overflow, priority) {
+            OnFull::RejectNewcomer => Err(Refusal {
+                reason: RejectReason::Full,
+                load,
+            }),
+            OnFull::Drop(victim_priority, victim) => {
+                let waker = inner.queue.remove(victim_priority, victim).flatten();
+                inner.decided.push((victim, Decision::Dropped(load)));
+                let id = inner.queue.push(priority, levels);
+                drop(inner);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+                Ok(Admission::Queued(id))
+            }
+        }
+    }
+
+    /// Polls waiter `id` of `priority`: ready with its slot or its
+    /// rejection, else remembers the waker.
+    pub(crate) fn poll_waiter(
+        &self,
+        priority: usize,
+        id: WaiterId,
+        waker: &Waker,
+    ) -> Poll<Result<(), Refusal>> {
+        let mut inner = self.lock();
+        match inner.take_decision(id) {
+            Some(Decision::Granted) => Poll::Ready(Ok(())),
+            Some(Decision::Dropped(load)) => Poll::Ready(Err(Refusal {
+                reason: RejectReason::Dropped,
+                load,
+            })),
+            None => {
+                inner.queue.set_waker(priority, id, waker);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// Waiter `id` gives up, as `reason` (a queue timeout), unless it was
+    /// decided first. Returns what it ends with: its slot if one was handed
+    /// to it meanwhile, else the refusal.
+    pub(crate) fn give_up(
+        &self,
+        priority: usize,
+        id: WaiterId,
+        reason: RejectReason,
+    ) -> Result<(), Refusal> {
+        let mut inner = self.lock();
+        match inner.take_decision(id) {
+            Some(Decision::Granted) => return Ok(()),
+            Some(Decision::Dropped(load)) => {
+                return Err(Refusal {
+                    reason: RejectReason::Dropped,
+                    load,
+                });
+            }
+            None => {}
+        }
+        let load = self.load();
+        if inner.queue.remove(priority, id).is_some() {
+            self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+        }
+        Err(Refusal { reason, load })
+    }
+
+    /// Waiter `id` is gone (its future was dropped): out of the queue, and
+    /// any slot handed to it meanwhile goes to the next.
+    pub(crate) fn leave(&self, priority: usize, id: WaiterId) {
+        let mut inner = self.lock();
+        if inner.queue.remove(priority, id).is_some() {
+            self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+            return;
+        }
+        if inner.take_decision(id) == Some(Decision::Granted) {
+            let waker = self.hand_off_or_free(&mut inner);
+            drop(inner);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Gives a slot back: to the head of the queue if anyone waits, else
+    /// free.
+    pub(crate) fn release(&self) {
+        let mut state = self.state.load(Ordering::Acquire);
+        while queued(state) == 0 {
+            debug_assert!(active(state) > 0, "a slot released twice");
+            match self.state.compare_exchange_weak(
+                state,
+                state - 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+        let mut inner = self.lock();
+        let waker = self.hand_off_or_free(&mut inner);
+        drop(inner);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Under the lock: the slot in hand goes to the head of the queue
+    /// (returns its waker), or becomes free if nobody waits.
+    fn hand_off_or_free(&self, inner: &mut Inner) -> Option<Waker> {
+        debug_assert_eq!(
+            inner.queue.len(),
+            queued(self.state.load(Ordering::Acquire)) as usize,
+            "the lock's holder keeps `queued` equal to the queue's length"
+        );
+        match inner.queue.pop_head() {
+            Some((id, waker)) => {
+                inner.decided.push((id, Decision::Granted));
+                self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+                waker
+            }
+            None => {
+                self.state.fetch_sub(1, Ordering::AcqRel);
+                None
+            }
+        }
+    }
+
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A queued call's wait for its slot, as a future: resolves with the slot
+/// or the rejection. Dropped before it resolves, it leaves the queue (and
+/// hands on a slot it was given meanwhile).
+pub(crate) struct Waiting<'a> {
+    bulkhead: &'a Bulkhead,
+    priority: usize,
+    id: WaiterId,
+    done: bool,
+}
+
+impl<'a> Waiting<'a> {
+    pub(crate) fn new(bulkhead: &'a Bulkhead, priority: usize, id: WaiterId) -> Self {
+        Self {
+            bulkhead,
+            priority,
+            id,
+            done: false,
+        }
+    }
+
+    /// Stops waiting for `reason`, unless the outcome was decided already.
+    pub(crate) fn give_up(mut self, reason: RejectReason) -> Result<(), Refusal> {
+        self.done = true;
+        self.bulkhead.give_up(self.priority, self.id, reason)
+    }
+}
+
+impl Future for Waiting<'_> {
+    type Output = Result<(), Refusal>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let poll = self
+            .bulkhead
+            .poll_waiter(self.priority, self.id, cx.waker());
+        if poll.is_ready() {
+            self.done = true;
+        }
+        poll
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.bulkhead.leave(self.priority, self.id);
+        }
+    }
+}
+
+impl std::fmt::Debug for Waiting<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiting")
+            .field("priority", &self.priority)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}

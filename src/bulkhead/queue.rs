@@ -1,0 +1,172 @@
+//! The bulkhead's wait queue as a plain data structure: who is next, who is
+//! oldest, who goes when it overflows. No atomics, no clock: the limiter
+//! calls it under its lock.
+
+use std::collections::VecDeque;
+use std::task::Waker;
+
+use super::config::Overflow;
+
+/// A queued call, known by its number: numbers rise with arrival, so the
+/// smallest is the oldest.
+pub(crate) type WaiterId = u64;
+
+#[derive(Debug)]
+struct Entry {
+    id: WaiterId,
+    waker: Option<Waker>,
+}
+
+/// Waiters by priority (index 0 first), first come first served within one.
+#[derive(Debug, Default)]
+pub(crate) struct WaitQueue {
+    /// Allocated on the first wait: a key that never queues pays nothing.
+    levels: Vec<VecDeque<Entry>>,
+    len: usize,
+    next_id: WaiterId,
+}
+
+/// What to do with a newcomer who finds the queue full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnFull {
+    /// Reject the newcomer.
+    RejectNewcomer,
+    /// Reject this waiter (of this priority) and queue the newcomer.
+    Drop(usize, WaiterId),
+}
+
+impl WaitQueue {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queues a call of `priority` (`< levels`); returns its number.
+    pub(crate) fn push(&mut self, priority: usize, levels: usize) -> WaiterId {
+        if self.levels.is_empty() {
+            self.levels.resize_with(levels, VecDeque::new);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.levels[priority].push_back(Entry { id, waker: None });
+        self.len += 1;
+        id
+    }
+
+    /// Takes the head of the queue: the oldest of the most important.
+    /// Returns its number and its waker.
+    pub(crate) fn pop_head(&mut self) -> Option<(WaiterId, Option<Waker>)> {
+        let entry = self.levels.iter_mut().find_map(VecDeque::pop_front)?;
+        self.len -= 1;
+        Some((entry.id, entry.waker))
+    }
+
+    /// Takes waiter `id` of `priority` out of the queue, if it is there;
+    /// returns its waker.
+    pub(crate) fn remove(&mut self, priority: usize, id: WaiterId) -> Option<Option<Waker>> {
+        let level = self.levels.get_mut(priority)?;
+        let at = level.iter().position(|e| e.id == id)?;
+        let entry = level.remove(at)?;
+        self.len -= 1;
+        Some(entry.waker)
+    }
+
+    /// Remembers how to wake waiter `id` of `priority`.
+    pub(crate) fn set_waker(&mut self, priority: usize, id: WaiterId, waker: &Waker) {
+        if let Some(entry) = self
+            .levels
+            .get_mut(priority)
+            .and_then(|level| level.iter_mut().find(|e| e.id == id))
+        {
+            match &mut entry.waker {
+                Some(known) if known.will_wake(waker) => {}
+                slot => *slot = Some(waker.clone()),
+            }
+        }
+    }
+
+    /// Who makes way for a newcomer of `priority` when the queue is full.
+    pub(crate) fn on_full(&self, policy: Overflow, priority: usize) -> OnFull {
+        match policy {
+            Overflow::RejectNew => OnFull::RejectNewcomer,
+            Overflow::DropOldest => self
+                .levels
+                .iter()
+                .enumerate()
+                .filter_map(|(p, level)| level.front().map(|e| (e.id, p)))
+                .min()
+                .map_or(OnFull::RejectNewcomer, |(id, p)| OnFull::Drop(p, id)),
+            Overflow::DropLowestPriority => self
+                .levels
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(p, level)| level.back().map(|e| (p, e.id)))
+                .filter(|(p, _)| priority < *p)
+                .map_or(OnFull::RejectNewcomer, |(p, id)| OnFull::Drop(p, id)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(arrivals: &[usize]) -> (WaitQueue, Vec<WaiterId>) {
+        let mut queue = WaitQueue::default();
+        let ids = arrivals.iter().map(|p| queue.push(*p, 4)).collect();
+        (queue, ids)
+    }
+
+    #[test]
+    fn the_head_is_the_oldest_of_the_most_important() {
+        let (mut q, ids) = queue(&[3, 1, 3, 1, 0]);
+        let order: Vec<WaiterId> = std::iter::from_fn(|| q.pop_head().map(|(id, _)| id)).collect();
+        assert_eq!(order, [ids[4], ids[1], ids[3], ids[0], ids[2]]);
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn reject_new_never_displaces_anyone() {
+        let (q, _) = queue(&[3, 3]);
+        assert_eq!(q.on_full(Overflow::RejectNew, 0), OnFull::RejectNewcomer);
+    }
+
+    #[test]
+    fn drop_oldest_picks_the_longest_waiting_whatever_its_priority() {
+        let (q, ids) = queue(&[2, 0, 3]);
+        assert_eq!(q.on_full(Overflow::DropOldest, 3), OnFull::Drop(2, ids[0]));
+    }
+
+    #[test]
+    fn drop_lowest_priority_picks_its_newest_and_only_for_a_strictly_better_newcomer() {
+        let (q, ids) = queue(&[3, 1, 3]);
+        assert_eq!(
+            q.on_full(Overflow::DropLowestPriority, 2),
+            OnFull::Drop(3, ids[2])
+        );
+        assert_eq!(
+            q.on_full(Overflow::DropLowestPriority, 3),
+            OnFull::RejectNewcomer
+        );
+        let (q, _) = queue(&[0, 0]);
+        assert_eq!(
+            q.on_full(Overflow::DropLowestPriority, 0),
+            OnFull::RejectNewcomer
+        );
+    }
+
+    #[test]
+    fn removed_waiters_are_gone() {
+        let (mut q, ids) = queue(&[1, 1, 1]);
+        assert!(q.remove(1, ids[1]).is_some());
+        assert!(q.remove(1, ids[1]).is_none());
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.pop_head().map(|(id, _)| id), Some(ids[0]));
+        assert_eq!(q.pop_head().map(|(id, _)| id), Some(ids[2]));
+    }
+
+    #[test]
+    fn an_unused_queue_allocates_nothing() {
+        assert_eq!(WaitQueue::default().levels.capacity(), 0);
+    }
+}
