@@ -374,3 +374,100 @@ impl std::fmt::Debug for Waiting<'_> {
             .finish_non_exhaustive()
     }
 }
+
+/// Model checks of the hand-off and of cancellation, every interleaving
+/// loom can find: `RUSTFLAGS="--cfg portcullis_loom" cargo test --release
+/// --lib loom`.
+#[cfg(all(test, portcullis_loom))]
+mod loom_tests {
+    use super::*;
+    use crate::bulkhead::config::Overflow;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn settings() -> BulkheadSettings {
+        BulkheadSettings {
+            max_concurrent: 1,
+            max_queued: 2,
+            queue_timeout: None,
+            overflow: Overflow::RejectNew,
+        }
+    }
+
+    /// Gets a slot, waiting if queued; returns with it held.
+    fn acquire(bulkhead: &Bulkhead) {
+        match bulkhead
+            .enter(&settings(), 0, 1)
+            .expect("room in the queue")
+        {
+            Admission::Granted => {}
+            Admission::Queued(id) => {
+                loom::future::block_on(Waiting::new(bulkhead, 0, id)).expect("granted")
+            }
+        }
+    }
+
+    #[test]
+    fn a_released_slot_reaches_the_waiter() {
+        loom::model(|| {
+            let bulkhead = Arc::new(Bulkhead::default());
+            bulkhead.try_acquire(&settings()).unwrap();
+            let waiter = {
+                let bulkhead = Arc::clone(&bulkhead);
+                thread::spawn(move || {
+                    acquire(&bulkhead);
+                    assert_eq!(bulkhead.load().active, 1);
+                    bulkhead.release();
+                })
+            };
+            bulkhead.release();
+            waiter.join().unwrap();
+            assert_eq!(bulkhead.load(), Load::default());
+        });
+    }
+
+    #[test]
+    fn a_waiter_cancelled_while_the_slot_is_released_never_keeps_it() {
+        loom::model(|| {
+            let bulkhead = Arc::new(Bulkhead::default());
+            bulkhead.try_acquire(&settings()).unwrap();
+            let quitter = {
+                let bulkhead = Arc::clone(&bulkhead);
+                thread::spawn(move || match bulkhead.enter(&settings(), 0, 1).unwrap() {
+                    Admission::Granted => bulkhead.release(),
+                    // Cancelled at once: the future is dropped unpolled.
+                    Admission::Queued(id) => drop(Waiting::new(&bulkhead, 0, id)),
+                })
+            };
+            bulkhead.release();
+            quitter.join().unwrap();
+            assert_eq!(bulkhead.load(), Load::default());
+        });
+    }
+
+    #[test]
+    fn a_slot_handed_to_a_cancelled_waiter_reaches_the_next() {
+        loom::model(|| {
+            let bulkhead = Arc::new(Bulkhead::default());
+            bulkhead.try_acquire(&settings()).unwrap();
+            let Admission::Queued(first) = bulkhead.enter(&settings(), 0, 1).unwrap() else {
+                panic!("the slot is taken");
+            };
+            let patient = {
+                let bulkhead = Arc::clone(&bulkhead);
+                thread::spawn(move || {
+                    acquire(&bulkhead);
+                    bulkhead.release();
+                })
+            };
+            let quitter = {
+                let bulkhead = Arc::clone(&bulkhead);
+                thread::spawn(move || drop(Waiting::new(&bulkhead, 0, first)))
+            };
+            bulkhead.release();
+            quitter.join().unwrap();
+            patient.join().unwrap();
+            assert_eq!(bulkhead.load(), Load::default());
+        });
+    }
+}

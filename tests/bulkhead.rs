@@ -1,0 +1,417 @@
+//! The bulkhead through the public API, on tokio's paused clock.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portcullis::{BulkheadConfig, Overflow, Priority, RateConfig, RejectReason, ThrottleManager};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .bulkhead(config)
+        .build()
+        .unwrap()
+}
+
+/// Spawns a call that waits for a slot, records its name when it gets one,
+/// then holds the slot until `hold` has passed.
+fn spawn_call(
+    manager: &ThrottleManager<String>,
+    name: &'static str,
+    priority: Priority,
+    hold: Duration,
+    order: &Arc<Mutex<Vec<&'static str>>>,
+) -> JoinHandle<Result<(), RejectReason>> {
+    let (manager, order) = (manager.clone(), Arc::clone(order));
+    tokio::spawn(async move {
+        let permit = manager
+            .acquire("db", priority)
+            .await
+            .map_err(|r| r.reason())?;
+        order.lock().unwrap().push(name);
+        tokio::time::sleep(hold).await;
+        permit.success();
+        Ok(())
+    })
+}
+
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(
+            BulkheadConfig::new(10)
+                .queue(50)
+                .queue_timeout(Duration::from_millis(200))
+                .overflow(Overflow::DropOldest),
+        )
+        .build()?;
+    let permit = manager.acquire("payments", Priority::HIGH).await?; // waits in the queue if all 10 are busy
+    // ... the call ...
+    permit.success(); // releasing the permit hands it to the head of the queue
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiters_go_by_priority_then_arrival_and_newcomers_never_overtake() {
+    let manager = manager(BulkheadConfig::new(1).queue(10));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let hold = Duration::from_millis(10);
+    let mut calls = vec![spawn_call(&manager, "first", Priority::HIGH, hold, &order)];
+    settle().await;
+    for (name, priority) in [
+        ("low-1", Priority::LOW),
+        ("medium-1", Priority::MEDIUM),
+        ("low-2", Priority::LOW),
+        ("high-1", Priority::HIGH),
+        ("medium-2", Priority::MEDIUM),
+    ] {
+        calls.push(spawn_call(&manager, name, priority, hold, &order));
+        settle().await;
+    }
+    assert_eq!(manager.status("db").unwrap().queued, Some(5));
+    // A newcomer with try_acquire finds no free slot: it never jumps the queue.
+    assert_eq!(
+        manager
+            .try_acquire("db", Priority::HIGH)
+            .unwrap_err()
+            .reason(),
+        RejectReason::Full
+    );
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["first", "high-1", "medium-1", "medium-2", "low-1", "low-2"]
+    );
+    let status = manager.status("db").unwrap();
+    assert_eq!((status.active, status.queued), (Some(0), Some(0)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_slot_goes_straight_to_the_head_of_the_queue() {
+    let manager = manager(BulkheadConfig::new(1).queue(1));
+    let permit = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let waiter = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            manager
+                .acquire("db", Priority::LOW)
+                .await
+                .map(|p| p.priority())
+        })
+    };
+    settle().await;
+    drop(permit);
+    // The slot now belongs to the waiter, even before it runs: a newcomer
+    // cannot take it.
+    assert_eq!(manager.status("db").unwrap().active, Some(1));
+    assert!(manager.try_acquire("db", Priority::HIGH).is_err());
+    assert_eq!(waiter.await.unwrap().unwrap(), Priority::LOW);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_queue_a_full_bulkhead_fails_fast_with_its_load() {
+    let manager = manager(BulkheadConfig::new(2));
+    let _a = manager.acquire("db", Priority::HIGH).await.unwrap();
+    let _b = manager.acquire("db", Priority::HIGH).await.unwrap();
+    let start = Instant::now();
+    let rejected = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(rejected.reason(), RejectReason::Full);
+    assert_eq!((rejected.active(), rejected.queued()), (Some(2), Some(0)));
+    assert_eq!(rejected.retry_after(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_is_rejected_after_the_queue_timeout() {
+    let manager = manager(
+        BulkheadConfig::new(1)
+            .queue(4)
+            .queue_timeout(Duration::from_millis(200)),
+    );
+    let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let start = Instant::now();
+    let rejected = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_millis(200));
+    assert_eq!(rejected.reason(), RejectReason::QueueTimeout);
+    assert_eq!((rejected.active(), rejected.queued()), (Some(1), Some(1)));
+    assert_eq!(manager.status("db").unwrap().queued, Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_freed_before_the_timeout_is_taken() {
+    let manager = manager(
+        BulkheadConfig::new(1)
+            .queue(4)
+            .queue_timeout(Duration::from_millis(200)),
+    );
+    let holder = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            busy.success();
+        })
+    };
+    settle().await;
+    let start = Instant::now();
+    let permit = manager.acquire("db", Priority::HIGH).await;
+    assert!(permit.is_ok());
+    assert_eq!(start.elapsed(), Duration::from_millis(150));
+    holder.await.unwrap();
+}
+
+async fn fill(
+    manager: &ThrottleManager<String>,
+    arrivals: &[(&'static str, Priority)],
+) -> Vec<(&'static str, JoinHandle<Result<(), RejectReason>>)> {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut calls = Vec::new();
+    for &(name, priority) in arrivals {
+        calls.push((
+            name,
+            spawn_call(manager, name, priority, Duration::from_millis(10), &order),
+        ));
+        settle().await;
+    }
+    calls
+}
+
+async fn outcomes(
+    calls: Vec<(&'static str, JoinHandle<Result<(), RejectReason>>)>,
+) -> Vec<(&'static str, Result<(), RejectReason>)> {
+    let mut out = Vec::new();
+    for (name, call) in calls {
+        out.push((name, call.await.unwrap()));
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn overflow_reject_new() {
+    let manager = manager(BulkheadConfig::new(1).queue(2));
+    let calls = fill(
+        &manager,
+        &[
+            ("run", Priority::LOW),
+            ("a", Priority::LOW),
+            ("b", Priority::LOW),
+            ("new", Priority::HIGH),
+        ],
+    )
+    .await;
+    let results = outcomes(calls).await;
+    assert_eq!(results[3], ("new", Err(RejectReason::Full)));
+    assert!(results[..3].iter().all(|(_, r)| r.is_ok()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn overflow_drop_oldest() {
+    let manager = manager(
+        BulkheadConfig::new(1)
+            .queue(2)
+            .overflow(Overflow::DropOldest),
+    );
+    let calls = fill(
+        &manager,
+        &[
+            ("run", Priority::LOW),
+            ("old", Priority::HIGH),
+            ("b", Priority::LOW),
+            ("new", Priority::LOW),
+        ],
+    )
+    .await;
+    let results = outcomes(calls).await;
+    assert_eq!(results[1], ("old", Err(RejectReason::Dropped)));
+    assert!(results[2].1.is_ok() && results[3].1.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn overflow_drop_lowest_priority() {
+    let manager = manager(
+        BulkheadConfig::new(1)
+            .queue(2)
+            .overflow(Overflow::DropLowestPriority),
+    );
+    let calls = fill(
+        &manager,
+        &[
+            ("run", Priority::HIGH),
+            ("low-old", Priority::LOW),
+            ("low-new", Priority::LOW),
+            ("medium", Priority::MEDIUM), // outranks LOW: drops the newest LOW
+            ("low-late", Priority::LOW),  // does not outrank anyone: rejected
+        ],
+    )
+    .await;
+    let results = outcomes(calls).await;
+    assert_eq!(results[2], ("low-new", Err(RejectReason::Dropped)));
+    assert_eq!(results[4], ("low-late", Err(RejectReason::Full)));
+    assert!(results[1].1.is_ok() && results[3].1.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_waiter_leaves_the_queue_at_once() {
+    let manager = manager(BulkheadConfig::new(1).queue(4));
+    let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let waiter = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
+    };
+    settle().await;
+    assert_eq!(manager.status("db").unwrap().queued, Some(1));
+    waiter.abort();
+    let _ = waiter.await;
+    assert_eq!(manager.status("db").unwrap().queued, Some(0));
+    drop(busy);
+    assert_eq!(
+        manager.status("db").unwrap().active,
+        Some(0),
+        "no slot went to the gone waiter"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_handed_to_a_waiter_as_it_is_cancelled_passes_on() {
+    let manager = manager(BulkheadConfig::new(1).queue(4));
+    let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let first = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
+    };
+    settle().await;
+    let second = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let permit = manager.acquire("db", Priority::HIGH).await;
+            permit.is_ok()
+        })
+    };
+    settle().await;
+    // The slot is handed to `first` and, before `first` runs, `first` is
+    // cancelled: the slot must reach `second`, not vanish.
+    drop(busy);
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    assert!(second.await.unwrap());
+    let status = manager.status("db").unwrap();
+    assert_eq!((status.active, status.queued), (Some(0), Some(0)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_inside_the_call_releases_the_slot() {
+    let manager = manager(BulkheadConfig::new(1));
+    let task = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let _permit = manager.acquire("db", Priority::HIGH).await.unwrap();
+            panic!("the user's code panicked");
+        })
+    };
+    assert!(task.await.unwrap_err().is_panic());
+    assert_eq!(manager.status("db").unwrap().active, Some(0));
+    assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_never_queues() {
+    let manager = manager(BulkheadConfig::new(1).queue(8));
+    let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Full);
+    assert_eq!(manager.status("db").unwrap().queued, Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_rejection_gives_the_rate_token_back() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .bulkhead(
+            BulkheadConfig::new(1)
+                .queue(1)
+                .queue_timeout(Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+    let busy = manager.try_acquire("db", Priority::HIGH).unwrap(); // token 1 and the slot
+    // Waits 1 s for token 2, then 100 ms in the queue, then gives up: token 2
+    // goes back.
+    let rejected = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::QueueTimeout);
+    drop(busy);
+    assert!(
+        manager.try_acquire("db", Priority::HIGH).is_ok(),
+        "token 2 is still there"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .bulkhead(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    drop(manager.try_acquire("db", Priority::HIGH).unwrap());
+    let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    assert_eq!(manager.status("db").unwrap().active, Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_is_waited_for_before_a_slot_is_taken() {
+    // Slots are not held idle while a call sleeps for its rate token: with 1
+    // slot and 2 calls/s, a call waiting for its token leaves the slot free.
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(2.0).bounds(2.0, 2.0))
+        .bulkhead(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    drop(manager.try_acquire("db", Priority::HIGH).unwrap());
+    let sleeper = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
+    };
+    settle().await;
+    assert_eq!(manager.status("db").unwrap().active, Some(0));
+    assert!(sleeper.await.unwrap());
+}
+
+#[test]
+fn listing_every_key_for_a_health_endpoint() {
+    let manager = manager(BulkheadConfig::new(3));
+    let _a1 = manager.try_acquire("a", Priority::HIGH).unwrap();
+    let _a2 = manager.try_acquire("a", Priority::HIGH).unwrap();
+    let _b = manager.try_acquire("b", Priority::HIGH).unwrap();
+    let mut seen = Vec::new();
+    manager.for_each_status(|key, status| seen.push((key.clone(), status.active, status.queued)));
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("a".to_string(), Some(2), Some(0)),
+            ("b".to_string(), Some(1), Some(0))
+        ]
+    );
+}
+
+#[test]
+fn bad_bulkhead_configs_are_named() {
+    let err = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(0))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid configuration: bulkhead.max_concurrent: must be at least 1, got 0"
+    );
+}
