@@ -10,10 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use portcullis::{
-    Priority, RateConfig, ThrottleConfig, ThrottleManager, ThrottleManagerBuilder, TokioClock,
+    BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager, ThrottleManagerBuilder,
+    TokioClock,
 };
+use tokio::sync::Semaphore;
 
 /// Fast enough that a check never fails: every key stays healthy.
 const RATE: u32 = 1_000_000_000;
@@ -139,6 +142,112 @@ fn try_acquire_healthy(c: &mut Criterion) {
     group.finish();
 }
 
+/// A manager with all three controls, healthy on every key.
+fn all_three(keys: &[String]) -> ThrottleManager<String> {
+    portcullis_with(
+        keys,
+        ThrottleManager::builder()
+            .throttle(ThrottleConfig::new())
+            .bulkhead(BulkheadConfig::new(1_000).queue(10)),
+    )
+}
+
+/// `try_acquire` and release through all three controls of a healthy key,
+/// next to governor's keyed check and tokio's semaphore (bare, and one per
+/// key behind a DashMap, the hand-rolled alternative).
+fn full_healthy_path(c: &mut Criterion) {
+    let mut group = c.benchmark_group("full_healthy_path");
+    let n = 1_000;
+    let keys = keys(n);
+    let manager = all_three(&keys);
+    let mut i = 0;
+    group.bench_function(
+        BenchmarkId::new("portcullis_all_three_try_acquire_success", n),
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
+                    permit.success();
+                }
+            })
+        },
+    );
+    group.bench_function(
+        BenchmarkId::new("portcullis_all_three_try_acquire_drop", n),
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                black_box(
+                    manager
+                        .try_acquire(keys[i].as_str(), Priority::MEDIUM)
+                        .is_ok(),
+                )
+            })
+        },
+    );
+    drop(manager);
+    let limiter = governor(&keys);
+    group.bench_function(BenchmarkId::new("governor_check_key", n), |b| {
+        b.iter(|| {
+            i = (i + 1) % n;
+            black_box(limiter.check_key(&keys[i]))
+        })
+    });
+    let semaphore = Semaphore::new(1_000);
+    group.bench_function("tokio_semaphore_try_acquire", |b| {
+        b.iter(|| black_box(semaphore.try_acquire().is_ok()))
+    });
+    let semaphores: DashMap<String, Arc<Semaphore>> = keys
+        .iter()
+        .map(|k| (k.clone(), Arc::new(Semaphore::new(1_000))))
+        .collect();
+    group.bench_function(
+        BenchmarkId::new("dashmap_of_tokio_semaphores_try_acquire", n),
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                let semaphore = Arc::clone(semaphores.get(keys[i].as_str()).unwrap().value());
+                black_box(semaphore.try_acquire_owned().is_ok())
+            })
+        },
+    );
+    group.finish();
+}
+
+/// Two threads on the same key: the contended case.
+fn two_threads_one_key(c: &mut Criterion) {
+    let mut group = c.benchmark_group("two_threads_one_key");
+    let one = Arc::new(vec!["shared.example.com".to_string()]);
+    let halves = [Arc::clone(&one), Arc::clone(&one)];
+    let manager = all_three(&one);
+    group.bench_function("portcullis_all_three_try_acquire_success", |b| {
+        b.iter_custom(|iters| {
+            run_on_two_threads(iters, &halves, |keys, i| {
+                if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
+                    permit.success();
+                }
+            })
+        })
+    });
+    let limiter = governor(&one);
+    group.bench_function("governor_check_key", |b| {
+        b.iter_custom(|iters| {
+            run_on_two_threads(iters, &halves, |keys, i| {
+                black_box(limiter.check_key(&keys[i]).is_ok());
+            })
+        })
+    });
+    let semaphore = Semaphore::new(1_000);
+    group.bench_function("tokio_semaphore_try_acquire", |b| {
+        b.iter_custom(|iters| {
+            run_on_two_threads(iters, &halves, |_, _| {
+                black_box(semaphore.try_acquire().is_ok());
+            })
+        })
+    });
+    group.finish();
+}
+
 /// Two threads, each on its own 1,000 keys: no global lock means each thread
 /// runs about as fast as one thread alone.
 fn two_threads_distinct_keys(c: &mut Criterion) {
@@ -200,6 +309,8 @@ criterion_group!(
     benches,
     check_healthy,
     try_acquire_healthy,
-    two_threads_distinct_keys
+    full_healthy_path,
+    two_threads_distinct_keys,
+    two_threads_one_key
 );
 criterion_main!(benches);

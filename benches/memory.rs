@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use std::process::Command;
 
 use governor::{Quota, RateLimiter};
-use portcullis::{RateConfig, ThrottleConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, ThrottleManager};
 
 const KEYS: usize = 1_000_000;
 
@@ -29,13 +29,16 @@ fn measure(which: &str) {
     let keys = keys();
     let before = resident_bytes();
     match which {
-        "portcullis" | "portcullis+throttle" => {
+        "portcullis" | "portcullis+throttle" | "portcullis+throttle+bulkhead" => {
             let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::new(10.0))
                 .max_keys(KEYS);
             let builder = match which {
                 "portcullis" => builder,
-                _ => builder.throttle(ThrottleConfig::new()),
+                "portcullis+throttle" => builder.throttle(ThrottleConfig::new()),
+                _ => builder
+                    .throttle(ThrottleConfig::new())
+                    .bulkhead(BulkheadConfig::new(10).queue(50)),
             };
             let manager = builder.build().unwrap();
             for key in &keys {
@@ -80,6 +83,7 @@ fn main() {
     let governor = run("governor");
     let portcullis = run("portcullis");
     let throttled = run("portcullis+throttle");
+    let all_three = run("portcullis+throttle+bulkhead");
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
     println!("  governor keyed (DashMap)         {governor:>6.0} B");
     println!(
@@ -89,5 +93,9 @@ fn main() {
     println!(
         "  portcullis, rate + throttle      {throttled:>6.0} B   {:.2}x governor",
         throttled / governor
+    );
+    println!(
+        "  portcullis, all three controls   {all_three:>6.0} B   {:.2}x governor",
+        all_three / governor
     );
 }

@@ -16,7 +16,7 @@ use std::task::Poll;
 
 use crate::builder::ThrottleManagerBuilder;
 use crate::bulkhead::config::BulkheadSettings;
-use crate::bulkhead::limiter::{Admission, Waiting};
+use crate::bulkhead::limiter::{Admission, Bulkhead, Waiting};
 use crate::clock::{Clock, Nanos};
 use crate::error::{RateLimited, RejectReason, Rejected};
 use crate::key::KeyState;
@@ -119,7 +119,7 @@ impl<K: Hash + Eq> RatePolicy<K> {
     }
 
     fn settings_of<'s>(&'s self, state: &'s KeyState) -> &'s RateSettings {
-        state.rate_settings.as_deref().unwrap_or(&self.default)
+        state.rate_settings().unwrap_or(&self.default)
     }
 }
 
@@ -231,7 +231,7 @@ where
         let now = self.now();
         self.throttle_admits(&state, now, priority)?;
         // Turned away by the bulkhead anyway? Then before taking a token.
-        if let (Some(bulkhead), Some(_)) = (&state.bulkhead, &self.shared.bulkhead) {
+        if let (Some(bulkhead), Some(_)) = (state.bulkhead(), &self.shared.bulkhead) {
             let settings = self.bulkhead_settings();
             if let Some(refusal) = bulkhead.would_refuse(settings, usize::from(priority.level())) {
                 return Err(Rejected::bulkhead(refusal, priority));
@@ -296,7 +296,7 @@ where
         })?;
         let state: &KeyState = entry.value();
         self.throttle_admits(state, now, priority)?;
-        let holds_slot = match &state.bulkhead {
+        let holds_slot = match state.bulkhead() {
             Some(bulkhead) => {
                 bulkhead
                     .try_acquire(self.bulkhead_settings())
@@ -307,7 +307,7 @@ where
         };
         if let Some(rate) = &self.shared.rate {
             if let Err(wait) = state.rate.check(now, rate.settings_of(state).burst) {
-                if let (true, Some(bulkhead)) = (holds_slot, &state.bulkhead) {
+                if let (true, Some(bulkhead)) = (holds_slot, state.bulkhead()) {
                     bulkhead.release();
                 }
                 return Err(Rejected::new(
@@ -319,7 +319,7 @@ where
         }
         Ok(Permit::new(
             self,
-            Arc::clone(entry.value()),
+            triomphe::Arc::clone(entry.value()),
             priority,
             now,
             holds_slot,
@@ -426,7 +426,7 @@ where
     }
 
     fn status_of(&self, state: &KeyState) -> KeyStatus {
-        let load = state.bulkhead.as_ref().map(|bulkhead| bulkhead.load());
+        let load = state.bulkhead().map(|bulkhead| bulkhead.load());
         KeyStatus {
             rate: self.shared.rate.as_ref().map(|_| state.rate.rate()),
             active: load.map(|load| load.active),
@@ -573,7 +573,7 @@ where
         let settings = self.shared.throttle.as_ref()?;
         let priority = self.shared.priorities.clamp(priority);
         let state = self.shared.keys.get(key)?;
-        let window = state.throttle.as_ref()?;
+        let window = state.throttle()?;
         Some(window.rejection(self.now(), usize::from(priority.level()), settings))
     }
 
@@ -641,10 +641,14 @@ where
     ) {
         match outcome {
             Outcome::Success => {
-                let now = self.now();
-                self.count(state, now, priority, Count::Accepted);
+                // The window puts the count in its newest bucket, and a rate
+                // at its upper bound does not change: a healthy key's success
+                // reads no clock.
+                self.count(state, acquired_at, priority, Count::Accepted);
                 if let Some(rate) = &self.shared.rate {
-                    state.rate.increase(now, rate.settings_of(state));
+                    state
+                        .rate
+                        .increase_at(|| self.now(), rate.settings_of(state));
                 }
             }
             Outcome::Overloaded => {
@@ -654,8 +658,6 @@ where
                     state.rate.decrease(now, rate.settings_of(state));
                 }
             }
-            // Nothing about the backend's load: counted without reading the
-            // clock (the window puts it in its newest bucket).
             Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
         }
     }
@@ -687,7 +689,7 @@ where
         now: Nanos,
         priority: Priority,
     ) -> Result<(), Rejected> {
-        let (Some(window), Some(settings)) = (&state.throttle, &self.shared.throttle) else {
+        let (Some(window), Some(settings)) = (state.throttle(), &self.shared.throttle) else {
             return Ok(());
         };
         let level = usize::from(priority.level());
@@ -700,7 +702,7 @@ where
     }
 
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
-        if let (Some(window), Some(settings)) = (&state.throttle, &self.shared.throttle) {
+        if let (Some(window), Some(settings)) = (state.throttle(), &self.shared.throttle) {
             window.record(now, usize::from(priority.level()), count, settings);
         }
     }
@@ -712,7 +714,7 @@ where
         }
     }
 
-    fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<Ref<'_, K, Arc<KeyState>>, Full>
+    fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<Ref<'_, K, triomphe::Arc<KeyState>>, Full>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -723,19 +725,20 @@ where
             let starting = rate_settings
                 .as_deref()
                 .or(shared.rate.as_ref().map(|rate| &*rate.default));
-            KeyState {
-                rate: RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
+            KeyState::new(
+                RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
                 rate_settings,
-                throttle: shared.throttle.as_ref().map(|settings| {
-                    Box::new(ThrottleWindow::new(shared.priorities.levels, now, settings))
-                }),
-                bulkhead: shared.bulkhead.as_ref().map(|_| Box::default()),
-            }
+                shared
+                    .throttle
+                    .as_ref()
+                    .map(|settings| ThrottleWindow::new(shared.priorities.levels, now, settings)),
+                shared.bulkhead.as_ref().map(|_| Bulkhead::default()),
+            )
         })
     }
 
     /// The state of `key`, waiting for room in a full key space.
-    async fn state_waiting_for_room<Q>(&self, key: &Q) -> Arc<KeyState>
+    async fn state_waiting_for_room<Q>(&self, key: &Q) -> triomphe::Arc<KeyState>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -743,7 +746,7 @@ where
         loop {
             let now = self.now();
             match self.entry(key, now) {
-                Ok(state) => return Arc::clone(state.value()),
+                Ok(state) => return triomphe::Arc::clone(state.value()),
                 Err(full) => {
                     let retry_at = now.saturating_add(full.retry_after);
                     self.shared
@@ -760,7 +763,7 @@ where
     /// `now` and no token.
     async fn take_token_waiting(
         &self,
-        state: &Arc<KeyState>,
+        state: &KeyState,
         now: Nanos,
     ) -> (Nanos, Option<Reservation>) {
         let Some(rate) = &self.shared.rate else {
@@ -790,7 +793,7 @@ where
         priority: Priority,
         now: Nanos,
     ) -> Result<bool, Rejected> {
-        let Some(bulkhead) = &state.bulkhead else {
+        let Some(bulkhead) = state.bulkhead() else {
             return Ok(false);
         };
         let settings = self.bulkhead_settings();

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::Arc;
 
 use crate::Priority;
 use crate::clock::Nanos;
@@ -86,7 +85,7 @@ where
     K: Hash + Eq + Send + Sync + 'static,
 {
     manager: &'a ThrottleManager<K>,
-    state: Arc<KeyState>,
+    state: triomphe::Arc<KeyState>,
     priority: Priority,
     acquired_at: Nanos,
     /// Whether the call holds a slot of the key's bulkhead.
@@ -100,7 +99,7 @@ where
 {
     pub(crate) fn new(
         manager: &'a ThrottleManager<K>,
-        state: Arc<KeyState>,
+        state: triomphe::Arc<KeyState>,
         priority: Priority,
         acquired_at: Nanos,
         holds_slot: bool,
@@ -160,7 +159,7 @@ where
         self.reported = true;
         self.manager
             .record_outcome(&self.state, self.priority, self.acquired_at, outcome);
-        if let (true, Some(bulkhead)) = (self.holds_slot, &self.state.bulkhead) {
+        if let (true, Some(bulkhead)) = (self.holds_slot, self.state.bulkhead()) {
             self.holds_slot = false;
             bulkhead.release();
         }

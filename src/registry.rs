@@ -20,8 +20,10 @@
 
 use std::borrow::Borrow;
 use std::hash::Hash;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use triomphe::Arc;
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;

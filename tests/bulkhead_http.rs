@@ -29,7 +29,9 @@ async fn start_server() -> String {
     let app = Router::new()
         .route("/work", get(limited))
         .with_state(Arc::new(AtomicUsize::new(0)));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}/work")
@@ -48,7 +50,9 @@ async fn send_all(url: &str, manager: Option<ThrottleManager<String>>) -> usize 
         workers.push(tokio::spawn(async move {
             while sent.fetch_add(1, Ordering::AcqRel) < REQUESTS {
                 let permit = match &manager {
-                    Some(manager) => Some(manager.acquire("server", Priority::MEDIUM).await.unwrap()),
+                    Some(manager) => {
+                        Some(manager.acquire("server", Priority::MEDIUM).await.unwrap())
+                    }
                     None => None,
                 };
                 let status = client.get(&url).send().await.unwrap().status();
@@ -78,5 +82,8 @@ async fn with_the_bulkhead_at_the_servers_limit_nothing_gets_503() {
     let status = manager.status("server").unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
     // The same load without the bulkhead overloads the server.
-    assert!(send_all(&url, None).await > 0, "the load must exceed the server's limit");
+    assert!(
+        send_all(&url, None).await > 0,
+        "the load must exceed the server's limit"
+    );
 }

@@ -81,11 +81,12 @@ impl Inner {
     }
 }
 
-/// The concurrency limit of one key.
+/// The concurrency limit of one key: 24 bytes until the first call has to
+/// queue, when the queue is allocated.
 #[derive(Debug, Default)]
 pub(crate) struct Bulkhead {
     state: AtomicU64,
-    inner: Mutex<Inner>,
+    inner: Mutex<Option<Box<Inner>>>,
 }
 
 /// Where a call stands after asking for a slot.
@@ -138,7 +139,8 @@ impl Bulkhead {
         if !full {
             return None;
         }
-        let inner = self.lock();
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
         (inner.queue.on_full(settings.overflow, priority) == OnFull::RejectNewcomer).then(|| {
             Refusal {
                 reason: RejectReason::Full,
@@ -160,7 +162,8 @@ impl Bulkhead {
         if self.try_acquire(settings).is_ok() {
             return Ok(Admission::Granted);
         }
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             // A slot may have come free, with nobody waiting, since the fast
@@ -192,7 +195,7 @@ impl Bulkhead {
                 let waker = inner.queue.remove(victim_priority, victim).flatten();
                 inner.decided.push((victim, Decision::Dropped(load)));
                 let id = inner.queue.push(priority, levels);
-                drop(inner);
+                drop(guard);
                 if let Some(waker) = waker {
                     waker.wake();
                 }
@@ -209,7 +212,8 @@ impl Bulkhead {
         id: WaiterId,
         waker: &Waker,
     ) -> Poll<Result<(), Refusal>> {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
         match inner.take_decision(id) {
             Some(Decision::Granted) => Poll::Ready(Ok(())),
             Some(Decision::Dropped(load)) => Poll::Ready(Err(Refusal {
@@ -232,7 +236,8 @@ impl Bulkhead {
         id: WaiterId,
         reason: RejectReason,
     ) -> Result<(), Refusal> {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
         match inner.take_decision(id) {
             Some(Decision::Granted) => return Ok(()),
             Some(Decision::Dropped(load)) => {
@@ -253,14 +258,15 @@ impl Bulkhead {
     /// Waiter `id` is gone (its future was dropped): out of the queue, and
     /// any slot handed to it meanwhile goes to the next.
     pub(crate) fn leave(&self, priority: usize, id: WaiterId) {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
         if inner.queue.remove(priority, id).is_some() {
             self.state.fetch_sub(QUEUED, Ordering::AcqRel);
             return;
         }
         if inner.take_decision(id) == Some(Decision::Granted) {
-            let waker = self.hand_off_or_free(&mut inner);
-            drop(inner);
+            let waker = self.hand_off_or_free(inner);
+            drop(guard);
             if let Some(waker) = waker {
                 waker.wake();
             }
@@ -283,9 +289,10 @@ impl Bulkhead {
                 Err(actual) => state = actual,
             }
         }
-        let mut inner = self.lock();
-        let waker = self.hand_off_or_free(&mut inner);
-        drop(inner);
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
+        let waker = self.hand_off_or_free(inner);
+        drop(guard);
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -312,7 +319,7 @@ impl Bulkhead {
         }
     }
 
-    fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Option<Box<Inner>>> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

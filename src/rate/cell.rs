@@ -95,6 +95,12 @@ impl RateCell {
     /// A success: the rate rises by the increment, within bounds. Returns the
     /// new rate.
     pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> f64 {
+        self.increase_at(|| now, settings)
+    }
+
+    /// [`increase`](Self::increase), reading the time only if the rate
+    /// changes (a rate at its upper bound needs no clock).
+    pub(crate) fn increase_at(&self, now: impl FnOnce() -> Nanos, settings: &RateSettings) -> f64 {
         self.change_rate(now, settings.burst, |rate| aimd::increased(rate, settings))
     }
 
@@ -118,10 +124,19 @@ impl RateCell {
                 return self.rate();
             }
         }
-        self.change_rate(now, settings.burst, |rate| aimd::decreased(rate, settings))
+        self.change_rate(
+            || now,
+            settings.burst,
+            |rate| aimd::decreased(rate, settings),
+        )
     }
 
-    fn change_rate(&self, now: Nanos, burst: u32, step: impl Fn(f64) -> f64) -> f64 {
+    fn change_rate(
+        &self,
+        now: impl FnOnce() -> Nanos,
+        burst: u32,
+        step: impl Fn(f64) -> f64,
+    ) -> f64 {
         let mut old_bits = self.rate.load(Ordering::Acquire);
         loop {
             let old = f64::from_bits(old_bits);
@@ -136,7 +151,7 @@ impl RateCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.rescale_debt(now, gcra::interval(old), gcra::interval(new), burst);
+                    self.rescale_debt(now(), gcra::interval(old), gcra::interval(new), burst);
                     return new;
                 }
                 Err(actual) => old_bits = actual,

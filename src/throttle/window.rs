@@ -59,11 +59,12 @@ pub(crate) struct ThrottleWindow {
     clean_from: AtomicU64,
     rotating: Mutex<()>,
     levels: usize,
-    /// `[slot * levels + priority]`: requests and accepts, packed.
-    buckets: Box<[AtomicU64]>,
-    /// `[priority * 2]` requests, `[priority * 2 + 1]` accepts: the sums of
-    /// every bucket but the newest, as of the last rotation.
-    closed: Box<[AtomicU64]>,
+    /// One allocation for all counters. First the buckets,
+    /// `[slot * levels + priority]`: requests and accepts, packed. Then the
+    /// closed sums, `[BUCKETS * levels + priority * 2]` requests and `+ 1`
+    /// accepts: the sums of every bucket but the newest, as of the last
+    /// rotation.
+    counters: Box<[AtomicU64]>,
 }
 
 impl ThrottleWindow {
@@ -75,9 +76,20 @@ impl ThrottleWindow {
             clean_from: AtomicU64::new(0),
             rotating: Mutex::new(()),
             levels,
-            buckets: (0..BUCKETS * levels).map(|_| AtomicU64::new(0)).collect(),
-            closed: (0..levels * 2).map(|_| AtomicU64::new(0)).collect(),
+            counters: (0..(BUCKETS + 2) * levels)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
+    }
+
+    /// The packed counts of `priority` in the bucket at `slot`.
+    fn bucket(&self, slot: usize, priority: usize) -> &AtomicU64 {
+        &self.counters[slot + priority]
+    }
+
+    /// A closed sum of `priority`: `0` requests, `1` accepts.
+    fn closed(&self, priority: usize, which: usize) -> &AtomicU64 {
+        &self.counters[BUCKETS * self.levels + priority * 2 + which]
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
@@ -109,7 +121,8 @@ impl ThrottleWindow {
             self.clean_from
                 .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
         }
-        self.buckets[self.slot(head) + priority].fetch_add(count.packed(), Ordering::AcqRel);
+        self.bucket(self.slot(head), priority)
+            .fetch_add(count.packed(), Ordering::AcqRel);
     }
 
     /// The time from which forgetting this window loses nothing: while the
@@ -135,8 +148,10 @@ impl ThrottleWindow {
     }
 
     fn counts(&self, head: u64, priority: usize) -> Counts {
-        let newest = self.buckets[self.slot(head) + priority].load(Ordering::Acquire);
-        let closed = |i: usize| self.closed[priority * 2 + i].load(Ordering::Acquire);
+        let newest = self
+            .bucket(self.slot(head), priority)
+            .load(Ordering::Acquire);
+        let closed = |i: usize| self.closed(priority, i).load(Ordering::Acquire);
         Counts {
             requests: (closed(0) + (newest & u64::from(u32::MAX))) as f64,
             accepts: (closed(1) + (newest >> ACCEPT_SHIFT)) as f64,
@@ -165,8 +180,8 @@ impl ThrottleWindow {
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
         for expired in first..=bucket {
             let slot = self.slot(expired);
-            for counter in &self.buckets[slot..slot + self.levels] {
-                counter.store(0, Ordering::Release);
+            for priority in 0..self.levels {
+                self.bucket(slot, priority).store(0, Ordering::Release);
             }
         }
         self.head.store(bucket, Ordering::Release);
@@ -177,12 +192,12 @@ impl ThrottleWindow {
                 .map(|b| b * self.levels)
                 .filter(|s| *s != newest)
             {
-                let packed = self.buckets[slot + priority].load(Ordering::Acquire);
+                let packed = self.bucket(slot, priority).load(Ordering::Acquire);
                 requests += packed & u64::from(u32::MAX);
                 accepts += packed >> ACCEPT_SHIFT;
             }
-            self.closed[priority * 2].store(requests, Ordering::Release);
-            self.closed[priority * 2 + 1].store(accepts, Ordering::Release);
+            self.closed(priority, 0).store(requests, Ordering::Release);
+            self.closed(priority, 1).store(accepts, Ordering::Release);
         }
         bucket
     }
