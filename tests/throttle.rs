@@ -22,6 +22,16 @@ fn seeded_random(seed: u64) -> impl Fn() -> f64 + Send + Sync + 'static {
     }
 }
 
+/// A rate pinned at 1/s and a throttle that sheds at any probability above 0.
+fn one_call_per_second_shedding_eagerly() -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0)
+        .build()
+        .unwrap()
+}
+
 /// A throttle that sheds exactly when the probability is above `draw`.
 fn manager_with_draw(draw: f64) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
@@ -249,12 +259,7 @@ async fn dropped_permits_never_cause_shedding() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_rejected_by_one_control_leaves_no_trace_in_the_other() {
-    let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
-        .throttle(ThrottleConfig::new())
-        .random_source(|| 0.0)
-        .build()
-        .unwrap();
+    let manager = one_call_per_second_shedding_eagerly();
     manager.try_acquire("db", Priority::HIGH).unwrap().success();
     // The rate refuses the next call: the throttle must not count it as an
     // unanswered request (which would look like a failure).
@@ -300,12 +305,7 @@ async fn acquire_waits_for_the_rate_after_the_throttle_admits() {
 
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_acquire_counts_nothing() {
-    let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
-        .throttle(ThrottleConfig::new())
-        .random_source(|| 0.0)
-        .build()
-        .unwrap();
+    let manager = one_call_per_second_shedding_eagerly();
     manager.try_acquire("db", Priority::HIGH).unwrap().success();
     for _ in 0..20 {
         // Each waits for the next token, then gives up.
