@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bulkhead::BulkheadConfig;
+use crate::call::Classifier;
 use crate::clock::{Clock, Nanos, default_clock, nanos};
 use crate::error::{ConfigError, Problems};
 use crate::key::KeyState;
 use crate::manager::{RandomSource, RatePerKey, RatePolicy, Shared, ThrottleManager};
+use crate::permit::Outcome;
 use crate::priority::{OutOfRange, Priorities};
 use crate::rate::{RateConfig, ValidRateConfig};
 use crate::registry::Registry;
@@ -36,6 +38,13 @@ pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
 /// assert_eq!(portcullis::DEFAULT_PRIORITY_LEVELS, 4);
 /// ```
 pub const DEFAULT_PRIORITY_LEVELS: u8 = 4;
+
+/// The default longest pause a `Retry-After` can impose on a key.
+///
+/// ```
+/// assert_eq!(portcullis::DEFAULT_MAX_DEFER, std::time::Duration::from_secs(300));
+/// ```
+pub const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
 
 /// The most priority levels a manager may have.
 const MAX_PRIORITY_LEVELS: u8 = 16;
@@ -75,6 +84,9 @@ pub struct ThrottleManagerBuilder<K> {
     priority_levels: u8,
     out_of_range: OutOfRange,
     random: Option<Box<RandomSource>>,
+    classifier: Option<Box<Classifier>>,
+    call_timeout: Option<Duration>,
+    max_defer: Duration,
     max_keys: usize,
     idle_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
@@ -91,6 +103,9 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("priority_levels", &self.priority_levels)
             .field("out_of_range", &self.out_of_range)
             .field("random", &self.random.is_some())
+            .field("classifier", &self.classifier.is_some())
+            .field("call_timeout", &self.call_timeout)
+            .field("max_defer", &self.max_defer)
             .field("max_keys", &self.max_keys)
             .field("idle_ttl", &self.idle_ttl)
             .field("clock", &self.clock)
@@ -112,6 +127,9 @@ where
             priority_levels: DEFAULT_PRIORITY_LEVELS,
             out_of_range: OutOfRange::default(),
             random: None,
+            classifier: None,
+            call_timeout: None,
+            max_defer: DEFAULT_MAX_DEFER,
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
@@ -277,6 +295,76 @@ where
         self
     }
 
+    /// Judges the errors of [`call`](ThrottleManager::call) that were not
+    /// marked with [`overloaded`](crate::overloaded): [`Outcome::Overloaded`]
+    /// for errors that are capacity problems across a codebase (timeouts,
+    /// refused or reset connections), [`Outcome::Neutral`] for the rest.
+    /// Without one, unmarked errors are neutral. [`transport_overload`]
+    /// covers `std::io` errors and tokio timeouts.
+    ///
+    /// [`transport_overload`]: crate::transport_overload
+    ///
+    /// ```
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager, transport_overload};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     // With reqwest, add its own timeouts:
+    ///     // .classifier(|e| match e.downcast_ref::<reqwest::Error>() {
+    ///     //     Some(e) if e.is_timeout() || e.is_connect() => Outcome::Overloaded,
+    ///     //     _ => transport_overload(e),
+    ///     // })
+    ///     .classifier(transport_overload)
+    ///     .build()?;
+    /// # let _ = Outcome::Neutral;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn classifier(
+        mut self,
+        classify: impl Fn(&(dyn std::error::Error + 'static)) -> Outcome + Send + Sync + 'static,
+    ) -> Self {
+        self.classifier = Some(Box::new(classify));
+        self
+    }
+
+    /// Every [`call`](ThrottleManager::call) still running after `timeout`
+    /// is dropped and counted as a capacity failure (default: none). Above 0.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .call_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// The longest pause [`defer`](ThrottleManager::defer) applies (default
+    /// [`DEFAULT_MAX_DEFER`]): a server asking for an absurd `Retry-After`
+    /// gets this instead.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_defer(Duration::from_secs(60))
+    ///     .build()?;
+    /// assert_eq!(manager.defer("api", Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_defer(mut self, max: Duration) -> Self {
+        self.max_defer = max;
+        self
+    }
+
     /// At most this many keys are live at once (default
     /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
     /// new key meets at the cap.
@@ -416,6 +504,9 @@ where
                 ),
             );
         }
+        if self.call_timeout == Some(Duration::ZERO) {
+            Problems::new("", &mut found).add("call_timeout", "must be above 0, got 0ns");
+        }
         if self.max_keys == 0 {
             Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
         }
@@ -443,6 +534,9 @@ where
                 out_of_range: self.out_of_range,
             },
             random: self.random,
+            classifier: self.classifier,
+            call_timeout: self.call_timeout,
+            max_defer: self.max_defer,
         }))
     }
 }

@@ -48,6 +48,7 @@
 
 mod builder;
 mod bulkhead;
+mod call;
 mod clock;
 mod error;
 mod key;
@@ -60,9 +61,11 @@ mod sync;
 mod throttle;
 
 pub use builder::{
-    DEFAULT_IDLE_TTL, DEFAULT_MAX_KEYS, DEFAULT_PRIORITY_LEVELS, ThrottleManagerBuilder,
+    DEFAULT_IDLE_TTL, DEFAULT_MAX_DEFER, DEFAULT_MAX_KEYS, DEFAULT_PRIORITY_LEVELS,
+    ThrottleManagerBuilder,
 };
 pub use bulkhead::{BulkheadConfig, Overflow};
+pub use call::{CallError, CallFailure, Failure, overloaded, transport_overload};
 pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
 pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
 pub use manager::{KeyStatus, ThrottleManager};

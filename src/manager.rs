@@ -17,7 +17,8 @@ use std::task::Poll;
 use crate::builder::ThrottleManagerBuilder;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::{Admission, Bulkhead, Waiting};
-use crate::clock::{Clock, Nanos};
+use crate::call::{CallError, CallFailure, Classifier, outcome_of};
+use crate::clock::{Clock, Nanos, nanos};
 use crate::error::{RateLimited, RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::permit::{Outcome, Permit};
@@ -100,6 +101,12 @@ pub(crate) struct Shared<K> {
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
+    /// Judges unmarked errors of `call`; `None`: all neutral.
+    pub(crate) classifier: Option<Box<Classifier>>,
+    /// The default timeout of `call`.
+    pub(crate) call_timeout: Option<Duration>,
+    /// The longest pause `defer` accepts.
+    pub(crate) max_defer: Duration,
 }
 
 /// Which rate settings a new key gets.
@@ -249,6 +256,272 @@ where
             }
         };
         Ok(Permit::new(self, state, priority, now, holds_slot))
+    }
+
+    /// Runs `call` under every control of `key`: acquires as
+    /// [`acquire`](Self::acquire) does (waiting and queueing as configured),
+    /// runs it, and reports its outcome. The recommended way to use the
+    /// library.
+    ///
+    /// A success raises the key's rate and counts an accept. An error
+    /// marked with [`overloaded`](crate::overloaded) lowers the rate and
+    /// counts no accept; so does any error the manager's
+    /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
+    /// [`Outcome::Overloaded`]; every other error is neutral (no shedding, the
+    /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
+    /// a call still running then is dropped and counted as a capacity
+    /// failure: a hung call would otherwise hold its slot forever.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] when a control refused the call (it never
+    /// ran), [`CallError::TimedOut`], or [`CallError::Inner`] with the
+    /// call's own error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropped while waiting, it takes nothing (as `acquire`);
+    /// dropped while the call runs, the call is dropped with it and its slot
+    /// freed, and the outcome counts as [`Outcome::Neutral`]: nothing is left
+    /// held or half-recorded.
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager, overloaded};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+    ///     .build()?;
+    /// async fn fetch(status: u16) -> Result<String, std::io::Error> {
+    ///     Ok(format!("status {status}"))
+    /// }
+    /// let body = manager
+    ///     .call("api.example.com", Priority::MEDIUM, || async {
+    ///         let body = fetch(200).await?; // any error converts
+    ///         if body.contains("429") {
+    ///             return Err(overloaded(std::io::Error::other(body)));
+    ///         }
+    ///         Ok(body)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(body, "status 200");
+    /// assert_eq!(manager.rate("api.example.com"), Some(11.0));
+    ///
+    /// let failed = manager
+    ///     .call("api.example.com", Priority::MEDIUM, || async {
+    ///         Err::<String, _>(overloaded(std::io::Error::other("503")))
+    ///     })
+    ///     .await;
+    /// assert!(matches!(failed, Err(CallError::Inner(_))));
+    /// assert_eq!(manager.rate("api.example.com"), Some(6.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call<Q, F, Fut, T, E>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure,
+    {
+        self.call_within(key, priority, self.shared.call_timeout, call)
+            .await
+    }
+
+    /// [`call`](Self::call) with its own timeout instead of the manager's.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(5.0)).build()?;
+    /// let hung = manager
+    ///     .call_with_timeout("db", Priority::HIGH, Duration::from_secs(2), || async {
+    ///         std::future::pending::<Result<(), std::io::Error>>().await
+    ///     })
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// assert_eq!(manager.rate("db"), Some(5.0)); // a timeout is a capacity failure
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_with_timeout<Q, F, Fut, T, E>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        timeout: Duration,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure,
+    {
+        self.call_within(key, priority, Some(timeout), call).await
+    }
+
+    /// [`call`](Self::call), and when it does not return a value, `fallback`
+    /// instead: given the [`CallError`], whose
+    /// [`is_local`](CallError::is_local) tells a local rejection from a
+    /// failed call, it can degrade gracefully (a cached value, a default).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `fallback` returns.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call) while the call runs; the fallback is the
+    /// caller's own code.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = manager.try_acquire("recommendations", Priority::HIGH).unwrap();
+    /// let shown = manager
+    ///     .call_with_fallback(
+    ///         "recommendations",
+    ///         Priority::LOW,
+    ///         || async { Ok::<_, std::io::Error>(vec!["fresh picks"]) },
+    ///         |error| async move {
+    ///             assert!(error.is_local()); // the bulkhead was full: nothing was sent
+    ///             Ok(vec!["bestsellers"])
+    ///         },
+    ///     )
+    ///     .await?;
+    /// assert_eq!(shown, ["bestsellers"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_with_fallback<Q, F, Fut, T, E, G, GFut>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        call: F,
+        fallback: G,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure,
+        G: FnOnce(CallError<E>) -> GFut,
+        GFut: Future<Output = Result<T, CallError<E>>>,
+    {
+        match self.call(key, priority, call).await {
+            Ok(value) => Ok(value),
+            Err(error) => fallback(error).await,
+        }
+    }
+
+    /// Pauses `key`'s rate for `pause`, as a server's `Retry-After` asks:
+    /// no call of the key starts before then (`wait` and `acquire` wait,
+    /// `check` and `try_acquire` are refused with that `retry_after`), and
+    /// the rate resumes after it with an empty bucket. Pauses longer than
+    /// the manager's [maximum](crate::ThrottleManagerBuilder::max_defer) are
+    /// cut to it. Returns the pause applied, or `None` if the manager has no
+    /// rate or the key space had no room for the key.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(100.0)).build()?;
+    /// // The server answered 429 with `Retry-After: 30`.
+    /// assert_eq!(manager.defer("api", Duration::from_secs(30)), Some(Duration::from_secs(30)));
+    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Duration::from_secs(30));
+    /// let start = tokio::time::Instant::now();
+    /// manager.wait("api").await;
+    /// assert_eq!(start.elapsed(), Duration::from_secs(30));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn defer<Q>(&self, key: &Q, pause: Duration) -> Option<Duration>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let rate = self.shared.rate.as_ref()?;
+        let pause = pause.min(self.shared.max_defer);
+        let now = self.now();
+        let state = self.entry(key, now).ok()?;
+        let until = now.saturating_add(nanos(pause));
+        state
+            .rate
+            .pause_until(until, rate.settings_of(&state).burst);
+        Some(pause)
+    }
+
+    async fn call_within<Q, F, Fut, T, E>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        timeout: Option<Duration>,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure,
+    {
+        let permit = self.acquire(key, priority).await?;
+        let result = match timeout {
+            None => call().await,
+            Some(timeout) => {
+                let deadline = self.now().saturating_add(nanos(timeout));
+                let mut timer = self
+                    .shared
+                    .clock
+                    .sleep_until(Duration::from_nanos(deadline));
+                let mut running = std::pin::pin!(call());
+                let finished = std::future::poll_fn(|cx| {
+                    if let Poll::Ready(result) = running.as_mut().poll(cx) {
+                        return Poll::Ready(Some(result));
+                    }
+                    timer.as_mut().poll(cx).map(|()| None)
+                })
+                .await;
+                match finished {
+                    Some(result) => result,
+                    None => {
+                        permit.report(Outcome::Overloaded);
+                        return Err(CallError::TimedOut(timeout));
+                    }
+                }
+            }
+        };
+        match &result {
+            Ok(_) => permit.success(),
+            Err(error) => permit.report(outcome_of(error, self.shared.classifier.as_deref())),
+        }
+        result.map_err(CallError::Inner)
     }
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a

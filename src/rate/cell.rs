@@ -170,6 +170,14 @@ impl RateCell {
             });
     }
 
+    /// No call starts before `until`: the bucket's debt runs to then, and
+    /// the first call after it finds the bucket empty but for its own token.
+    pub(crate) fn pause_until(&self, until: Nanos, burst: u32) {
+        let interval = gcra::interval(self.rate());
+        let paused = until.saturating_add(interval.saturating_mul(u64::from(burst) - 1));
+        self.tat.fetch_max(paused, Ordering::AcqRel);
+    }
+
     /// The time from which this bucket is full: before it, forgetting the
     /// key would forgive debt.
     pub(crate) fn full_from(&self) -> Nanos {
