@@ -1,6 +1,5 @@
 //! [`ThrottleManagerBuilder`]: how a [`ThrottleManager`] is configured.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -9,9 +8,9 @@ use std::time::Duration;
 use crate::bulkhead::BulkheadConfig;
 use crate::call::Classifier;
 use crate::clock::{Clock, Nanos, default_clock, nanos};
-use crate::error::{ConfigError, Problems};
+use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
-use crate::manager::{RandomSource, RatePerKey, RatePolicy, Shared, ThrottleManager};
+use crate::manager::{Policy, RandomSource, RatePerKey, Shared, ThrottleManager};
 use crate::permit::Outcome;
 use crate::priority::{OutOfRange, Priorities};
 use crate::rate::{RateConfig, ValidRateConfig};
@@ -78,6 +77,8 @@ const MAX_PRIORITY_LEVELS: u8 = 16;
 pub struct ThrottleManagerBuilder<K> {
     rate: Option<RateConfig>,
     rate_overrides: Vec<(K, String, RateConfig)>,
+    throttle_overrides: Vec<(K, String, ThrottleConfig)>,
+    bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
     rate_per_key: Option<Box<RatePerKey<K>>>,
     throttle: Option<ThrottleConfig>,
     bulkhead: Option<BulkheadConfig>,
@@ -97,6 +98,8 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
         f.debug_struct("ThrottleManagerBuilder")
             .field("rate", &self.rate)
             .field("rate_overrides", &self.rate_overrides.len())
+            .field("throttle_overrides", &self.throttle_overrides.len())
+            .field("bulkhead_overrides", &self.bulkhead_overrides.len())
             .field("rate_per_key", &self.rate_per_key.is_some())
             .field("throttle", &self.throttle)
             .field("bulkhead", &self.bulkhead)
@@ -121,6 +124,8 @@ where
         Self {
             rate: None,
             rate_overrides: Vec::new(),
+            throttle_overrides: Vec::new(),
+            bulkhead_overrides: Vec::new(),
             rate_per_key: None,
             throttle: None,
             bulkhead: None,
@@ -172,6 +177,56 @@ where
         let key = key.into();
         let name = format!("rate_override[{key:?}]");
         self.rate_overrides.push((key, name, config));
+        self
+    }
+
+    /// `key` gets its own throttle settings. Checked by `build` like the
+    /// default, under the name `throttle_override[KEY]`; needs a default
+    /// [`throttle`](Self::throttle).
+    ///
+    /// ```
+    /// use portcullis::{ThrottleConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .throttle_override("flaky.example", ThrottleConfig::new().window(Duration::from_secs(10)))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn throttle_override(mut self, key: impl Into<K>, config: ThrottleConfig) -> Self
+    where
+        K: fmt::Debug,
+    {
+        let key = key.into();
+        let name = format!("throttle_override[{key:?}]");
+        self.throttle_overrides.push((key, name, config));
+        self
+    }
+
+    /// `key` gets its own bulkhead settings. Checked by `build` like the
+    /// default, under the name `bulkhead_override[KEY]`; needs a default
+    /// [`bulkhead`](Self::bulkhead).
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(100))
+    ///     .bulkhead_override("api.github.com", BulkheadConfig::new(1))
+    ///     .build()?;
+    /// let _one = manager.try_acquire("api.github.com", Priority::HIGH).unwrap();
+    /// assert!(manager.try_acquire("api.github.com", Priority::HIGH).is_err());
+    /// assert!(manager.try_acquire("example.com", Priority::HIGH).is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn bulkhead_override(mut self, key: impl Into<K>, config: BulkheadConfig) -> Self
+    where
+        K: fmt::Debug,
+    {
+        let key = key.into();
+        let name = format!("bulkhead_override[{key:?}]");
+        self.bulkhead_overrides.push((key, name, config));
         self
     }
 
@@ -477,24 +532,27 @@ where
                 "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
             );
         }
-        let rate = self
-            .rate
-            .as_ref()
-            .map(|config| config.check(&mut Problems::new("rate", &mut found)));
-        let mut overrides = HashMap::with_hasher(foldhash::fast::RandomState::default());
-        for (key, name, config) in self.rate_overrides {
-            if let Some(settings) = config.check(&mut Problems::new(&name, &mut found)) {
-                overrides.insert(key, Arc::new(settings));
-            }
-        }
-        let throttle = self
-            .throttle
-            .as_ref()
-            .map(|config| config.check(&mut Problems::new("throttle", &mut found)));
-        let bulkhead = self
-            .bulkhead
-            .as_ref()
-            .map(|config| config.check(&mut Problems::new("bulkhead", &mut found)));
+        let mut rate = policy(
+            "rate",
+            self.rate.as_ref(),
+            self.rate_overrides,
+            RateConfig::check,
+            &mut found,
+        );
+        let throttle = policy(
+            "throttle",
+            self.throttle.as_ref(),
+            self.throttle_overrides,
+            ThrottleConfig::check,
+            &mut found,
+        );
+        let bulkhead = policy(
+            "bulkhead",
+            self.bulkhead.as_ref(),
+            self.bulkhead_overrides,
+            BulkheadConfig::check,
+            &mut found,
+        );
         if !(1..=MAX_PRIORITY_LEVELS).contains(&self.priority_levels) {
             Problems::new("", &mut found).add(
                 "priority_levels",
@@ -513,22 +571,19 @@ where
         if !found.is_empty() {
             return Err(ConfigError::new(found));
         }
-        let rate = rate.flatten().map(|default| RatePolicy {
-            default: Arc::new(default),
-            overrides,
-            per_key: self.rate_per_key,
-        });
-        let throttle = throttle.flatten();
-        let quiet_throttle = throttle.clone();
+        if let (Some(rate), Some(per_key)) = (&mut rate, self.rate_per_key) {
+            rate.per_key = Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
+        }
+        let quiet_throttle = throttle.as_ref().map(|policy| Arc::clone(&policy.default));
         let quiet_from = Box::new(move |state: &KeyState, _now: Nanos| {
-            Some(state.quiet_from(quiet_throttle.as_ref()))
+            Some(state.quiet_from(quiet_throttle.as_deref()))
         });
         Ok(ThrottleManager::from_shared(Shared {
             keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos), quiet_from),
             clock: self.clock.unwrap_or_else(default_clock),
             rate,
             throttle,
-            bulkhead: bulkhead.flatten(),
+            bulkhead,
             priorities: Priorities {
                 levels: self.priority_levels,
                 out_of_range: self.out_of_range,
@@ -539,4 +594,33 @@ where
             max_defer: self.max_defer,
         }))
     }
+}
+
+/// One control's policy from its default config and its overrides, each
+/// checked under its own name; `None` without a default (an override without
+/// one is a problem).
+fn policy<K: Hash + Eq, C, S>(
+    control: &str,
+    default: Option<&C>,
+    overrides: Vec<(K, String, C)>,
+    check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
+    found: &mut Vec<ConfigProblem>,
+) -> Option<Policy<K, S>> {
+    let configured = default.is_some();
+    let default = default.and_then(|config| check(config, &mut Problems::new(control, found)));
+    let mut policy = default.map(Policy::new);
+    for (key, name, config) in overrides {
+        let settings = check(&config, &mut Problems::new(&name, found));
+        match (&mut policy, settings) {
+            (Some(policy), Some(settings)) => {
+                policy.overrides.insert(key, Arc::new(settings));
+            }
+            (None, _) if !configured => Problems::new(&name, found).add(
+                "",
+                format!("an override needs a default {control}; call .{control}(...) too"),
+            ),
+            _ => {}
+        }
+    }
+    policy
 }

@@ -240,10 +240,10 @@ impl<'a> Problems<'a> {
     }
 
     pub(crate) fn add(&mut self, field: &str, message: impl Into<String>) {
-        let path = if self.prefix.is_empty() {
-            field.to_owned()
-        } else {
-            format!("{}.{field}", self.prefix)
+        let path = match (self.prefix, field) {
+            ("", field) => field.to_owned(),
+            (prefix, "") => prefix.to_owned(),
+            (prefix, field) => format!("{prefix}.{field}"),
         };
         self.found.push(ConfigProblem::new(path, message));
     }

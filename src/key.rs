@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
 use crate::rate::cell::RateCell;
@@ -28,29 +29,49 @@ struct Extras {
     rate_settings: Option<Arc<RateSettings>>,
     /// Present when the manager has a throttle.
     throttle: Option<ThrottleWindow>,
+    /// `None`: the manager's default throttle settings.
+    throttle_settings: Option<Arc<ThrottleSettings>>,
     /// Present when the manager has a bulkhead. Calls in flight or queued
     /// hold the key's `Arc`, which keeps the key from being evicted.
     bulkhead: Option<Bulkhead>,
+    /// `None`: the manager's default bulkhead settings.
+    bulkhead_settings: Option<Arc<BulkheadSettings>>,
 }
 
 impl KeyState {
+    /// A key's state: its rate cell, and what else it has, each with its
+    /// own settings where they are not the manager's default.
     pub(crate) fn new(
         rate: RateCell,
         rate_settings: Option<Arc<RateSettings>>,
-        throttle: Option<ThrottleWindow>,
-        bulkhead: Option<Bulkhead>,
+        throttle: Option<(ThrottleWindow, Option<Arc<ThrottleSettings>>)>,
+        bulkhead: Option<(Bulkhead, Option<Arc<BulkheadSettings>>)>,
     ) -> Self {
         let needed = rate_settings.is_some() || throttle.is_some() || bulkhead.is_some();
+        let (throttle, throttle_settings) = throttle.map_or((None, None), |(w, s)| (Some(w), s));
+        let (bulkhead, bulkhead_settings) = bulkhead.map_or((None, None), |(b, s)| (Some(b), s));
         Self {
             rate,
             extras: needed.then(|| {
                 Box::new(Extras {
                     rate_settings,
                     throttle,
+                    throttle_settings,
                     bulkhead,
+                    bulkhead_settings,
                 })
             }),
         }
+    }
+
+    /// The key's own throttle settings; `None` for the manager's default.
+    pub(crate) fn throttle_settings(&self) -> Option<&ThrottleSettings> {
+        self.extras.as_ref()?.throttle_settings.as_deref()
+    }
+
+    /// The key's own bulkhead settings; `None` for the manager's default.
+    pub(crate) fn bulkhead_settings(&self) -> Option<&BulkheadSettings> {
+        self.extras.as_ref()?.bulkhead_settings.as_deref()
     }
 
     /// The key's own rate settings; `None` for the manager's default.
@@ -68,9 +89,11 @@ impl KeyState {
 
     /// When forgetting this key loses nothing: once its bucket owes no token
     /// and its throttle is not shedding (see [`ThrottleWindow::quiet_from`]).
-    pub(crate) fn quiet_from(&self, throttle: Option<&ThrottleSettings>) -> Nanos {
+    /// `default_throttle` is the manager's default throttle settings.
+    pub(crate) fn quiet_from(&self, default_throttle: Option<&ThrottleSettings>) -> Nanos {
         let rate_quiet = self.rate.full_from();
-        match (self.throttle(), throttle) {
+        let settings = self.throttle_settings().or(default_throttle);
+        match (self.throttle(), settings) {
             (Some(window), Some(settings)) => rate_quiet.max(window.quiet_from(settings)),
             _ => rate_quiet,
         }

@@ -95,9 +95,9 @@ pub struct ThrottleManager<K> {
 pub(crate) struct Shared<K> {
     pub(crate) keys: Registry<K, KeyState>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) rate: Option<RatePolicy<K>>,
-    pub(crate) throttle: Option<ThrottleSettings>,
-    pub(crate) bulkhead: Option<BulkheadSettings>,
+    pub(crate) rate: Option<Policy<K, RateSettings>>,
+    pub(crate) throttle: Option<Policy<K, ThrottleSettings>>,
+    pub(crate) bulkhead: Option<Policy<K, BulkheadSettings>>,
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
@@ -109,24 +109,43 @@ pub(crate) struct Shared<K> {
     pub(crate) max_defer: Duration,
 }
 
-/// Which rate settings a new key gets.
-pub(crate) struct RatePolicy<K> {
-    pub(crate) default: Arc<RateSettings>,
-    pub(crate) overrides: HashMap<K, Arc<RateSettings>, foldhash::fast::RandomState>,
-    pub(crate) per_key: Option<Box<RatePerKey<K>>>,
+/// Which settings of one control a new key gets: the default, an exact
+/// override, or (for the rate) what a function says.
+pub(crate) struct Policy<K, S> {
+    pub(crate) default: Arc<S>,
+    pub(crate) overrides: HashMap<K, Arc<S>, foldhash::fast::RandomState>,
+    pub(crate) per_key: Option<Box<PerKey<K, S>>>,
 }
 
-impl<K: Hash + Eq> RatePolicy<K> {
-    /// `None` means the default (which costs a key nothing to point at).
-    fn settings_for(&self, key: &K) -> Option<Arc<RateSettings>> {
+pub(crate) type PerKey<K, S> = dyn Fn(&K) -> Option<Arc<S>> + Send + Sync;
+
+impl<K: Hash + Eq, S> Policy<K, S> {
+    pub(crate) fn new(default: S) -> Self {
+        Self {
+            default: Arc::new(default),
+            overrides: HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            per_key: None,
+        }
+    }
+
+    /// The settings of `key` if they are not the default; `None` means the
+    /// default (which costs a key nothing to point at).
+    fn settings_for(&self, key: &K) -> Option<Arc<S>> {
         if let Some(settings) = self.overrides.get(key) {
             return Some(Arc::clone(settings));
         }
-        self.per_key.as_ref()?(key).map(|valid| valid.0)
+        self.per_key.as_ref()?(key)
     }
 
+    /// A key's own settings, else the default.
+    fn or_default<'s>(&'s self, own: Option<&'s S>) -> &'s S {
+        own.unwrap_or(&self.default)
+    }
+}
+
+impl<K: Hash + Eq> Policy<K, RateSettings> {
     fn settings_of<'s>(&'s self, state: &'s KeyState) -> &'s RateSettings {
-        state.rate_settings().unwrap_or(&self.default)
+        self.or_default(state.rate_settings())
     }
 }
 
@@ -144,8 +163,8 @@ impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
         f.debug_struct("ThrottleManager")
             .field("keys", &shared.keys.len())
             .field("rate", &shared.rate.as_ref().map(|rate| &rate.default))
-            .field("throttle", &shared.throttle)
-            .field("bulkhead", &shared.bulkhead)
+            .field("throttle", &shared.throttle.as_ref().map(|t| &t.default))
+            .field("bulkhead", &shared.bulkhead.as_ref().map(|b| &b.default))
             .field("priorities", &shared.priorities)
             .field("clock", &shared.clock)
             .finish_non_exhaustive()
@@ -238,8 +257,7 @@ where
         let now = self.now();
         self.throttle_admits(&state, now, priority)?;
         // Turned away by the bulkhead anyway? Then before taking a token.
-        if let (Some(bulkhead), Some(_)) = (state.bulkhead(), &self.shared.bulkhead) {
-            let settings = self.bulkhead_settings();
+        if let Some((bulkhead, settings)) = self.bulkhead_of(&state) {
             if let Some(refusal) = bulkhead.would_refuse(settings, usize::from(priority.level())) {
                 return Err(Rejected::bulkhead(refusal, priority));
             }
@@ -569,10 +587,10 @@ where
         })?;
         let state: &KeyState = entry.value();
         self.throttle_admits(state, now, priority)?;
-        let holds_slot = match state.bulkhead() {
-            Some(bulkhead) => {
+        let holds_slot = match self.bulkhead_of(state) {
+            Some((bulkhead, settings)) => {
                 bulkhead
-                    .try_acquire(self.bulkhead_settings())
+                    .try_acquire(settings)
                     .map_err(|refusal| Rejected::bulkhead(refusal, priority))?;
                 true
             }
@@ -843,10 +861,9 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let settings = self.shared.throttle.as_ref()?;
         let priority = self.shared.priorities.clamp(priority);
         let state = self.shared.keys.get(key)?;
-        let window = state.throttle()?;
+        let (window, settings) = self.throttle_of(&state)?;
         Some(window.rejection(self.now(), usize::from(priority.level()), settings))
     }
 
@@ -962,7 +979,7 @@ where
         now: Nanos,
         priority: Priority,
     ) -> Result<(), Rejected> {
-        let (Some(window), Some(settings)) = (state.throttle(), &self.shared.throttle) else {
+        let Some((window, settings)) = self.throttle_of(state) else {
             return Ok(());
         };
         let level = usize::from(priority.level());
@@ -975,9 +992,34 @@ where
     }
 
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
-        if let (Some(window), Some(settings)) = (state.throttle(), &self.shared.throttle) {
+        if let Some((window, settings)) = self.throttle_of(state) {
             window.record(now, usize::from(priority.level()), count, settings);
         }
+    }
+
+    /// The key's throttle window and its settings, if the manager has a
+    /// throttle.
+    fn throttle_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
+        let policy = self.shared.throttle.as_ref()?;
+        Some((
+            state.throttle()?,
+            policy.or_default(state.throttle_settings()),
+        ))
+    }
+
+    /// The key's bulkhead and its settings, if the manager has a bulkhead.
+    fn bulkhead_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
+        let policy = self.shared.bulkhead.as_ref()?;
+        Some((
+            state.bulkhead()?,
+            policy.or_default(state.bulkhead_settings()),
+        ))
     }
 
     fn draw(&self) -> f64 {
@@ -998,14 +1040,21 @@ where
             let starting = rate_settings
                 .as_deref()
                 .or(shared.rate.as_ref().map(|rate| &*rate.default));
+            let throttle = shared.throttle.as_ref().map(|policy| {
+                let own = policy.settings_for(key);
+                let settings = policy.or_default(own.as_deref());
+                let window = ThrottleWindow::new(shared.priorities.levels, now, settings);
+                (window, own)
+            });
+            let bulkhead = shared
+                .bulkhead
+                .as_ref()
+                .map(|policy| (Bulkhead::default(), policy.settings_for(key)));
             KeyState::new(
                 RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
                 rate_settings,
-                shared
-                    .throttle
-                    .as_ref()
-                    .map(|settings| ThrottleWindow::new(shared.priorities.levels, now, settings)),
-                shared.bulkhead.as_ref().map(|_| Bulkhead::default()),
+                throttle,
+                bulkhead,
             )
         })
     }
@@ -1066,10 +1115,9 @@ where
         priority: Priority,
         now: Nanos,
     ) -> Result<bool, Rejected> {
-        let Some(bulkhead) = state.bulkhead() else {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(false);
         };
-        let settings = self.bulkhead_settings();
         let level = usize::from(priority.level());
         let levels = usize::from(self.shared.priorities.levels);
         let refused = |refusal| Rejected::bulkhead(refusal, priority);
@@ -1097,13 +1145,6 @@ where
                 .map(|()| true)
                 .map_err(refused),
         }
-    }
-
-    fn bulkhead_settings(&self) -> &BulkheadSettings {
-        self.shared
-            .bulkhead
-            .as_ref()
-            .expect("keys have a bulkhead only when the manager has one")
     }
 }
 

@@ -415,3 +415,43 @@ fn bad_bulkhead_configs_are_named() {
         "invalid configuration: bulkhead.max_concurrent: must be at least 1, got 0"
     );
 }
+
+#[test]
+fn one_key_can_have_its_own_bulkhead() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(3))
+        .bulkhead_override("api.github.com", BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    let _github = manager
+        .try_acquire("api.github.com", Priority::HIGH)
+        .unwrap();
+    let rejected = manager
+        .try_acquire("api.github.com", Priority::HIGH)
+        .unwrap_err();
+    assert_eq!(
+        (rejected.reason(), rejected.active()),
+        (RejectReason::Full, Some(1))
+    );
+    let _others: Vec<_> = (0..3)
+        .map(|_| manager.try_acquire("example.com", Priority::HIGH).unwrap())
+        .collect();
+    assert!(manager.try_acquire("example.com", Priority::HIGH).is_err());
+}
+
+#[test]
+fn an_override_without_a_default_is_an_error() {
+    let err = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .bulkhead_override("api", BulkheadConfig::new(0))
+        .build()
+        .unwrap_err();
+    let problems: Vec<String> = err.problems().iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        problems,
+        [
+            r#"bulkhead_override["api"].max_concurrent: must be at least 1, got 0"#,
+            r#"bulkhead_override["api"]: an override needs a default bulkhead; call .bulkhead(...) too"#,
+        ]
+    );
+}

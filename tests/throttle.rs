@@ -418,3 +418,29 @@ fn concurrent_acquires_and_reports_lose_no_counts() {
         Some(6_000.0 / 10_060.0)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn one_key_can_have_its_own_throttle() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .throttle_override("strict", ThrottleConfig::new().ratio(1.0).min_rate(0.5))
+        .random_source(|| 0.99)
+        .build()
+        .unwrap();
+    for key in ["strict", "default"] {
+        for _ in 0..10 {
+            manager.increment(key);
+            manager.decrement(key);
+        }
+    }
+    // 20 requests, 10 accepts. Default (K = 2, m = 60): 0. Strict (K = 1,
+    // m = 30): (20 - 10) / (20 + 30).
+    assert_eq!(
+        manager.rejection_probability("default", Priority::HIGH),
+        Some(0.0)
+    );
+    assert_eq!(
+        manager.rejection_probability("strict", Priority::HIGH),
+        Some(0.2)
+    );
+}
