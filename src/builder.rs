@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::bulkhead::BulkheadConfig;
 use crate::call::Classifier;
 use crate::clock::{Clock, Nanos, default_clock, nanos};
+use crate::config::{BulkheadSection, ManagerConfig, ThrottleSection};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
 use crate::manager::{Policy, RandomSource, RatePerKey, Shared, ThrottleManager};
@@ -91,6 +92,12 @@ pub struct ThrottleManagerBuilder<K> {
     max_keys: usize,
     idle_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
+    /// Where the default controls are named in errors: `""` when set in
+    /// code (`rate.burst`), `"default."` when read from a file
+    /// (`default.rate.burst`).
+    default_path: &'static str,
+    /// Problems found while reading a [`ManagerConfig`], reported by `build`.
+    config_problems: Vec<ConfigProblem>,
 }
 
 impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
@@ -138,7 +145,82 @@ where
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
+            default_path: "",
+            config_problems: Vec::new(),
         }
+    }
+
+    /// Takes every setting of `config`: the default controls, the per-key
+    /// overrides, the key space, the priority levels and the timeouts.
+    /// Nothing is checked until [`build`](Self::build), which names every
+    /// problem by its path in the file (`overrides."api".bulkhead.queue`).
+    /// Settings made in code afterwards win.
+    ///
+    /// ```
+    /// use portcullis::{ManagerConfig, ThrottleManager, transport_overload};
+    ///
+    /// let config: ManagerConfig = toml::from_str("[default.rate]\nstarting_rate = 10")?;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .config(config)
+    ///     .classifier(transport_overload) // what a file cannot say
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn config(mut self, config: ManagerConfig) -> Self
+    where
+        K: From<String> + fmt::Debug,
+    {
+        self.default_path = "default.";
+        let default = config.default;
+        if let Some(rate) = &default.rate {
+            match rate.to_config() {
+                Ok(rate) => self.rate = Some(rate),
+                Err(problem) => self
+                    .config_problems
+                    .push(ConfigProblem::new("default.rate", problem)),
+            }
+        }
+        self.throttle = default.throttle.as_ref().map(ThrottleSection::to_config);
+        self.bulkhead = default.bulkhead.as_ref().map(BulkheadSection::to_config);
+        for (key, controls) in config.overrides {
+            let path = |control: &str| format!("overrides.{key:?}.{control}");
+            if let Some(rate) = &controls.rate {
+                match rate.to_config() {
+                    Ok(rate) => self
+                        .rate_overrides
+                        .push((key.clone().into(), path("rate"), rate)),
+                    Err(problem) => self
+                        .config_problems
+                        .push(ConfigProblem::new(path("rate"), problem)),
+                }
+            }
+            if let Some(throttle) = &controls.throttle {
+                let entry = (key.clone().into(), path("throttle"), throttle.to_config());
+                self.throttle_overrides.push(entry);
+            }
+            if let Some(bulkhead) = &controls.bulkhead {
+                let entry = (key.clone().into(), path("bulkhead"), bulkhead.to_config());
+                self.bulkhead_overrides.push(entry);
+            }
+        }
+        if let Some(keys) = config.keys {
+            if let Some(max_keys) = keys.max_keys {
+                self.max_keys = max_keys;
+            }
+            if let Some(ttl) = keys.idle_ttl {
+                self.idle_ttl = Some(ttl);
+            }
+        }
+        if let Some(levels) = config.priority_levels {
+            self.priority_levels = levels;
+        }
+        if let Some(timeout) = config.call_timeout {
+            self.call_timeout = Some(timeout);
+        }
+        if let Some(max) = config.max_defer {
+            self.max_defer = max;
+        }
+        self
     }
 
     /// Every key gets an adaptive rate with these settings, unless an
@@ -180,9 +262,9 @@ where
         self
     }
 
-    /// `key` gets its own throttle settings. Checked by `build` like the
-    /// default, under the name `throttle_override[KEY]`; needs a default
-    /// [`throttle`](Self::throttle).
+    /// `key` gets its own throttle settings (a throttle even if other keys
+    /// have none). Checked by `build` like the default, under the name
+    /// `throttle_override[KEY]`.
     ///
     /// ```
     /// use portcullis::{ThrottleConfig, ThrottleManager};
@@ -204,9 +286,9 @@ where
         self
     }
 
-    /// `key` gets its own bulkhead settings. Checked by `build` like the
-    /// default, under the name `bulkhead_override[KEY]`; needs a default
-    /// [`bulkhead`](Self::bulkhead).
+    /// `key` gets its own bulkhead settings (a bulkhead even if other keys
+    /// have none). Checked by `build` like the default, under the name
+    /// `bulkhead_override[KEY]`.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
@@ -525,29 +607,34 @@ where
     /// assert_eq!(err.problems()[0].field(), "controls");
     /// ```
     pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
-        let mut found = Vec::new();
-        if self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none() {
+        let mut found = self.config_problems;
+        let no_control = self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none();
+        let no_override = self.rate_overrides.is_empty()
+            && self.throttle_overrides.is_empty()
+            && self.bulkhead_overrides.is_empty();
+        if no_control && no_override {
             Problems::new("", &mut found).add(
                 "controls",
                 "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
             );
         }
+        let path = |control: &str| format!("{}{control}", self.default_path);
         let mut rate = policy(
-            "rate",
+            &path("rate"),
             self.rate.as_ref(),
             self.rate_overrides,
             RateConfig::check,
             &mut found,
         );
         let throttle = policy(
-            "throttle",
+            &path("throttle"),
             self.throttle.as_ref(),
             self.throttle_overrides,
             ThrottleConfig::check,
             &mut found,
         );
         let bulkhead = policy(
-            "bulkhead",
+            &path("bulkhead"),
             self.bulkhead.as_ref(),
             self.bulkhead_overrides,
             BulkheadConfig::check,
@@ -574,7 +661,7 @@ where
         if let (Some(rate), Some(per_key)) = (&mut rate, self.rate_per_key) {
             rate.per_key = Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
         }
-        let quiet_throttle = throttle.as_ref().map(|policy| Arc::clone(&policy.default));
+        let quiet_throttle = throttle.as_ref().and_then(|policy| policy.default.clone());
         let quiet_from = Box::new(move |state: &KeyState, _now: Nanos| {
             Some(state.quiet_from(quiet_throttle.as_deref()))
         });
@@ -597,30 +684,23 @@ where
 }
 
 /// One control's policy from its default config and its overrides, each
-/// checked under its own name; `None` without a default (an override without
-/// one is a problem).
+/// checked under its own name; `None` when neither is there.
 fn policy<K: Hash + Eq, C, S>(
-    control: &str,
+    default_path: &str,
     default: Option<&C>,
     overrides: Vec<(K, String, C)>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
 ) -> Option<Policy<K, S>> {
-    let configured = default.is_some();
-    let default = default.and_then(|config| check(config, &mut Problems::new(control, found)));
-    let mut policy = default.map(Policy::new);
+    if default.is_none() && overrides.is_empty() {
+        return None;
+    }
+    let default = default.and_then(|config| check(config, &mut Problems::new(default_path, found)));
+    let mut policy = Policy::new(default);
     for (key, name, config) in overrides {
-        let settings = check(&config, &mut Problems::new(&name, found));
-        match (&mut policy, settings) {
-            (Some(policy), Some(settings)) => {
-                policy.overrides.insert(key, Arc::new(settings));
-            }
-            (None, _) if !configured => Problems::new(&name, found).add(
-                "",
-                format!("an override needs a default {control}; call .{control}(...) too"),
-            ),
-            _ => {}
+        if let Some(settings) = check(&config, &mut Problems::new(&name, found)) {
+            policy.overrides.insert(key, Arc::new(settings));
         }
     }
-    policy
+    Some(policy)
 }

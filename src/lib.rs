@@ -50,6 +50,7 @@ mod builder;
 mod bulkhead;
 mod call;
 mod clock;
+mod config;
 mod error;
 mod key;
 mod manager;
@@ -67,6 +68,9 @@ pub use builder::{
 pub use bulkhead::{BulkheadConfig, Overflow};
 pub use call::{CallError, CallFailure, Failure, overloaded, transport_overload};
 pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
+pub use config::{
+    BulkheadSection, Controls, KeysSection, ManagerConfig, RateSection, ThrottleSection,
+};
 pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
 pub use manager::{KeyStatus, ThrottleManager};
 pub use permit::{Outcome, Permit};

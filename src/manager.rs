@@ -109,10 +109,11 @@ pub(crate) struct Shared<K> {
     pub(crate) max_defer: Duration,
 }
 
-/// Which settings of one control a new key gets: the default, an exact
-/// override, or (for the rate) what a function says.
+/// Which settings of one control a new key gets: an exact override, or
+/// (for the rate) what a function says, or the default. A key with none of
+/// these does not have the control.
 pub(crate) struct Policy<K, S> {
-    pub(crate) default: Arc<S>,
+    pub(crate) default: Option<Arc<S>>,
     pub(crate) overrides: HashMap<K, Arc<S>, foldhash::fast::RandomState>,
     pub(crate) per_key: Option<Box<PerKey<K, S>>>,
 }
@@ -120,9 +121,9 @@ pub(crate) struct Policy<K, S> {
 pub(crate) type PerKey<K, S> = dyn Fn(&K) -> Option<Arc<S>> + Send + Sync;
 
 impl<K: Hash + Eq, S> Policy<K, S> {
-    pub(crate) fn new(default: S) -> Self {
+    pub(crate) fn new(default: Option<S>) -> Self {
         Self {
-            default: Arc::new(default),
+            default: default.map(Arc::new),
             overrides: HashMap::with_hasher(foldhash::fast::RandomState::default()),
             per_key: None,
         }
@@ -137,15 +138,9 @@ impl<K: Hash + Eq, S> Policy<K, S> {
         self.per_key.as_ref()?(key)
     }
 
-    /// A key's own settings, else the default.
-    fn or_default<'s>(&'s self, own: Option<&'s S>) -> &'s S {
-        own.unwrap_or(&self.default)
-    }
-}
-
-impl<K: Hash + Eq> Policy<K, RateSettings> {
-    fn settings_of<'s>(&'s self, state: &'s KeyState) -> &'s RateSettings {
-        self.or_default(state.rate_settings())
+    /// A key's own settings, else the default, if any.
+    fn or_default<'s>(&'s self, own: Option<&'s S>) -> Option<&'s S> {
+        own.or(self.default.as_deref())
     }
 }
 
@@ -274,6 +269,39 @@ where
             }
         };
         Ok(Permit::new(self, state, priority, now, holds_slot))
+    }
+
+    /// A manager configured entirely by `config` (see
+    /// [`ThrottleManagerBuilder::config`] to add what a file cannot say,
+    /// such as a classifier).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::ConfigError) naming every problem by its
+    /// path in the file, e.g.
+    /// `overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0`.
+    ///
+    /// ```
+    /// use portcullis::{ManagerConfig, ThrottleManager};
+    ///
+    /// let config: ManagerConfig = toml::from_str(r#"
+    ///     [default.bulkhead]
+    ///     max_concurrent = 8
+    ///     [overrides."api.github.com".bulkhead]
+    ///     max_concurrent = 0
+    /// "#)?;
+    /// let err = ThrottleManager::<String>::from_config(config).unwrap_err();
+    /// assert_eq!(
+    ///     err.problems()[0].to_string(),
+    ///     r#"overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0"#
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_config(config: crate::ManagerConfig) -> Result<Self, crate::ConfigError>
+    where
+        K: From<String> + fmt::Debug,
+    {
+        Self::builder().config(config).build()
     }
 
     /// Runs `call` under every control of `key`: acquires as
@@ -484,14 +512,12 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let rate = self.shared.rate.as_ref()?;
         let pause = pause.min(self.shared.max_defer);
         let now = self.now();
         let state = self.entry(key, now).ok()?;
+        let settings = self.rate_of(&state)?;
         let until = now.saturating_add(nanos(pause));
-        state
-            .rate
-            .pause_until(until, rate.settings_of(&state).burst);
+        state.rate.pause_until(until, settings.burst);
         Some(pause)
     }
 
@@ -596,8 +622,8 @@ where
             }
             None => false,
         };
-        if let Some(rate) = &self.shared.rate {
-            if let Err(wait) = state.rate.check(now, rate.settings_of(state).burst) {
+        if let Some(settings) = self.rate_of(state) {
+            if let Err(wait) = state.rate.check(now, settings.burst) {
                 if let (true, Some(bulkhead)) = (holds_slot, state.bulkhead()) {
                     bulkhead.release();
                 }
@@ -719,7 +745,7 @@ where
     fn status_of(&self, state: &KeyState) -> KeyStatus {
         let load = state.bulkhead().map(|bulkhead| bulkhead.load());
         KeyStatus {
-            rate: self.shared.rate.as_ref().map(|_| state.rate.rate()),
+            rate: self.rate_of(state).map(|_| state.rate.rate()),
             active: load.map(|load| load.active),
             queued: load.map(|load| load.queued),
         }
@@ -748,16 +774,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let Some(rate) = &self.shared.rate else {
+        if self.shared.rate.is_none() {
             return Ok(());
-        };
+        }
         let now = self.now();
         let state = self
             .entry(key, now)
             .map_err(|full| RateLimited::full(Duration::from_nanos(full.retry_after)))?;
+        let Some(settings) = self.rate_of(&state) else {
+            return Ok(());
+        };
         state
             .rate
-            .check(now, rate.settings_of(&state).burst)
+            .check(now, settings.burst)
             .map_err(|wait| RateLimited::rate(Duration::from_nanos(wait)))
     }
 
@@ -784,8 +813,7 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Accepted);
-        let rate = self.shared.rate.as_ref()?;
-        Some(state.rate.increase(now, rate.settings_of(&state)))
+        Some(state.rate.increase(now, self.rate_of(&state)?))
     }
 
     /// Reports a capacity failure (a 429, a 503, a timeout): `key`'s rate
@@ -813,8 +841,7 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Request);
-        let rate = self.shared.rate.as_ref()?;
-        Some(state.rate.decrease(now, rate.settings_of(&state)))
+        Some(state.rate.decrease(now, self.rate_of(&state)?))
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -834,8 +861,8 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.shared.rate.as_ref()?;
-        self.shared.keys.get(key).map(|state| state.rate.rate())
+        let state = self.shared.keys.get(key)?;
+        self.rate_of(&state).map(|_| state.rate.rate())
     }
 
     /// The probability that `key`'s throttle rejects a call at `priority`
@@ -935,17 +962,15 @@ where
                 // at its upper bound does not change: a healthy key's success
                 // reads no clock.
                 self.count(state, acquired_at, priority, Count::Accepted);
-                if let Some(rate) = &self.shared.rate {
-                    state
-                        .rate
-                        .increase_at(|| self.now(), rate.settings_of(state));
+                if let Some(settings) = self.rate_of(state) {
+                    state.rate.increase_at(|| self.now(), settings);
                 }
             }
             Outcome::Overloaded => {
                 let now = self.now();
                 self.count(state, now, priority, Count::Request);
-                if let Some(rate) = &self.shared.rate {
-                    state.rate.decrease(now, rate.settings_of(state));
+                if let Some(settings) = self.rate_of(state) {
+                    state.rate.decrease(now, settings);
                 }
             }
             Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
@@ -997,7 +1022,12 @@ where
         }
     }
 
-    /// The key's throttle window and its settings, if the manager has a
+    /// The key's rate settings, if the key has a rate.
+    fn rate_of<'s>(&'s self, state: &'s KeyState) -> Option<&'s RateSettings> {
+        self.shared.rate.as_ref()?.or_default(state.rate_settings())
+    }
+
+    /// The key's throttle window and its settings, if the key has a
     /// throttle.
     fn throttle_of<'s>(
         &'s self,
@@ -1006,11 +1036,11 @@ where
         let policy = self.shared.throttle.as_ref()?;
         Some((
             state.throttle()?,
-            policy.or_default(state.throttle_settings()),
+            policy.or_default(state.throttle_settings())?,
         ))
     }
 
-    /// The key's bulkhead and its settings, if the manager has a bulkhead.
+    /// The key's bulkhead and its settings, if the key has a bulkhead.
     fn bulkhead_of<'s>(
         &'s self,
         state: &'s KeyState,
@@ -1018,7 +1048,7 @@ where
         let policy = self.shared.bulkhead.as_ref()?;
         Some((
             state.bulkhead()?,
-            policy.or_default(state.bulkhead_settings()),
+            policy.or_default(state.bulkhead_settings())?,
         ))
     }
 
@@ -1037,19 +1067,23 @@ where
         let shared = &*self.shared;
         shared.keys.get_or_insert_with(key, now, |key| {
             let rate_settings = shared.rate.as_ref().and_then(|rate| rate.settings_for(key));
-            let starting = rate_settings
-                .as_deref()
-                .or(shared.rate.as_ref().map(|rate| &*rate.default));
-            let throttle = shared.throttle.as_ref().map(|policy| {
-                let own = policy.settings_for(key);
-                let settings = policy.or_default(own.as_deref());
-                let window = ThrottleWindow::new(shared.priorities.levels, now, settings);
-                (window, own)
-            });
-            let bulkhead = shared
-                .bulkhead
+            let starting = shared
+                .rate
                 .as_ref()
-                .map(|policy| (Bulkhead::default(), policy.settings_for(key)));
+                .and_then(|rate| rate.or_default(rate_settings.as_deref()));
+            // A key has a throttle or a bulkhead when it has settings for it:
+            // its own, or the default.
+            let throttle = shared.throttle.as_ref().and_then(|policy| {
+                let own = policy.settings_for(key);
+                let settings = policy.or_default(own.as_deref())?;
+                let window = ThrottleWindow::new(shared.priorities.levels, now, settings);
+                Some((window, own))
+            });
+            let bulkhead = shared.bulkhead.as_ref().and_then(|policy| {
+                let own = policy.settings_for(key);
+                policy.or_default(own.as_deref())?;
+                Some((Bulkhead::default(), own))
+            });
             KeyState::new(
                 RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
                 rate_settings,
@@ -1088,10 +1122,10 @@ where
         state: &KeyState,
         now: Nanos,
     ) -> (Nanos, Option<Reservation>) {
-        let Some(rate) = &self.shared.rate else {
+        let Some(settings) = self.rate_of(state) else {
             return (now, None);
         };
-        let reservation = state.rate.reserve(now, rate.settings_of(state).burst);
+        let reservation = state.rate.reserve(now, settings.burst);
         if reservation.slot.start <= now {
             return (now, Some(reservation));
         }

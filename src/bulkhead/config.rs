@@ -15,7 +15,8 @@ use crate::error::Problems;
 /// let config = BulkheadConfig::new(10).queue(50).overflow(Overflow::DropOldest);
 /// assert_eq!(config.overflow_policy(), Overflow::DropOldest);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Overflow {
     /// The newcomer is rejected ([`Full`](crate::RejectReason::Full)). The
     /// default.

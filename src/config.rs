@@ -1,0 +1,343 @@
+//! Configuration from a file: every control's defaults and per-key
+//! overrides, as plain data that serde reads and writes in any format.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bulkhead::{BulkheadConfig, Overflow};
+use crate::rate::RateConfig;
+use crate::throttle::ThrottleConfig;
+
+/// A whole manager's configuration, as read from a file.
+///
+/// Durations are humantime strings (`"250ms"`, `"1m"`, `"1h 30m"`). Unknown
+/// fields are errors, not silently ignored. Loading is the caller's choice
+/// of format (TOML, YAML, JSON, ...); [`ThrottleManager::from_config`]
+/// checks everything at once and names every problem by its path.
+///
+/// [`ThrottleManager::from_config`]: crate::ThrottleManager::from_config
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{ManagerConfig, ThrottleManager};
+///
+/// let config: ManagerConfig = toml::from_str(r#"
+///     [default.rate]
+///     starting_rate = 10
+///     burst = 5
+///     bounds = [1, 200]
+///     increment = 1
+///     decrement = 5
+///     [default.throttle]
+///     ratio = 2.0
+///     window = "1m"
+///     [default.bulkhead]
+///     max_concurrent = 32
+///     [overrides."api.github.com".bulkhead]
+///     max_concurrent = 4
+///     queue = 16
+///     queue_timeout = "250ms"
+/// "#)?;
+/// let manager = ThrottleManager::<String>::from_config(config)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ManagerConfig {
+    /// The controls every key gets.
+    #[serde(default)]
+    pub default: Controls,
+    /// Per exact key, settings that replace the default's, control by
+    /// control. A control an override sets must be in the default too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, Controls>,
+    /// The key space: `max_keys` and `idle_ttl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<KeysSection>,
+    /// Priority levels (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_levels: Option<u8>,
+    /// The default timeout of `call`.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub call_timeout: Option<Duration>,
+    /// The longest pause a `Retry-After` can impose.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_defer: Option<Duration>,
+}
+
+/// The controls of a key: each one present or not.
+///
+/// ```
+/// let controls = portcullis::Controls::default();
+/// assert!(controls.rate.is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Controls {
+    /// The adaptive rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateSection>,
+    /// The adaptive throttle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<ThrottleSection>,
+    /// The bulkhead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulkhead: Option<BulkheadSection>,
+}
+
+/// The key space's bounds.
+///
+/// ```
+/// let keys: portcullis::KeysSection = toml::from_str(r#"max_keys = 10000
+/// idle_ttl = "5m""#).unwrap();
+/// assert_eq!(keys.max_keys, Some(10_000));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct KeysSection {
+    /// See [`ThrottleManagerBuilder::max_keys`](crate::ThrottleManagerBuilder::max_keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_keys: Option<usize>,
+    /// See [`ThrottleManagerBuilder::idle_ttl`](crate::ThrottleManagerBuilder::idle_ttl).
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_ttl: Option<Duration>,
+}
+
+/// [`RateConfig`] as a file section. Set at most one of `decrement` and
+/// `decrease_factor`.
+///
+/// ```
+/// let rate: portcullis::RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
+/// assert_eq!(rate.to_config().unwrap().starting_rate(), 10.0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RateSection {
+    /// Calls per second a new key starts at.
+    pub starting_rate: f64,
+    /// How many calls may start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// `[lower, upper]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<[f64; 2]>,
+    /// What a success adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub increment: Option<f64>,
+    /// What a failure subtracts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decrement: Option<f64>,
+    /// What a failure multiplies the rate by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decrease_factor: Option<f64>,
+    /// How long after a decrease failures leave the rate alone.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub decrease_cooldown: Option<Duration>,
+}
+
+impl RateSection {
+    /// The builder config, or the one problem a section alone can have:
+    /// both kinds of decrease set.
+    ///
+    /// # Errors
+    ///
+    /// When both `decrement` and `decrease_factor` are set: the message to
+    /// report under the section's path.
+    ///
+    /// ```
+    /// let both: portcullis::RateSection =
+    ///     toml::from_str("starting_rate = 10\ndecrement = 2\ndecrease_factor = 0.5").unwrap();
+    /// assert!(both.to_config().is_err());
+    /// ```
+    pub fn to_config(&self) -> Result<RateConfig, String> {
+        let mut config = RateConfig::new(self.starting_rate);
+        if let Some(burst) = self.burst {
+            config = config.burst(burst);
+        }
+        if let Some([lower, upper]) = self.bounds {
+            config = config.bounds(lower, upper);
+        }
+        if let Some(step) = self.increment {
+            config = config.increment(step);
+        }
+        config = match (self.decrement, self.decrease_factor) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set one of decrement (additive) or decrease_factor (multiplicative), not both"
+                        .into(),
+                );
+            }
+            (Some(step), None) => config.decrement(step),
+            (None, Some(factor)) => config.decrease_factor(factor),
+            (None, None) => config,
+        };
+        if let Some(cooldown) = self.decrease_cooldown {
+            config = config.decrease_cooldown(cooldown);
+        }
+        Ok(config)
+    }
+}
+
+/// [`ThrottleConfig`] as a file section; unset fields keep the defaults.
+///
+/// ```
+/// let throttle: portcullis::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
+/// assert_eq!(throttle.to_config().window_value(), std::time::Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ThrottleSection {
+    /// `K`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Calls per second a failing key still lets through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rate: Option<f64>,
+    /// How far back outcomes count.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window: Option<Duration>,
+    /// No shedding below this many requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<u64>,
+    /// The highest rejection probability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rejection: Option<f64>,
+}
+
+impl ThrottleSection {
+    /// The builder config.
+    ///
+    /// ```
+    /// let config = portcullis::ThrottleSection::default().to_config();
+    /// assert_eq!(config, portcullis::ThrottleConfig::new());
+    /// ```
+    pub fn to_config(&self) -> ThrottleConfig {
+        let mut config = ThrottleConfig::new();
+        if let Some(ratio) = self.ratio {
+            config = config.ratio(ratio);
+        }
+        if let Some(min_rate) = self.min_rate {
+            config = config.min_rate(min_rate);
+        }
+        if let Some(window) = self.window {
+            config = config.window(window);
+        }
+        if let Some(requests) = self.min_requests {
+            config = config.min_requests(requests);
+        }
+        if let Some(probability) = self.max_rejection {
+            config = config.max_rejection(probability);
+        }
+        config
+    }
+}
+
+/// [`BulkheadConfig`] as a file section. `overflow` is `"reject-new"`,
+/// `"drop-oldest"` or `"drop-lowest-priority"`.
+///
+/// ```
+/// let bulkhead: portcullis::BulkheadSection =
+///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
+/// assert_eq!(bulkhead.to_config().max_queued(), 8);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BulkheadSection {
+    /// Calls in flight at once.
+    pub max_concurrent: u32,
+    /// Calls that may wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
+    /// How long a call may wait.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_timeout: Option<Duration>,
+    /// Who is turned away when the queue is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
+}
+
+impl BulkheadSection {
+    /// The builder config.
+    ///
+    /// ```
+    /// let section: portcullis::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
+    /// assert_eq!(section.to_config().max_concurrent(), 2);
+    /// ```
+    pub fn to_config(&self) -> BulkheadConfig {
+        let mut config = BulkheadConfig::new(self.max_concurrent);
+        if let Some(queue) = self.queue {
+            config = config.queue(queue);
+        }
+        if let Some(timeout) = self.queue_timeout {
+            config = config.queue_timeout(timeout);
+        }
+        if let Some(overflow) = self.overflow {
+            config = config.overflow(overflow);
+        }
+        config
+    }
+}
+
+/// `Option<Duration>` as an optional humantime string.
+mod opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|text| {
+            humantime::parse_duration(&text).map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "{e} in {text:?} (a duration like \"250ms\" or \"1m\")"
+                ))
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,137 @@
+//! Configuration from a file: parse, validate with paths, round-trip.
+
+use std::time::Duration;
+
+use portcullis::{ManagerConfig, Priority, RejectReason, ThrottleManager};
+
+const ISSUE_EXAMPLE: &str = r#"
+[default.rate]
+starting_rate = 10
+burst = 5
+bounds = [1, 200]
+increment = 1
+decrement = 5
+[default.throttle]
+ratio = 2.0
+window = "1m"
+[overrides."api.github.com".bulkhead]
+max_concurrent = 4
+queue = 16
+queue_timeout = "250ms"
+"#;
+
+fn problems(toml_text: &str) -> Vec<String> {
+    let config: ManagerConfig = toml::from_str(toml_text).unwrap();
+    ThrottleManager::<String>::from_config(config)
+        .unwrap_err()
+        .problems()
+        .iter()
+        .map(|p| p.to_string())
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_issue_example_builds_a_working_manager() {
+    let config: ManagerConfig = toml::from_str(ISSUE_EXAMPLE).unwrap();
+    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    // The rate: 10/s, burst 5, +1 on success.
+    manager.increment("example.com");
+    assert_eq!(manager.rate("example.com"), Some(11.0));
+    // The override: api.github.com has a bulkhead of 4; other keys none.
+    let permits: Vec<_> = (0..4)
+        .map(|_| {
+            manager
+                .try_acquire("api.github.com", Priority::HIGH)
+                .unwrap()
+        })
+        .collect();
+    let _ = tokio::time::advance(Duration::from_secs(1)).await;
+    let rejected = manager
+        .try_acquire("api.github.com", Priority::HIGH)
+        .unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Full);
+    assert_eq!(manager.status("example.com").unwrap().active, None);
+    drop(permits);
+    // The throttle is there for every key.
+    assert_eq!(
+        manager.rejection_probability("example.com", Priority::LOW),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn the_shipped_example_file_is_valid() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/portcullis.toml"
+    ))
+    .unwrap();
+    let config: ManagerConfig = toml::from_str(&text).unwrap();
+    assert!(ThrottleManager::<String>::from_config(config).is_ok());
+}
+
+#[test]
+fn every_problem_is_reported_with_its_path() {
+    assert_eq!(
+        problems(
+            r#"
+            [default.rate]
+            starting_rate = 10
+            burst = 0
+            [default.bulkhead]
+            max_concurrent = 8
+            [overrides."api.github.com".bulkhead]
+            max_concurrent = 0
+            [overrides."api.github.com".rate]
+            starting_rate = 5
+            decrement = 1
+            decrease_factor = 0.5
+            [overrides."slow".throttle]
+            min_rate = 0
+            "#
+        ),
+        [
+            r#"overrides."api.github.com".rate: set one of decrement (additive) or decrease_factor (multiplicative), not both"#,
+            "default.rate.burst: must be at least 1, got 0",
+            r#"overrides."slow".throttle.min_rate: must be above 0 (at 0 a failing key never recovers), got 0"#,
+            r#"overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0"#,
+        ]
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors() {
+    let err = toml::from_str::<ManagerConfig>("[default.rate]\nstarting_rate = 10\nburts = 5\n")
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown field `burts`"), "{err}");
+    let err = toml::from_str::<ManagerConfig>("[defaults.rate]\nstarting_rate = 10\n").unwrap_err();
+    assert!(
+        err.to_string().contains("unknown field `defaults`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_durations_say_what_was_expected() {
+    let err = toml::from_str::<ManagerConfig>("[default.throttle]\nwindow = \"1 fortnight\"\n")
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"(a duration like "250ms" or "1m")"#),
+        "{err}"
+    );
+}
+
+#[test]
+fn configs_round_trip_through_toml() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/portcullis.toml"
+    ))
+    .unwrap();
+    let config: ManagerConfig = toml::from_str(&text).unwrap();
+    let written = toml::to_string(&config).unwrap();
+    let reread: ManagerConfig = toml::from_str(&written).unwrap();
+    assert_eq!(reread, config);
+    assert_ne!(config, ManagerConfig::default());
+}
