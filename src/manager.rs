@@ -247,10 +247,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        // A healthy key needs no waiting: the synchronous path first.
+        match self.try_acquire(key, priority) {
+            Ok(permit) => return Ok(permit),
+            Err(rejected) => match rejected.reason() {
+                RejectReason::RateLimited | RejectReason::Full | RejectReason::KeySpaceFull => {}
+                _ => return Err(rejected),
+            },
+        }
+        // The throttle let the call through just now (a call it sheds never
+        // gets here); deciding again would shed it twice over.
         let priority = self.resolve(priority)?;
         let state = self.state_waiting_for_room(key).await;
         let now = self.now();
-        self.throttle_admits(&state, now, priority)?;
         // Turned away by the bulkhead anyway? Then before taking a token.
         if let Some((bulkhead, settings)) = self.bulkhead_of(&state) {
             if let Some(refusal) = bulkhead.would_refuse(settings, usize::from(priority.level())) {
