@@ -72,7 +72,7 @@ pub use config::{
     BulkheadSection, Controls, KeysSection, ManagerConfig, RateSection, ThrottleSection,
 };
 pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
-pub use manager::{KeyStatus, ThrottleManager};
+pub use manager::{KeySnapshot, KeyStatus, PrioritySnapshot, ThrottleManager};
 pub use permit::{Outcome, Permit};
 pub use priority::{OutOfRange, Priority, with_priority};
 pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};

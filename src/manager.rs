@@ -48,7 +48,7 @@ pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
 /// assert_eq!(status.active, None); // no bulkhead
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct KeyStatus {
     /// The key's current rate, in calls per second.
@@ -57,6 +57,65 @@ pub struct KeyStatus {
     pub active: Option<u32>,
     /// Calls of the key waiting in its bulkhead's queue.
     pub queued: Option<u32>,
+}
+
+/// Everything a key's controls know, for a health endpoint or a dashboard:
+/// `Serialize`, so it can be returned as JSON.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(2))
+///     .throttle(ThrottleConfig::new())
+///     .build()?;
+/// manager.try_acquire("db", Priority::HIGH).unwrap().success();
+/// manager.try_acquire("db", Priority::LOW).unwrap().failure();
+/// let snapshot = manager.snapshot("db").unwrap();
+/// assert_eq!(snapshot.priorities[0].requests, 1);
+/// assert_eq!(snapshot.priorities[0].accepts, 1);
+/// assert_eq!(snapshot.priorities[3].requests, 1);
+/// assert_eq!(snapshot.priorities[3].rejection_probability, 1.0 / 61.0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct KeySnapshot {
+    /// The key's current rate, in calls per second, if it has a rate.
+    pub rate: Option<f64>,
+    /// Calls in flight, if the key has a bulkhead.
+    pub active: Option<u32>,
+    /// Calls waiting in the bulkhead's queue, if the key has a bulkhead.
+    pub queued: Option<u32>,
+    /// Per priority level (index 0 is `Priority::HIGH`), the throttle's
+    /// window; empty if the key has no throttle.
+    pub priorities: Vec<PrioritySnapshot>,
+}
+
+/// One priority's view of a key's throttle window.
+///
+/// ```
+/// # use portcullis::*;
+/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+/// manager.decrement("db");
+/// let high = &manager.snapshot("db").unwrap().priorities[0];
+/// assert_eq!((high.requests, high.accepts), (1, 0));
+/// # Ok::<(), ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct PrioritySnapshot {
+    /// Calls of this priority counted over the window (shed ones included).
+    pub requests: u64,
+    /// Calls of this priority the backend accepted over the window.
+    pub accepts: u64,
+    /// The probability that a call of this priority is shed now.
+    pub rejection_probability: f64,
 }
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
@@ -749,6 +808,78 @@ where
         self.shared
             .keys
             .for_each(|key, state| visit(key, self.status_of(state)));
+    }
+
+    /// Everything `key`'s controls know now ([`KeySnapshot`]), or `None` if
+    /// the key is not live. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// assert!(manager.snapshot("api").is_none());
+    /// manager.increment("api");
+    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn snapshot<Q>(&self, key: &Q) -> Option<KeySnapshot>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.shared.keys.get(key)?;
+        Some(self.snapshot_of(&state))
+    }
+
+    /// Every live key with its [`KeySnapshot`], for a health endpoint.
+    /// Visits the key space shard by shard; keys created or evicted
+    /// meanwhile may or may not appear.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// manager.increment("a");
+    /// manager.decrement("b");
+    /// let mut rates: Vec<(String, Option<f64>)> =
+    ///     manager.snapshots().map(|(key, snapshot)| (key, snapshot.rate)).collect();
+    /// rates.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(rates, [("a".to_string(), Some(10.5)), ("b".to_string(), Some(5.0))]);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn snapshots(&self) -> impl Iterator<Item = (K, KeySnapshot)>
+    where
+        K: Clone,
+    {
+        let mut all = Vec::with_capacity(self.len());
+        self.shared
+            .keys
+            .for_each(|key, state| all.push((key.clone(), self.snapshot_of(state))));
+        all.into_iter()
+    }
+
+    fn snapshot_of(&self, state: &KeyState) -> KeySnapshot {
+        let status = self.status_of(state);
+        let priorities = self
+            .throttle_of(state)
+            .map(|(window, settings)| {
+                window
+                    .report(self.now(), settings)
+                    .into_iter()
+                    .map(|(counts, probability)| PrioritySnapshot {
+                        requests: counts.requests as u64,
+                        accepts: counts.accepts as u64,
+                        rejection_probability: probability,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        KeySnapshot {
+            rate: status.rate,
+            active: status.active,
+            queued: status.queued,
+            priorities,
+        }
     }
 
     fn status_of(&self, state: &KeyState) -> KeyStatus {

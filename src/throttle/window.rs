@@ -125,6 +125,22 @@ impl ThrottleWindow {
             .fetch_add(count.packed(), Ordering::AcqRel);
     }
 
+    /// Per priority, the requests and accepts over the window and the
+    /// rejection probability, at `now`: for introspection.
+    pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
+        let head = self.rotate_to(now / settings.bucket);
+        (0..self.levels)
+            .map(|p| {
+                let probability = if head >= self.clean_from.load(Ordering::Acquire) {
+                    0.0
+                } else {
+                    probability::rejection(self.seen_by(head, p), settings)
+                };
+                (self.counts(head, p), probability)
+            })
+            .collect()
+    }
+
     /// The time from which forgetting this window loses nothing: while the
     /// least important priority would be shed, not before its last bucket
     /// expires; otherwise from the start of its newest bucket.
