@@ -125,7 +125,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
 
 impl<K> ThrottleManagerBuilder<K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     pub(crate) fn new() -> Self {
         Self {

@@ -52,6 +52,7 @@ mod call;
 mod clock;
 mod config;
 mod error;
+mod events;
 mod key;
 mod manager;
 mod permit;

@@ -14,12 +14,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use tracing::Span;
+
 use crate::builder::ThrottleManagerBuilder;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::{Admission, Bulkhead, Waiting};
 use crate::call::{CallError, CallFailure, Classifier, outcome_of};
 use crate::clock::{Clock, Nanos, nanos};
 use crate::error::{RateLimited, RejectReason, Rejected};
+use crate::events;
 use crate::key::KeyState;
 use crate::permit::{Outcome, Permit};
 use crate::priority::{Priorities, Priority};
@@ -227,7 +230,7 @@ impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
 
 impl<K> ThrottleManager<K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     pub(crate) fn from_shared(shared: Shared<K>) -> Self {
         Self {
@@ -317,7 +320,7 @@ where
         // The throttle let the call through just now (a call it sheds never
         // gets here); deciding again would shed it twice over.
         let priority = self.resolve(priority)?;
-        let state = self.state_waiting_for_room(key).await;
+        let (state, span) = self.state_waiting_for_room(key).await;
         let now = self.now();
         // Turned away by the bulkhead anyway? Then before taking a token.
         if let Some((bulkhead, settings)) = self.bulkhead_of(&state) {
@@ -326,7 +329,7 @@ where
             }
         }
         let (now, reservation) = self.take_token_waiting(&state, now).await;
-        let holds_slot = match self.take_slot_waiting(&state, priority, now).await {
+        let holds_slot = match self.take_slot_waiting(&state, priority, now, &span).await {
             Ok(holds_slot) => holds_slot,
             Err(rejected) => {
                 // The call will not happen: its token goes back if it can.
@@ -336,7 +339,7 @@ where
                 return Err(rejected);
             }
         };
-        Ok(Permit::new(self, state, priority, now, holds_slot))
+        Ok(Permit::new(self, state, priority, now, holds_slot, span))
     }
 
     /// A manager configured entirely by `config` (see
@@ -680,12 +683,15 @@ where
             )
         })?;
         let state: &KeyState = entry.value();
-        self.throttle_admits(state, now, priority)?;
+        self.throttle_admits(entry.key(), state, now, priority)?;
         let holds_slot = match self.bulkhead_of(state) {
             Some((bulkhead, settings)) => {
-                bulkhead
+                let active = bulkhead
                     .try_acquire(settings)
                     .map_err(|refusal| Rejected::bulkhead(refusal, priority))?;
+                if active == settings.max_concurrent {
+                    events::bulkhead_filled(entry.key(), priority, active);
+                }
                 true
             }
             None => false,
@@ -708,6 +714,7 @@ where
             priority,
             now,
             holds_slot,
+            events::key_span(entry.key()),
         ))
     }
 
@@ -758,7 +765,7 @@ where
         if self.shared.rate.is_none() {
             return;
         }
-        let state = self.state_waiting_for_room(key).await;
+        let (state, _) = self.state_waiting_for_room(key).await;
         let now = self.now();
         let _ = self.take_token_waiting(&state, now).await;
     }
@@ -953,7 +960,9 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Accepted);
-        Some(state.rate.increase(now, self.rate_of(&state)?))
+        let change = state.rate.increase(now, self.rate_of(&state)?);
+        events::rate_changed(&Span::none(), Some(state.key()), change);
+        Some(change.to)
     }
 
     /// Reports a capacity failure (a 429, a 503, a timeout): `key`'s rate
@@ -981,7 +990,9 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Request);
-        Some(state.rate.decrease(now, self.rate_of(&state)?))
+        let change = state.rate.decrease(now, self.rate_of(&state)?);
+        events::rate_changed(&Span::none(), Some(state.key()), change);
+        Some(change.to)
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -1095,6 +1106,7 @@ where
         priority: Priority,
         acquired_at: Nanos,
         outcome: Outcome,
+        span: &Span,
     ) {
         match outcome {
             Outcome::Success => {
@@ -1103,14 +1115,16 @@ where
                 // reads no clock.
                 self.count(state, acquired_at, priority, Count::Accepted);
                 if let Some(settings) = self.rate_of(state) {
-                    state.rate.increase_at(|| self.now(), settings);
+                    let change = state.rate.increase_at(|| self.now(), settings);
+                    events::rate_changed(span, None, change);
                 }
             }
             Outcome::Overloaded => {
                 let now = self.now();
                 self.count(state, now, priority, Count::Request);
                 if let Some(settings) = self.rate_of(state) {
-                    state.rate.decrease(now, settings);
+                    let change = state.rate.decrease(now, settings);
+                    events::rate_changed(span, None, change);
                 }
             }
             Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
@@ -1140,6 +1154,7 @@ where
     /// request, as in the SRE book.
     fn throttle_admits(
         &self,
+        key: &K,
         state: &KeyState,
         now: Nanos,
         priority: Priority,
@@ -1151,7 +1166,13 @@ where
         let probability = window.rejection(now, level, settings);
         if probability > 0.0 && self.draw() < probability {
             window.record(now, level, Count::Request, settings);
+            if window.note_shedding(true) {
+                events::shedding(key, priority, probability, true);
+            }
             return Err(Rejected::new(RejectReason::Throttled, priority, None));
+        }
+        if probability == 0.0 && window.note_shedding(false) {
+            events::shedding(key, priority, probability, false);
         }
         Ok(())
     }
@@ -1234,7 +1255,7 @@ where
     }
 
     /// The state of `key`, waiting for room in a full key space.
-    async fn state_waiting_for_room<Q>(&self, key: &Q) -> triomphe::Arc<KeyState>
+    async fn state_waiting_for_room<Q>(&self, key: &Q) -> (triomphe::Arc<KeyState>, Span)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -1242,7 +1263,12 @@ where
         loop {
             let now = self.now();
             match self.entry(key, now) {
-                Ok(state) => return triomphe::Arc::clone(state.value()),
+                Ok(state) => {
+                    return (
+                        triomphe::Arc::clone(state.value()),
+                        events::key_span(state.key()),
+                    );
+                }
                 Err(full) => {
                     let retry_at = now.saturating_add(full.retry_after);
                     self.shared
@@ -1288,6 +1314,7 @@ where
         state: &KeyState,
         priority: Priority,
         now: Nanos,
+        span: &Span,
     ) -> Result<bool, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(false);
@@ -1317,7 +1344,10 @@ where
             None => waiting
                 .give_up(RejectReason::QueueTimeout)
                 .map(|()| true)
-                .map_err(refused),
+                .map_err(|refusal| {
+                    events::queue_timed_out(span, priority, refusal.load);
+                    refused(refusal)
+                }),
         }
     }
 }

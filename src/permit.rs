@@ -82,7 +82,7 @@ pub enum Outcome {
 #[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
 pub struct Permit<'a, K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     manager: &'a ThrottleManager<K>,
     state: triomphe::Arc<KeyState>,
@@ -91,11 +91,13 @@ where
     /// Whether the call holds a slot of the key's bulkhead.
     holds_slot: bool,
     reported: bool,
+    /// Names the key in the events of the outcome (none unless enabled).
+    span: tracing::Span,
 }
 
 impl<'a, K> Permit<'a, K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     pub(crate) fn new(
         manager: &'a ThrottleManager<K>,
@@ -103,6 +105,7 @@ where
         priority: Priority,
         acquired_at: Nanos,
         holds_slot: bool,
+        span: tracing::Span,
     ) -> Self {
         Self {
             manager,
@@ -111,6 +114,7 @@ where
             acquired_at,
             holds_slot,
             reported: false,
+            span,
         }
     }
 
@@ -157,8 +161,13 @@ where
     /// the head of the queue).
     fn finish(&mut self, outcome: Outcome) {
         self.reported = true;
-        self.manager
-            .record_outcome(&self.state, self.priority, self.acquired_at, outcome);
+        self.manager.record_outcome(
+            &self.state,
+            self.priority,
+            self.acquired_at,
+            outcome,
+            &self.span,
+        );
         if let (true, Some(bulkhead)) = (self.holds_slot, self.state.bulkhead()) {
             self.holds_slot = false;
             bulkhead.release();
@@ -182,7 +191,7 @@ where
 
 impl<K> Drop for Permit<'_, K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     fn drop(&mut self) {
         if !self.reported {
@@ -193,7 +202,7 @@ where
 
 impl<K> fmt::Debug for Permit<'_, K>
 where
-    K: Hash + Eq + Send + Sync + 'static,
+    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")

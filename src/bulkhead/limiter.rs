@@ -104,8 +104,9 @@ impl Bulkhead {
         Load::of(self.state.load(Ordering::Acquire))
     }
 
-    /// Takes a free slot if there is one and nobody waits for it.
-    pub(crate) fn try_acquire(&self, settings: &BulkheadSettings) -> Result<(), Refusal> {
+    /// Takes a free slot if there is one and nobody waits for it; returns
+    /// the calls in flight with it.
+    pub(crate) fn try_acquire(&self, settings: &BulkheadSettings) -> Result<u32, Refusal> {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             if queued(state) > 0 || active(state) >= settings.max_concurrent {
@@ -120,7 +121,7 @@ impl Bulkhead {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(active(state) + 1),
                 Err(actual) => state = actual,
             }
         }

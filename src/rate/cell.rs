@@ -21,6 +21,28 @@ pub(crate) struct RateCell {
     cooling_until: AtomicU64,
 }
 
+/// The sign bit of the stored rate (rates are positive) records whether the
+/// last change was a decrease, so turns can be reported without more state.
+const FELL: u64 = 1 << 63;
+
+/// Which way a rate change went, when it reversed the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// The first rise after a fall.
+    Up,
+    /// The first fall after a rise (or ever).
+    Down,
+}
+
+/// What an outcome did to the rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RateChange {
+    pub(crate) from: f64,
+    pub(crate) to: f64,
+    /// Set when this change went the other way than the last one.
+    pub(crate) turned: Option<Turn>,
+}
+
 /// A call placed in the bucket by [`RateCell::reserve`], which may start at
 /// `slot.start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +63,7 @@ impl RateCell {
 
     /// The current rate, in calls per second.
     pub(crate) fn rate(&self) -> f64 {
-        f64::from_bits(self.rate.load(Ordering::Acquire))
+        f64::from_bits(self.rate.load(Ordering::Acquire) & !FELL)
     }
 
     /// Takes a token if one is there at `now`; otherwise says how long until
@@ -94,19 +116,23 @@ impl RateCell {
 
     /// A success: the rate rises by the increment, within bounds. Returns the
     /// new rate.
-    pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> f64 {
+    pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> RateChange {
         self.increase_at(|| now, settings)
     }
 
     /// [`increase`](Self::increase), reading the time only if the rate
     /// changes (a rate at its upper bound needs no clock).
-    pub(crate) fn increase_at(&self, now: impl FnOnce() -> Nanos, settings: &RateSettings) -> f64 {
+    pub(crate) fn increase_at(
+        &self,
+        now: impl FnOnce() -> Nanos,
+        settings: &RateSettings,
+    ) -> RateChange {
         self.change_rate(now, settings.burst, |rate| aimd::increased(rate, settings))
     }
 
     /// A failure: the rate falls, within bounds, unless a decrease happened
     /// within the cooldown. Returns the new rate.
-    pub(crate) fn decrease(&self, now: Nanos, settings: &RateSettings) -> f64 {
+    pub(crate) fn decrease(&self, now: Nanos, settings: &RateSettings) -> RateChange {
         if settings.cooldown > 0 {
             let until = self.cooling_until.load(Ordering::Acquire);
             let claimed = aimd::may_decrease(now, until)
@@ -121,7 +147,12 @@ impl RateCell {
                     .is_ok();
             if !claimed {
                 // Another failure of this cooldown already lowered the rate.
-                return self.rate();
+                let rate = self.rate();
+                return RateChange {
+                    from: rate,
+                    to: rate,
+                    turned: None,
+                };
             }
         }
         self.change_rate(
@@ -136,23 +167,39 @@ impl RateCell {
         now: impl FnOnce() -> Nanos,
         burst: u32,
         step: impl Fn(f64) -> f64,
-    ) -> f64 {
+    ) -> RateChange {
         let mut old_bits = self.rate.load(Ordering::Acquire);
         loop {
-            let old = f64::from_bits(old_bits);
+            let old = f64::from_bits(old_bits & !FELL);
             let new = step(old);
-            if new.to_bits() == old_bits {
-                return new;
+            if new.to_bits() == old.to_bits() {
+                return RateChange {
+                    from: old,
+                    to: new,
+                    turned: None,
+                };
             }
+            let fell = new < old;
+            let new_bits = new.to_bits() | if fell { FELL } else { 0 };
             match self.rate.compare_exchange_weak(
                 old_bits,
-                new.to_bits(),
+                new_bits,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
                     self.rescale_debt(now(), gcra::interval(old), gcra::interval(new), burst);
-                    return new;
+                    let had_fallen = old_bits & FELL != 0;
+                    let turned = match (had_fallen, fell) {
+                        (false, true) => Some(Turn::Down),
+                        (true, false) => Some(Turn::Up),
+                        _ => None,
+                    };
+                    return RateChange {
+                        from: old,
+                        to: new,
+                        turned,
+                    };
                 }
                 Err(actual) => old_bits = actual,
             }
@@ -210,7 +257,7 @@ mod tests {
         }
         assert_eq!(cell.check(0, 5), Err(100 * MS));
         // Doubling the rate halves the wait for the owed token, no more.
-        assert_eq!(cell.increase(0, &s), 20.0);
+        assert_eq!(cell.increase(0, &s).to, 20.0);
         assert_eq!(cell.check(0, 5), Err(50 * MS));
     }
 
@@ -225,7 +272,7 @@ mod tests {
         let cell = RateCell::new(s.starting_rate, 0);
         assert!(cell.check(0, 1).is_ok());
         assert_eq!(cell.check(0, 1), Err(100 * MS));
-        assert_eq!(cell.decrease(0, &s), 5.0);
+        assert_eq!(cell.decrease(0, &s).to, 5.0);
         assert_eq!(cell.check(0, 1), Err(200 * MS));
     }
 
@@ -362,8 +409,8 @@ mod properties {
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(now, &settings))),
-                    Op::Decrease => rates.push((now, cell.decrease(now, &settings))),
+                    Op::Increase => rates.push((now, cell.increase(now, &settings).to)),
+                    Op::Decrease => rates.push((now, cell.decrease(now, &settings).to)),
                     Op::Advance(by) => now += by,
                 }
                 let rate = cell.rate();
@@ -397,5 +444,31 @@ mod properties {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod turns {
+    use super::*;
+    use crate::RateConfig;
+
+    #[test]
+    fn a_change_reports_a_turn_only_when_it_reverses_the_last() {
+        let s = RateSettings::for_test(
+            RateConfig::new(10.0)
+                .bounds(1.0, 20.0)
+                .increment(1.0)
+                .decrement(1.0),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        assert_eq!(cell.increase(0, &s).turned, None);
+        assert_eq!(cell.decrease(0, &s).turned, Some(Turn::Down));
+        assert_eq!(cell.decrease(0, &s).turned, None);
+        assert_eq!(cell.increase(0, &s).turned, Some(Turn::Up));
+        assert_eq!(
+            cell.rate(),
+            10.0,
+            "the direction bit never shows in the rate"
+        );
     }
 }

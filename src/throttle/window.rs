@@ -15,7 +15,7 @@
 //! bucket just as it closes reaches the closed sums at the next rotation.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::config::ThrottleSettings;
 use super::probability::{self, Counts};
@@ -57,6 +57,8 @@ pub(crate) struct ThrottleWindow {
     /// `requests == accepts`, so (`ratio >= 1`) the probability is 0 and a
     /// healthy key's check is two loads.
     clean_from: AtomicU64,
+    /// Whether the last decision shed a call: to report the turns only.
+    shedding: AtomicBool,
     rotating: Mutex<()>,
     levels: usize,
     /// One allocation for all counters. First the buckets,
@@ -74,6 +76,7 @@ impl ThrottleWindow {
         Self {
             head: AtomicU64::new(now / settings.bucket),
             clean_from: AtomicU64::new(0),
+            shedding: AtomicBool::new(false),
             rotating: Mutex::new(()),
             levels,
             counters: (0..(BUCKETS + 2) * levels)
@@ -123,6 +126,12 @@ impl ThrottleWindow {
         }
         self.bucket(self.slot(head), priority)
             .fetch_add(count.packed(), Ordering::AcqRel);
+    }
+
+    /// Records whether the key is shedding; true if that changed.
+    pub(crate) fn note_shedding(&self, shedding: bool) -> bool {
+        self.shedding.load(Ordering::Relaxed) != shedding
+            && self.shedding.swap(shedding, Ordering::AcqRel) != shedding
     }
 
     /// Per priority, the requests and accepts over the window and the

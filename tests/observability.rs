@@ -1,0 +1,167 @@
+//! What a manager tells the outside: tracing events at the turns, and
+//! snapshots a health endpoint can return as JSON.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
+
+/// Collects everything a `fmt` subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8(self.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .without_time()
+        .with_writer(move || writer.clone())
+        .finish();
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_reports_its_turns_with_the_key() {
+    let (captured, _guard) = capture();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
+        .build()
+        .unwrap();
+    manager.increment("api");
+    manager.increment("api"); // still rising: no event
+    manager.decrement("api"); // turned down
+    manager.decrement("api"); // still falling: no event
+    manager
+        .try_acquire("api", Priority::HIGH)
+        .unwrap()
+        .success(); // turned up, via a permit
+    let lines = captured.lines();
+    let turns: Vec<&String> = lines.iter().filter(|l| l.contains("rate turned")).collect();
+    assert_eq!(turns.len(), 2, "{lines:#?}");
+    assert!(
+        turns[0].contains("rate turned down") && turns[0].contains(r#"key="api""#),
+        "{}",
+        turns[0]
+    );
+    assert!(
+        turns[0].contains("from=12.0") && turns[0].contains("to=10.0"),
+        "{}",
+        turns[0]
+    );
+    assert!(
+        turns[1].contains("rate turned up") && turns[1].contains(r#"key="api""#),
+        "{}",
+        turns[1]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
+    let (captured, _guard) = capture();
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
+        .random_source(|| 0.0)
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        manager.decrement("db");
+    }
+    for _ in 0..5 {
+        assert!(manager.try_acquire("db", Priority::LOW).is_err());
+    }
+    tokio::time::advance(Duration::from_secs(11)).await;
+    drop(manager.try_acquire("db", Priority::LOW).unwrap());
+    let lines = captured.lines();
+    let started: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("started shedding"))
+        .collect();
+    let stopped: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("stopped shedding"))
+        .collect();
+    assert_eq!((started.len(), stopped.len()), (1, 1), "{lines:#?}");
+    assert!(
+        started[0].contains(r#"key="db""#) && started[0].contains("priority=3"),
+        "{}",
+        started[0]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bulkhead_reports_filling_up_and_timeouts() {
+    let (captured, _guard) = capture();
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(
+            BulkheadConfig::new(2)
+                .queue(1)
+                .queue_timeout(Duration::from_millis(50)),
+        )
+        .build()
+        .unwrap();
+    let _a = manager.try_acquire("pool", Priority::HIGH).unwrap();
+    let _b = manager.try_acquire("pool", Priority::MEDIUM).unwrap();
+    assert!(manager.acquire("pool", Priority::LOW).await.is_err());
+    let lines = captured.lines();
+    assert!(
+        lines.iter().any(|l| l.contains("bulkhead full")
+            && l.contains(r#"key="pool""#)
+            && l.contains("priority=2")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("bulkhead queue timeout")
+            && l.contains(r#"key="pool""#)
+            && l.contains("queued=1")),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn snapshots_serialize_to_json_for_a_health_endpoint() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(5))
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
+        .bulkhead(BulkheadConfig::new(4))
+        .build()
+        .unwrap();
+    let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+    manager.try_acquire("db", Priority::LOW).unwrap().failure();
+    let all: Vec<(String, portcullis::KeySnapshot)> = manager.snapshots().collect();
+    let json = serde_json::to_value(&all).unwrap();
+    assert_eq!(json[0][0], "db");
+    let snapshot = &json[0][1];
+    assert_eq!(snapshot["rate"], 5.0);
+    assert_eq!(snapshot["active"], 1);
+    assert_eq!(snapshot["queued"], 0);
+    assert_eq!(snapshot["priorities"].as_array().unwrap().len(), 4);
+    assert_eq!(snapshot["priorities"][3]["requests"], 1);
+    assert_eq!(snapshot["priorities"][3]["accepts"], 0);
+    assert_eq!(
+        snapshot["priorities"][3]["rejection_probability"],
+        1.0 / 11.0
+    );
+}
