@@ -15,7 +15,8 @@ use crate::rate::cell::{RateChange, Turn};
 /// A span naming `key`, for events that happen when a permit is released;
 /// `Span::none()` (free) unless debug events are enabled.
 pub(crate) fn key_span(key: &dyn Debug) -> Span {
-    if tracing::enabled!(tracing::Level::DEBUG) {
+    // `level_enabled!` is one global load; `enabled!` costs a callsite check.
+    if tracing::level_enabled!(tracing::Level::DEBUG) {
         tracing::debug_span!("portcullis", key = ?key)
     } else {
         Span::none()
