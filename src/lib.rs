@@ -2,11 +2,45 @@
 //!
 //! A [`ThrottleManager`] guards calls to many remote things at once (hosts,
 //! users, tenants, database shards), one **key** each. For every key it sees,
-//! it lazily creates an adaptive rate: a token bucket whose rate rises a step
-//! on each success you report and falls on each failure, within bounds. Wait
-//! on it before each call, report the outcome after.
+//! it lazily creates the controls you configure, which learn from the
+//! outcomes of the calls:
 //!
-//! # Quick start
+//! - an adaptive **rate** ([`RateConfig`]): a token bucket whose rate rises a
+//!   step on each success and falls on each failure, within bounds;
+//! - an adaptive **throttle** ([`ThrottleConfig`]): Google SRE client-side
+//!   throttling, shedding calls locally, by [`Priority`], while a key's
+//!   backend keeps failing;
+//! - a **bulkhead** ([`BulkheadConfig`]): a concurrency limit with a small
+//!   priority queue.
+//!
+//! # Quick start: `call`
+//!
+//! ```
+//! use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager, overloaded};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::new(10.0).bounds(1.0, 200.0).increment(1.0).decrement(5.0))
+//!     .throttle(ThrottleConfig::new())
+//!     .bulkhead(BulkheadConfig::new(8).queue(32))
+//!     .build()?;
+//! # async fn get(_url: &str) -> Result<(u16, String), std::io::Error> { Ok((200, "<html>".into())) }
+//! let body = manager
+//!     .call("example.com", Priority::MEDIUM, || async {
+//!         let (status, body) = get("https://example.com/").await?;
+//!         if status == 429 || status == 503 {
+//!             return Err(overloaded(std::io::Error::other(format!("status {status}"))));
+//!         }
+//!         Ok(body)
+//!     })
+//!     .await?;
+//! # assert_eq!(body, "<html>");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The rate on its own
 //!
 //! ```
 //! use portcullis::{RateConfig, ThrottleManager};
