@@ -92,6 +92,9 @@ pub struct ThrottleManagerBuilder<K> {
     max_keys: usize,
     idle_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
+    /// Whether metrics carry a `key` label.
+    #[cfg(feature = "metrics")]
+    metrics_per_key: bool,
     /// Where the default controls are named in errors: `""` when set in
     /// code (`rate.burst`), `"default."` when read from a file
     /// (`default.rate.burst`).
@@ -145,6 +148,8 @@ where
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
+            #[cfg(feature = "metrics")]
+            metrics_per_key: false,
             default_path: "",
             config_problems: Vec::new(),
         }
@@ -502,6 +507,26 @@ where
         self
     }
 
+    /// Labels every metric with the key (its `Debug` form). Off by default:
+    /// keys from untrusted input would give a metric unbounded cardinality,
+    /// and the label costs a formatted string per call. Needs feature
+    /// `metrics`; see the crate's metrics table in its README.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(16))
+    ///     .metrics_per_key(true) // a few known hosts: bounded cardinality
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics_per_key(mut self, per_key: bool) -> Self {
+        self.metrics_per_key = per_key;
+        self
+    }
+
     /// At most this many keys are live at once (default
     /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
     /// new key meets at the cap.
@@ -679,6 +704,8 @@ where
             classifier: self.classifier,
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,
+            #[cfg(feature = "metrics")]
+            metrics_per_key: self.metrics_per_key,
         }))
     }
 }

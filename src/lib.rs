@@ -89,6 +89,7 @@ mod error;
 mod events;
 mod key;
 mod manager;
+mod metrics;
 mod permit;
 mod priority;
 mod rate;

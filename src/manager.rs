@@ -24,6 +24,7 @@ use crate::clock::{Clock, Nanos, nanos};
 use crate::error::{RateLimited, RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
+use crate::metrics;
 use crate::permit::{Outcome, Permit};
 use crate::priority::{Priorities, Priority};
 use crate::rate::ValidRateConfig;
@@ -169,6 +170,9 @@ pub(crate) struct Shared<K> {
     pub(crate) call_timeout: Option<Duration>,
     /// The longest pause `defer` accepts.
     pub(crate) max_defer: Duration,
+    /// Whether metrics carry a `key` label.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics_per_key: bool,
 }
 
 /// Which settings of one control a new key gets: an exact override, or
@@ -309,8 +313,22 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let acquired = self.acquire_uncounted(key, priority).await;
+        self.count_admission(key, acquired)
+    }
+
+    /// `acquire` without counting it in the metrics.
+    async fn acquire_uncounted<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Result<Permit<'_, K>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         // A healthy key needs no waiting: the synchronous path first.
-        match self.try_acquire(key, priority) {
+        match self.take_now(key, priority) {
             Ok(permit) => return Ok(permit),
             Err(rejected) => match rejected.reason() {
                 RejectReason::RateLimited | RejectReason::Full | RejectReason::KeySpaceFull => {}
@@ -329,7 +347,11 @@ where
             }
         }
         let (now, reservation) = self.take_token_waiting(&state, now).await;
-        let holds_slot = match self.take_slot_waiting(&state, priority, now, &span).await {
+        let label = self.key_label(key);
+        let holds_slot = match self
+            .take_slot_waiting(&state, priority, now, &span, label.as_deref())
+            .await
+        {
             Ok(holds_slot) => holds_slot,
             Err(rejected) => {
                 // The call will not happen: its token goes back if it can.
@@ -673,6 +695,16 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let taken = self.take_now(key, priority);
+        self.count_admission(key, taken)
+    }
+
+    /// `try_acquire` without counting it in the metrics.
+    fn take_now<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_, K>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let priority = self.resolve(priority)?;
         let now = self.now();
         let entry = self.entry(key, now).map_err(|full| {
@@ -960,8 +992,11 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Accepted);
+        let label = self.key_label(key);
+        metrics::outcome(label.as_deref(), Outcome::Success);
         let change = state.rate.increase(now, self.rate_of(&state)?);
         events::rate_changed(&Span::none(), Some(state.key()), change);
+        metrics::rate(label.as_deref(), change.to);
         Some(change.to)
     }
 
@@ -990,8 +1025,11 @@ where
         let now = self.now();
         let state = self.entry(key, now).ok()?;
         self.count(&state, now, self.outcome_priority(), Count::Request);
+        let label = self.key_label(key);
+        metrics::outcome(label.as_deref(), Outcome::Overloaded);
         let change = state.rate.decrease(now, self.rate_of(&state)?);
         events::rate_changed(&Span::none(), Some(state.key()), change);
+        metrics::rate(label.as_deref(), change.to);
         Some(change.to)
     }
 
@@ -1107,7 +1145,9 @@ where
         acquired_at: Nanos,
         outcome: Outcome,
         span: &Span,
+        label: Option<&str>,
     ) {
+        metrics::outcome(label, outcome);
         match outcome {
             Outcome::Success => {
                 // The window puts the count in its newest bucket, and a rate
@@ -1117,6 +1157,9 @@ where
                 if let Some(settings) = self.rate_of(state) {
                     let change = state.rate.increase_at(|| self.now(), settings);
                     events::rate_changed(span, None, change);
+                    if change.from != change.to {
+                        metrics::rate(label, change.to);
+                    }
                 }
             }
             Outcome::Overloaded => {
@@ -1125,6 +1168,7 @@ where
                 if let Some(settings) = self.rate_of(state) {
                     let change = state.rate.decrease(now, settings);
                     events::rate_changed(span, None, change);
+                    metrics::rate(label, change.to);
                 }
             }
             Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
@@ -1180,6 +1224,45 @@ where
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
         if let Some((window, settings)) = self.throttle_of(state) {
             window.record(now, usize::from(priority.level()), count, settings);
+        }
+    }
+
+    /// The key's metrics label: only with feature `metrics` and
+    /// `metrics_per_key`, else `None` (and no work).
+    #[allow(clippy::unused_self)]
+    fn key_label<Q>(&self, key: &Q) -> Option<String>
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
+        #[cfg(feature = "metrics")]
+        if self.shared.metrics_per_key {
+            return Some(format!("{:?}", key.to_owned()));
+        }
+        let _ = key;
+        None
+    }
+
+    /// Counts an admission or a rejection; gives the permit its label.
+    fn count_admission<'m, Q>(
+        &'m self,
+        key: &Q,
+        result: Result<Permit<'m, K>, Rejected>,
+    ) -> Result<Permit<'m, K>, Rejected>
+    where
+        K: Borrow<Q>,
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
+        let label = self.key_label(key);
+        match result {
+            Ok(permit) => {
+                metrics::admitted(label.as_deref());
+                Ok(permit.counted(label))
+            }
+            Err(rejected) => {
+                metrics::rejected(label.as_deref(), rejected.reason());
+                Err(rejected)
+            }
         }
     }
 
@@ -1315,6 +1398,7 @@ where
         priority: Priority,
         now: Nanos,
         span: &Span,
+        label: Option<&str>,
     ) -> Result<bool, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(false);
@@ -1326,6 +1410,7 @@ where
             Admission::Granted => return Ok(true),
             Admission::Queued(id) => id,
         };
+        let _queued = metrics::Queued::enter(label);
         let mut waiting = Waiting::new(bulkhead, level, id);
         let Some(timeout) = settings.queue_timeout else {
             return (&mut waiting).await.map(|()| true).map_err(refused);

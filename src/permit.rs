@@ -7,6 +7,7 @@ use crate::Priority;
 use crate::clock::Nanos;
 use crate::key::KeyState;
 use crate::manager::ThrottleManager;
+use crate::metrics;
 
 /// How a call ended, as far as the controls of its key care.
 ///
@@ -93,6 +94,8 @@ where
     reported: bool,
     /// Names the key in the events of the outcome (none unless enabled).
     span: tracing::Span,
+    /// The key's metrics label, when metrics are per key.
+    label: Option<String>,
 }
 
 impl<'a, K> Permit<'a, K>
@@ -115,7 +118,17 @@ where
             holds_slot,
             reported: false,
             span,
+            label: None,
         }
+    }
+
+    /// Counted in the metrics: takes the key's label, and counts its slot.
+    pub(crate) fn counted(mut self, label: Option<String>) -> Self {
+        if self.holds_slot {
+            metrics::active(label.as_deref(), 1.0);
+        }
+        self.label = label;
+        self
     }
 
     /// The call succeeded: [`Outcome::Success`].
@@ -167,10 +180,12 @@ where
             self.acquired_at,
             outcome,
             &self.span,
+            self.label.as_deref(),
         );
         if let (true, Some(bulkhead)) = (self.holds_slot, self.state.bulkhead()) {
             self.holds_slot = false;
             bulkhead.release();
+            metrics::active(self.label.as_deref(), -1.0);
         }
     }
 
