@@ -13,25 +13,21 @@ use crate::bulkhead::limiter::Load;
 use crate::rate::cell::{RateChange, Turn};
 
 /// A span naming `key`, for events that happen when a permit is released;
-/// `Span::none()` (free) unless debug events are enabled.
-pub(crate) fn key_span(key: &dyn Debug) -> Span {
+/// `None` (no work at all) unless debug events are enabled.
+pub(crate) fn key_span(key: &dyn Debug) -> Option<Span> {
     // `level_enabled!` is one global load; `enabled!` costs a callsite check.
-    if tracing::level_enabled!(tracing::Level::DEBUG) {
-        tracing::debug_span!("portcullis", key = ?key)
-    } else {
-        Span::none()
-    }
+    tracing::level_enabled!(tracing::Level::DEBUG)
+        .then(|| tracing::debug_span!("portcullis", key = ?key))
 }
 
-/// Reports `change` if it reversed the key's direction.
-pub(crate) fn rate_changed(span: &Span, key: Option<&dyn Debug>, change: RateChange) {
+/// Reports `change` if it reversed the key's direction (`span` names the
+/// key).
+pub(crate) fn rate_changed(span: &Span, change: RateChange) {
     let Some(turn) = change.turned else { return };
     let (from, to) = (change.from, change.to);
-    match (turn, key) {
-        (Turn::Down, Some(key)) => tracing::debug!(key = ?key, from, to, "rate turned down"),
-        (Turn::Up, Some(key)) => tracing::debug!(key = ?key, from, to, "rate turned up"),
-        (Turn::Down, None) => tracing::debug!(parent: span, from, to, "rate turned down"),
-        (Turn::Up, None) => tracing::debug!(parent: span, from, to, "rate turned up"),
+    match turn {
+        Turn::Down => tracing::debug!(parent: span, from, to, "rate turned down"),
+        Turn::Up => tracing::debug!(parent: span, from, to, "rate turned up"),
     }
 }
 

@@ -349,7 +349,13 @@ where
         let (now, reservation) = self.take_token_waiting(&state, now).await;
         let label = self.key_label(key);
         let holds_slot = match self
-            .take_slot_waiting(&state, priority, now, &span, label.as_deref())
+            .take_slot_waiting(
+                &state,
+                priority,
+                now,
+                span.as_ref().unwrap_or(&Span::none()),
+                label.as_deref(),
+            )
             .await
         {
             Ok(holds_slot) => holds_slot,
@@ -989,15 +995,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.now();
-        let state = self.entry(key, now).ok()?;
-        self.count(&state, now, self.outcome_priority(), Count::Accepted);
-        let label = self.key_label(key);
-        metrics::outcome(label.as_deref(), Outcome::Success);
-        let change = state.rate.increase(now, self.rate_of(&state)?);
-        events::rate_changed(&Span::none(), Some(state.key()), change);
-        metrics::rate(label.as_deref(), change.to);
-        Some(change.to)
+        self.report(key, Outcome::Success)
     }
 
     /// Reports a capacity failure (a 429, a 503, a timeout): `key`'s rate
@@ -1022,15 +1020,23 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.report(key, Outcome::Overloaded)
+    }
+
+    /// What `increment` and `decrement` share: the outcome of a call made
+    /// after `wait`, counted as a permit's would be.
+    fn report<Q>(&self, key: &Q, outcome: Outcome) -> Option<f64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let now = self.now();
         let state = self.entry(key, now).ok()?;
-        self.count(&state, now, self.outcome_priority(), Count::Request);
-        let label = self.key_label(key);
-        metrics::outcome(label.as_deref(), Outcome::Overloaded);
-        let change = state.rate.decrease(now, self.rate_of(&state)?);
-        events::rate_changed(&Span::none(), Some(state.key()), change);
-        metrics::rate(label.as_deref(), change.to);
-        Some(change.to)
+        let (span, label) = (events::key_span(state.key()), self.key_label(key));
+        let priority = self.outcome_priority();
+        let span = span.unwrap_or_else(Span::none);
+        self.record_outcome(&state, priority, now, outcome, &span, label.as_deref());
+        self.rate_of(&state).map(|_| state.rate.rate())
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -1155,8 +1161,8 @@ where
                 // reads no clock.
                 self.count(state, acquired_at, priority, Count::Accepted);
                 if let Some(settings) = self.rate_of(state) {
-                    let change = state.rate.increase_at(|| self.now(), settings);
-                    events::rate_changed(span, None, change);
+                    let change = state.rate.increase(|| self.now(), settings);
+                    events::rate_changed(span, change);
                     if change.from != change.to {
                         metrics::rate(label, change.to);
                     }
@@ -1167,7 +1173,7 @@ where
                 self.count(state, now, priority, Count::Request);
                 if let Some(settings) = self.rate_of(state) {
                     let change = state.rate.decrease(now, settings);
-                    events::rate_changed(span, None, change);
+                    events::rate_changed(span, change);
                     metrics::rate(label, change.to);
                 }
             }
@@ -1244,6 +1250,7 @@ where
     }
 
     /// Counts an admission or a rejection; gives the permit its label.
+    #[inline]
     fn count_admission<'m, Q>(
         &'m self,
         key: &Q,
@@ -1338,7 +1345,7 @@ where
     }
 
     /// The state of `key`, waiting for room in a full key space.
-    async fn state_waiting_for_room<Q>(&self, key: &Q) -> (triomphe::Arc<KeyState>, Span)
+    async fn state_waiting_for_room<Q>(&self, key: &Q) -> (triomphe::Arc<KeyState>, Option<Span>)
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

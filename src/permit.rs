@@ -9,6 +9,9 @@ use crate::key::KeyState;
 use crate::manager::ThrottleManager;
 use crate::metrics;
 
+/// The span of a permit without telemetry.
+static NO_SPAN: tracing::Span = tracing::Span::none();
+
 /// How a call ended, as far as the controls of its key care.
 ///
 /// # Example
@@ -92,9 +95,16 @@ where
     /// Whether the call holds a slot of the key's bulkhead.
     holds_slot: bool,
     reported: bool,
-    /// Names the key in the events of the outcome (none unless enabled).
+    /// What names the key in events and metrics; allocated only when debug
+    /// events or per-key metrics are on, so a plain permit stays small.
+    telemetry: Option<Box<Telemetry>>,
+}
+
+/// How a permit names its key outside: a span for events, a label for
+/// metrics.
+#[derive(Debug)]
+struct Telemetry {
     span: tracing::Span,
-    /// The key's metrics label, when metrics are per key.
     label: Option<String>,
 }
 
@@ -102,13 +112,14 @@ impl<'a, K> Permit<'a, K>
 where
     K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
 {
+    #[inline]
     pub(crate) fn new(
         manager: &'a ThrottleManager<K>,
         state: triomphe::Arc<KeyState>,
         priority: Priority,
         acquired_at: Nanos,
         holds_slot: bool,
-        span: tracing::Span,
+        span: Option<tracing::Span>,
     ) -> Self {
         Self {
             manager,
@@ -117,18 +128,30 @@ where
             acquired_at,
             holds_slot,
             reported: false,
-            span,
-            label: None,
+            telemetry: span.map(|span| Box::new(Telemetry { span, label: None })),
         }
     }
 
     /// Counted in the metrics: takes the key's label, and counts its slot.
+    #[inline]
     pub(crate) fn counted(mut self, label: Option<String>) -> Self {
         if self.holds_slot {
             metrics::active(label.as_deref(), 1.0);
         }
-        self.label = label;
+        if label.is_some() {
+            let telemetry = self.telemetry.get_or_insert_with(|| {
+                Box::new(Telemetry {
+                    span: tracing::Span::none(),
+                    label: None,
+                })
+            });
+            telemetry.label = label;
+        }
         self
+    }
+
+    fn label(&self) -> Option<&str> {
+        self.telemetry.as_ref()?.label.as_deref()
     }
 
     /// The call succeeded: [`Outcome::Success`].
@@ -179,13 +202,15 @@ where
             self.priority,
             self.acquired_at,
             outcome,
-            &self.span,
-            self.label.as_deref(),
+            self.telemetry
+                .as_ref()
+                .map_or(&NO_SPAN, |telemetry| &telemetry.span),
+            self.label(),
         );
         if let (true, Some(bulkhead)) = (self.holds_slot, self.state.bulkhead()) {
             self.holds_slot = false;
             bulkhead.release();
-            metrics::active(self.label.as_deref(), -1.0);
+            metrics::active(self.label(), -1.0);
         }
     }
 

@@ -114,15 +114,10 @@ impl RateCell {
         }
     }
 
-    /// A success: the rate rises by the increment, within bounds. Returns the
-    /// new rate.
-    pub(crate) fn increase(&self, now: Nanos, settings: &RateSettings) -> RateChange {
-        self.increase_at(|| now, settings)
-    }
-
-    /// [`increase`](Self::increase), reading the time only if the rate
-    /// changes (a rate at its upper bound needs no clock).
-    pub(crate) fn increase_at(
+    /// A success: the rate rises by the increment, within bounds. Reads the
+    /// time only if the rate changes (a rate at its upper bound needs no
+    /// clock).
+    pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
         settings: &RateSettings,
@@ -257,7 +252,7 @@ mod tests {
         }
         assert_eq!(cell.check(0, 5), Err(100 * MS));
         // Doubling the rate halves the wait for the owed token, no more.
-        assert_eq!(cell.increase(0, &s).to, 20.0);
+        assert_eq!(cell.increase(|| 0, &s).to, 20.0);
         assert_eq!(cell.check(0, 5), Err(50 * MS));
     }
 
@@ -409,7 +404,7 @@ mod properties {
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(now, &settings).to)),
+                    Op::Increase => rates.push((now, cell.increase(|| now, &settings).to)),
                     Op::Decrease => rates.push((now, cell.decrease(now, &settings).to)),
                     Op::Advance(by) => now += by,
                 }
@@ -461,10 +456,10 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, &s).turned, None);
         assert_eq!(cell.decrease(0, &s).turned, Some(Turn::Down));
         assert_eq!(cell.decrease(0, &s).turned, None);
-        assert_eq!(cell.increase(0, &s).turned, Some(Turn::Up));
+        assert_eq!(cell.increase(|| 0, &s).turned, Some(Turn::Up));
         assert_eq!(
             cell.rate(),
             10.0,
