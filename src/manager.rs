@@ -124,10 +124,11 @@ pub struct PrioritySnapshot {
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
 /// sees, it lazily creates the controls configured (an adaptive rate, an
-/// adaptive throttle), which learn from the outcomes you report.
+/// adaptive throttle, a bulkhead), which learn from the outcomes you report.
 ///
 /// Clones share all state. Keys are looked up by their borrowed form: a
-/// `ThrottleManager<String>` takes `&str`.
+/// `ThrottleManager<String>` takes `&str`. Keys must be `Debug`: events and
+/// per-key metrics name them.
 ///
 /// # Example
 ///
