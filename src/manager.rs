@@ -11,7 +11,6 @@ use std::time::Duration;
 use dashmap::mapref::one::Ref;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::task::Poll;
 
 use tracing::Span;
@@ -640,19 +639,7 @@ where
             None => call().await,
             Some(timeout) => {
                 let deadline = self.now().saturating_add(nanos(timeout));
-                let mut timer = self
-                    .shared
-                    .clock
-                    .sleep_until(Duration::from_nanos(deadline));
-                let mut running = std::pin::pin!(call());
-                let finished = std::future::poll_fn(|cx| {
-                    if let Poll::Ready(result) = running.as_mut().poll(cx) {
-                        return Poll::Ready(Some(result));
-                    }
-                    timer.as_mut().poll(cx).map(|()| None)
-                })
-                .await;
-                match finished {
+                match self.before(deadline, call()).await {
                     Some(result) => result,
                     None => {
                         permit.report(Outcome::Overloaded);
@@ -1234,6 +1221,23 @@ where
         }
     }
 
+    /// `future`'s output, or `None` if the clock reaches `deadline` first
+    /// (then `future` is dropped unfinished).
+    async fn before<F: Future>(&self, deadline: Nanos, future: F) -> Option<F::Output> {
+        let mut timer = self
+            .shared
+            .clock
+            .sleep_until(Duration::from_nanos(deadline));
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await
+    }
+
     /// The key's metrics label: only with feature `metrics` and
     /// `metrics_per_key`, else `None` (and no work).
     #[allow(clippy::unused_self)]
@@ -1423,16 +1427,7 @@ where
         let Some(timeout) = settings.queue_timeout else {
             return (&mut waiting).await.map(|()| true).map_err(refused);
         };
-        let deadline = Duration::from_nanos(now.saturating_add(timeout));
-        let mut timer = self.shared.clock.sleep_until(deadline);
-        let outcome = std::future::poll_fn(|cx| {
-            if let Poll::Ready(outcome) = Pin::new(&mut waiting).poll(cx) {
-                return Poll::Ready(Some(outcome));
-            }
-            timer.as_mut().poll(cx).map(|()| None)
-        })
-        .await;
-        match outcome {
+        match self.before(now.saturating_add(timeout), &mut waiting).await {
             Some(outcome) => outcome.map(|()| true).map_err(refused),
             None => waiting
                 .give_up(RejectReason::QueueTimeout)
