@@ -528,7 +528,7 @@ where
     }
 
     /// At most this many keys are live at once (default
-    /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`] for what a
+    /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`](crate::RateLimited::key_space_full) for what a
     /// new key meets at the cap.
     ///
     /// ```
