@@ -14,6 +14,7 @@ use crate::rate::cell::{RateChange, Turn};
 
 /// A span naming `key`, for events that happen when a permit is released;
 /// `None` (no work at all) unless debug events are enabled.
+#[inline]
 pub(crate) fn key_span(key: &dyn Debug) -> Option<Span> {
     // `level_enabled!` is one global load; `enabled!` costs a callsite check.
     tracing::level_enabled!(tracing::Level::DEBUG)

@@ -163,6 +163,7 @@ where
     /// assert_eq!(manager.rate("api"), Some(11.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
+    #[inline]
     pub fn success(self) {
         self.report(Outcome::Success);
     }
@@ -189,6 +190,7 @@ where
     /// assert_eq!(manager.rate("api"), Some(10.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
+    #[inline]
     pub fn report(mut self, outcome: Outcome) {
         self.finish(outcome);
     }
