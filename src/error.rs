@@ -407,6 +407,36 @@ impl Rejected {
         self.priority
     }
 
+    /// The HTTP status a server answers with when it refuses a request
+    /// because of this rejection: 429 Too Many Requests for a rate limit
+    /// (send [`retry_after`](Self::retry_after) as `Retry-After`); 500 for
+    /// a priority out of range (the server's own bug); 503 Service
+    /// Unavailable for the rest: a full bulkhead, a shed call, a full key
+    /// space are capacity problems on the server's side, not the client
+    /// sending too fast.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .bulkhead(BulkheadConfig::new(1))
+    ///     .clock(portcullis::ManualClock::new())
+    ///     .build()?;
+    /// let busy = manager.try_acquire("client-1", Priority::HIGH).unwrap();
+    /// assert_eq!(manager.try_acquire("client-1", Priority::HIGH).unwrap_err().http_status(), 503);
+    /// drop(busy);
+    /// assert_eq!(manager.try_acquire("client-1", Priority::HIGH).unwrap_err().http_status(), 429);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn http_status(&self) -> u16 {
+        match self.reason {
+            RejectReason::RateLimited => 429,
+            RejectReason::InvalidPriority => 500,
+            _ => 503,
+        }
+    }
+
     /// When the call could go, where that is known: the next token for
     /// [`RateLimited`](RejectReason::RateLimited), the first evictable key
     /// for [`KeySpaceFull`](RejectReason::KeySpaceFull); `None` for a
