@@ -31,21 +31,37 @@ impl Captured {
     }
 }
 
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .without_time()
-        .with_writer(move || writer.clone())
-        .finish();
-    (captured, tracing::subscriber::set_default(subscriber))
+/// One subscriber for the whole test binary, writing into one buffer.
+///
+/// Per-test (thread-local) subscribers do not work here: tracing caches
+/// each callsite's interest globally, so with several test threads a span
+/// could be judged uninteresting for a subscriber set on another thread.
+static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+
+/// Held while a test captures events, so tests do not mix their output.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Starts capturing: clears the buffer and holds the lock until dropped.
+fn capture() -> (std::sync::MutexGuard<'static, ()>, Captured) {
+    let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let captured = CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .init();
+        captured
+    });
+    captured.0.lock().unwrap().clear();
+    (one_at_a_time, captured.clone())
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_rate_reports_its_turns_with_the_key() {
-    let (captured, _guard) = capture();
+    let (_one_at_a_time, captured) = capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
         .build()
@@ -80,7 +96,7 @@ async fn the_rate_reports_its_turns_with_the_key() {
 
 #[tokio::test(start_paused = true)]
 async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
-    let (captured, _guard) = capture();
+    let (_one_at_a_time, captured) = capture();
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
         .random_source(|| 0.0)
@@ -113,7 +129,7 @@ async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
 
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_reports_filling_up_and_timeouts() {
-    let (captured, _guard) = capture();
+    let (_one_at_a_time, captured) = capture();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(
             BulkheadConfig::new(2)
@@ -142,6 +158,8 @@ async fn the_bulkhead_reports_filling_up_and_timeouts() {
 
 #[tokio::test(start_paused = true)]
 async fn snapshots_serialize_to_json_for_a_health_endpoint() {
+    // Its events would land in another test's capture.
+    let (_one_at_a_time, _) = capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).burst(5))
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
