@@ -328,16 +328,19 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // A healthy key needs no waiting: the synchronous path first.
-        match self.take_now(key, priority) {
+        let priority = match self.take_now(key, priority) {
             Ok(permit) => return Ok(permit),
+            // The priority the rejection carries is already resolved (task
+            // priority, out-of-range policy): no need to resolve it again.
             Err(rejected) => match rejected.reason() {
-                RejectReason::RateLimited | RejectReason::Full | RejectReason::KeySpaceFull => {}
+                RejectReason::RateLimited | RejectReason::Full | RejectReason::KeySpaceFull => {
+                    rejected.priority()
+                }
                 _ => return Err(rejected),
             },
-        }
+        };
         // The throttle let the call through just now (a call it sheds never
         // gets here); deciding again would shed it twice over.
-        let priority = self.resolve(priority)?;
         let (state, span) = self.state_waiting_for_room(key).await;
         let now = self.now();
         // Turned away by the bulkhead anyway? Then before taking a token.
