@@ -89,6 +89,7 @@ pub struct ThrottleManagerBuilder<K> {
     classifier: Option<Box<Classifier>>,
     call_timeout: Option<Duration>,
     max_defer: Duration,
+    max_wait: Option<Duration>,
     max_keys: usize,
     idle_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
@@ -119,6 +120,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("classifier", &self.classifier.is_some())
             .field("call_timeout", &self.call_timeout)
             .field("max_defer", &self.max_defer)
+            .field("max_wait", &self.max_wait)
             .field("max_keys", &self.max_keys)
             .field("idle_ttl", &self.idle_ttl)
             .field("clock", &self.clock)
@@ -145,6 +147,7 @@ where
             classifier: None,
             call_timeout: None,
             max_defer: DEFAULT_MAX_DEFER,
+            max_wait: None,
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
@@ -224,6 +227,9 @@ where
         }
         if let Some(max) = config.max_defer {
             self.max_defer = max;
+        }
+        if let Some(max) = config.max_wait {
+            self.max_wait = Some(max);
         }
         self
     }
@@ -507,6 +513,51 @@ where
         self
     }
 
+    /// The longest [`acquire`](ThrottleManager::acquire) and
+    /// [`call`](ThrottleManager::call) wait for a rate token (default: no
+    /// limit). A call whose token lies further ahead is rejected at once
+    /// with [`RateLimited`](crate::RejectReason::RateLimited) and the wait it
+    /// would have had as its `retry_after`, and takes no token.
+    ///
+    /// Set it when demand can outrun the rate for long (a service answering
+    /// users, rather than a crawler working through a list): unbounded, the
+    /// queue of waiters and their latency grow without end. Wrapping
+    /// `acquire` in a timeout instead is worse: each waiter that gives up
+    /// leaves its reserved slot empty whenever someone has reserved after
+    /// it, so under sustained overload the rate's slots are spent on calls
+    /// that never happen. `Duration::ZERO` never waits (as
+    /// [`try_acquire`](ThrottleManager::try_acquire)). [`wait`](ThrottleManager::wait)
+    /// always waits.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .max_wait(Duration::from_millis(150))
+    ///     .build()?;
+    /// // (Permits dropped unreported are neutral: the rate stays 10/s.)
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // after 100 ms
+    /// // The next token would be 100 ms away, then one 200 ms away: too far.
+    /// let a = manager.acquire("api", Priority::LOW);
+    /// let b = manager.acquire("api", Priority::LOW);
+    /// let (a, b) = tokio::join!(a, b);
+    /// assert!(a.is_ok());
+    /// let rejected = b.unwrap_err();
+    /// assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    /// assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_wait(mut self, max: Duration) -> Self {
+        self.max_wait = Some(max);
+        self
+    }
+
     /// Labels every metric with the key (its `Debug` form). Off by default:
     /// keys from untrusted input would give a metric unbounded cardinality,
     /// and the label costs a formatted string per call. Needs feature
@@ -704,6 +755,7 @@ where
             classifier: self.classifier,
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,
+            max_wait: self.max_wait,
             #[cfg(feature = "metrics")]
             metrics_per_key: self.metrics_per_key,
         }))

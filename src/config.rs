@@ -75,6 +75,13 @@ pub struct ManagerConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_defer: Option<Duration>,
+    /// The longest `acquire` and `call` wait for a rate token.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_wait: Option<Duration>,
 }
 
 /// The controls of a key: each one present or not.

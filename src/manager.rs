@@ -170,6 +170,8 @@ pub(crate) struct Shared<K> {
     pub(crate) call_timeout: Option<Duration>,
     /// The longest pause `defer` accepts.
     pub(crate) max_defer: Duration,
+    /// The longest `acquire` and `call` wait for a rate token; `None`: no limit.
+    pub(crate) max_wait: Option<Duration>,
     /// Whether metrics carry a `key` label.
     #[cfg(feature = "metrics")]
     pub(crate) metrics_per_key: bool,
@@ -272,8 +274,11 @@ where
     ///
     /// [`Rejected`] with reason [`Throttled`](RejectReason::Throttled) or,
     /// under [`OutOfRange::Reject`](crate::OutOfRange::Reject),
-    /// [`InvalidPriority`](RejectReason::InvalidPriority). A full key space
-    /// is waited out, like the rate.
+    /// [`InvalidPriority`](RejectReason::InvalidPriority);
+    /// [`RateLimited`](RejectReason::RateLimited) only when the manager has a
+    /// [`max_wait`](crate::ThrottleManagerBuilder::max_wait) and the token is
+    /// further ahead than that; the bulkhead's reasons with a bulkhead. A
+    /// full key space is waited out, like the rate.
     ///
     /// # Cancel safety
     ///
@@ -349,7 +354,16 @@ where
                 return Err(Rejected::bulkhead(refusal, priority));
             }
         }
-        let (now, reservation) = self.take_token_waiting(&state, now).await;
+        let (now, reservation) = self
+            .take_token_waiting(&state, now, self.shared.max_wait)
+            .await
+            .map_err(|wait| {
+                Rejected::new(
+                    RejectReason::RateLimited,
+                    priority,
+                    Some(Duration::from_nanos(wait)),
+                )
+            })?;
         let label = self.key_label(key);
         let holds_slot = match self
             .take_slot_waiting(
@@ -796,7 +810,7 @@ where
         }
         let (state, _) = self.state_waiting_for_room(key).await;
         let now = self.now();
-        let _ = self.take_token_waiting(&state, now).await;
+        let _ = self.take_token_waiting(&state, now, None).await;
     }
 
     /// The calls of `key` in flight and waiting, and its rate: for a health
@@ -1381,17 +1395,22 @@ where
     /// Takes the key's next rate token and sleeps until it is due; returns
     /// the time the call may start, and the token. Without a rate, returns
     /// `now` and no token.
+    ///
+    /// With a `max_wait`, a token further ahead is not taken: the answer is
+    /// the wait it would have been.
     async fn take_token_waiting(
         &self,
         state: &KeyState,
         now: Nanos,
-    ) -> (Nanos, Option<Reservation>) {
+        max_wait: Option<Duration>,
+    ) -> Result<(Nanos, Option<Reservation>), Nanos> {
         let Some(settings) = self.rate_of(state) else {
-            return (now, None);
+            return Ok((now, None));
         };
-        let reservation = state.rate.reserve(now, settings.burst);
+        let max_wait = max_wait.map_or(Nanos::MAX, nanos);
+        let reservation = state.rate.reserve(now, settings.burst, max_wait)?;
         if reservation.slot.start <= now {
-            return (now, Some(reservation));
+            return Ok((now, Some(reservation)));
         }
         let pending = PendingWait {
             state,
@@ -1402,7 +1421,7 @@ where
             .sleep_until(Duration::from_nanos(reservation.slot.start))
             .await;
         pending.started();
-        (reservation.slot.start, Some(reservation))
+        Ok((reservation.slot.start, Some(reservation)))
     }
 
     /// Takes a slot of the key's bulkhead, waiting in its queue as

@@ -135,3 +135,29 @@ fn configs_round_trip_through_toml() {
     assert_eq!(reread, config);
     assert_ne!(config, ManagerConfig::default());
 }
+
+#[tokio::test(start_paused = true)]
+async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
+    let config: ManagerConfig = toml::from_str(
+        r#"
+        max_wait = "150ms"
+        [default.rate]
+        starting_rate = 10
+        "#,
+    )
+    .unwrap();
+    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    for _ in 0..2 {
+        drop(manager.acquire("k", Priority::LOW).await.unwrap()); // neutral: the rate stays 10/s
+    }
+    // The bucket is empty (the last call came at 100 ms): the next token is
+    // 100 ms away, but the one after lies 200 ms ahead.
+    let (first, second) = tokio::join!(
+        manager.acquire("k", Priority::LOW),
+        manager.acquire("k", Priority::LOW)
+    );
+    assert!(first.is_ok());
+    let rejected = second.unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
+}

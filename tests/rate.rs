@@ -199,6 +199,72 @@ async fn a_wait_timed_out_with_tokio_timeout_leaves_the_rate_intact() {
     assert!(manager.check("k").is_ok());
 }
 
+/// Offers `per_second` calls a second to one key for `secs` seconds, each
+/// giving up after 1 s (by `max_wait`, or by a timeout around `acquire`),
+/// and counts the calls admitted and the time they took.
+async fn admitted_under_overload(
+    manager: ThrottleManager<String>,
+    per_second: u64,
+    secs: u64,
+    timeout: bool,
+) -> (u64, Duration) {
+    let start = Instant::now();
+    let admitted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..per_second * secs {
+        let (manager, admitted) = (manager.clone(), Arc::clone(&admitted));
+        tasks.push(tokio::spawn(async move {
+            let acquire = manager.acquire("k", portcullis::Priority::MEDIUM);
+            let permit = if timeout {
+                tokio::time::timeout(Duration::from_secs(1), acquire)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            } else {
+                acquire.await.ok()
+            };
+            if let Some(permit) = permit {
+                admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                permit.report(portcullis::Outcome::Neutral);
+            }
+        }));
+        tokio::time::sleep(Duration::from_nanos(1_000_000_000 / per_second)).await;
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (
+        admitted.load(std::sync::atomic::Ordering::Relaxed),
+        start.elapsed(),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
+    // 30 calls a second against a rate of 10, for 20 s.
+    let bounded = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).bounds(10.0, 10.0))
+        .max_wait(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let (admitted, took) = admitted_under_overload(bounded, 30, 20, false).await;
+    // One token at once, then one every 100 ms for as long as calls came.
+    let tokens = 1 + (took.as_secs_f64() * 10.0) as u64;
+    assert!(
+        (tokens - 1..=tokens).contains(&admitted),
+        "max_wait admitted {admitted} in {took:?}: {tokens} tokens"
+    );
+
+    // The same with a timeout around `acquire`: waiters reserve slots ever
+    // further ahead, give up, and leave their slots empty.
+    let timed_out = manager(RateConfig::new(10.0).bounds(10.0, 10.0));
+    let (admitted, took) = admitted_under_overload(timed_out, 30, 20, true).await;
+    assert!(
+        admitted < tokens / 4,
+        "a timeout around acquire admitted {admitted} in {took:?}"
+    );
+}
+
 #[test]
 fn the_go_seeds_worked_example() {
     let manager = manager(

@@ -85,17 +85,28 @@ impl RateCell {
         }
     }
 
-    /// Takes the next token, however far ahead it lies.
-    pub(crate) fn reserve(&self, now: Nanos, burst: u32) -> Reservation {
+    /// Takes the next token if it can be used within `max_wait` of `now`
+    /// (`Nanos::MAX`: however far ahead it lies); otherwise takes nothing
+    /// and answers how long the wait would be.
+    pub(crate) fn reserve(
+        &self,
+        now: Nanos,
+        burst: u32,
+        max_wait: Nanos,
+    ) -> Result<Reservation, Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let interval = gcra::interval(self.rate());
             let slot = gcra::slot(tat, now, interval, burst);
+            let wait = slot.start - now;
+            if wait > max_wait {
+                return Err(wait);
+            }
             match self
                 .tat
                 .compare_exchange_weak(tat, slot.tat, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Reservation { slot, interval },
+                Ok(_) => return Ok(Reservation { slot, interval }),
                 Err(actual) => tat = actual,
             }
         }
@@ -292,15 +303,34 @@ mod tests {
     fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
         let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
         let cell = RateCell::new(s.starting_rate, 0);
-        let first = cell.reserve(0, 1);
+        let first = cell.reserve(0, 1, Nanos::MAX).unwrap();
         assert_eq!(first.slot.start, 0);
-        let second = cell.reserve(0, 1);
-        let third = cell.reserve(0, 1);
+        let second = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        let third = cell.reserve(0, 1, Nanos::MAX).unwrap();
         assert_eq!((second.slot.start, third.slot.start), (100 * MS, 200 * MS));
         cell.cancel(second); // not last: the gap stays, the third keeps its time
         assert_eq!(cell.check(0, 1), Err(300 * MS));
         cell.cancel(third); // last: handed back
         assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+
+    #[test]
+    fn a_reservation_beyond_max_wait_takes_nothing() {
+        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let cell = RateCell::new(s.starting_rate, 0);
+        for expected in [0, 100 * MS, 200 * MS] {
+            assert_eq!(cell.reserve(0, 1, 200 * MS).unwrap().slot.start, expected);
+        }
+        assert_eq!(cell.reserve(0, 1, 200 * MS), Err(300 * MS));
+        assert_eq!(
+            cell.reserve(0, 1, 200 * MS),
+            Err(300 * MS),
+            "the refusal took no token"
+        );
+        assert_eq!(
+            cell.reserve(100 * MS, 1, 200 * MS).unwrap().slot.start,
+            300 * MS
+        );
     }
 }
 
@@ -390,7 +420,7 @@ mod properties {
                         }
                     }
                     Op::Wait => {
-                        let reservation = cell.reserve(now, settings.burst);
+                        let reservation = cell.reserve(now, settings.burst, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
                         admitted.push(Admitted { decided: now, started: reservation.slot.start });
                         pending.push((reservation, admitted.len() - 1));
