@@ -24,7 +24,7 @@ use crate::error::{RateLimited, RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
 use crate::metrics;
-use crate::permit::{Outcome, Permit};
+use crate::permit::{CallTimes, Outcome, Permit};
 use crate::priority::{Priorities, Priority};
 use crate::rate::ValidRateConfig;
 use crate::rate::cell::{RateCell, Reservation};
@@ -354,6 +354,7 @@ where
                 return Err(Rejected::bulkhead(refusal, priority));
             }
         }
+        let scheduled = now;
         let (now, reservation) = self
             .take_token_waiting(&state, now, self.shared.max_wait)
             .await
@@ -384,7 +385,11 @@ where
                 return Err(rejected);
             }
         };
-        Ok(Permit::new(self, state, priority, now, holds_slot, span))
+        let times = CallTimes {
+            scheduled,
+            started: now,
+        };
+        Ok(Permit::new(self, state, priority, times, holds_slot, span))
     }
 
     /// A manager configured entirely by `config` (see
@@ -755,7 +760,7 @@ where
             self,
             triomphe::Arc::clone(entry.value()),
             priority,
-            now,
+            CallTimes::at(now),
             holds_slot,
             events::key_span(entry.key()),
         ))
@@ -1040,7 +1045,8 @@ where
         let (span, label) = (events::key_span(state.key()), self.key_label(key));
         let priority = self.outcome_priority();
         let span = span.unwrap_or_else(Span::none);
-        self.record_outcome(&state, priority, now, outcome, &span, label.as_deref());
+        let times = CallTimes::at(now);
+        self.record_outcome(&state, priority, times, outcome, &span, label.as_deref());
         self.rate_of(&state).map(|_| state.rate.rate())
     }
 
@@ -1146,14 +1152,15 @@ where
         self.shared.keys.evict_idle(self.now())
     }
 
-    /// Counts the outcome of a call permitted at `acquired_at`. The throttle
-    /// counts a call when its outcome is known: a call still in flight is
-    /// not yet a request, so a healthy call costs it one `fetch_add`.
+    /// Counts the outcome of a call scheduled and admitted at `times`. The
+    /// throttle counts a call when its outcome is known: a call still in
+    /// flight is not yet a request, so a healthy call costs it one
+    /// `fetch_add`.
     pub(crate) fn record_outcome(
         &self,
         state: &KeyState,
         priority: Priority,
-        acquired_at: Nanos,
+        times: CallTimes,
         outcome: Outcome,
         span: &Span,
         label: Option<&str>,
@@ -1164,9 +1171,11 @@ where
                 // The window puts the count in its newest bucket, and a rate
                 // at its upper bound does not change: a healthy key's success
                 // reads no clock.
-                self.count(state, acquired_at, priority, Count::Accepted);
+                self.count(state, times.started, priority, Count::Accepted);
                 if let Some(settings) = self.rate_of(state) {
-                    let change = state.rate.increase(|| self.now(), settings);
+                    let change = state
+                        .rate
+                        .increase(|| self.now(), times.scheduled, settings);
                     events::rate_changed(span, change);
                     if change.from != change.to {
                         metrics::rate(label, change.to);
@@ -1177,12 +1186,12 @@ where
                 let now = self.now();
                 self.count(state, now, priority, Count::Request);
                 if let Some(settings) = self.rate_of(state) {
-                    let change = state.rate.decrease(now, settings);
+                    let change = state.rate.decrease(now, times.scheduled, settings);
                     events::rate_changed(span, change);
                     metrics::rate(label, change.to);
                 }
             }
-            Outcome::Neutral => self.count(state, acquired_at, priority, Count::Accepted),
+            Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
         }
     }
 

@@ -91,13 +91,34 @@ where
     manager: &'a ThrottleManager<K>,
     state: triomphe::Arc<KeyState>,
     priority: Priority,
-    acquired_at: Nanos,
+    times: CallTimes,
     /// Whether the call holds a slot of the key's bulkhead.
     holds_slot: bool,
     reported: bool,
     /// What names the key in events and metrics; allocated only when debug
     /// events or per-key metrics are on, so a plain permit stays small.
     telemetry: Option<Box<Telemetry>>,
+}
+
+/// When a permitted call was scheduled by the rate and when it was let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallTimes {
+    /// When the call took its place in the rate's queue: its outcome moves
+    /// the rate only if that was after the rate's last decrease.
+    pub(crate) scheduled: Nanos,
+    /// When the call was admitted: its outcome counts in the throttle's
+    /// bucket of that time.
+    pub(crate) started: Nanos,
+}
+
+impl CallTimes {
+    /// A call scheduled and admitted at the same moment.
+    pub(crate) fn at(now: Nanos) -> Self {
+        Self {
+            scheduled: now,
+            started: now,
+        }
+    }
 }
 
 /// How a permit names its key outside: a span for events, a label for
@@ -117,7 +138,7 @@ where
         manager: &'a ThrottleManager<K>,
         state: triomphe::Arc<KeyState>,
         priority: Priority,
-        acquired_at: Nanos,
+        times: CallTimes,
         holds_slot: bool,
         span: Option<tracing::Span>,
     ) -> Self {
@@ -125,7 +146,7 @@ where
             manager,
             state,
             priority,
-            acquired_at,
+            times,
             holds_slot,
             reported: false,
             telemetry: span.map(|span| Box::new(Telemetry { span, label: None })),
@@ -202,7 +223,7 @@ where
         self.manager.record_outcome(
             &self.state,
             self.priority,
-            self.acquired_at,
+            self.times,
             outcome,
             self.telemetry
                 .as_ref()

@@ -408,3 +408,37 @@ async fn multiplicative_decrease_with_cooldown_survives_a_burst_of_failures() {
     manager.decrement("k");
     assert_eq!(manager.rate("k"), Some(16.0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_again() {
+    let manager = manager(
+        RateConfig::new(10.0)
+            .bounds(1.0, 100.0)
+            .increment(1.0)
+            .decrease_factor(0.5)
+            .decrease_cooldown(Duration::ZERO),
+    );
+    let priority = portcullis::Priority::MEDIUM;
+    // Three calls scheduled at once: the first goes now, the others wait
+    // for their tokens at 100 and 200 ms.
+    let (a, b, c) = tokio::join!(
+        manager.acquire("k", priority),
+        manager.acquire("k", priority),
+        manager.acquire("k", priority)
+    );
+    let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
+    a.failure();
+    assert_eq!(manager.rate("k"), Some(5.0));
+    // Paced at 10/s like the first: old news.
+    b.failure();
+    c.success();
+    assert_eq!(manager.rate("k"), Some(5.0));
+    // A call scheduled since the decrease is news, either way.
+    manager.acquire("k", priority).await.unwrap().success();
+    assert_eq!(manager.rate("k"), Some(6.0));
+    manager.acquire("k", priority).await.unwrap().failure();
+    assert_eq!(manager.rate("k"), Some(3.0));
+    // `decrement` carries no schedule: it always counts.
+    manager.decrement("k");
+    assert_eq!(manager.rate("k"), Some(1.5));
+}

@@ -22,10 +22,24 @@ pub(crate) fn decreased(rate: f64, settings: &RateSettings) -> f64 {
     clamp(lowered, settings)
 }
 
-/// Whether a failure at `now` may lower the rate, given the time before which
-/// decreases are still cooling down.
-pub(crate) fn may_decrease(now: Nanos, cooling_until: Nanos) -> bool {
-    now >= cooling_until
+/// Whether a failure at `now` may lower the rate, given when the rate last
+/// fell: not within `cooldown` of that.
+pub(crate) fn may_decrease(now: Nanos, last_decrease: Option<Nanos>, cooldown: Nanos) -> bool {
+    last_decrease.is_none_or(|at| now >= at.saturating_add(cooldown))
+}
+
+/// Whether the outcome of a call that took its place in the rate's queue at
+/// `scheduled_at` is news to a rate that last fell at `last_decrease`.
+///
+/// A call scheduled before the last decrease was paced at the old rate: its
+/// failure is one the decrease already answered, and its success says
+/// nothing about the new rate. TCP's NewReno rule ("one reduction per window
+/// of data") is the same idea. Without it, waiters already scheduled (up to
+/// `max_wait` of them) keep failing after a decrease and lower the rate once
+/// per cooldown until the first call paced at the new rate reports: with a
+/// 1 s queue and a 100 ms cooldown, ten decreases for one overshoot.
+pub(crate) fn is_news(scheduled_at: Nanos, last_decrease: Option<Nanos>) -> bool {
+    last_decrease.is_none_or(|at| scheduled_at >= at)
 }
 
 fn clamp(rate: f64, settings: &RateSettings) -> f64 {
@@ -92,8 +106,16 @@ mod tests {
 
     #[test]
     fn cooldown() {
-        assert!(may_decrease(0, 0));
-        assert!(!may_decrease(99, 100));
-        assert!(may_decrease(100, 100));
+        assert!(may_decrease(0, None, 100));
+        assert!(!may_decrease(99, Some(0), 100));
+        assert!(may_decrease(100, Some(0), 100));
+        assert!(may_decrease(0, Some(0), 0));
+    }
+
+    #[test]
+    fn only_calls_scheduled_since_the_last_decrease_are_news() {
+        assert!(is_news(0, None));
+        assert!(!is_news(99, Some(100)));
+        assert!(is_news(100, Some(100)));
     }
 }

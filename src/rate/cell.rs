@@ -18,7 +18,8 @@ use crate::clock::Nanos;
 pub(crate) struct RateCell {
     tat: AtomicU64,
     rate: AtomicU64,
-    cooling_until: AtomicU64,
+    /// One more than the time of the last decrease; 0: never.
+    decreased_at: AtomicU64,
 }
 
 /// The sign bit of the stored rate (rates are positive) records whether the
@@ -57,7 +58,7 @@ impl RateCell {
         Self {
             tat: AtomicU64::new(now),
             rate: AtomicU64::new(starting_rate.to_bits()),
-            cooling_until: AtomicU64::new(0),
+            decreased_at: AtomicU64::new(0),
         }
     }
 
@@ -125,47 +126,68 @@ impl RateCell {
         }
     }
 
-    /// A success: the rate rises by the increment, within bounds. Reads the
-    /// time only if the rate changes (a rate at its upper bound needs no
-    /// clock).
+    /// A success of a call scheduled at `scheduled_at`: the rate rises by
+    /// the increment, within bounds, unless the call was scheduled before the
+    /// last decrease (see [`aimd::is_news`]). Reads the time only if the rate
+    /// changes (a rate at its upper bound needs no clock).
     pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
+        scheduled_at: Nanos,
         settings: &RateSettings,
     ) -> RateChange {
+        if !aimd::is_news(scheduled_at, self.last_decrease()) {
+            return self.unchanged();
+        }
         self.change_rate(now, settings.burst, |rate| aimd::increased(rate, settings))
     }
 
-    /// A failure: the rate falls, within bounds, unless a decrease happened
-    /// within the cooldown. Returns the new rate.
-    pub(crate) fn decrease(&self, now: Nanos, settings: &RateSettings) -> RateChange {
+    /// A failure at `now` of a call scheduled at `scheduled_at`: the rate
+    /// falls, within bounds, unless it already fell within the cooldown or
+    /// after the call was scheduled.
+    pub(crate) fn decrease(
+        &self,
+        now: Nanos,
+        scheduled_at: Nanos,
+        settings: &RateSettings,
+    ) -> RateChange {
+        let stored = self.decreased_at.load(Ordering::Acquire);
+        let last = stored.checked_sub(1);
+        if !aimd::is_news(scheduled_at, last) || !aimd::may_decrease(now, last, settings.cooldown) {
+            return self.unchanged();
+        }
+        let mark = now.saturating_add(1);
         if settings.cooldown > 0 {
-            let until = self.cooling_until.load(Ordering::Acquire);
-            let claimed = aimd::may_decrease(now, until)
-                && self
-                    .cooling_until
-                    .compare_exchange(
-                        until,
-                        now.saturating_add(settings.cooldown),
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok();
+            // One failure per cooldown lowers the rate: the one that moves
+            // the mark.
+            let claimed = self
+                .decreased_at
+                .compare_exchange(stored, mark, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
             if !claimed {
-                // Another failure of this cooldown already lowered the rate.
-                let rate = self.rate();
-                return RateChange {
-                    from: rate,
-                    to: rate,
-                    turned: None,
-                };
+                return self.unchanged();
             }
+        } else {
+            self.decreased_at.fetch_max(mark, Ordering::AcqRel);
         }
         self.change_rate(
             || now,
             settings.burst,
             |rate| aimd::decreased(rate, settings),
         )
+    }
+
+    fn last_decrease(&self) -> Option<Nanos> {
+        self.decreased_at.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    fn unchanged(&self) -> RateChange {
+        let rate = self.rate();
+        RateChange {
+            from: rate,
+            to: rate,
+            turned: None,
+        }
     }
 
     fn change_rate(
@@ -263,7 +285,7 @@ mod tests {
         }
         assert_eq!(cell.check(0, 5), Err(100 * MS));
         // Doubling the rate halves the wait for the owed token, no more.
-        assert_eq!(cell.increase(|| 0, &s).to, 20.0);
+        assert_eq!(cell.increase(|| 0, 0, &s).to, 20.0);
         assert_eq!(cell.check(0, 5), Err(50 * MS));
     }
 
@@ -278,7 +300,7 @@ mod tests {
         let cell = RateCell::new(s.starting_rate, 0);
         assert!(cell.check(0, 1).is_ok());
         assert_eq!(cell.check(0, 1), Err(100 * MS));
-        assert_eq!(cell.decrease(0, &s).to, 5.0);
+        assert_eq!(cell.decrease(0, 0, &s).to, 5.0);
         assert_eq!(cell.check(0, 1), Err(200 * MS));
     }
 
@@ -292,11 +314,35 @@ mod tests {
         );
         let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..10 {
-            cell.decrease(10 * MS, &s);
+            cell.decrease(10 * MS, 10 * MS, &s);
         }
         assert_eq!(cell.rate(), 32.0);
-        cell.decrease(110 * MS, &s);
+        cell.decrease(110 * MS, 110 * MS, &s);
         assert_eq!(cell.rate(), 16.0);
+    }
+
+    #[test]
+    fn outcomes_of_calls_scheduled_before_the_last_decrease_leave_the_rate_alone() {
+        let s = settings(
+            RateConfig::new(64.0)
+                .bounds(1.0, 64.0)
+                .increment(1.0)
+                .decrease_factor(0.5)
+                .decrease_cooldown(std::time::Duration::ZERO),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        // Three calls scheduled at 0, 10 and 20 ms; the first fails at 50 ms.
+        assert_eq!(cell.decrease(50 * MS, 0, &s).to, 32.0);
+        // The others were paced at 64/s too: old news, either way.
+        assert_eq!(cell.decrease(60 * MS, 10 * MS, &s).to, 32.0);
+        assert_eq!(cell.increase(|| 70 * MS, 20 * MS, &s).to, 32.0);
+        // A call scheduled after the decrease is news.
+        assert_eq!(cell.increase(|| 80 * MS, 50 * MS, &s).to, 33.0);
+        assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
+        // Another call scheduled alongside it: the decrease answered it.
+        assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
+        // Without a cooldown, the next call scheduled after it counts at once.
+        assert_eq!(cell.decrease(90 * MS, 90 * MS, &s).to, 8.25);
     }
 
     #[test]
@@ -434,8 +480,8 @@ mod properties {
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(|| now, &settings).to)),
-                    Op::Decrease => rates.push((now, cell.decrease(now, &settings).to)),
+                    Op::Increase => rates.push((now, cell.increase(|| now, now, &settings).to)),
+                    Op::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
                     Op::Advance(by) => now += by,
                 }
                 let rate = cell.rate();
@@ -486,10 +532,10 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(|| 0, &s).turned, None);
-        assert_eq!(cell.decrease(0, &s).turned, Some(Turn::Down));
-        assert_eq!(cell.decrease(0, &s).turned, None);
-        assert_eq!(cell.increase(|| 0, &s).turned, Some(Turn::Up));
+        assert_eq!(cell.increase(|| 0, 0, &s).turned, None);
+        assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
+        assert_eq!(cell.decrease(0, 0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, &s).turned, Some(Turn::Up));
         assert_eq!(
             cell.rate(),
             10.0,

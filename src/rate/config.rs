@@ -57,6 +57,26 @@ pub enum Decrease {
 /// of capacity. The Go seed's example (increment 2, decrement 1) settles at
 /// three times capacity.
 ///
+/// # Outcomes that are old news
+///
+/// A call made through a permit ([`acquire`], [`try_acquire`], [`call`])
+/// moves the rate only if it was scheduled after the rate's last decrease.
+/// A call scheduled before was paced at the old rate: the decrease already
+/// answered its failure, and its success says nothing about the new rate
+/// (TCP's NewReno reduces once per window of data for the same reason).
+/// This matters when calls queue for their tokens: waiters already
+/// scheduled keep their start times, so a decrease reaches the backend only
+/// once they have gone. Without the rule, each of their failures would lower
+/// the rate again. The simulator (`cargo run --release --example simulate`)
+/// measures the difference. [`increment`] and [`decrement`] carry no such
+/// time: every one of them counts, within the cooldown.
+///
+/// [`acquire`]: crate::ThrottleManager::acquire
+/// [`try_acquire`]: crate::ThrottleManager::try_acquire
+/// [`call`]: crate::ThrottleManager::call
+/// [`increment`]: crate::ThrottleManager::increment
+/// [`decrement`]: crate::ThrottleManager::decrement
+///
 /// # Example
 ///
 /// The Go seed's worked example:
