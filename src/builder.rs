@@ -13,7 +13,7 @@ use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
 use crate::manager::{Policy, RandomSource, RatePerKey, Shared, ThrottleManager};
 use crate::permit::Outcome;
-use crate::priority::{OutOfRange, Priorities};
+use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::{RateConfig, ValidRateConfig};
 use crate::registry::Registry;
 use crate::throttle::ThrottleConfig;
@@ -90,6 +90,8 @@ pub struct ThrottleManagerBuilder<K> {
     call_timeout: Option<Duration>,
     max_defer: Duration,
     max_wait: Option<Duration>,
+    /// Per-priority `max_wait`s, by level, in the order given.
+    max_wait_for: Vec<(Priority, Duration)>,
     max_keys: usize,
     idle_ttl: Option<Duration>,
     clock: Option<Arc<dyn Clock>>,
@@ -121,6 +123,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("call_timeout", &self.call_timeout)
             .field("max_defer", &self.max_defer)
             .field("max_wait", &self.max_wait)
+            .field("max_wait_for", &self.max_wait_for)
             .field("max_keys", &self.max_keys)
             .field("idle_ttl", &self.idle_ttl)
             .field("clock", &self.clock)
@@ -148,6 +151,7 @@ where
             call_timeout: None,
             max_defer: DEFAULT_MAX_DEFER,
             max_wait: None,
+            max_wait_for: Vec::new(),
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
@@ -558,6 +562,47 @@ where
         self
     }
 
+    /// The longest a call at `priority` waits for a rate token, in place of
+    /// [`max_wait`](Self::max_wait) for that priority.
+    ///
+    /// The rate's queue is first come, first served, whatever the priority.
+    /// Under sustained overload it fills with whatever arrives most, and an
+    /// important call gives up as often as any other. A shorter wait for
+    /// less important calls keeps the queue shallow enough for the important
+    /// ones: they wait behind at most that much, and the others take the
+    /// tokens they leave. The priority must be one of the manager's levels
+    /// (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .max_wait(Duration::from_secs(1))
+    ///     .max_wait_for(Priority::LOW, Duration::from_millis(150))
+    ///     .build()?;
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
+    /// let (low, high) = tokio::join!(
+    ///     async {
+    ///         let first = manager.acquire("api", Priority::LOW).await; // waits 100 ms
+    ///         let second = manager.acquire("api", Priority::LOW).await; // would wait 200 ms
+    ///         (first.is_ok(), second.map(drop).map_err(|r| r.reason()))
+    ///     },
+    ///     manager.acquire("api", Priority::HIGH), // waits 200 ms: within its 1 s
+    /// );
+    /// assert_eq!(low, (true, Err(RejectReason::RateLimited)));
+    /// assert!(high.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
+        self.max_wait_for.push((priority, max));
+        self
+    }
+
     /// Labels every metric with the key (its `Debug` form). Off by default:
     /// keys from untrusted input would give a metric unbounded cardinality,
     /// and the label costs a formatted string per call. Needs feature
@@ -728,6 +773,18 @@ where
         if self.call_timeout == Some(Duration::ZERO) {
             Problems::new("", &mut found).add("call_timeout", "must be above 0, got 0ns");
         }
+        for (priority, _) in &self.max_wait_for {
+            if priority.level() >= self.priority_levels {
+                Problems::new("", &mut found).add(
+                    "max_wait_for",
+                    format!(
+                        "{priority} is out of range: the manager has {} priority levels (0 to {})",
+                        self.priority_levels,
+                        self.priority_levels.saturating_sub(1)
+                    ),
+                );
+            }
+        }
         if self.max_keys == 0 {
             Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
         }
@@ -755,7 +812,13 @@ where
             classifier: self.classifier,
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,
-            max_wait: self.max_wait,
+            max_wait: {
+                let mut by_level = vec![self.max_wait; usize::from(self.priority_levels)];
+                for (priority, max) in self.max_wait_for {
+                    by_level[usize::from(priority.level())] = Some(max);
+                }
+                by_level.into_boxed_slice()
+            },
             #[cfg(feature = "metrics")]
             metrics_per_key: self.metrics_per_key,
         }))

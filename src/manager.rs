@@ -170,8 +170,9 @@ pub(crate) struct Shared<K> {
     pub(crate) call_timeout: Option<Duration>,
     /// The longest pause `defer` accepts.
     pub(crate) max_defer: Duration,
-    /// The longest `acquire` and `call` wait for a rate token; `None`: no limit.
-    pub(crate) max_wait: Option<Duration>,
+    /// By priority level, the longest `acquire` and `call` wait for a rate
+    /// token; `None`: no limit.
+    pub(crate) max_wait: Box<[Option<Duration>]>,
     /// Whether metrics carry a `key` label.
     #[cfg(feature = "metrics")]
     pub(crate) metrics_per_key: bool,
@@ -356,7 +357,7 @@ where
         }
         let scheduled = now;
         let (now, reservation) = self
-            .take_token_waiting(&state, now, self.shared.max_wait)
+            .take_token_waiting(&state, now, self.max_wait(priority))
             .await
             .map_err(|wait| {
                 Rejected::new(
@@ -1205,6 +1206,12 @@ where
             .priorities
             .resolve(asked)
             .ok_or_else(|| Rejected::new(RejectReason::InvalidPriority, asked, None))
+    }
+
+    /// The longest a call at `priority` (resolved) waits for its token.
+    fn max_wait(&self, priority: Priority) -> Option<Duration> {
+        let levels = &self.shared.max_wait;
+        levels[usize::from(priority.level()).min(levels.len() - 1)]
     }
 
     /// The priority that [`increment`](Self::increment) and

@@ -161,3 +161,17 @@ async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
     assert_eq!(rejected.reason(), RejectReason::RateLimited);
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
 }
+
+#[test]
+fn max_wait_for_a_priority_the_manager_lacks_is_an_error() {
+    let err = ThrottleManager::<String>::builder()
+        .rate(portcullis::RateConfig::new(10.0))
+        .priority_levels(2)
+        .max_wait_for(Priority::LOW, Duration::from_millis(100))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.problems()[0].to_string(),
+        "max_wait_for: priority 3 is out of range: the manager has 2 priority levels (0 to 1)"
+    );
+}

@@ -442,3 +442,43 @@ async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_agai
     manager.decrement("k");
     assert_eq!(manager.rate("k"), Some(1.5));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shorter_max_wait_for_low_priority_keeps_room_for_high() {
+    use portcullis::Priority;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // 30 calls a second against a rate of 10 for 20 s; every tenth is HIGH.
+    let run = |low_wait: Duration| async move {
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(10.0).bounds(10.0, 10.0))
+            .max_wait(Duration::from_secs(1))
+            .max_wait_for(Priority::LOW, low_wait)
+            .build()
+            .unwrap();
+        let admitted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let mut tasks = Vec::new();
+        for i in 0..600 {
+            let high = i % 10 == 0;
+            let (manager, admitted) = (manager.clone(), Arc::clone(&admitted));
+            tasks.push(tokio::spawn(async move {
+                let priority = if high { Priority::HIGH } else { Priority::LOW };
+                if manager.acquire("k", priority).await.is_ok() {
+                    admitted[usize::from(!high)].fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+            tokio::time::sleep(Duration::from_nanos(1_000_000_000 / 30)).await;
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        [0, 1].map(|i| admitted[i].load(Ordering::Relaxed))
+    };
+    // The same wait for all: HIGH gives up about as often as LOW.
+    let [high, low] = run(Duration::from_secs(1)).await;
+    assert!(high < 40, "HIGH admitted {high} of 60");
+    assert!(high + low >= 200, "{high} + {low}");
+    // LOW waits at most 150 ms: every HIGH call gets in, LOW takes the rest.
+    let [high, low] = run(Duration::from_millis(150)).await;
+    assert_eq!(high, 60);
+    assert!(high + low >= 200, "{high} + {low}");
+}
