@@ -1,0 +1,352 @@
+//! Runs one scenario under one strategy on tokio's paused clock, with the
+//! real `ThrottleManager` between the callers and a simulated backend, and
+//! records what happened second by second.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use portcullis::{Priority, ThrottleManager};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::backend::{Backend, Response};
+use crate::rng::SplitMix64;
+use crate::scenario::{Arrivals, Scenario};
+use crate::strategy::Strategy;
+
+/// The length of one sample.
+pub(crate) const BUCKET: Duration = Duration::from_secs(1);
+
+/// What turning a call away costs the rate-limited backends, as a share of
+/// serving one.
+pub(crate) const REJECT_COST: f64 = 0.1;
+
+/// The one key every call goes to.
+const KEY: &str = "backend";
+
+/// Per bucket of [`BUCKET`], what happened in one run.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Series {
+    pub(crate) priorities: Vec<Priority>,
+    /// Calls that wanted to be made.
+    pub(crate) offered: Vec<u32>,
+    /// Calls that reached the backend.
+    pub(crate) sent: Vec<u32>,
+    /// Calls the backend served.
+    pub(crate) ok: Vec<u32>,
+    /// Calls rejected locally, by the manager.
+    pub(crate) shed: Vec<u32>,
+    /// `offered` and `ok` per priority (indexed as `priorities`).
+    pub(crate) offered_by: Vec<Vec<u32>>,
+    pub(crate) ok_by: Vec<Vec<u32>>,
+    /// The backend's capacity (calls/s) at the start of each bucket.
+    pub(crate) capacity: Vec<f64>,
+    /// The key's learned rate at the end of each bucket.
+    pub(crate) rate: Vec<Option<f64>>,
+    /// The throttle's rejection probability at the end of each bucket, per
+    /// priority.
+    pub(crate) rejection: Vec<Vec<Option<f64>>>,
+    /// Total time the calls that reached the backend had waited for it.
+    pub(crate) waited: Duration,
+}
+
+impl Series {
+    pub(crate) fn new(buckets: usize, priorities: Vec<Priority>) -> Self {
+        let per_priority = || vec![vec![0; buckets]; priorities.len()];
+        Self {
+            offered: vec![0; buckets],
+            sent: vec![0; buckets],
+            ok: vec![0; buckets],
+            shed: vec![0; buckets],
+            offered_by: per_priority(),
+            ok_by: per_priority(),
+            capacity: vec![0.0; buckets],
+            rate: vec![None; buckets],
+            rejection: vec![vec![None; buckets]; priorities.len()],
+            waited: Duration::ZERO,
+            priorities,
+        }
+    }
+
+    pub(crate) fn buckets(&self) -> usize {
+        self.offered.len()
+    }
+
+    /// The bucket of `at`, if it is within the run.
+    fn bucket(&self, at: Duration) -> Option<usize> {
+        let index = (at.as_nanos() / BUCKET.as_nanos()) as usize;
+        (index < self.buckets()).then_some(index)
+    }
+
+    fn priority_index(&self, priority: Priority) -> usize {
+        self.priorities
+            .iter()
+            .position(|&p| p == priority)
+            .unwrap_or(0)
+    }
+}
+
+/// The backend and the record, shared by every call of a run.
+#[derive(Debug)]
+struct World {
+    backend: Backend,
+    series: Series,
+}
+
+type Shared = Arc<Mutex<World>>;
+
+fn lock(world: &Shared) -> std::sync::MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How a run is set up, beyond the scenario and the strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// Seeds the arrivals and the throttle's draws.
+    pub(crate) seed: u64,
+    /// The manager's `max_wait`.
+    pub(crate) max_wait: Duration,
+}
+
+/// Runs `scenario` under `strategy`. The same settings give the same
+/// series. `progress` is told how far (in virtual time) the run has come,
+/// once a bucket.
+pub(crate) fn run(
+    scenario: &Scenario,
+    strategy: Strategy,
+    settings: Settings,
+    progress: &mut dyn FnMut(Duration),
+) -> Series {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(simulate(scenario, strategy, settings, progress))
+}
+
+async fn simulate(
+    scenario: &Scenario,
+    strategy: Strategy,
+    settings: Settings,
+    progress: &mut dyn FnMut(Duration),
+) -> Series {
+    let seed = settings.seed;
+    let buckets = (scenario.length.as_nanos() / BUCKET.as_nanos()) as usize;
+    assert!(buckets > 0, "a scenario lasts at least one {BUCKET:?}");
+    let backend = Backend::new(scenario.backend, scenario.plan.clone(), REJECT_COST);
+    let world: Shared = Arc::new(Mutex::new(World {
+        backend,
+        series: Series::new(buckets, scenario.priorities()),
+    }));
+    // Arrivals and shedding draw from separate streams: every strategy sees
+    // the same calls arrive.
+    let shedding = Arc::new(SplitMix64::new(seed ^ 0x5EED));
+    let manager = strategy
+        .manager(settings.max_wait, shedding)
+        .expect("the strategies' configurations are valid");
+
+    let start = Instant::now();
+    let mut calls = JoinSet::new();
+    let mut sampler = Sampler {
+        start,
+        sampled: 0,
+        world: Arc::clone(&world),
+        manager: manager.clone(),
+    };
+    for (at, priority) in Arrivals::new(scenario, seed) {
+        sampler.sample_through(at, progress).await;
+        tokio::time::sleep_until(start + at).await;
+        {
+            let mut world = lock(&world);
+            let series = &mut world.series;
+            if let Some(bucket) = series.bucket(start.elapsed()) {
+                let index = series.priority_index(priority);
+                series.offered[bucket] += 1;
+                series.offered_by[index][bucket] += 1;
+            }
+        }
+        calls.spawn(call(Arc::clone(&world), manager.clone(), priority, start));
+        // Reap finished calls as we go, so the set stays small.
+        while calls.try_join_next().is_some() {}
+    }
+    sampler.sample_through(scenario.length, progress).await;
+    while calls.join_next().await.is_some() {}
+    let world = lock(&world);
+    world.series.clone()
+}
+
+/// Records, at the end of each bucket, the capacity, the learned rate and
+/// the rejection probabilities.
+struct Sampler {
+    start: Instant,
+    /// Buckets recorded so far.
+    sampled: u32,
+    world: Shared,
+    manager: Option<ThrottleManager<String>>,
+}
+
+impl Sampler {
+    /// Records every bucket that ends by `until`, each at its end.
+    async fn sample_through(&mut self, until: Duration, progress: &mut dyn FnMut(Duration)) {
+        while BUCKET * (self.sampled + 1) <= until {
+            let end = BUCKET * (self.sampled + 1);
+            tokio::time::sleep_until(self.start + end).await;
+            self.sample(self.sampled as usize);
+            progress(end);
+            self.sampled += 1;
+        }
+    }
+
+    fn sample(&self, index: usize) {
+        let mut world = lock(&self.world);
+        let capacity = world.backend.capacity_per_second(BUCKET * index as u32);
+        let series = &mut world.series;
+        series.capacity[index] = capacity;
+        let Some(manager) = &self.manager else { return };
+        series.rate[index] = manager.rate(KEY);
+        for (i, &priority) in series.priorities.iter().enumerate() {
+            series.rejection[i][index] = manager.rejection_probability(KEY, priority);
+        }
+    }
+}
+
+/// One call: through the manager (if any), to the backend, and the outcome
+/// reported back.
+async fn call(
+    world: Shared,
+    manager: Option<ThrottleManager<String>>,
+    priority: Priority,
+    start: Instant,
+) {
+    let arrived = start.elapsed();
+    let permit = match &manager {
+        None => None,
+        Some(manager) => match manager.acquire(KEY, priority).await {
+            Ok(permit) => Some(permit),
+            Err(_rejected) => {
+                let mut world = lock(&world);
+                let series = &mut world.series;
+                if let Some(bucket) = series.bucket(start.elapsed()) {
+                    series.shed[bucket] += 1;
+                }
+                return;
+            }
+        },
+    };
+    let now = start.elapsed();
+    let (response, took) = {
+        let mut world = lock(&world);
+        let (response, took) = world.backend.offer(now);
+        let series = &mut world.series;
+        if let Some(bucket) = series.bucket(now) {
+            series.sent[bucket] += 1;
+            series.waited += now - arrived;
+            if response == Response::Ok {
+                let index = series.priority_index(priority);
+                series.ok[bucket] += 1;
+                series.ok_by[index][bucket] += 1;
+            }
+        }
+        (response, took)
+    };
+    tokio::time::sleep(took).await;
+    if response == Response::Ok {
+        lock(&world).backend.finish();
+    }
+    if let Some(permit) = permit {
+        match response {
+            Response::Ok => permit.success(),
+            Response::TooManyRequests | Response::Unavailable => permit.failure(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Summary;
+    use crate::scenario::{self, CAPACITY};
+
+    fn settings(seed: u64) -> Settings {
+        Settings {
+            seed,
+            max_wait: crate::strategy::MAX_WAIT,
+        }
+    }
+
+    fn scenario(name: &str, secs: u64) -> Scenario {
+        scenario::defaults()
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .truncated(Duration::from_secs(secs))
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_run_and_another_seed_another() {
+        let outage = scenario("outage", 50);
+        let run = |seed| run(&outage, Strategy::All, settings(seed), &mut |_| {});
+        let (a, b, c) = (run(3), run(3), run(4));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let table = |series: &Series| {
+            crate::report::table(&outage, &[Summary::of(&outage, Strategy::All, series)])
+        };
+        assert_eq!(table(&a), table(&b));
+    }
+
+    #[test]
+    fn progress_is_told_once_a_second_of_virtual_time() {
+        let spike = scenario("spike", 5);
+        let mut told = Vec::new();
+        run(&spike, Strategy::None, settings(1), &mut |at| {
+            told.push(at.as_secs())
+        });
+        assert_eq!(told, [1, 2, 3, 4, 5]);
+    }
+
+    /// A minute of steady 3x overload: the figures the README reports, on a
+    /// shorter run.
+    #[test]
+    fn steady_overload_figures() {
+        let steady = scenario("steady", 60);
+        let summary = |strategy| {
+            let series = run(&steady, strategy, settings(1), &mut |_| {});
+            // However the calls come, the backend never serves more than
+            // its capacity in a second.
+            assert!(
+                series.ok.iter().all(|&ok| ok <= CAPACITY),
+                "{:?}",
+                series.ok
+            );
+            // Every call reached the backend or was shed, but for those still
+            // waiting when the run ended.
+            let settled = series.sent.iter().sum::<u32>() + series.shed.iter().sum::<u32>();
+            let offered = series.offered.iter().sum::<u32>();
+            let last_second = series.offered[series.buckets() - 1];
+            assert!(
+                settled <= offered && offered - settled <= last_second,
+                "{settled} of {offered}"
+            );
+            Summary::of(&steady, strategy, &series)
+        };
+        // No control: all of the 3x reaches the backend, whose rejections
+        // (a tenth of a call's work each) cost it about a fifth of its
+        // capacity: 100 = served + 0.1 * (300 - served).
+        let none = summary(Strategy::None);
+        assert!((2.9..3.1).contains(&none.load), "{none:?}");
+        assert!((0.74..0.81).contains(&none.goodput), "{none:?}");
+        // The throttle alone lets through about K = 2 times what succeeds.
+        let throttle = summary(Strategy::Throttle);
+        assert!((1.6..2.1).contains(&throttle.load), "{throttle:?}");
+        assert!(throttle.goodput > none.goodput, "{throttle:?}");
+        // Everything: near capacity, little wasted, once learned.
+        let all = summary(Strategy::All);
+        assert!((0.9..1.2).contains(&all.load), "{all:?}");
+        assert!(all.late_goodput.unwrap() >= 0.93, "{all:?}");
+        assert!(all.failed < 0.1, "{all:?}");
+        assert!(all.shed > 0.6, "{all:?}");
+        assert!(all.mean_wait <= crate::strategy::MAX_WAIT, "{all:?}");
+    }
+}

@@ -1,0 +1,231 @@
+//! One SVG per scenario: four panels over time, every strategy in its own
+//! colour.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::engine::{BUCKET, Series};
+use crate::report::priority_name;
+use crate::scenario::Scenario;
+use crate::strategy::Strategy;
+
+const WIDTH: u32 = 1100;
+const PANEL_HEIGHT: u32 = 260;
+const TITLE_HEIGHT: u32 = 40;
+/// Room right of each panel for its legend.
+const LEGEND_WIDTH: u32 = 250;
+
+/// A colour per strategy (the Tableau palette), the same in every plot.
+fn colour(strategy: Strategy) -> RGBColor {
+    match strategy {
+        Strategy::None => RGBColor(127, 127, 127),
+        Strategy::RateAdditive => RGBColor(31, 119, 180),
+        Strategy::RateMultiplicative => RGBColor(44, 160, 44),
+        Strategy::Throttle => RGBColor(255, 127, 14),
+        Strategy::All => RGBColor(214, 39, 40),
+    }
+}
+
+/// One line of a panel.
+struct Line {
+    label: String,
+    style: ShapeStyle,
+    points: Vec<(f64, f64)>,
+}
+
+/// One panel: a caption, a y range, its lines.
+struct Panel {
+    caption: &'static str,
+    y_label: &'static str,
+    y_max: f64,
+    lines: Vec<Line>,
+}
+
+/// The points of a per-bucket series, at the middle of each bucket, cut at
+/// `y_max` (the spike would flatten every other line).
+fn points(values: impl Iterator<Item = Option<f64>>, y_max: f64) -> Vec<(f64, f64)> {
+    let width = BUCKET.as_secs_f64();
+    values
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|v| ((i as f64 + 0.5) * width, v.min(y_max))))
+        .collect()
+}
+
+fn per_second(values: &[u32]) -> impl Iterator<Item = Option<f64>> + '_ {
+    values
+        .iter()
+        .map(|&v| Some(f64::from(v) / BUCKET.as_secs_f64()))
+}
+
+fn capacity_line(series: &Series, y_max: f64) -> Line {
+    Line {
+        label: "capacity".to_string(),
+        style: BLACK.stroke_width(2),
+        points: points(series.capacity.iter().map(|&c| Some(c)), y_max),
+    }
+}
+
+fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
+    let first = &runs[0].1;
+    let peak_capacity = first.capacity.iter().cloned().fold(0.0, f64::max);
+    let load_max = 3.5 * peak_capacity;
+    let mut load = vec![
+        Line {
+            label: "offered".to_string(),
+            style: RGBColor(200, 200, 200).stroke_width(3),
+            points: points(per_second(&first.offered), load_max),
+        },
+        capacity_line(first, load_max),
+    ];
+    let mut goodput = vec![capacity_line(first, 1.2 * peak_capacity)];
+    let mut rate = vec![capacity_line(first, 2.0 * peak_capacity)];
+    let mut rejection = Vec::new();
+    let mut served = Vec::new();
+    let several_priorities = first.priorities.len() > 1;
+    // The full stack first and wider: where another strategy's line is the
+    // same, it shows as a red edge around it.
+    let mut ordered: Vec<&(Strategy, Series)> = runs.iter().collect();
+    ordered.sort_by_key(|(strategy, _)| *strategy != Strategy::All);
+    for (strategy, series) in ordered {
+        let width = if *strategy == Strategy::All { 4 } else { 2 };
+        let style = colour(*strategy).stroke_width(width);
+        load.push(Line {
+            label: strategy.name().to_string(),
+            style,
+            points: points(per_second(&series.sent), load_max),
+        });
+        goodput.push(Line {
+            label: strategy.name().to_string(),
+            style,
+            points: points(per_second(&series.ok), 1.2 * peak_capacity),
+        });
+        if strategy.has_rate() {
+            rate.push(Line {
+                label: strategy.name().to_string(),
+                style,
+                points: points(series.rate.iter().copied(), 2.0 * peak_capacity),
+            });
+        }
+        if several_priorities {
+            for (i, priority) in series.priorities.iter().enumerate() {
+                let width = if i == 0 { 3 } else { 1 };
+                let shares =
+                    series.ok_by[i]
+                        .iter()
+                        .zip(&series.offered_by[i])
+                        .map(|(&ok, &offered)| {
+                            (offered > 0).then(|| f64::from(ok) / f64::from(offered))
+                        });
+                served.push(Line {
+                    label: format!("{}, {}", strategy.name(), priority_name(priority.level())),
+                    style: colour(*strategy).stroke_width(width),
+                    points: points(shares, 1.0),
+                });
+            }
+        }
+        if strategy.has_throttle() {
+            for (i, priority) in series.priorities.iter().enumerate() {
+                // Lower priorities in thinner lines.
+                let width = if i == 0 { 3 } else { 1 };
+                rejection.push(Line {
+                    label: format!("{}, {}", strategy.name(), priority_name(priority.level())),
+                    style: colour(*strategy).stroke_width(width),
+                    points: points(series.rejection[i].iter().copied(), 1.0),
+                });
+            }
+        }
+    }
+    let mut panels = vec![
+        Panel {
+            caption: "Calls reaching the backend",
+            y_label: "calls/s",
+            y_max: load_max,
+            lines: load,
+        },
+        Panel {
+            caption: "Goodput: calls the backend served",
+            y_label: "calls/s",
+            y_max: 1.2 * peak_capacity,
+            lines: goodput,
+        },
+        Panel {
+            caption: "Learned rate",
+            y_label: "calls/s",
+            y_max: 2.0 * peak_capacity,
+            lines: rate,
+        },
+        Panel {
+            caption: "Throttle: probability of shedding a call",
+            y_label: "probability",
+            y_max: 1.0,
+            lines: rejection,
+        },
+    ];
+    if several_priorities {
+        panels.push(Panel {
+            caption: "Share of calls served, by priority",
+            y_label: "share",
+            y_max: 1.0,
+            lines: served,
+        });
+    }
+    panels
+}
+
+/// The legend of a panel, in the room right of its chart.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    lines: &[Line],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let x = (WIDTH - LEGEND_WIDTH) as i32 + 5;
+    for (i, line) in lines.iter().enumerate() {
+        let y = 45 + 18 * i as i32;
+        area.draw(&PathElement::new(vec![(x, y), (x + 22, y)], line.style))?;
+        area.draw(&Text::new(
+            line.label.clone(),
+            (x + 28, y - 6),
+            ("sans-serif", 12).into_font(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Draws the scenario's runs into `path` as an SVG.
+pub(crate) fn draw(
+    path: &Path,
+    scenario: &Scenario,
+    runs: &[(Strategy, Series)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let panels = panels(runs);
+    let height = TITLE_HEIGHT + PANEL_HEIGHT * panels.len() as u32;
+    let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (title, body) = root.split_vertically(TITLE_HEIGHT);
+    title.titled(scenario.title, ("sans-serif", 20))?;
+    let length = scenario.length.as_secs_f64();
+    for (area, panel) in body.split_evenly((panels.len(), 1)).iter().zip(panels) {
+        let mut chart = ChartBuilder::on(area)
+            .caption(panel.caption, ("sans-serif", 16))
+            .margin(10)
+            .margin_right(LEGEND_WIDTH)
+            .x_label_area_size(30)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..length, 0.0..panel.y_max)?;
+        let y_decimals = usize::from(panel.y_max <= 1.0);
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc(panel.y_label)
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| format!("{y:.y_decimals$}"))
+            .light_line_style(RGBColor(240, 240, 240))
+            .draw()?;
+        for line in &panel.lines {
+            chart.draw_series(LineSeries::new(line.points.iter().copied(), line.style))?;
+        }
+        draw_legend(area, &panel.lines)?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The scenarios: who calls how often, and what the backend can take.
+
+use std::time::Duration;
+
+use portcullis::Priority;
+
+use crate::backend::{BackendKind, CapacityPlan};
+use crate::rng::SplitMix64;
+
+/// Every backend's full capacity, in calls a second.
+pub(crate) const CAPACITY: u32 = 100;
+
+const fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// From `from` on, calls arrive at `per_second` on average (Poisson).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Phase {
+    pub(crate) from: Duration,
+    pub(crate) per_second: f64,
+}
+
+/// One experiment: a demand pattern against a backend, for a while.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Scenario {
+    /// Short, for file names and `--only`.
+    pub(crate) name: &'static str,
+    /// A line for tables and plots.
+    pub(crate) title: &'static str,
+    pub(crate) length: Duration,
+    pub(crate) backend: BackendKind,
+    pub(crate) plan: CapacityPlan,
+    /// Piecewise-constant demand, the first phase from 0.
+    pub(crate) demand: Vec<Phase>,
+    /// The priorities of the calls, with their shares of the demand.
+    pub(crate) mix: Vec<(Priority, f64)>,
+    /// Whether the load should settle near the capacity (demand above it),
+    /// and from when: the start, or the capacity change.
+    pub(crate) settles_from: Option<Duration>,
+}
+
+impl Scenario {
+    /// The priorities in the mix, most important first.
+    pub(crate) fn priorities(&self) -> Vec<Priority> {
+        let mut priorities: Vec<Priority> = self.mix.iter().map(|&(p, _)| p).collect();
+        priorities.sort_by_key(|p| p.level());
+        priorities.dedup();
+        priorities
+    }
+
+    /// The same scenario, shortened to `length` (events after it fall away).
+    #[cfg(test)]
+    pub(crate) fn truncated(mut self, length: Duration) -> Self {
+        self.length = length;
+        self
+    }
+}
+
+fn rate_backend() -> BackendKind {
+    BackendKind::Rate {
+        per_second: CAPACITY,
+        latency: Duration::from_millis(50),
+    }
+}
+
+fn concurrency_backend() -> BackendKind {
+    BackendKind::Concurrency {
+        max_in_flight: CAPACITY / 10,
+        service: Duration::from_millis(100),
+    }
+}
+
+fn steady(times_capacity: f64) -> Vec<Phase> {
+    vec![Phase {
+        from: Duration::ZERO,
+        per_second: times_capacity * f64::from(CAPACITY),
+    }]
+}
+
+const MEDIUM_ONLY: [(Priority, f64); 1] = [(Priority::MEDIUM, 1.0)];
+
+/// The scenarios of the README, in its order.
+pub(crate) fn defaults() -> Vec<Scenario> {
+    let capacity = f64::from(CAPACITY);
+    vec![
+        Scenario {
+            name: "steady",
+            title: "steady 3x overload, backend answers 429 above 100 calls/s",
+            length: secs(120),
+            backend: rate_backend(),
+            plan: CapacityPlan::default(),
+            demand: steady(3.0),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: Some(Duration::ZERO),
+        },
+        Scenario {
+            name: "steady-concurrency",
+            title: "steady 3x overload, backend answers 503 above 10 calls in flight (100 ms each)",
+            length: secs(120),
+            backend: concurrency_backend(),
+            plan: CapacityPlan::default(),
+            demand: steady(3.0),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: Some(Duration::ZERO),
+        },
+        Scenario {
+            name: "spike",
+            title: "0.7x demand with a 10x spike from 30 s to 40 s, 503 above 10 in flight",
+            length: secs(90),
+            backend: concurrency_backend(),
+            plan: CapacityPlan::default(),
+            demand: vec![
+                Phase {
+                    from: Duration::ZERO,
+                    per_second: 0.7 * capacity,
+                },
+                Phase {
+                    from: secs(30),
+                    per_second: 10.0 * capacity,
+                },
+                Phase {
+                    from: secs(40),
+                    per_second: 0.7 * capacity,
+                },
+            ],
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: None,
+        },
+        Scenario {
+            name: "outage",
+            title: "0.7x demand, the backend fails everything from 40 s to 70 s",
+            length: secs(120),
+            backend: rate_backend(),
+            plan: CapacityPlan {
+                outage: Some(secs(40)..secs(70)),
+                halved_from: None,
+            },
+            demand: steady(0.7),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: None,
+        },
+        Scenario {
+            name: "capacity-drop",
+            title: "1.5x demand, the backend's capacity halves at 60 s (3x from then on)",
+            length: secs(120),
+            backend: rate_backend(),
+            plan: CapacityPlan {
+                outage: None,
+                halved_from: Some(secs(60)),
+            },
+            demand: steady(1.5),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: Some(secs(60)),
+        },
+        Scenario {
+            name: "priorities",
+            title: "3x overload: HIGH at 0.3x capacity, LOW the other 2.7x, 429 above 100 calls/s",
+            length: secs(120),
+            backend: rate_backend(),
+            plan: CapacityPlan::default(),
+            demand: steady(3.0),
+            mix: vec![(Priority::HIGH, 0.1), (Priority::LOW, 0.9)],
+            settles_from: Some(Duration::ZERO),
+        },
+    ]
+}
+
+/// The arrival times and priorities of a scenario's calls: a Poisson
+/// process whose rate follows the demand's phases.
+#[derive(Debug)]
+pub(crate) struct Arrivals<'a> {
+    scenario: &'a Scenario,
+    rng: SplitMix64,
+    /// Seconds since the start.
+    now: f64,
+}
+
+impl<'a> Arrivals<'a> {
+    pub(crate) fn new(scenario: &'a Scenario, seed: u64) -> Self {
+        Self {
+            scenario,
+            rng: SplitMix64::new(seed),
+            now: 0.0,
+        }
+    }
+
+    /// The phase in force at `self.now` and when it ends.
+    fn phase(&self) -> (f64, f64) {
+        let demand = &self.scenario.demand;
+        let index = demand
+            .iter()
+            .rposition(|phase| phase.from.as_secs_f64() <= self.now)
+            .unwrap_or(0);
+        let end = demand
+            .get(index + 1)
+            .map_or(self.scenario.length, |next| next.from)
+            .min(self.scenario.length);
+        (demand[index].per_second, end.as_secs_f64())
+    }
+
+    fn priority(&self) -> Priority {
+        let mut draw = self.rng.next_f64();
+        for &(priority, share) in &self.scenario.mix {
+            if draw < share {
+                return priority;
+            }
+            draw -= share;
+        }
+        self.scenario
+            .mix
+            .last()
+            .map_or(Priority::MEDIUM, |&(p, _)| p)
+    }
+}
+
+impl Iterator for Arrivals<'_> {
+    type Item = (Duration, Priority);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.now < self.scenario.length.as_secs_f64() {
+            let (per_second, end) = self.phase();
+            let next = if per_second > 0.0 {
+                self.now + self.rng.exponential(per_second)
+            } else {
+                end
+            };
+            if next >= end {
+                // Memoryless: starting afresh at the phase boundary is exact.
+                self.now = end;
+                continue;
+            }
+            self.now = next;
+            return Some((Duration::from_secs_f64(next), self.priority()));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(arrivals: &[(Duration, Priority)], from: u64, to: u64) -> usize {
+        arrivals
+            .iter()
+            .filter(|(t, _)| (secs(from)..secs(to)).contains(t))
+            .count()
+    }
+
+    #[test]
+    fn arrivals_follow_the_phases_and_the_mix() {
+        let spike = defaults().into_iter().find(|s| s.name == "spike").unwrap();
+        let arrivals: Vec<_> = Arrivals::new(&spike, 5).collect();
+        assert!(arrivals.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
+        assert!(arrivals.last().unwrap().0 < spike.length);
+        let before = count(&arrivals, 0, 30) as f64 / 30.0;
+        let during = count(&arrivals, 30, 40) as f64 / 10.0;
+        assert!(
+            (63.0..77.0).contains(&before),
+            "{before}/s before the spike"
+        );
+        assert!(
+            (960.0..1_040.0).contains(&during),
+            "{during}/s during the spike"
+        );
+
+        let mixed = defaults()
+            .into_iter()
+            .find(|s| s.name == "priorities")
+            .unwrap();
+        let arrivals: Vec<_> = Arrivals::new(&mixed, 5).collect();
+        let high = arrivals
+            .iter()
+            .filter(|(_, p)| *p == Priority::HIGH)
+            .count() as f64;
+        let share = high / arrivals.len() as f64;
+        assert!((0.09..0.11).contains(&share), "HIGH share {share}");
+        assert_eq!(mixed.priorities(), vec![Priority::HIGH, Priority::LOW]);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_arrivals() {
+        let steady = defaults().remove(0).truncated(secs(5));
+        let a: Vec<_> = Arrivals::new(&steady, 9).collect();
+        let b: Vec<_> = Arrivals::new(&steady, 9).collect();
+        let c: Vec<_> = Arrivals::new(&steady, 10).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}
