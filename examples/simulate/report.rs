@@ -288,7 +288,8 @@ pub(crate) fn csv(runs: &[(Strategy, Series)]) -> String {
     let priorities = &runs[0].1.priorities;
     let mut out = String::from("strategy,second,offered,sent,ok,shed,capacity,rate");
     for priority in priorities {
-        let _ = write!(out, ",shed_probability_{}", priority_name(priority.level()));
+        let name = priority_name(priority.level());
+        let _ = write!(out, ",offered_{name},ok_{name},shed_probability_{name}");
     }
     out.push('\n');
     let optional = |value: Option<f64>| value.map_or(String::new(), |v| format!("{v:.3}"));
@@ -306,8 +307,9 @@ pub(crate) fn csv(runs: &[(Strategy, Series)]) -> String {
                 series.capacity[i],
                 optional(series.rate[i]),
             );
-            for by_priority in &series.rejection {
-                let _ = write!(out, ",{}", optional(by_priority[i]));
+            for p in 0..priorities.len() {
+                let (offered, ok) = (series.offered_by[p][i], series.ok_by[p][i]);
+                let _ = write!(out, ",{offered},{ok},{}", optional(series.rejection[p][i]));
             }
             out.push('\n');
         }
@@ -404,9 +406,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "strategy,second,offered,sent,ok,shed,capacity,rate,shed_probability_MEDIUM",
-                "\"rate, additive decrease\",0,300,100,95,0,100,,",
-                "\"rate, additive decrease\",1,300,90,90,0,100,,",
+                "strategy,second,offered,sent,ok,shed,capacity,rate,offered_MEDIUM,ok_MEDIUM,shed_probability_MEDIUM",
+                "\"rate, additive decrease\",0,300,100,95,0,100,,0,0,",
+                "\"rate, additive decrease\",1,300,90,90,0,100,,0,0,",
             ]
         );
     }
