@@ -189,6 +189,15 @@ pub(crate) struct Policy<K, S> {
 
 pub(crate) type PerKey<K, S> = dyn Fn(&K) -> Option<Arc<S>> + Send + Sync;
 
+/// How long a caller of `take_now` would wait for a rate token if it had to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// `try_acquire`: not at all.
+    Never,
+    /// `acquire`: up to its priority's `max_wait`.
+    UpToMaxWait,
+}
+
 impl<K: Hash + Eq, S> Policy<K, S> {
     pub(crate) fn new(default: Option<S>) -> Self {
         Self {
@@ -266,8 +275,11 @@ where
     /// backend healthier); then the rate makes it wait for its token, as
     /// [`wait`](Self::wait) does. A call the throttle sheds takes no rate
     /// token; a call that is still waiting for its token is not yet counted
-    /// by the throttle. The task-local priority ([`with_priority`]), if set,
-    /// replaces `priority`.
+    /// by the throttle. A call the throttle would shed whose token lies
+    /// beyond its [`max_wait`](crate::ThrottleManagerBuilder::max_wait) is
+    /// refused by the rate instead, and the throttle does not count it: it
+    /// counts only calls that would otherwise have reached the backend. The
+    /// task-local priority ([`with_priority`]), if set, replaces `priority`.
     ///
     /// [`with_priority`]: crate::with_priority
     ///
@@ -334,11 +346,20 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         // A healthy key needs no waiting: the synchronous path first.
-        let priority = match self.take_now(key, priority) {
+        let priority = match self.take_now(key, priority, Patience::UpToMaxWait) {
             Ok(permit) => return Ok(permit),
             // The priority the rejection carries is already resolved (task
             // priority, out-of-range policy): no need to resolve it again.
             Err(rejected) => match rejected.reason() {
+                // A token beyond the call's `max_wait`: waiting will not help.
+                RejectReason::RateLimited
+                    if matches!(
+                        (rejected.retry_after(), self.max_wait(rejected.priority())),
+                        (Some(wait), Some(max_wait)) if wait > max_wait
+                    ) =>
+                {
+                    return Err(rejected);
+                }
                 RejectReason::RateLimited | RejectReason::Full | RejectReason::KeySpaceFull => {
                     rejected.priority()
                 }
@@ -712,12 +733,19 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let taken = self.take_now(key, priority);
+        let taken = self.take_now(key, priority, Patience::Never);
         self.count_admission(key, taken)
     }
 
-    /// `try_acquire` without counting it in the metrics.
-    fn take_now<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_, K>, Rejected>
+    /// `try_acquire` without counting it in the metrics. `patience` says how
+    /// long the caller would wait for a rate token, for the throttle's sake
+    /// (see [`throttle_admits`](Self::throttle_admits)); this never waits.
+    fn take_now<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<Permit<'_, K>, Rejected>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -732,7 +760,7 @@ where
             )
         })?;
         let state: &KeyState = entry.value();
-        self.throttle_admits(entry.key(), state, now, priority)?;
+        self.throttle_admits(entry.key(), state, now, priority, patience)?;
         let holds_slot = match self.bulkhead_of(state) {
             Some((bulkhead, settings)) => {
                 let active = bulkhead
@@ -1223,12 +1251,22 @@ where
 
     /// Whether the throttle lets a call through; a shed call is counted as a
     /// request, as in the SRE book.
+    ///
+    /// A call the throttle would shed, but whose rate token lies further
+    /// ahead than the caller would wait (`patience`), is
+    /// refused by the rate instead and not counted: the throttle counts the
+    /// calls that would otherwise have gone to the backend. Otherwise, while
+    /// a rate at its lower bound turns most calls away, every one the
+    /// throttle shed first would count as a request the backend did not
+    /// accept, and keep the throttle shedding long after the backend has
+    /// recovered. Only the shedding path reads the rate.
     fn throttle_admits(
         &self,
         key: &K,
         state: &KeyState,
         now: Nanos,
         priority: Priority,
+        patience: Patience,
     ) -> Result<(), Rejected> {
         let Some((window, settings)) = self.throttle_of(state) else {
             return Ok(());
@@ -1236,6 +1274,21 @@ where
         let level = usize::from(priority.level());
         let probability = window.rejection(now, level, settings);
         if probability > 0.0 && self.draw() < probability {
+            if let Some(rate) = self.rate_of(state) {
+                let wait = state.rate.wait(now, rate.burst);
+                let patience = match patience {
+                    Patience::Never => 0,
+                    Patience::UpToMaxWait => self.max_wait(priority).map_or(Nanos::MAX, nanos),
+                };
+                if wait > patience {
+                    let retry_after = Some(Duration::from_nanos(wait));
+                    return Err(Rejected::new(
+                        RejectReason::RateLimited,
+                        priority,
+                        retry_after,
+                    ));
+                }
+            }
             window.record(now, level, Count::Request, settings);
             if window.note_shedding(true) {
                 events::shedding(key, priority, probability, true);

@@ -286,6 +286,47 @@ async fn a_call_rejected_by_one_control_leaves_no_trace_in_the_other() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0) // shed whenever the probability is above 0
+        .max_wait(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        manager.decrement("db"); // failures: the throttle sheds from now on
+    }
+    let shedding = manager.rejection_probability("db", Priority::HIGH).unwrap();
+    assert!(shedding > 0.0);
+    // A token is there: the call is shed, and counted.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Throttled);
+    let counted = manager.rejection_probability("db", Priority::HIGH).unwrap();
+    assert!(counted > shedding);
+    // The token is gone: calls the throttle would shed go to the rate, which
+    // refuses them with its wait; the throttle counts none of them.
+    manager.check("db").unwrap();
+    for _ in 0..50 {
+        let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::RateLimited);
+        assert_eq!(rejected.retry_after(), Some(Duration::from_secs(1)));
+        // `acquire` would wait up to its 500 ms: the same.
+        let rejected = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    }
+    assert_eq!(
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(counted)
+    );
+    // Within its wait, `acquire` is judged by the throttle as before.
+    tokio::time::advance(Duration::from_millis(600)).await;
+    let rejected = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+    assert_eq!(rejected.reason(), RejectReason::Throttled);
+}
+
+#[tokio::test(start_paused = true)]
 async fn acquire_waits_for_the_rate_after_the_throttle_admits() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(4.0).bounds(4.0, 4.0))

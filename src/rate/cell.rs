@@ -67,6 +67,12 @@ impl RateCell {
         f64::from_bits(self.rate.load(Ordering::Acquire) & !FELL)
     }
 
+    /// How long from `now` until a token is there (0: now). Takes nothing.
+    pub(crate) fn wait(&self, now: Nanos, burst: u32) -> Nanos {
+        let tat = self.tat.load(Ordering::Acquire);
+        gcra::slot(tat, now, gcra::interval(self.rate()), burst).start - now
+    }
+
     /// Takes a token if one is there at `now`; otherwise says how long until
     /// one would be, and takes nothing.
     pub(crate) fn check(&self, now: Nanos, burst: u32) -> Result<(), Nanos> {
