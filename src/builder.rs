@@ -235,6 +235,10 @@ where
         if let Some(max) = config.max_wait {
             self.max_wait = Some(max);
         }
+        for wait in config.max_wait_for {
+            self.max_wait_for
+                .push((Priority::new(wait.priority), wait.max_wait));
+        }
         self
     }
 

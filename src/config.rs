@@ -82,6 +82,33 @@ pub struct ManagerConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_wait: Option<Duration>,
+    /// Per priority, a `max_wait` in place of the one above (see
+    /// [`ThrottleManagerBuilder::max_wait_for`](crate::ThrottleManagerBuilder::max_wait_for)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_wait_for: Vec<PriorityWait>,
+}
+
+/// The longest calls at one priority wait for a rate token: an entry of
+/// `max_wait_for` in a file.
+///
+/// ```
+/// let config: portcullis::ManagerConfig = toml::from_str(r#"
+///     max_wait = "1s"
+///     max_wait_for = [{ priority = 3, max_wait = "100ms" }]
+/// "#)?;
+/// assert_eq!(config.max_wait_for[0].priority, 3);
+/// assert_eq!(config.max_wait_for[0].max_wait, std::time::Duration::from_millis(100));
+/// # Ok::<(), toml::de::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PriorityWait {
+    /// The priority level: 0 is the most important.
+    pub priority: u8,
+    /// The longest a call at this priority waits.
+    #[serde(with = "duration")]
+    pub max_wait: Duration,
 }
 
 /// The controls of a key: each one present or not.
@@ -315,6 +342,22 @@ impl BulkheadSection {
             config = config.overflow(overflow);
         }
         config
+    }
+}
+
+/// `Duration` as a humantime string.
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        super::opt_duration::serialize(&Some(*value), s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        super::opt_duration::deserialize(d)?
+            .ok_or_else(|| serde::de::Error::custom("a duration like \"250ms\" is required"))
     }
 }
 

@@ -105,7 +105,8 @@ pub use bulkhead::{BulkheadConfig, Overflow};
 pub use call::{CallError, CallFailure, Failure, overloaded, transport_overload};
 pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
 pub use config::{
-    BulkheadSection, Controls, KeysSection, ManagerConfig, RateSection, ThrottleSection,
+    BulkheadSection, Controls, KeysSection, ManagerConfig, PriorityWait, RateSection,
+    ThrottleSection,
 };
 pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
 pub use manager::{KeySnapshot, KeyStatus, PrioritySnapshot, ThrottleManager};

@@ -141,6 +141,7 @@ async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
     let config: ManagerConfig = toml::from_str(
         r#"
         max_wait = "150ms"
+        max_wait_for = [{ priority = 0, max_wait = "1s" }]
         [default.rate]
         starting_rate = 10
         "#,
@@ -160,6 +161,12 @@ async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
     let rejected = second.unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::RateLimited);
     assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
+    // HIGH calls (priority 0) may wait up to 1 s: the second waits 200 ms.
+    let (first, second) = tokio::join!(
+        manager.acquire("k", Priority::HIGH),
+        manager.acquire("k", Priority::HIGH)
+    );
+    assert!(first.is_ok() && second.is_ok());
 }
 
 #[test]
