@@ -236,6 +236,31 @@ mod tests {
         line.split_whitespace().map(String::from)
     }
 
+    /// The figures in the README and docs/simulation come from this code:
+    /// a change that moves them must regenerate them.
+    #[test]
+    fn the_committed_results_are_what_the_simulator_gives() {
+        let out = std::env::temp_dir().join(format!("portcullis-simulate-{}", std::process::id()));
+        let options = parse(args(&format!("--out {}", out.display()))).unwrap();
+        simulate(&options).unwrap();
+        let committed = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/simulation"));
+        let mut files = vec!["results.md".to_string()];
+        files.extend(
+            scenario::defaults()
+                .iter()
+                .map(|s| format!("{}.csv", s.name)),
+        );
+        for file in files {
+            let fresh = std::fs::read_to_string(out.join(&file)).unwrap();
+            let before = std::fs::read_to_string(committed.join(&file)).unwrap();
+            assert!(
+                fresh == before,
+                "docs/simulation/{file} is stale: run `cargo run --release --example simulate`"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
     #[test]
     fn options_are_parsed_and_bad_ones_named() {
         let options = parse(args("--seed 7 --max-wait 1000 --only outage --no-files")).unwrap();
