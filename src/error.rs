@@ -340,6 +340,15 @@ impl Rejected {
         }
     }
 
+    /// Refused by the rate, whose next token is `wait` nanoseconds away.
+    pub(crate) fn rate_limited(wait: u64, priority: Priority) -> Self {
+        Self::new(
+            RejectReason::RateLimited,
+            priority,
+            Some(Duration::from_nanos(wait)),
+        )
+    }
+
     pub(crate) fn bulkhead(refusal: Refusal, priority: Priority) -> Self {
         Self {
             reason: refusal.reason,

@@ -380,13 +380,7 @@ where
         let (now, reservation) = self
             .take_token_waiting(&state, now, self.max_wait(priority))
             .await
-            .map_err(|wait| {
-                Rejected::new(
-                    RejectReason::RateLimited,
-                    priority,
-                    Some(Duration::from_nanos(wait)),
-                )
-            })?;
+            .map_err(|wait| Rejected::rate_limited(wait, priority))?;
         let label = self.key_label(key);
         let holds_slot = match self
             .take_slot_waiting(
@@ -778,11 +772,7 @@ where
                 if let (true, Some(bulkhead)) = (holds_slot, state.bulkhead()) {
                     bulkhead.release();
                 }
-                return Err(Rejected::new(
-                    RejectReason::RateLimited,
-                    priority,
-                    Some(Duration::from_nanos(wait)),
-                ));
+                return Err(Rejected::rate_limited(wait, priority));
             }
         }
         Ok(Permit::new(
@@ -1281,12 +1271,7 @@ where
                     Patience::UpToMaxWait => self.max_wait(priority).map_or(Nanos::MAX, nanos),
                 };
                 if wait > patience {
-                    let retry_after = Some(Duration::from_nanos(wait));
-                    return Err(Rejected::new(
-                        RejectReason::RateLimited,
-                        priority,
-                        retry_after,
-                    ));
+                    return Err(Rejected::rate_limited(wait, priority));
                 }
             }
             window.record(now, level, Count::Request, settings);
