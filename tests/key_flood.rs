@@ -1,6 +1,7 @@
 //! A flood of distinct keys (client IPs, user ids from untrusted input)
 //! through a capped manager: the cap holds, memory stays bounded, and the
-//! flood cannot reset the limit of a key that still owes tokens.
+//! flood cannot reset the limit of a key that still owes tokens, even when
+//! that key is the least recently used one.
 //!
 //! Alone in its test binary, so the process's resident memory is its own.
 
@@ -64,4 +65,31 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
         let grown = after.saturating_sub(before);
         assert!(grown < 16 << 20, "resident memory grew by {grown} bytes");
     }
+
+    // A second flood of keys that each owe even longer than the victim: once
+    // the first flood's quiet keys have made room, every live key owes, and
+    // the victim is the least recently quiet of them. It is still not
+    // evicted: new keys are refused instead.
+    clock.advance(Duration::from_secs(1)); // the first flood's debts are paid
+    let (mut admitted, mut refused) = (0, 0);
+    for i in 0..CAP + 2_000 {
+        key.clear();
+        use std::fmt::Write;
+        write!(key, "flood-2-{i}").unwrap();
+        if manager.decrement(key.as_str()).is_none() {
+            refused += 1;
+            assert!(manager.check(key.as_str()).unwrap_err().key_space_full());
+            continue;
+        }
+        manager.check(key.as_str()).unwrap(); // owes 1000 s from now
+        admitted += 1;
+    }
+    assert_eq!(
+        (admitted, refused),
+        (CAP - 1, 2_001),
+        "every room but the victim's was taken, then new keys were refused"
+    );
+    assert_eq!(manager.len(), CAP);
+    assert_eq!(manager.rate("victim"), Some(0.001));
+    assert!(manager.check("victim").unwrap_err().retry_after() > Duration::from_secs(990));
 }

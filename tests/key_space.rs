@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use portcullis::{ManualClock, RateConfig, ThrottleManager};
+use portcullis::{
+    BulkheadConfig, ManualClock, Priority, RateConfig, RejectReason, ThrottleConfig,
+    ThrottleManager,
+};
 
 fn manager(
     clock: &ManualClock,
@@ -109,4 +112,83 @@ fn outcomes_for_a_new_key_at_a_full_cap_report_none() {
     manager.check("a").unwrap();
     assert_eq!(manager.increment("b"), None);
     assert_eq!(manager.len(), 1);
+}
+
+#[test]
+fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
+    // The LRU choice must not override the debt: "victim" is the key whose
+    // debt ends first (so an LRU that ignored debt would take it), yet while
+    // it owes, a new key is refused, not given its room.
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(0.1, 1.0).decrement(0.9))
+        .max_keys(3)
+        .keep_idle_keys()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    manager.check("victim").unwrap(); // owes 1 s
+    for other in ["b", "c"] {
+        manager.decrement(other); // 0.1/s
+        manager.check(other).unwrap(); // owes 10 s
+    }
+    clock.advance(Duration::from_millis(500));
+    let refused = manager.check("newcomer").unwrap_err();
+    assert!(refused.key_space_full());
+    assert_eq!(refused.retry_after(), Duration::from_millis(500));
+    assert_eq!(manager.rate("newcomer"), None);
+    let still_limited = manager.check("victim").unwrap_err();
+    assert!(!still_limited.key_space_full());
+    assert_eq!(still_limited.retry_after(), Duration::from_millis(500));
+    // Once its debt is paid, it is the one that makes room.
+    clock.advance(Duration::from_millis(500));
+    manager.check("newcomer").unwrap();
+    assert_eq!(manager.rate("victim"), None);
+    assert_eq!(manager.rate("b"), Some(0.1));
+}
+
+#[test]
+fn a_key_with_a_call_in_flight_is_never_evicted() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .max_keys(1)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let in_flight = manager.try_acquire("a", Priority::HIGH).unwrap();
+    let refused = manager.try_acquire("b", Priority::HIGH).unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    // "a" kept its state: its one slot is still taken.
+    let busy = manager.try_acquire("a", Priority::HIGH).unwrap_err();
+    assert_eq!(busy.reason(), RejectReason::Full);
+    assert_eq!(manager.status("a").unwrap().active, Some(1));
+    // Once the call ends, "a" can make room.
+    drop(in_flight);
+    assert!(manager.try_acquire("b", Priority::HIGH).is_ok());
+    assert!(manager.status("a").is_none());
+}
+
+#[test]
+fn a_key_that_is_shedding_is_never_evicted() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0) // sheds at any probability above 0
+        .max_keys(1)
+        .keep_idle_keys()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..100 {
+        manager.decrement("a"); // the backend keeps failing
+    }
+    let shed = manager.try_acquire("a", Priority::LOW).unwrap_err();
+    assert_eq!(shed.reason(), RejectReason::Throttled);
+    clock.advance(Duration::from_secs(30)); // well inside the 60 s window
+    let refused = manager.try_acquire("b", Priority::LOW).unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    // "a" kept its window: it still sheds.
+    let shed = manager.try_acquire("a", Priority::LOW).unwrap_err();
+    assert_eq!(shed.reason(), RejectReason::Throttled);
+    assert!(manager.rejection_probability("a", Priority::LOW).unwrap() > 0.5);
 }

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use portcullis::{
-    ManualClock, OutOfRange, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
-    with_priority,
+    ManualClock, OutOfRange, Outcome, Priority, RateConfig, RejectReason, ThrottleConfig,
+    ThrottleManager, with_priority,
 };
 
 /// A deterministic uniform source in `[0, 1)` (xorshift64*).
@@ -55,7 +55,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
         Ok(permit) => {
             // make the call, then report what happened:
             permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout);
-            // dropping the permit without a report counts as neither
+            // dropping the permit without a report counts as Outcome::Neutral
         }
         Err(rejected) => {
             let _why = rejected.reason();
@@ -63,10 +63,12 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
             panic!("a healthy key sheds nothing");
         }
     }
-    assert_eq!(Priority::HIGH.level(), 0);
-    assert_eq!(Priority::IMPORTANT.level(), 1);
-    assert_eq!(Priority::MEDIUM.level(), 2);
-    assert_eq!(Priority::LOW.level(), 3);
+    let low = &manager.snapshot("db-7").unwrap().priorities[3];
+    assert_eq!(
+        (low.requests, low.accepts),
+        (1, 1),
+        "the success was counted at LOW"
+    );
     Ok(())
 }
 
@@ -253,6 +255,45 @@ async fn dropped_permits_never_cause_shedding() {
     }
     assert_eq!(
         manager.rejection_probability("db", Priority::LOW),
+        Some(0.0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_neutral_outcome_counts_as_a_request_and_an_accept() {
+    // The documented rule (`Outcome::Neutral`, `Permit`): a call that ended
+    // in a way that says nothing about load, reported or dropped unreported,
+    // counts as accepted. Both halves matter: it is a request (so the
+    // window's totals include it), and it is an accept (so it offsets
+    // failures and never causes shedding).
+    let manager = manager_with_draw(0.99); // nothing is shed: every call counts
+    let permit = manager.try_acquire("db", Priority::MEDIUM).unwrap();
+    permit.report(Outcome::Neutral);
+    let medium = manager.snapshot("db").unwrap().priorities[2];
+    assert_eq!((medium.requests, medium.accepts), (1, 1));
+
+    drop(manager.try_acquire("db", Priority::MEDIUM).unwrap());
+    let medium = manager.snapshot("db").unwrap().priorities[2];
+    assert_eq!((medium.requests, medium.accepts), (2, 2));
+
+    // 100 failures alone: (100 - 2 * 0) / (100 + 60) = 0.625. With 100
+    // neutral outcomes beside them: (200 - 2 * 100) / (200 + 60) = 0.
+    for _ in 0..100 {
+        manager
+            .try_acquire("failing", Priority::HIGH)
+            .unwrap()
+            .failure();
+    }
+    assert_eq!(
+        manager.rejection_probability("failing", Priority::HIGH),
+        Some(0.625)
+    );
+    for _ in 0..100 {
+        let permit = manager.try_acquire("failing", Priority::HIGH).unwrap();
+        permit.report(Outcome::Neutral);
+    }
+    assert_eq!(
+        manager.rejection_probability("failing", Priority::HIGH),
         Some(0.0)
     );
 }
