@@ -7,6 +7,22 @@ use portcullis::{BulkheadConfig, Overflow, Priority, RateConfig, RejectReason, T
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// A test on tokio's paused clock that fails instead of hanging: a lost
+/// wake-up leaves a waiter asleep with no timer to advance to, and without a
+/// limit the whole run would hang. The limit is virtual time (an idle paused
+/// runtime jumps straight to it), so it costs nothing when the test passes.
+macro_rules! paused_test {
+    (async fn $name:ident() $(-> $ret:ty)? $body:block) => {
+        #[tokio::test(start_paused = true)]
+        async fn $name() $(-> $ret)? {
+            async fn body() $(-> $ret)? $body
+            tokio::time::timeout(Duration::from_secs(600), body())
+                .await
+                .expect("the test hung: a waiter was never woken")
+        }
+    };
+}
+
 fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .bulkhead(config)
@@ -42,7 +58,7 @@ async fn settle() {
     }
 }
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(
@@ -52,13 +68,33 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
                 .overflow(Overflow::DropOldest),
         )
         .build()?;
-    let permit = manager.acquire("payments", Priority::HIGH).await?; // waits in the queue if all 10 are busy
-    // ... the call ...
-    permit.success(); // releasing the permit hands it to the head of the queue
+    let mut busy = Vec::new();
+    for _ in 0..10 {
+        busy.push(manager.acquire("payments", Priority::LOW).await?);
+    }
+    assert_eq!(manager.status("payments").unwrap().active, Some(10));
+    // All 10 are busy: the next call waits in the queue, and the first slot
+    // released goes to it.
+    let waiter = tokio::spawn({
+        let manager = manager.clone();
+        async move {
+            let permit = manager.acquire("payments", Priority::HIGH).await?; // waits in the queue if all 10 are busy
+            // ... the call ...
+            permit.success(); // releasing the permit hands it to the head of the queue
+            Ok::<_, portcullis::Rejected>(())
+        }
+    });
+    settle().await;
+    assert_eq!(manager.status("payments").unwrap().queued, Some(1));
+    tokio::time::sleep(Duration::from_millis(100)).await; // within the 200 ms queue timeout
+    busy.pop().unwrap().success();
+    waiter.await??;
+    assert_eq!(manager.status("payments").unwrap().active, Some(9));
     Ok(())
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn waiters_go_by_priority_then_arrival_and_newcomers_never_overtake() {
     let manager = manager(BulkheadConfig::new(1).queue(10));
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -94,8 +130,9 @@ async fn waiters_go_by_priority_then_arrival_and_newcomers_never_overtake() {
     let status = manager.status("db").unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_released_slot_goes_straight_to_the_head_of_the_queue() {
     let manager = manager(BulkheadConfig::new(1).queue(1));
     let permit = manager.try_acquire("db", Priority::HIGH).unwrap();
@@ -116,8 +153,9 @@ async fn a_released_slot_goes_straight_to_the_head_of_the_queue() {
     assert!(manager.try_acquire("db", Priority::HIGH).is_err());
     assert_eq!(waiter.await.unwrap().unwrap(), Priority::LOW);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn with_no_queue_a_full_bulkhead_fails_fast_with_its_load() {
     let manager = manager(BulkheadConfig::new(2));
     let _a = manager.acquire("db", Priority::HIGH).await.unwrap();
@@ -129,8 +167,9 @@ async fn with_no_queue_a_full_bulkhead_fails_fast_with_its_load() {
     assert_eq!((rejected.active(), rejected.queued()), (Some(2), Some(0)));
     assert_eq!(rejected.retry_after(), None);
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_waiter_is_rejected_after_the_queue_timeout() {
     let manager = manager(
         BulkheadConfig::new(1)
@@ -145,8 +184,9 @@ async fn a_waiter_is_rejected_after_the_queue_timeout() {
     assert_eq!((rejected.active(), rejected.queued()), (Some(1), Some(1)));
     assert_eq!(manager.status("db").unwrap().queued, Some(0));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_slot_freed_before_the_timeout_is_taken() {
     let manager = manager(
         BulkheadConfig::new(1)
@@ -167,6 +207,7 @@ async fn a_slot_freed_before_the_timeout_is_taken() {
     assert!(permit.is_ok());
     assert_eq!(start.elapsed(), Duration::from_millis(150));
     holder.await.unwrap();
+}
 }
 
 async fn fill(
@@ -195,7 +236,7 @@ async fn outcomes(
     out
 }
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn overflow_reject_new() {
     let manager = manager(BulkheadConfig::new(1).queue(2));
     let calls = fill(
@@ -212,8 +253,9 @@ async fn overflow_reject_new() {
     assert_eq!(results[3], ("new", Err(RejectReason::Full)));
     assert!(results[..3].iter().all(|(_, r)| r.is_ok()));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn overflow_drop_oldest() {
     let manager = manager(
         BulkheadConfig::new(1)
@@ -234,8 +276,9 @@ async fn overflow_drop_oldest() {
     assert_eq!(results[1], ("old", Err(RejectReason::Dropped)));
     assert!(results[2].1.is_ok() && results[3].1.is_ok());
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn overflow_drop_lowest_priority() {
     let manager = manager(
         BulkheadConfig::new(1)
@@ -258,8 +301,9 @@ async fn overflow_drop_lowest_priority() {
     assert_eq!(results[4], ("low-late", Err(RejectReason::Full)));
     assert!(results[1].1.is_ok() && results[3].1.is_ok());
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_cancelled_waiter_leaves_the_queue_at_once() {
     let manager = manager(BulkheadConfig::new(1).queue(4));
     let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
@@ -279,8 +323,9 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once() {
         "no slot went to the gone waiter"
     );
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_slot_handed_to_a_waiter_as_it_is_cancelled_passes_on() {
     let manager = manager(BulkheadConfig::new(1).queue(4));
     let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
@@ -306,8 +351,9 @@ async fn a_slot_handed_to_a_waiter_as_it_is_cancelled_passes_on() {
     let status = manager.status("db").unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_panic_inside_the_call_releases_the_slot() {
     let manager = manager(BulkheadConfig::new(1));
     let task = {
@@ -321,8 +367,9 @@ async fn a_panic_inside_the_call_releases_the_slot() {
     assert_eq!(manager.status("db").unwrap().active, Some(0));
     assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn try_acquire_never_queues() {
     let manager = manager(BulkheadConfig::new(1).queue(8));
     let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
@@ -330,8 +377,9 @@ async fn try_acquire_never_queues() {
     assert_eq!(rejected.reason(), RejectReason::Full);
     assert_eq!(manager.status("db").unwrap().queued, Some(0));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_bulkhead_rejection_gives_the_rate_token_back() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
@@ -353,8 +401,9 @@ async fn a_bulkhead_rejection_gives_the_rate_token_back() {
         "token 2 is still there"
     );
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
@@ -366,8 +415,9 @@ async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
     assert_eq!(rejected.reason(), RejectReason::RateLimited);
     assert_eq!(manager.status("db").unwrap().active, Some(0));
 }
+}
 
-#[tokio::test(start_paused = true)]
+paused_test! {
 async fn the_rate_is_waited_for_before_a_slot_is_taken() {
     // Slots are not held idle while a call sleeps for its rate token: with 1
     // slot and 2 calls/s, a call waiting for its token leaves the slot free.
@@ -384,6 +434,7 @@ async fn the_rate_is_waited_for_before_a_slot_is_taken() {
     settle().await;
     assert_eq!(manager.status("db").unwrap().active, Some(0));
     assert!(sleeper.await.unwrap());
+}
 }
 
 #[test]

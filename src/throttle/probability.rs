@@ -66,10 +66,12 @@ mod tests {
 
     #[test]
     fn lower_priorities_inherit_the_failures_above() {
+        // Priority 0 had 30 of its 100 calls accepted: only the 70 it did
+        // not get accepted count against the priorities below it.
         let counts = [
             Counts {
                 requests: 100.0,
-                accepts: 0.0,
+                accepts: 30.0,
             },
             Counts {
                 requests: 0.0,
@@ -85,18 +87,19 @@ mod tests {
         assert_eq!(
             seen(1),
             Counts {
-                requests: 100.0,
+                requests: 70.0,
                 accepts: 0.0
             }
         );
         assert_eq!(
             seen(2),
             Counts {
-                requests: 150.0,
+                requests: 120.0,
                 accepts: 40.0
             }
         );
-        assert_eq!(rejection(seen(1), &defaults()), 0.625);
+        // (70 - 2 * 0) / (70 + 60)
+        assert_eq!(rejection(seen(1), &defaults()), 70.0 / 130.0);
     }
 
     #[test]
@@ -126,16 +129,40 @@ mod tests {
     }
 
     proptest! {
+        /// More failures never lower the probability, more accepts never
+        /// raise it, and a key whose accepts keep up with `requests / ratio`
+        /// is never shed; whatever the inputs, the answer is a probability.
         #[test]
-        fn always_a_probability(
-            requests in proptest::num::f64::ANY,
-            accepts in proptest::num::f64::ANY,
-            ratio in 1.0f64..1e6,
-            min_rate in 1e-6f64..1e6,
+        fn failures_raise_it_accepts_lower_it(
+            (requests, accepts) in (0u32..1_000_000).prop_flat_map(|r| (Just(r), 0..=r)),
+            more in 1u32..1_000_000,
+            ratio in 1.0f64..10.0,
+            min_rate in 1e-3f64..1e3,
         ) {
+            // Window counts are whole numbers.
+            let (requests, accepts, more) = (f64::from(requests), f64::from(accepts), f64::from(more));
             let s = ThrottleSettings::for_test(ThrottleConfig::new().ratio(ratio).min_rate(min_rate));
             let p = rejection(Counts { requests, accepts }, &s);
-            prop_assert!(p.is_finite() && (0.0..=1.0).contains(&p), "{p}");
+            prop_assert!((0.0..=1.0).contains(&p), "{p}");
+            let failed_more = rejection(Counts { requests: requests + more, accepts }, &s);
+            prop_assert!(failed_more >= p, "{more} more failures lowered {p} to {failed_more}");
+            let accepted_more = rejection(
+                Counts { requests: requests + more, accepts: accepts + more },
+                &s,
+            );
+            prop_assert!(accepted_more <= p, "{more} more accepts raised {p} to {accepted_more}");
+            if ratio * accepts >= requests {
+                prop_assert_eq!(p, 0.0);
+            }
+        }
+
+        #[test]
+        fn any_input_gives_a_probability(
+            requests in proptest::num::f64::ANY,
+            accepts in proptest::num::f64::ANY,
+        ) {
+            let p = rejection(Counts { requests, accepts }, &defaults());
+            prop_assert!((0.0..=1.0).contains(&p), "{p}");
         }
     }
 }
