@@ -1,17 +1,18 @@
 //! Randomized stress: thousands of tasks on real threads acquire with random
-//! priorities, give up at random moments and time out in the queue, against
-//! several keys. Afterwards every key is idle, and at no instant did any key
-//! have more calls in flight than its limit.
+//! priorities and give up at random moments, against several keys. No
+//! waiter is ever left in the queue unwoken, afterwards every key is idle,
+//! and at no instant did any key have more calls in flight than its limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, Overflow, Priority, ThrottleManager};
+use portcullis::{BulkheadConfig, Overflow, Priority, RejectReason, ThrottleManager};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 const MAX_CONCURRENT: u32 = 3;
 const TASKS: u64 = 3_000;
+const QUEUE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A deterministic stream of numbers per task (xorshift64*).
 struct Dice(u64);
@@ -47,7 +48,10 @@ async fn run(overflow: Overflow) {
         .bulkhead(
             BulkheadConfig::new(MAX_CONCURRENT)
                 .queue(5)
-                .queue_timeout(Duration::from_millis(3))
+                // Far longer than any wait here (holds are at most 1.5 ms):
+                // it must never fire. A short one would rescue a waiter that
+                // is never woken, and a lost wake-up would pass unseen.
+                .queue_timeout(QUEUE_TIMEOUT)
                 .overflow(overflow),
         )
         .build()
@@ -70,8 +74,26 @@ async fn run(overflow: Overflow) {
             let give_up_after = Duration::from_micros(dice.roll(4_000));
             let hold = Duration::from_micros(dice.roll(1_500));
             let call = async {
-                let Ok(permit) = manager.acquire(KEYS[k], priority).await else {
-                    return;
+                let asked = std::time::Instant::now();
+                let permit = match manager.acquire(KEYS[k], priority).await {
+                    Ok(permit) => {
+                        // Waits here are milliseconds; one this long was
+                        // rescued by the queue timeout's timer, not woken.
+                        let waited = asked.elapsed();
+                        assert!(
+                            waited < QUEUE_TIMEOUT / 4,
+                            "admitted after {waited:?}: a waiter was never woken"
+                        );
+                        permit
+                    }
+                    Err(rejected) => {
+                        assert_ne!(
+                            rejected.reason(),
+                            RejectReason::QueueTimeout,
+                            "a waiter sat in the queue for {QUEUE_TIMEOUT:?}: never woken"
+                        );
+                        return;
+                    }
                 };
                 // Declared after the permit, so dropped before it, also
                 // when the call is cancelled mid-way.
@@ -95,7 +117,7 @@ async fn run(overflow: Overflow) {
         }
     }
     for task in tasks {
-        tokio::time::timeout(Duration::from_secs(30), task)
+        tokio::time::timeout(QUEUE_TIMEOUT + Duration::from_secs(10), task)
             .await
             .expect("no task hangs")
             .unwrap();

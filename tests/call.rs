@@ -110,16 +110,18 @@ async fn the_public_contract_against_a_real_server() {
     assert_eq!(manager.rate(&host), Some(92.0));
 
     // A refused connection is a transport failure: the classifier calls it
-    // overload.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // overload. The socket is bound but not listening, so connections to it
+    // are refused; it stays bound, so no other test can take the port
+    // meanwhile (a listener bound and dropped would leave the port free).
+    let bound = tokio::net::TcpSocket::new_v4().unwrap();
+    bound.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = bound.local_addr().unwrap();
     let dead = closed.to_string();
     let _ = fetch(&manager, &client, &dead, &format!("http://{closed}/ok"))
         .await
         .unwrap_err();
     assert_eq!(manager.rate(&dead), Some(90.0));
+    drop(bound);
 
     let status = manager.status(&host).unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
