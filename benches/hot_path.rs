@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use portcullis::clock::TokioClock;
 use portcullis::{
     BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager, ThrottleManagerBuilder,
-    TokioClock,
 };
 use tokio::sync::Semaphore;
 

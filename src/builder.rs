@@ -6,45 +6,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bulkhead::BulkheadConfig;
-use crate::call::Classifier;
 use crate::clock::{Clock, Nanos, default_clock, nanos};
-use crate::config::{BulkheadSection, ManagerConfig, ThrottleSection};
+use crate::core::{Control, Core, RandomSource};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
-use crate::manager::{Policy, RandomSource, RatePerKey, Shared, ThrottleManager};
-use crate::permit::Outcome;
+use crate::manager::{ControlOverrides, KeyNames, Overrides, Shared, ThrottleManager};
+use crate::outcome::{Classifier, Outcome};
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::{RateConfig, ValidRateConfig};
 use crate::registry::Registry;
 use crate::throttle::ThrottleConfig;
 
+type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
+
 /// The default cap on live keys.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_MAX_KEYS, 1_000_000);
-/// ```
-pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// The default idle TTL: a key quiet this long is forgotten.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_IDLE_TTL, std::time::Duration::from_secs(600));
-/// ```
-pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
+const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// The default number of priority levels: `Priority::HIGH` to `Priority::LOW`.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_PRIORITY_LEVELS, 4);
-/// ```
-pub const DEFAULT_PRIORITY_LEVELS: u8 = 4;
+const DEFAULT_PRIORITY_LEVELS: u8 = 4;
 
 /// The default longest pause a `Retry-After` can impose on a key.
-///
-/// ```
-/// assert_eq!(portcullis::DEFAULT_MAX_DEFER, std::time::Duration::from_secs(300));
-/// ```
-pub const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
+const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
 
 /// The most priority levels a manager may have.
 const MAX_PRIORITY_LEVELS: u8 = 16;
@@ -76,34 +61,35 @@ const MAX_PRIORITY_LEVELS: u8 = 16;
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {
-    rate: Option<RateConfig>,
-    rate_overrides: Vec<(K, String, RateConfig)>,
-    throttle_overrides: Vec<(K, String, ThrottleConfig)>,
-    bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
-    rate_per_key: Option<Box<RatePerKey<K>>>,
-    throttle: Option<ThrottleConfig>,
-    bulkhead: Option<BulkheadConfig>,
-    priority_levels: u8,
-    out_of_range: OutOfRange,
-    random: Option<Box<RandomSource>>,
-    classifier: Option<Box<Classifier>>,
-    call_timeout: Option<Duration>,
-    max_defer: Duration,
-    max_wait: Option<Duration>,
+    pub(crate) rate: Option<RateConfig>,
+    pub(crate) rate_overrides: Vec<(K, String, RateConfig)>,
+    pub(crate) throttle_overrides: Vec<(K, String, ThrottleConfig)>,
+    pub(crate) bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
+    pub(crate) rate_per_key: Option<Box<RatePerKey<K>>>,
+    pub(crate) throttle: Option<ThrottleConfig>,
+    pub(crate) bulkhead: Option<BulkheadConfig>,
+    pub(crate) priority_levels: u8,
+    pub(crate) out_of_range: OutOfRange,
+    pub(crate) random: Option<Box<RandomSource>>,
+    pub(crate) classifier: Option<Box<Classifier>>,
+    pub(crate) call_timeout: Option<Duration>,
+    pub(crate) max_defer: Duration,
+    pub(crate) max_wait: Option<Duration>,
     /// Per-priority `max_wait`s, by level, in the order given.
-    max_wait_for: Vec<(Priority, Duration)>,
-    max_keys: usize,
-    idle_ttl: Option<Duration>,
-    clock: Option<Arc<dyn Clock>>,
+    pub(crate) max_wait_for: Vec<(Priority, Duration)>,
+    pub(crate) max_keys: usize,
+    pub(crate) idle_ttl: Option<Duration>,
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    /// How events and per-key metrics name a key.
+    pub(crate) key_names: Option<Box<KeyNames<K>>>,
     /// Whether metrics carry a `key` label.
-    #[cfg(feature = "metrics")]
-    metrics_per_key: bool,
-    /// Where the default controls are named in errors: `""` when set in
-    /// code (`rate.burst`), `"default."` when read from a file
+    pub(crate) metrics_per_key: bool,
+    /// Where each default control is named in errors: `rate` when set in
+    /// code (`rate.burst`), `default.rate` when read from a file
     /// (`default.rate.burst`).
-    default_path: &'static str,
+    pub(crate) paths: ControlPaths,
     /// Problems found while reading a [`ManagerConfig`], reported by `build`.
-    config_problems: Vec<ConfigProblem>,
+    pub(crate) config_problems: Vec<ConfigProblem>,
 }
 
 impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
@@ -127,13 +113,33 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("max_keys", &self.max_keys)
             .field("idle_ttl", &self.idle_ttl)
             .field("clock", &self.clock)
+            .field("key_names", &self.key_names.is_some())
+            .field("metrics_per_key", &self.metrics_per_key)
             .finish()
+    }
+}
+
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Starts configuring a manager.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<u64>::builder().rate(RateConfig::new(5.0)).build()?;
+    /// assert!(manager.is_empty());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn builder() -> ThrottleManagerBuilder<K> {
+        ThrottleManagerBuilder::new()
     }
 }
 
 impl<K> ThrottleManagerBuilder<K>
 where
-    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
+    K: Hash + Eq + Send + Sync + 'static,
 {
     pub(crate) fn new() -> Self {
         Self {
@@ -155,91 +161,11 @@ where
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
             clock: None,
-            #[cfg(feature = "metrics")]
+            key_names: None,
             metrics_per_key: false,
-            default_path: "",
+            paths: ControlPaths::default(),
             config_problems: Vec::new(),
         }
-    }
-
-    /// Takes every setting of `config`: the default controls, the per-key
-    /// overrides, the key space, the priority levels and the timeouts.
-    /// Nothing is checked until [`build`](Self::build), which names every
-    /// problem by its path in the file (`overrides."api".bulkhead.queue`).
-    /// Settings made in code afterwards win.
-    ///
-    /// ```
-    /// use portcullis::{ManagerConfig, ThrottleManager, transport_overload};
-    ///
-    /// let config: ManagerConfig = toml::from_str("[default.rate]\nstarting_rate = 10")?;
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .config(config)
-    ///     .classifier(transport_overload) // what a file cannot say
-    ///     .build()?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn config(mut self, config: ManagerConfig) -> Self
-    where
-        K: From<String> + fmt::Debug,
-    {
-        self.default_path = "default.";
-        let default = config.default;
-        if let Some(rate) = &default.rate {
-            match rate.to_config() {
-                Ok(rate) => self.rate = Some(rate),
-                Err(problem) => self
-                    .config_problems
-                    .push(ConfigProblem::new("default.rate", problem)),
-            }
-        }
-        self.throttle = default.throttle.as_ref().map(ThrottleSection::to_config);
-        self.bulkhead = default.bulkhead.as_ref().map(BulkheadSection::to_config);
-        for (key, controls) in config.overrides {
-            let path = |control: &str| format!("overrides.{key:?}.{control}");
-            if let Some(rate) = &controls.rate {
-                match rate.to_config() {
-                    Ok(rate) => self
-                        .rate_overrides
-                        .push((key.clone().into(), path("rate"), rate)),
-                    Err(problem) => self
-                        .config_problems
-                        .push(ConfigProblem::new(path("rate"), problem)),
-                }
-            }
-            if let Some(throttle) = &controls.throttle {
-                let entry = (key.clone().into(), path("throttle"), throttle.to_config());
-                self.throttle_overrides.push(entry);
-            }
-            if let Some(bulkhead) = &controls.bulkhead {
-                let entry = (key.clone().into(), path("bulkhead"), bulkhead.to_config());
-                self.bulkhead_overrides.push(entry);
-            }
-        }
-        if let Some(keys) = config.keys {
-            if let Some(max_keys) = keys.max_keys {
-                self.max_keys = max_keys;
-            }
-            if let Some(ttl) = keys.idle_ttl {
-                self.idle_ttl = Some(ttl);
-            }
-        }
-        if let Some(levels) = config.priority_levels {
-            self.priority_levels = levels;
-        }
-        if let Some(timeout) = config.call_timeout {
-            self.call_timeout = Some(timeout);
-        }
-        if let Some(max) = config.max_defer {
-            self.max_defer = max;
-        }
-        if let Some(max) = config.max_wait {
-            self.max_wait = Some(max);
-        }
-        for wait in config.max_wait_for {
-            self.max_wait_for
-                .push((Priority::new(wait.priority), wait.max_wait));
-        }
-        self
     }
 
     /// Every key gets an adaptive rate with these settings, unless an
@@ -413,7 +339,8 @@ where
     /// [`OutOfRange::ClampToLowest`]).
     ///
     /// ```
-    /// use portcullis::{OutOfRange, ThrottleConfig, ThrottleManager};
+    /// use portcullis::priority::OutOfRange;
+    /// use portcullis::{ThrottleConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .throttle(ThrottleConfig::new())
@@ -458,10 +385,11 @@ where
     /// Without one, unmarked errors are neutral. [`transport_overload`]
     /// covers `std::io` errors and tokio timeouts.
     ///
-    /// [`transport_overload`]: crate::transport_overload
+    /// [`transport_overload`]: crate::outcome::transport_overload
     ///
     /// ```
-    /// use portcullis::{Outcome, RateConfig, ThrottleManager, transport_overload};
+    /// use portcullis::outcome::transport_overload;
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::new(10.0))
@@ -502,7 +430,7 @@ where
     }
 
     /// The longest pause [`defer`](ThrottleManager::defer) applies (default
-    /// [`DEFAULT_MAX_DEFER`]): a server asking for an absurd `Retry-After`
+    /// 5 minutes): a server asking for an absurd `Retry-After`
     /// gets this instead.
     ///
     /// ```
@@ -607,7 +535,27 @@ where
         self
     }
 
-    /// Labels every metric with the key (its `Debug` form). Off by default:
+    /// How events and per-key metrics name a key. Without it they do not:
+    /// keys can be secrets (API tokens, session ids) that must never reach
+    /// a log, and a key type need not be `Debug`. Events then carry the
+    /// priority and the numbers, not the key.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .key_names(|host: &String| host.clone()) // hosts are fine to log
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn key_names(mut self, name: impl Fn(&K) -> String + Send + Sync + 'static) -> Self {
+        self.key_names = Some(Box::new(name));
+        self
+    }
+
+    /// Labels every metric with the key's name (from
+    /// [`key_names`](Self::key_names), which must be set). Off by default:
     /// keys from untrusted input would give a metric unbounded cardinality,
     /// and the label costs a formatted string per call. Needs feature
     /// `metrics`; see the crate's metrics table in its README.
@@ -617,6 +565,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .bulkhead(BulkheadConfig::new(16))
+    ///     .key_names(|host: &String| host.clone())
     ///     .metrics_per_key(true) // a few known hosts: bounded cardinality
     ///     .build()?;
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -628,11 +577,12 @@ where
     }
 
     /// At most this many keys are live at once (default
-    /// [`DEFAULT_MAX_KEYS`]). See [`RateLimited::key_space_full`](crate::RateLimited::key_space_full) for what a
+    /// 1,000,000). See [`RateLimited::key_space_full`](crate::RateLimited::key_space_full) for what a
     /// new key meets at the cap.
     ///
     /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<u32>::builder()
     ///     .rate(RateConfig::new(10.0))
@@ -651,7 +601,7 @@ where
 
     /// A key whose bucket has been full for `ttl` (no call admitted, no debt
     /// left) is forgotten, learned rate included (default
-    /// [`DEFAULT_IDLE_TTL`]). Sweeps run as new keys arrive, at most twice
+    /// 10 minutes). Sweeps run as new keys arrive, at most twice
     /// per `ttl`, or on [`ThrottleManager::evict_idle`].
     ///
     /// ```
@@ -672,7 +622,8 @@ where
     /// Keeps keys until the key cap needs their room.
     ///
     /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -693,11 +644,12 @@ where
     }
 
     /// The time source for every control. Default: [`default_clock`], chosen
-    /// when `build` runs ([`QuantaClock`](crate::QuantaClock), or
-    /// [`TokioClock`](crate::TokioClock) inside paused tokio time).
+    /// when `build` runs ([`QuantaClock`](crate::clock::QuantaClock), or
+    /// [`TokioClock`](crate::clock::TokioClock) inside paused tokio time).
     ///
     /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -743,23 +695,22 @@ where
                 "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
             );
         }
-        let path = |control: &str| format!("{}{control}", self.default_path);
-        let mut rate = policy(
-            &path("rate"),
+        let (rate, mut rate_overrides) = control(
+            self.paths.rate,
             self.rate.as_ref(),
             self.rate_overrides,
             RateConfig::check,
             &mut found,
         );
-        let throttle = policy(
-            &path("throttle"),
+        let (throttle, throttle_overrides) = control(
+            self.paths.throttle,
             self.throttle.as_ref(),
             self.throttle_overrides,
             ThrottleConfig::check,
             &mut found,
         );
-        let bulkhead = policy(
-            &path("bulkhead"),
+        let (bulkhead, bulkhead_overrides) = control(
+            self.paths.bulkhead,
             self.bulkhead.as_ref(),
             self.bulkhead_overrides,
             BulkheadConfig::check,
@@ -792,18 +743,33 @@ where
         if self.max_keys == 0 {
             Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
         }
+        if self.metrics_per_key && self.key_names.is_none() {
+            Problems::new("", &mut found).add(
+                "metrics_per_key",
+                "needs key names for the label; call .key_names(...) too",
+            );
+        }
         if !found.is_empty() {
             return Err(ConfigError::new(found));
         }
-        if let (Some(rate), Some(per_key)) = (&mut rate, self.rate_per_key) {
-            rate.per_key = Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
+        if let (Some(_), Some(per_key)) = (&rate, self.rate_per_key) {
+            rate_overrides.per_key =
+                Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
         }
-        let quiet_throttle = throttle.as_ref().and_then(|policy| policy.default.clone());
+        let quiet_throttle = throttle
+            .as_ref()
+            .and_then(|control| control.default.clone());
         let quiet_from = Box::new(move |state: &KeyState, _now: Nanos| {
             Some(state.quiet_from(quiet_throttle.as_deref()))
         });
-        Ok(ThrottleManager::from_shared(Shared {
-            keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos), quiet_from),
+        let max_wait = {
+            let mut by_level = vec![self.max_wait; usize::from(self.priority_levels)];
+            for (priority, max) in self.max_wait_for {
+                by_level[usize::from(priority.level())] = Some(max);
+            }
+            by_level.into_boxed_slice()
+        };
+        let core = Core {
             clock: self.clock.unwrap_or_else(default_clock),
             rate,
             throttle,
@@ -816,37 +782,61 @@ where
             classifier: self.classifier,
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,
-            max_wait: {
-                let mut by_level = vec![self.max_wait; usize::from(self.priority_levels)];
-                for (priority, max) in self.max_wait_for {
-                    by_level[usize::from(priority.level())] = Some(max);
-                }
-                by_level.into_boxed_slice()
+            max_wait,
+        };
+        Ok(ThrottleManager::from_shared(Shared {
+            core: Arc::new(core),
+            keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos), quiet_from),
+            overrides: Overrides {
+                rate: rate_overrides,
+                throttle: throttle_overrides,
+                bulkhead: bulkhead_overrides,
             },
-            #[cfg(feature = "metrics")]
+            key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
         }))
     }
 }
 
-/// One control's policy from its default config and its overrides, each
-/// checked under its own name; `None` when neither is there.
-fn policy<K: Hash + Eq, C, S>(
+/// Where each default control is named in errors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ControlPaths {
+    pub(crate) rate: &'static str,
+    pub(crate) throttle: &'static str,
+    pub(crate) bulkhead: &'static str,
+}
+
+impl Default for ControlPaths {
+    fn default() -> Self {
+        Self {
+            rate: "rate",
+            throttle: "throttle",
+            bulkhead: "bulkhead",
+        }
+    }
+}
+
+/// One control from its default config and its overrides, each checked
+/// under its own name: `None` when neither is there.
+fn control<K: Hash + Eq, C, S>(
     default_path: &str,
     default: Option<&C>,
     overrides: Vec<(K, String, C)>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
-) -> Option<Policy<K, S>> {
+) -> (Option<Control<S>>, ControlOverrides<K, S>) {
+    let mut by_key = ControlOverrides::default();
     if default.is_none() && overrides.is_empty() {
-        return None;
+        return (None, by_key);
     }
     let default = default.and_then(|config| check(config, &mut Problems::new(default_path, found)));
-    let mut policy = Policy::new(default);
     for (key, name, config) in overrides {
         if let Some(settings) = check(&config, &mut Problems::new(&name, found)) {
-            policy.overrides.insert(key, Arc::new(settings));
+            by_key.exact.insert(key, Arc::new(settings));
         }
     }
-    Some(policy)
+    let control = Control {
+        default: default.map(Arc::new),
+    };
+    (Some(control), by_key)
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// A future that resolves once a clock has reached a deadline.
 ///
 /// ```
-/// use portcullis::{Clock, ManualClock, Sleep};
+/// use portcullis::clock::{Clock, ManualClock, Sleep};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -39,7 +39,7 @@ pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// # Example
 ///
 /// ```
-/// use portcullis::{Clock, ManualClock};
+/// use portcullis::clock::{Clock, ManualClock};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -81,7 +81,7 @@ pub(crate) fn nanos(d: Duration) -> Nanos {
 /// a manager a [`TokioClock`] explicitly.
 ///
 /// ```
-/// use portcullis::{Clock, default_clock};
+/// use portcullis::clock::{Clock, default_clock};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -112,7 +112,7 @@ pub fn default_clock() -> Arc<dyn Clock> {
 /// # Example
 ///
 /// ```
-/// use portcullis::{Clock, QuantaClock};
+/// use portcullis::clock::{Clock, QuantaClock};
 ///
 /// let clock = QuantaClock::new();
 /// let a = clock.now();
@@ -128,7 +128,7 @@ impl QuantaClock {
     /// A clock whose origin is now.
     ///
     /// ```
-    /// use portcullis::{Clock, TokioClock};
+    /// use portcullis::clock::{Clock, TokioClock};
     ///
     /// let clock = TokioClock::new();
     /// assert!(clock.now() < std::time::Duration::from_secs(1));
@@ -171,7 +171,7 @@ impl Clock for QuantaClock {
 /// # Example
 ///
 /// ```
-/// use portcullis::{Clock, TokioClock};
+/// use portcullis::clock::{Clock, TokioClock};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -190,7 +190,7 @@ impl TokioClock {
     /// A clock whose origin is now.
     ///
     /// ```
-    /// use portcullis::{Clock, QuantaClock};
+    /// use portcullis::clock::{Clock, QuantaClock};
     ///
     /// let clock = QuantaClock::new();
     /// assert!(clock.now() < std::time::Duration::from_secs(1));
@@ -232,7 +232,7 @@ impl Clock for TokioClock {
 /// # Example
 ///
 /// ```
-/// use portcullis::{Clock, ManualClock};
+/// use portcullis::clock::{Clock, ManualClock};
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -252,7 +252,7 @@ impl ManualClock {
     /// A clock standing at zero.
     ///
     /// ```
-    /// use portcullis::{Clock, ManualClock};
+    /// use portcullis::clock::{Clock, ManualClock};
     ///
     /// assert_eq!(ManualClock::new().now(), std::time::Duration::ZERO);
     /// ```
@@ -266,7 +266,7 @@ impl ManualClock {
     /// has come.
     ///
     /// ```
-    /// use portcullis::{Clock, ManualClock};
+    /// use portcullis::clock::{Clock, ManualClock};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();

@@ -4,11 +4,150 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::hash::Hash;
+
 use serde::{Deserialize, Serialize};
 
+use crate::builder::ThrottleManagerBuilder;
 use crate::bulkhead::{BulkheadConfig, Overflow};
+use crate::error::{ConfigError, ConfigProblem};
+use crate::manager::ThrottleManager;
+use crate::priority::Priority;
 use crate::rate::RateConfig;
 use crate::throttle::ThrottleConfig;
+
+/// # Configuration from a file
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// A manager configured entirely by `config` (see
+    /// [`ThrottleManagerBuilder::config`](crate::ThrottleManagerBuilder::config) to add what a file cannot say,
+    /// such as a classifier).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming every problem by its
+    /// path in the file, e.g.
+    /// `overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0`.
+    ///
+    /// ```
+    /// use portcullis::{ManagerConfig, ThrottleManager};
+    ///
+    /// let config: ManagerConfig = toml::from_str(r#"
+    ///     [default.bulkhead]
+    ///     max_concurrent = 8
+    ///     [overrides."api.github.com".bulkhead]
+    ///     max_concurrent = 0
+    /// "#)?;
+    /// let err = ThrottleManager::<String>::from_config(config).unwrap_err();
+    /// assert_eq!(
+    ///     err.problems()[0].to_string(),
+    ///     r#"overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0"#
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_config(config: ManagerConfig) -> Result<Self, ConfigError>
+    where
+        K: From<String>,
+    {
+        Self::builder().config(config).build()
+    }
+}
+
+/// # Configuration from a file
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Takes every setting `config` has: the default controls, the per-key
+    /// overrides, the key space, the priority levels and the timeouts. What
+    /// the file does not set keeps what was set in code before; settings
+    /// made in code afterwards win. Nothing is checked until
+    /// [`build`](ThrottleManagerBuilder::build), which names every problem by its path in
+    /// the file (`overrides."api".bulkhead.queue`).
+    ///
+    /// ```
+    /// use portcullis::outcome::transport_overload;
+    /// use portcullis::{ManagerConfig, ThrottleManager};
+    ///
+    /// let config: ManagerConfig = toml::from_str("[default.rate]\nstarting_rate = 10")?;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .config(config)
+    ///     .classifier(transport_overload) // what a file cannot say
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn config(mut self, config: ManagerConfig) -> Self
+    where
+        K: From<String>,
+    {
+        let default = config.default;
+        if let Some(rate) = &default.rate {
+            self.paths.rate = "default.rate";
+            match rate.to_config() {
+                Ok(rate) => self.rate = Some(rate),
+                Err(problem) => self
+                    .config_problems
+                    .push(ConfigProblem::new("default.rate", problem)),
+            }
+        }
+        if let Some(throttle) = &default.throttle {
+            self.paths.throttle = "default.throttle";
+            self.throttle = Some(throttle.to_config());
+        }
+        if let Some(bulkhead) = &default.bulkhead {
+            self.paths.bulkhead = "default.bulkhead";
+            self.bulkhead = Some(bulkhead.to_config());
+        }
+        for (key, controls) in config.overrides {
+            let path = |control: &str| format!("overrides.{key:?}.{control}");
+            if let Some(rate) = &controls.rate {
+                match rate.to_config() {
+                    Ok(rate) => self
+                        .rate_overrides
+                        .push((key.clone().into(), path("rate"), rate)),
+                    Err(problem) => self
+                        .config_problems
+                        .push(ConfigProblem::new(path("rate"), problem)),
+                }
+            }
+            if let Some(throttle) = &controls.throttle {
+                let entry = (key.clone().into(), path("throttle"), throttle.to_config());
+                self.throttle_overrides.push(entry);
+            }
+            if let Some(bulkhead) = &controls.bulkhead {
+                let entry = (key.clone().into(), path("bulkhead"), bulkhead.to_config());
+                self.bulkhead_overrides.push(entry);
+            }
+        }
+        if let Some(keys) = config.keys {
+            if let Some(max_keys) = keys.max_keys {
+                self.max_keys = max_keys;
+            }
+            if let Some(ttl) = keys.idle_ttl {
+                self.idle_ttl = Some(ttl);
+            }
+        }
+        if let Some(levels) = config.priority_levels {
+            self.priority_levels = levels;
+        }
+        if let Some(timeout) = config.call_timeout {
+            self.call_timeout = Some(timeout);
+        }
+        if let Some(max) = config.max_defer {
+            self.max_defer = max;
+        }
+        if let Some(max) = config.max_wait {
+            self.max_wait = Some(max);
+        }
+        for wait in config.max_wait_for {
+            self.max_wait_for
+                .push((Priority::new(wait.priority), wait.max_wait));
+        }
+        self
+    }
+}
 
 /// A whole manager's configuration, as read from a file.
 ///
@@ -17,8 +156,7 @@ use crate::throttle::ThrottleConfig;
 /// of format (TOML, YAML, JSON, ...); [`ThrottleManager::from_config`]
 /// checks everything at once and names every problem by its path.
 ///
-/// [`ThrottleManager::from_config`]: crate::ThrottleManager::from_config
-///
+/// ///
 /// # Example
 ///
 /// ```
@@ -114,7 +252,7 @@ pub struct PriorityWait {
 /// The controls of a key: each one present or not.
 ///
 /// ```
-/// let controls = portcullis::Controls::default();
+/// let controls = portcullis::config::Controls::default();
 /// assert!(controls.rate.is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -135,7 +273,7 @@ pub struct Controls {
 /// The key space's bounds.
 ///
 /// ```
-/// let keys: portcullis::KeysSection = toml::from_str(r#"max_keys = 10000
+/// let keys: portcullis::config::KeysSection = toml::from_str(r#"max_keys = 10000
 /// idle_ttl = "5m""#).unwrap();
 /// assert_eq!(keys.max_keys, Some(10_000));
 /// ```
@@ -159,7 +297,7 @@ pub struct KeysSection {
 /// `decrease_factor`.
 ///
 /// ```
-/// let rate: portcullis::RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
+/// let rate: portcullis::config::RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
 /// assert_eq!(rate.to_config().unwrap().starting_rate(), 10.0);
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -202,7 +340,7 @@ impl RateSection {
     /// report under the section's path.
     ///
     /// ```
-    /// let both: portcullis::RateSection =
+    /// let both: portcullis::config::RateSection =
     ///     toml::from_str("starting_rate = 10\ndecrement = 2\ndecrease_factor = 0.5").unwrap();
     /// assert!(both.to_config().is_err());
     /// ```
@@ -238,7 +376,7 @@ impl RateSection {
 /// [`ThrottleConfig`] as a file section; unset fields keep the defaults.
 ///
 /// ```
-/// let throttle: portcullis::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
+/// let throttle: portcullis::config::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
 /// assert_eq!(throttle.to_config().window_value(), std::time::Duration::from_secs(10));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -270,7 +408,7 @@ impl ThrottleSection {
     /// The builder config.
     ///
     /// ```
-    /// let config = portcullis::ThrottleSection::default().to_config();
+    /// let config = portcullis::config::ThrottleSection::default().to_config();
     /// assert_eq!(config, portcullis::ThrottleConfig::new());
     /// ```
     pub fn to_config(&self) -> ThrottleConfig {
@@ -298,7 +436,7 @@ impl ThrottleSection {
 /// `"drop-oldest"` or `"drop-lowest-priority"`.
 ///
 /// ```
-/// let bulkhead: portcullis::BulkheadSection =
+/// let bulkhead: portcullis::config::BulkheadSection =
 ///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
 /// assert_eq!(bulkhead.to_config().max_queued(), 8);
 /// ```
@@ -327,7 +465,7 @@ impl BulkheadSection {
     /// The builder config.
     ///
     /// ```
-    /// let section: portcullis::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
+    /// let section: portcullis::config::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
     /// assert_eq!(section.to_config().max_concurrent(), 2);
     /// ```
     pub fn to_config(&self) -> BulkheadConfig {

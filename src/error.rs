@@ -3,8 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::Priority;
-use crate::bulkhead::limiter::{Load, Refusal};
+use crate::priority::Priority;
 
 /// A call may not start yet under its key's rate.
 ///
@@ -53,7 +52,8 @@ impl RateLimited {
     /// How long to wait before the call could start.
     ///
     /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
@@ -74,7 +74,8 @@ impl RateLimited {
     /// first of them can be.
     ///
     /// ```
-    /// use portcullis::{ManualClock, RateConfig, ThrottleManager};
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::new(1.0))
@@ -272,7 +273,7 @@ pub enum RejectReason {
     /// of which can be evicted yet.
     KeySpaceFull,
     /// The priority was beyond the manager's levels and the policy is
-    /// [`OutOfRange::Reject`](crate::OutOfRange::Reject).
+    /// [`OutOfRange::Reject`](crate::priority::OutOfRange::Reject).
     InvalidPriority,
     /// The key's bulkhead had no free slot and no room in its queue (or, for
     /// `try_acquire`, no free slot). A capacity problem on the caller's
@@ -323,7 +324,14 @@ pub struct Rejected {
     reason: RejectReason,
     priority: Priority,
     retry_after: Option<Duration>,
-    load: Option<Load>,
+    load: Option<BulkheadLoad>,
+}
+
+/// A bulkhead's calls in flight and queued when it refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BulkheadLoad {
+    active: u32,
+    queued: u32,
 }
 
 impl Rejected {
@@ -349,12 +357,19 @@ impl Rejected {
         )
     }
 
-    pub(crate) fn bulkhead(refusal: Refusal, priority: Priority) -> Self {
+    /// Refused by a bulkhead that had `active` calls in flight and
+    /// `queued` waiting.
+    pub(crate) fn with_load(
+        reason: RejectReason,
+        priority: Priority,
+        active: u32,
+        queued: u32,
+    ) -> Self {
         Self {
-            reason: refusal.reason,
+            reason,
             priority,
             retry_after: None,
-            load: Some(refusal.load),
+            load: Some(BulkheadLoad { active, queued }),
         }
     }
 
@@ -393,7 +408,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).max_keys(1).clock(ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).max_keys(1).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("b", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::KeySpaceFull);
@@ -407,7 +422,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).priority_levels(2).clock(ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).priority_levels(2).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("a", Priority::LOW).unwrap_err();
     /// assert_eq!(rejected.priority(), Priority::IMPORTANT); // LOW clamped to the lowest of 2 levels
@@ -430,7 +445,7 @@ impl Rejected {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::new(1.0))
     ///     .bulkhead(BulkheadConfig::new(1))
-    ///     .clock(portcullis::ManualClock::new())
+    ///     .clock(portcullis::clock::ManualClock::new())
     ///     .build()?;
     /// let busy = manager.try_acquire("client-1", Priority::HIGH).unwrap();
     /// assert_eq!(manager.try_acquire("client-1", Priority::HIGH).unwrap_err().http_status(), 503);
@@ -453,7 +468,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(4.0)).clock(ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(4.0)).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("a", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.retry_after(), Some(std::time::Duration::from_millis(250)));

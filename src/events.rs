@@ -1,24 +1,30 @@
 //! The `tracing` events a manager emits: when a key's rate turns, when its
 //! throttle starts or stops shedding, when its bulkhead fills or times a
 //! waiter out. All at `debug` level, none on the hot path of a healthy key.
-//! Each carries the key (directly, or through the `portcullis` span of the
-//! permit it concerns) and the priority where there is one.
-
-use std::fmt::Debug;
+//! Each has the `portcullis` span of its key as parent, which names the key
+//! if the manager was given [key names](crate::ThrottleManagerBuilder::key_names),
+//! and carries the priority where there is one.
 
 use tracing::Span;
 
-use crate::Priority;
 use crate::bulkhead::limiter::Load;
+use crate::priority::Priority;
 use crate::rate::cell::{RateChange, Turn};
 
-/// A span naming `key`, for events that happen when a permit is released;
-/// `None` (no work at all) unless debug events are enabled.
+/// Whether debug events are enabled: one global load (`enabled!` would cost
+/// a callsite check).
 #[inline]
-pub(crate) fn key_span(key: &dyn Debug) -> Option<Span> {
-    // `level_enabled!` is one global load; `enabled!` costs a callsite check.
+pub(crate) fn enabled() -> bool {
     tracing::level_enabled!(tracing::Level::DEBUG)
-        .then(|| tracing::debug_span!("portcullis", key = ?key))
+}
+
+/// The span of a key's events, with the key's name if it has one. Made only
+/// while [`enabled`].
+pub(crate) fn key_span(name: Option<&str>) -> Span {
+    match name {
+        Some(key) => tracing::debug_span!("portcullis", key),
+        None => tracing::debug_span!("portcullis"),
+    }
 }
 
 /// Reports `change` if it reversed the key's direction (`span` names the
@@ -32,20 +38,22 @@ pub(crate) fn rate_changed(span: &Span, change: RateChange) {
     }
 }
 
-/// The key's throttle started (`true`) or stopped shedding.
-pub(crate) fn shedding(key: &dyn Debug, priority: Priority, probability: f64, started: bool) {
+/// The key's throttle started (`true`) or stopped shedding (`span` names
+/// the key).
+pub(crate) fn shedding(span: &Span, priority: Priority, probability: f64, started: bool) {
     let priority = priority.level();
     if started {
-        tracing::debug!(key = ?key, priority, probability, "throttle started shedding");
+        tracing::debug!(parent: span, priority, probability, "throttle started shedding");
     } else {
-        tracing::debug!(key = ?key, priority, "throttle stopped shedding");
+        tracing::debug!(parent: span, priority, "throttle stopped shedding");
     }
 }
 
-/// The key's bulkhead has just given out its last free slot.
-pub(crate) fn bulkhead_filled(key: &dyn Debug, priority: Priority, max_concurrent: u32) {
+/// The key's bulkhead has just given out its last free slot (`span` names
+/// the key).
+pub(crate) fn bulkhead_filled(span: &Span, priority: Priority, max_concurrent: u32) {
     let priority = priority.level();
-    tracing::debug!(key = ?key, priority, max_concurrent, "bulkhead full");
+    tracing::debug!(parent: span, priority, max_concurrent, "bulkhead full");
 }
 
 /// A call waited out the bulkhead's queue timeout (`span` names the key).

@@ -81,36 +81,36 @@
 #![forbid(unsafe_code)]
 
 mod builder;
-mod bulkhead;
-mod call;
-mod clock;
-mod config;
-mod error;
+pub mod bulkhead;
+pub mod clock;
+pub mod config;
+mod core;
+pub mod error;
 mod events;
 mod key;
 mod manager;
 mod metrics;
+pub mod outcome;
 mod permit;
-mod priority;
-mod rate;
+pub mod priority;
+pub mod rate;
 mod registry;
 mod sync;
-mod throttle;
+pub mod throttle;
 
-pub use builder::{
-    DEFAULT_IDLE_TTL, DEFAULT_MAX_DEFER, DEFAULT_MAX_KEYS, DEFAULT_PRIORITY_LEVELS,
-    ThrottleManagerBuilder,
-};
+/// What a manager knows about a key, for health endpoints:
+/// [`ThrottleManager::snapshot`] and [`ThrottleManager::snapshots`].
+pub mod snapshot {
+    pub use crate::manager::{KeySnapshot, PrioritySnapshot};
+}
+
+pub use builder::ThrottleManagerBuilder;
 pub use bulkhead::{BulkheadConfig, Overflow};
-pub use call::{CallError, CallFailure, Failure, overloaded, transport_overload};
-pub use clock::{Clock, ManualClock, QuantaClock, Sleep, TokioClock, default_clock};
-pub use config::{
-    BulkheadSection, Controls, KeysSection, ManagerConfig, PriorityWait, RateSection,
-    ThrottleSection,
-};
-pub use error::{ConfigError, ConfigProblem, RateLimited, RejectReason, Rejected};
-pub use manager::{KeySnapshot, KeyStatus, PrioritySnapshot, ThrottleManager};
-pub use permit::{Outcome, Permit};
-pub use priority::{OutOfRange, Priority, with_priority};
-pub use rate::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};
+pub use config::ManagerConfig;
+pub use error::{ConfigError, RateLimited, RejectReason, Rejected};
+pub use manager::{CallError, ThrottleManager};
+pub use outcome::{Outcome, overloaded};
+pub use permit::{OwnedPermit, Permit};
+pub use priority::{Priority, with_priority};
+pub use rate::RateConfig;
 pub use throttle::ThrottleConfig;

@@ -10,16 +10,17 @@
 //! | `portcullis_queued` | gauge: calls waiting in a bulkhead queue | (`key`) |
 //! | `portcullis_rate` | gauge: a key's rate, set when it changes | `key`, only per key |
 //!
-//! The `key` label (the key's `Debug` form) is added only when the manager
-//! asks for it ([`metrics_per_key`]): keys from untrusted input would give a
-//! metric unbounded cardinality.
+//! The `key` label (the key's name, from
+//! [`key_names`](crate::ThrottleManagerBuilder::key_names)) is added only
+//! when the manager asks for it ([`metrics_per_key`]): keys from untrusted
+//! input would give a metric unbounded cardinality.
 //!
 //! [`metrics_per_key`]: crate::ThrottleManagerBuilder::metrics_per_key
 
 #![cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 
 use crate::error::RejectReason;
-use crate::permit::Outcome;
+use crate::outcome::Outcome;
 
 /// The key label: `None` when metrics are not per key.
 pub(crate) type KeyLabel<'a> = Option<&'a str>;

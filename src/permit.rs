@@ -1,66 +1,31 @@
 //! The right to make one call, and how its outcome is reported.
 
 use std::fmt;
-use std::hash::Hash;
+use std::sync::Arc;
 
-use crate::Priority;
-use crate::clock::Nanos;
+use crate::core::{CallTimes, Core, KeyTelemetry};
 use crate::key::KeyState;
-use crate::manager::ThrottleManager;
 use crate::metrics;
-
-/// The span of a permit without telemetry.
-static NO_SPAN: tracing::Span = tracing::Span::none();
-
-/// How a call ended, as far as the controls of its key care.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::{Outcome, Priority, ThrottleConfig, ThrottleManager};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
-/// let permit = manager.acquire("api", Priority::MEDIUM).await?;
-/// let status = 404; // ... the call ...
-/// permit.report(match status {
-///     200..=299 => Outcome::Success,
-///     429 | 503 => Outcome::Overloaded,
-///     _ => Outcome::Neutral, // the backend answered; its load is not the problem
-/// });
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// The backend accepted the call: the throttle counts an accept, the
-    /// rate rises by its increment.
-    Success,
-    /// The backend was over capacity (429, 503, a timeout, a refused
-    /// connection): the throttle counts no accept, the rate falls.
-    Overloaded,
-    /// The call ended in a way that says nothing about the backend's load (a
-    /// 404, bad input, an auth error, the caller gave up): the throttle
-    /// counts it as accepted, so it never causes shedding; the rate is left
-    /// alone.
-    Neutral,
-}
+use crate::outcome::Outcome;
+use crate::priority::Priority;
 
 /// The right to make one call to a key, from
-/// [`acquire`](ThrottleManager::acquire) or
-/// [`try_acquire`](ThrottleManager::try_acquire).
+/// [`acquire`](crate::ThrottleManager::acquire) or
+/// [`try_acquire`](crate::ThrottleManager::try_acquire).
 ///
 /// Report the call's outcome with [`success`](Permit::success),
 /// [`failure`](Permit::failure) or [`report`](Permit::report). A permit
 /// dropped without a report (the caller gave up, a panic unwound through it)
-/// counts as [`Outcome::Neutral`]: it never causes shedding and leaves the
-/// rate alone. Either way the permit's bulkhead slot is freed, and goes
-/// straight to the head of the key's queue if anyone waits: also when a
-/// panic unwinds through the permit.
+/// counts as [`Outcome::Neutral`]: a request and an accept for the throttle,
+/// so it never causes shedding, and the rate is left alone. Either way the
+/// permit's bulkhead slot is freed, and goes straight to the head of the
+/// key's queue if anyone waits: also when a panic unwinds through the
+/// permit.
 ///
-/// The permit borrows its manager, like tokio's `SemaphorePermit`; to move
-/// one into a spawned task, move a clone of the manager in with it.
+/// The permit borrows its manager, like tokio's `SemaphorePermit`; an
+/// [`OwnedPermit`] (`Permit<'static>`, from
+/// [`acquire_owned`](crate::ThrottleManager::acquire_owned)) can move into a
+/// spawned task on its own.
 ///
 /// # Example
 ///
@@ -70,116 +35,115 @@ pub enum Outcome {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
-/// let task = tokio::spawn({
-///     let manager = manager.clone();
-///     async move {
-///         let permit = manager.acquire("api", Priority::LOW).await?;
-///         // ... the call ...
-///         permit.success();
-///         Ok::<(), portcullis::Rejected>(())
-///     }
-/// });
-/// task.await??;
+/// let permit = manager.acquire("api", Priority::LOW).await?;
+/// // ... the call ...
+/// permit.success();
 /// # Ok(())
 /// # }
 /// ```
 #[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
-pub struct Permit<'a, K>
-where
-    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
-    manager: &'a ThrottleManager<K>,
-    state: triomphe::Arc<KeyState>,
-    priority: Priority,
-    times: CallTimes,
+pub struct Permit<'a> {
+    core: CoreRef<'a>,
+    ticket: Ticket,
+}
+
+/// A [`Permit`] that owns a handle to its manager's shared state instead of
+/// borrowing the manager: `'static`, for moving into a spawned task.
+///
+/// ```
+/// use portcullis::{OwnedPermit, Priority, RateConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let permit: OwnedPermit = manager.acquire_owned("api", Priority::LOW).await?;
+/// tokio::spawn(async move {
+///     // ... the call ...
+///     permit.success();
+/// })
+/// .await?;
+/// assert_eq!(manager.rate("api"), Some(10.5));
+/// # Ok(())
+/// # }
+/// ```
+pub type OwnedPermit = Permit<'static>;
+
+/// The manager's core, borrowed or owned.
+enum CoreRef<'a> {
+    Borrowed(&'a Core),
+    Owned(Arc<Core>),
+}
+
+/// What a permit holds besides its core: the key's state and what its
+/// outcome will be counted with.
+pub(crate) struct Ticket {
+    pub(crate) state: triomphe::Arc<KeyState>,
+    pub(crate) priority: Priority,
+    pub(crate) times: CallTimes,
     /// Whether the call holds a slot of the key's bulkhead.
-    holds_slot: bool,
+    pub(crate) holds_slot: bool,
     reported: bool,
-    /// What names the key in events and metrics; allocated only when debug
-    /// events or per-key metrics are on, so a plain permit stays small.
-    telemetry: Option<Box<Telemetry>>,
+    /// How the key is named outside; allocated only when debug events or
+    /// per-key metrics are on, so a plain permit stays small.
+    pub(crate) telemetry: Option<Box<KeyTelemetry>>,
 }
 
-/// When a permitted call was scheduled by the rate and when it was let go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CallTimes {
-    /// When the call took its place in the rate's queue: its outcome moves
-    /// the rate only if that was after the rate's last decrease.
-    pub(crate) scheduled: Nanos,
-    /// When the call was admitted: its outcome counts in the throttle's
-    /// bucket of that time.
-    pub(crate) started: Nanos,
-}
-
-impl CallTimes {
-    /// A call scheduled and admitted at the same moment.
-    pub(crate) fn at(now: Nanos) -> Self {
-        Self {
-            scheduled: now,
-            started: now,
-        }
-    }
-}
-
-/// How a permit names its key outside: a span for events, a label for
-/// metrics.
-#[derive(Debug)]
-struct Telemetry {
-    span: tracing::Span,
-    label: Option<String>,
-}
-
-impl<'a, K> Permit<'a, K>
-where
-    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
-    #[inline]
+impl Ticket {
     pub(crate) fn new(
-        manager: &'a ThrottleManager<K>,
         state: triomphe::Arc<KeyState>,
         priority: Priority,
         times: CallTimes,
         holds_slot: bool,
-        span: Option<tracing::Span>,
+        telemetry: KeyTelemetry,
     ) -> Self {
         Self {
-            manager,
             state,
             priority,
             times,
             holds_slot,
             reported: false,
-            telemetry: span.map(|span| Box::new(Telemetry { span, label: None })),
+            telemetry: (!telemetry.is_empty()).then(|| Box::new(telemetry)),
         }
     }
 
-    /// Counted in the metrics: takes the key's label, and counts its slot.
+    /// The key's metrics label, if metrics are per key.
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.telemetry().label()
+    }
+
+    fn telemetry(&self) -> &KeyTelemetry {
+        static NONE: KeyTelemetry = KeyTelemetry {
+            span: None,
+            label: None,
+        };
+        self.telemetry.as_deref().unwrap_or(&NONE)
+    }
+}
+
+impl<'a> Permit<'a> {
     #[inline]
-    pub(crate) fn counted(mut self, label: Option<String>) -> Self {
-        if self.holds_slot {
-            metrics::active(label.as_deref(), 1.0);
-        }
-        if label.is_some() {
-            let telemetry = self.telemetry.get_or_insert_with(|| {
-                Box::new(Telemetry {
-                    span: tracing::Span::none(),
-                    label: None,
-                })
-            });
-            telemetry.label = label;
-        }
-        self
+    pub(crate) fn borrowed(core: &'a Core, ticket: Ticket) -> Self {
+        Self::counted(CoreRef::Borrowed(core), ticket)
     }
 
-    fn label(&self) -> Option<&str> {
-        self.telemetry.as_ref()?.label.as_deref()
+    pub(crate) fn owned(core: &Arc<Core>, ticket: Ticket) -> OwnedPermit {
+        Permit::counted(CoreRef::Owned(Arc::clone(core)), ticket)
+    }
+
+    /// Counts the slot the permit holds in the metrics.
+    #[inline]
+    fn counted(core: CoreRef<'a>, ticket: Ticket) -> Self {
+        if ticket.holds_slot {
+            metrics::active(ticket.telemetry().label(), 1.0);
+        }
+        Self { core, ticket }
     }
 
     /// The call succeeded: [`Outcome::Success`].
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().success();
     /// assert_eq!(manager.rate("api"), Some(11.0));
     /// # Ok::<(), ConfigError>(())
@@ -193,7 +157,7 @@ where
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().failure();
     /// assert_eq!(manager.rate("api"), Some(9.0));
     /// # Ok::<(), ConfigError>(())
@@ -206,7 +170,7 @@ where
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().report(Outcome::Neutral);
     /// assert_eq!(manager.rate("api"), Some(10.0));
     /// # Ok::<(), ConfigError>(())
@@ -219,22 +183,24 @@ where
     /// Counts the outcome, then frees the bulkhead slot (which may hand it to
     /// the head of the queue).
     fn finish(&mut self, outcome: Outcome) {
-        self.reported = true;
-        self.manager.record_outcome(
-            &self.state,
-            self.priority,
-            self.times,
+        self.ticket.reported = true;
+        let ticket = &self.ticket;
+        let core = match &self.core {
+            CoreRef::Borrowed(core) => *core,
+            CoreRef::Owned(core) => core,
+        };
+        core.record_outcome(
+            &ticket.state,
+            ticket.priority,
+            ticket.times,
             outcome,
-            self.telemetry
-                .as_ref()
-                .map_or(&NO_SPAN, |telemetry| &telemetry.span),
-            self.label(),
+            ticket.telemetry(),
         );
-        if let (true, Some(bulkhead)) = (self.holds_slot, self.state.bulkhead()) {
-            self.holds_slot = false;
+        if let (true, Some(bulkhead)) = (ticket.holds_slot, ticket.state.bulkhead()) {
             bulkhead.release();
-            metrics::active(self.label(), -1.0);
+            metrics::active(ticket.telemetry().label(), -1.0);
         }
+        self.ticket.holds_slot = false;
     }
 
     /// The priority the call was admitted at (after the task-local priority
@@ -248,29 +214,24 @@ where
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn priority(&self) -> Priority {
-        self.priority
+        self.ticket.priority
     }
 }
 
-impl<K> Drop for Permit<'_, K>
-where
-    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
+impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        if !self.reported {
+        if !self.ticket.reported {
             self.finish(Outcome::Neutral);
         }
     }
 }
 
-impl<K> fmt::Debug for Permit<'_, K>
-where
-    K: Hash + Eq + fmt::Debug + Send + Sync + 'static,
-{
+impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("priority", &self.priority)
-            .field("reported", &self.reported)
+            .field("priority", &self.ticket.priority)
+            .field("owned", &matches!(self.core, CoreRef::Owned(_)))
+            .field("reported", &self.ticket.reported)
             .finish_non_exhaustive()
     }
 }

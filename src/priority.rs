@@ -119,7 +119,8 @@ pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Outpu
 /// # Example
 ///
 /// ```
-/// use portcullis::{OutOfRange, Priority, RejectReason, ThrottleConfig, ThrottleManager};
+/// use portcullis::priority::OutOfRange;
+/// use portcullis::{Priority, RejectReason, ThrottleConfig, ThrottleManager};
 ///
 /// let manager = ThrottleManager::<String>::builder()
 ///     .throttle(ThrottleConfig::new())

@@ -117,14 +117,14 @@ where
         make: impl FnOnce(&K) -> S,
     ) -> Result<Ref<'_, K, Arc<S>>, Full>
     where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
     {
         if let Some(state) = self.map.get(key) {
             return Ok(state);
         }
         self.reserve_room(now)?;
-        match self.map.entry(key.to_owned()) {
+        match self.map.entry(K::from(key.to_owned())) {
             Entry::Occupied(found) => {
                 // Another thread created it meanwhile: give the room back.
                 self.reserved.fetch_sub(1, Ordering::AcqRel);

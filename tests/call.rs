@@ -6,9 +6,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use portcullis::outcome::transport_overload;
 use portcullis::{
     BulkheadConfig, CallError, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager,
-    overloaded, transport_overload,
+    overloaded,
 };
 
 #[derive(Debug)]
@@ -123,7 +124,7 @@ async fn the_public_contract_against_a_real_server() {
     assert_eq!(manager.rate(&dead), Some(90.0));
     drop(bound);
 
-    let status = manager.status(&host).unwrap();
+    let status = manager.snapshot(&host).unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
 }
 
@@ -230,7 +231,7 @@ async fn a_hung_call_times_out_as_a_capacity_failure_and_frees_its_slot() {
     assert!(matches!(result, Err(CallError::TimedOut(d)) if d == Duration::from_secs(5)));
     assert_eq!(start.elapsed(), Duration::from_secs(5));
     assert_eq!(manager.rate("db"), Some(6.0));
-    assert_eq!(manager.status("db").unwrap().active, Some(0));
+    assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -251,7 +252,7 @@ async fn dropping_a_running_call_leaves_nothing_held_or_half_recorded() {
             .await
             .is_err()
     );
-    let status = manager.status("db").unwrap();
+    let status = manager.snapshot("db").unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
     assert_eq!(status.rate, Some(10.0));
     assert_eq!(
@@ -303,5 +304,5 @@ async fn retry_after_makes_acquire_wait() {
 fn call_errors_are_errors() {
     fn assert_error<E: std::error::Error>() {}
     assert_error::<CallError<std::io::Error>>();
-    assert_error::<CallError<portcullis::Failure>>();
+    assert_error::<CallError<portcullis::outcome::Failure>>();
 }

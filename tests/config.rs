@@ -50,7 +50,7 @@ async fn the_issue_example_builds_a_working_manager() {
         .try_acquire("api.github.com", Priority::HIGH)
         .unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::Full);
-    assert_eq!(manager.status("example.com").unwrap().active, None);
+    assert_eq!(manager.snapshot("example.com").unwrap().active, None);
     drop(permits);
     // The throttle is there for every key.
     assert_eq!(

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use portcullis::{ManualClock, RateConfig, ThrottleManager};
+use portcullis::clock::ManualClock;
+use portcullis::{RateConfig, ThrottleManager};
 
 const KEYS: usize = 1_000_000;
 const CAP: usize = 10_000;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use portcullis::clock::ManualClock;
 use portcullis::{
-    BulkheadConfig, ManualClock, Priority, RateConfig, RejectReason, ThrottleConfig,
-    ThrottleManager,
+    BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
 };
 
 fn manager(
@@ -161,11 +161,11 @@ fn a_key_with_a_call_in_flight_is_never_evicted() {
     // "a" kept its state: its one slot is still taken.
     let busy = manager.try_acquire("a", Priority::HIGH).unwrap_err();
     assert_eq!(busy.reason(), RejectReason::Full);
-    assert_eq!(manager.status("a").unwrap().active, Some(1));
+    assert_eq!(manager.snapshot("a").unwrap().active, Some(1));
     // Once the call ends, "a" can make room.
     drop(in_flight);
     assert!(manager.try_acquire("b", Priority::HIGH).is_ok());
-    assert!(manager.status("a").is_none());
+    assert!(manager.snapshot("a").is_none());
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use portcullis::{BulkheadConfig, ManualClock, Priority, RateConfig, ThrottleManager};
+use portcullis::clock::ManualClock;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 
 /// Metric values by name and sorted labels.
 type Recorded = HashMap<(String, Vec<(String, String)>), DebugValue>;
@@ -56,6 +57,7 @@ fn manager(per_key: bool) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).burst(3).decrement(1.0))
         .bulkhead(BulkheadConfig::new(2))
+        .key_names(|key: &String| key.clone())
         .metrics_per_key(per_key)
         .clock(ManualClock::new())
         .build()
@@ -127,9 +129,19 @@ fn per_key_labels_on_request() {
         held = Some(manager.try_acquire("db", Priority::HIGH).unwrap());
         manager.decrement("db");
     });
-    let key = [("key", "\"db\"")];
+    let key = [("key", "db")];
     assert_eq!(counter(&metrics, "portcullis_admitted_total", &key), 1);
     assert_eq!(gauge(&metrics, "portcullis_active", &key), 1.0);
     assert_eq!(gauge(&metrics, "portcullis_rate", &key), 9.0);
     drop(held);
+}
+
+#[test]
+fn per_key_labels_need_key_names() {
+    let err = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .metrics_per_key(true)
+        .build()
+        .unwrap_err();
+    assert_eq!(err.problems()[0].field(), "metrics_per_key");
 }

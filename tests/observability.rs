@@ -69,6 +69,7 @@ async fn the_rate_reports_its_turns_with_the_key() {
     let (_one_at_a_time, captured) = capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
+        .key_names(|key: &String| key.clone())
         .build()
         .unwrap();
     manager.increment("api");
@@ -105,6 +106,7 @@ async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
         .random_source(|| 0.0)
+        .key_names(|key: &String| key.clone())
         .build()
         .unwrap();
     for _ in 0..20 {
@@ -141,6 +143,7 @@ async fn the_bulkhead_reports_filling_up_and_timeouts() {
                 .queue(1)
                 .queue_timeout(Duration::from_millis(50)),
         )
+        .key_names(|key: &String| key.clone())
         .build()
         .unwrap();
     let _a = manager.try_acquire("pool", Priority::HIGH).unwrap();
@@ -173,7 +176,7 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
         .unwrap();
     let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
     manager.try_acquire("db", Priority::LOW).unwrap().failure();
-    let all: Vec<(String, portcullis::KeySnapshot)> = manager.snapshots().collect();
+    let all: Vec<(String, portcullis::snapshot::KeySnapshot)> = manager.snapshots().collect();
     let json = serde_json::to_value(&all).unwrap();
     assert_eq!(json[0][0], "db");
     let snapshot = &json[0][1];
@@ -186,5 +189,43 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
     assert_eq!(
         snapshot["priorities"][3]["rejection_probability"],
         1.0 / 11.0
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_key_names_events_never_name_the_key() {
+    // Keys can be secrets (API tokens): events name them only when asked.
+    let (_one_at_a_time, captured) = capture();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
+        .bulkhead(BulkheadConfig::new(1))
+        .random_source(|| 0.0)
+        .build()
+        .unwrap();
+    let token = "sk-live-t0ps3cret";
+    manager.increment(token);
+    manager.decrement(token); // the rate turns down
+    let busy = manager.try_acquire(token, Priority::HIGH); // sheds, or fills the bulkhead
+    drop(busy);
+    for _ in 0..20 {
+        manager.decrement(token);
+    }
+    tokio::time::advance(Duration::from_secs(1)).await; // a rate token is due
+    assert!(manager.try_acquire(token, Priority::LOW).is_err()); // shedding
+    let lines = captured.lines();
+    assert!(
+        lines.iter().any(|l| l.contains("rate turned down")),
+        "events are still emitted: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("started shedding")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains(token) && !l.contains("key=")),
+        "{lines:#?}"
     );
 }

@@ -499,7 +499,7 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
     // together by a barrier report failures at one instant, and exactly one
     // of them may move the rate. Many rounds, since a lost race is rare.
     const THREADS: usize = 4;
-    let clock = portcullis::ManualClock::new();
+    let clock = portcullis::clock::ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::new(64.0)

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use portcullis::{ManualClock, QuantaClock, RateConfig, ThrottleManager};
+use portcullis::clock::{ManualClock, QuantaClock};
+use portcullis::{RateConfig, ThrottleManager};
 
 const THREADS: usize = 4;
 

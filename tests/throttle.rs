@@ -4,9 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use portcullis::clock::ManualClock;
+use portcullis::priority::OutOfRange;
 use portcullis::{
-    ManualClock, OutOfRange, Outcome, Priority, RateConfig, RejectReason, ThrottleConfig,
-    ThrottleManager, with_priority,
+    Outcome, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager, with_priority,
 };
 
 /// A deterministic uniform source in `[0, 1)` (xorshift64*).

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis::clock::TokioClock;
 use portcullis::{
-    BulkheadConfig, ConfigError, Priority, RateConfig, ThrottleConfig, ThrottleManager, TokioClock,
+    BulkheadConfig, ConfigError, Priority, RateConfig, ThrottleConfig, ThrottleManager,
 };
 
 use crate::rng::SplitMix64;

@@ -25,7 +25,8 @@ use std::task::{Context, Poll, Waker};
 
 use super::config::BulkheadSettings;
 use super::queue::{OnFull, WaitQueue, WaiterId};
-use crate::error::RejectReason;
+use crate::error::{RejectReason, Rejected};
+use crate::priority::Priority;
 use crate::sync::{AtomicU64, Mutex};
 
 const QUEUED: u64 = 1 << 32;
@@ -61,6 +62,13 @@ pub(crate) struct Refusal {
     pub(crate) load: Load,
 }
 
+impl Refusal {
+    /// The rejection of a call at `priority`, with the load it met.
+    pub(crate) fn rejected(self, priority: Priority) -> Rejected {
+        Rejected::with_load(self.reason, priority, self.load.active, self.load.queued)
+    }
+}
+
 /// What was decided for a waiter while it was not looking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decision {
@@ -92,8 +100,8 @@ pub(crate) struct Bulkhead {
 /// Where a call stands after asking for a slot.
 #[derive(Debug)]
 pub(crate) enum Admission {
-    /// It has a slot.
-    Granted,
+    /// It has a slot; this many calls are in flight with it.
+    Granted(u32),
     /// It waits in the queue as this waiter.
     Queued(WaiterId),
 }
@@ -125,6 +133,17 @@ impl Bulkhead {
                 Err(actual) => state = actual,
             }
         }
+    }
+
+    /// The refusal a call that will not queue meets now: no free slot, or
+    /// someone already waiting for the next one. A hint: the answer may
+    /// change at once.
+    pub(crate) fn has_no_free_slot(&self, settings: &BulkheadSettings) -> Option<Refusal> {
+        let state = self.state.load(Ordering::Acquire);
+        (queued(state) > 0 || active(state) >= settings.max_concurrent).then(|| Refusal {
+            reason: RejectReason::Full,
+            load: Load::of(state),
+        })
     }
 
     /// Whether a call of `priority` would be turned away at once, without
@@ -160,8 +179,8 @@ impl Bulkhead {
         priority: usize,
         levels: usize,
     ) -> Result<Admission, Refusal> {
-        if self.try_acquire(settings).is_ok() {
-            return Ok(Admission::Granted);
+        if let Ok(active) = self.try_acquire(settings) {
+            return Ok(Admission::Granted(active));
         }
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
@@ -180,7 +199,7 @@ impl Bulkhead {
                 .state
                 .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) if next == state + 1 => return Ok(Admission::Granted),
+                Ok(_) if next == state + 1 => return Ok(Admission::Granted(active(next))),
                 Ok(_) => return Ok(Admission::Queued(inner.queue.push(priority, levels))),
                 Err(actual) => state = actual,
             }
@@ -408,7 +427,7 @@ mod loom_tests {
             .enter(&settings(), 0, 1)
             .expect("room in the queue")
         {
-            Admission::Granted => {}
+            Admission::Granted(_) => {}
             Admission::Queued(id) => {
                 loom::future::block_on(Waiting::new(bulkhead, 0, id)).expect("granted")
             }
@@ -442,7 +461,7 @@ mod loom_tests {
             let quitter = {
                 let bulkhead = Arc::clone(&bulkhead);
                 thread::spawn(move || match bulkhead.enter(&settings(), 0, 1).unwrap() {
-                    Admission::Granted => bulkhead.release(),
+                    Admission::Granted(_) => bulkhead.release(),
                     // Cancelled at once: the future is dropped unpolled.
                     Admission::Queued(id) => drop(Waiting::new(&bulkhead, 0, id)),
                 })

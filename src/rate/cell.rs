@@ -394,7 +394,7 @@ mod properties {
     //! rate changes led there.
 
     use super::*;
-    use crate::{Decrease, RateConfig};
+    use crate::rate::{Decrease, RateConfig};
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]

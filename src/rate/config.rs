@@ -10,7 +10,8 @@ use crate::error::{ConfigError, Problems};
 /// time in whole nanoseconds, so anything faster could not be enforced.
 ///
 /// ```
-/// use portcullis::{MAX_RATE, RateConfig};
+/// use portcullis::rate::MAX_RATE;
+/// use portcullis::RateConfig;
 ///
 /// assert!(RateConfig::new(MAX_RATE).validate().is_ok());
 /// assert!(RateConfig::new(MAX_RATE * 2.0).validate().is_err());
@@ -22,7 +23,8 @@ pub const MAX_RATE: f64 = 1e9;
 /// # Example
 ///
 /// ```
-/// use portcullis::{Decrease, RateConfig};
+/// use portcullis::rate::Decrease;
+/// use portcullis::RateConfig;
 ///
 /// let additive = RateConfig::new(10.0).decrement(1.0);
 /// assert_eq!(additive.decrease(), Decrease::Subtract(1.0));
@@ -199,7 +201,8 @@ impl RateConfig {
     /// Without a cooldown set, every failure counts, as in the Go seed.
     ///
     /// ```
-    /// use portcullis::{Decrease, RateConfig};
+    /// use portcullis::rate::Decrease;
+    /// use portcullis::RateConfig;
     ///
     /// assert_eq!(RateConfig::new(10.0).decrement(1.0).decrease(), Decrease::Subtract(1.0));
     /// ```
@@ -214,7 +217,8 @@ impl RateConfig {
     /// flight does not collapse the rate.
     ///
     /// ```
-    /// use portcullis::{Decrease, RateConfig};
+    /// use portcullis::rate::Decrease;
+    /// use portcullis::RateConfig;
     ///
     /// let config = RateConfig::new(10.0).decrease_factor(0.7);
     /// assert_eq!(config.decrease(), Decrease::Multiply(0.7));
@@ -290,7 +294,8 @@ impl RateConfig {
     /// How a failure lowers the rate, after defaults.
     ///
     /// ```
-    /// use portcullis::{Decrease, RateConfig};
+    /// use portcullis::rate::Decrease;
+    /// use portcullis::RateConfig;
     ///
     /// assert_eq!(RateConfig::new(10.0).decrease(), Decrease::Multiply(0.5));
     /// ```

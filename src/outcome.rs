@@ -1,11 +1,46 @@
-//! The whole protocol around one call: acquire through every control, run,
-//! classify the outcome, report it.
+//! How a call ended, and how its error is judged: [`Outcome`], the
+//! [`overloaded`] mark, and the classifiers.
+//!
+//! A leaf: it knows nothing of keys, permits or the manager, so everything
+//! that names an outcome can use it.
 
 use std::error::Error;
 use std::fmt;
 
-use crate::error::Rejected;
-use crate::permit::Outcome;
+/// How a call ended, as far as the controls of its key care.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Outcome, Priority, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+/// let permit = manager.acquire("api", Priority::MEDIUM).await?;
+/// let status = 404; // ... the call ...
+/// permit.report(match status {
+///     200..=299 => Outcome::Success,
+///     429 | 503 => Outcome::Overloaded,
+///     _ => Outcome::Neutral, // the backend answered; its load is not the problem
+/// });
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The backend accepted the call: the throttle counts an accept, the
+    /// rate rises by its increment.
+    Success,
+    /// The backend was over capacity (429, 503, a timeout, a refused
+    /// connection): the throttle counts no accept, the rate falls.
+    Overloaded,
+    /// The call ended in a way that says nothing about the backend's load (a
+    /// 404, bad input, an auth error, the caller gave up): the throttle
+    /// counts it as a request and an accept, so it never causes shedding;
+    /// the rate is left alone.
+    Neutral,
+}
 
 /// An error from inside a call, boxed, that knows whether it was marked as a
 /// capacity failure with [`overloaded`].
@@ -13,15 +48,17 @@ use crate::permit::Outcome;
 /// It is what `?` turns any error into inside a [`call`] closure whose
 /// failures are marked with [`overloaded`], so one closure can return both.
 /// Like `anyhow::Error`, it does not implement `std::error::Error` itself
-/// (that would clash with converting from every error); [`CallError`] of it
-/// does, so `?` on a `call` still reaches a `Box<dyn Error>`.
+/// (that would clash with converting from every error);
+/// [`CallError`](crate::CallError) of it does, so `?` on a `call` still
+/// reaches a `Box<dyn Error>`.
 ///
 /// [`call`]: crate::ThrottleManager::call
 ///
 /// # Example
 ///
 /// ```
-/// use portcullis::{Failure, overloaded};
+/// use portcullis::outcome::Failure;
+/// use portcullis::overloaded;
 ///
 /// let marked: Failure = overloaded(std::io::Error::other("503 Service Unavailable"));
 /// assert!(marked.is_overloaded());
@@ -74,7 +111,7 @@ impl Failure {
     /// The error inside, if it is an `E`.
     ///
     /// ```
-    /// let failure: portcullis::Failure = std::io::Error::other("x").into();
+    /// let failure: portcullis::outcome::Failure = std::io::Error::other("x").into();
     /// assert!(failure.downcast_ref::<std::io::Error>().is_some());
     /// ```
     pub fn downcast_ref<E: Error + 'static>(&self) -> Option<&E> {
@@ -84,7 +121,7 @@ impl Failure {
     /// The error inside.
     ///
     /// ```
-    /// let failure: portcullis::Failure = std::io::Error::other("x").into();
+    /// let failure: portcullis::outcome::Failure = std::io::Error::other("x").into();
     /// assert_eq!(failure.into_inner().to_string(), "x");
     /// ```
     pub fn into_inner(self) -> Box<dyn Error + Send + Sync + 'static> {
@@ -94,7 +131,7 @@ impl Failure {
     /// The error inside, as a `dyn Error`.
     ///
     /// ```
-    /// let failure: portcullis::Failure = std::io::Error::other("x").into();
+    /// let failure: portcullis::outcome::Failure = std::io::Error::other("x").into();
     /// assert!(failure.as_error().source().is_none());
     /// ```
     pub fn as_error(&self) -> &(dyn Error + Send + Sync + 'static) {
@@ -126,10 +163,33 @@ impl fmt::Display for Failure {
     }
 }
 
-/// How a call's error is judged. Implemented for [`Failure`] (marked or
-/// not) and for every `std::error::Error`; the manager's classifier decides
-/// what is not marked.
-pub trait CallFailure {
+/// How the error type of a [`call`](crate::ThrottleManager::call) is judged:
+/// as a `dyn Error` for the classifier, and whether it was marked
+/// [`overloaded`].
+///
+/// Implemented for every `std::error::Error`, for [`Failure`], and for the
+/// error types that carry a `dyn Error` without being one themselves:
+/// `anyhow::Error`, `Box<dyn Error + Send + Sync>` (anything that is
+/// `AsRef<dyn Error + Send + Sync>`). `Via` tells those impls apart; it is
+/// inferred, never written. Sealed: the three kinds above are all there is.
+///
+/// ```
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let text = manager
+///     .call("disk", Priority::HIGH, || async {
+///         let text = std::fs::read_to_string("/definitely/not/here").unwrap_or_default();
+///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(text)
+///     })
+///     .await?;
+/// # let _ = text;
+/// # Ok(())
+/// # }
+/// ```
+pub trait CallFailure<Via>: sealed::Sealed<Via> {
     /// The error as a `dyn Error`, for the classifier.
     fn as_dyn_error(&self) -> &(dyn Error + 'static);
 
@@ -140,7 +200,41 @@ pub trait CallFailure {
     }
 }
 
-impl CallFailure for Failure {
+/// The `Via` markers of [`CallFailure`]: public types in a private module,
+/// so nobody outside can name them or add an impl.
+mod sealed {
+    use std::error::Error;
+
+    pub trait Sealed<Via> {}
+
+    /// Through `std::error::Error`.
+    #[derive(Debug)]
+    pub struct IsError;
+    /// Through `AsRef<dyn Error + Send + Sync>` (anyhow, boxed errors).
+    #[derive(Debug)]
+    pub struct HoldsError;
+    /// [`Failure`](super::Failure) itself.
+    #[derive(Debug)]
+    pub struct Marked;
+
+    impl<E: Error + 'static> Sealed<IsError> for E {}
+    impl<E: AsRef<dyn Error + Send + Sync + 'static>> Sealed<HoldsError> for E {}
+    impl Sealed<Marked> for super::Failure {}
+}
+
+impl<E: Error + 'static> CallFailure<sealed::IsError> for E {
+    fn as_dyn_error(&self) -> &(dyn Error + 'static) {
+        self
+    }
+}
+
+impl<E: AsRef<dyn Error + Send + Sync + 'static>> CallFailure<sealed::HoldsError> for E {
+    fn as_dyn_error(&self) -> &(dyn Error + 'static) {
+        self.as_ref()
+    }
+}
+
+impl CallFailure<sealed::Marked> for Failure {
     fn as_dyn_error(&self) -> &(dyn Error + 'static) {
         &*self.error
     }
@@ -150,108 +244,14 @@ impl CallFailure for Failure {
     }
 }
 
-impl<E: Error + 'static> CallFailure for E {
-    fn as_dyn_error(&self) -> &(dyn Error + 'static) {
-        self
-    }
-}
-
-/// Why a [`call`](crate::ThrottleManager::call) did not return a value.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::{CallError, RejectReason};
-///
-/// fn describe(error: &CallError<std::io::Error>) -> String {
-///     match error {
-///         CallError::Rejected(rejected) if rejected.reason() == RejectReason::Throttled => "shed locally".into(),
-///         CallError::Rejected(rejected) => format!("not sent: {rejected}"),
-///         CallError::TimedOut(after) => format!("gave up after {after:?}"),
-///         CallError::Inner(error) => format!("the call failed: {error}"),
-///     }
-/// }
-/// ```
-#[derive(Debug)]
-pub enum CallError<E> {
-    /// Refused locally by a control; the call was never made.
-    Rejected(Rejected),
-    /// The call ran past its timeout and was dropped (counted as a capacity
-    /// failure).
-    TimedOut(std::time::Duration),
-    /// The call ran and returned this error.
-    Inner(E),
-}
-
-impl<E> CallError<E> {
-    /// True when the call never left this process: rejected locally, as
-    /// Bulwark's fallback is told (`local`).
-    ///
-    /// ```
-    /// use portcullis::CallError;
-    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
-    /// assert!(!failed.is_local());
-    /// ```
-    pub fn is_local(&self) -> bool {
-        matches!(self, Self::Rejected(_))
-    }
-
-    /// The inner error, if the call ran and failed.
-    ///
-    /// ```
-    /// use portcullis::CallError;
-    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
-    /// assert_eq!(failed.into_inner().unwrap().to_string(), "x");
-    /// ```
-    pub fn into_inner(self) -> Option<E> {
-        match self {
-            Self::Inner(error) => Some(error),
-            _ => None,
-        }
-    }
-}
-
-impl<E> From<Rejected> for CallError<E> {
-    fn from(rejected: Rejected) -> Self {
-        Self::Rejected(rejected)
-    }
-}
-
-impl<E: fmt::Display> fmt::Display for CallError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Rejected(rejected) => write!(f, "{rejected}"),
-            Self::TimedOut(after) => write!(f, "call timed out after {after:?}"),
-            Self::Inner(error) => write!(f, "{error}"),
-        }
-    }
-}
-
-impl<E: Error + 'static> Error for CallError<E> {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Self::Rejected(rejected) => Some(rejected),
-            Self::TimedOut(_) => None,
-            Self::Inner(error) => Some(error),
-        }
-    }
-}
-
-impl Error for CallError<Failure> {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Self::Rejected(rejected) => Some(rejected),
-            Self::TimedOut(_) => None,
-            Self::Inner(failure) => Some(failure.as_dyn_error()),
-        }
-    }
-}
-
 /// Judges errors that were not marked with [`overloaded`].
 pub(crate) type Classifier = dyn Fn(&(dyn Error + 'static)) -> Outcome + Send + Sync;
 
 /// The outcome of a call that returned `error`.
-pub(crate) fn outcome_of<E: CallFailure>(error: &E, classifier: Option<&Classifier>) -> Outcome {
+pub(crate) fn outcome_of<E: CallFailure<Via>, Via>(
+    error: &E,
+    classifier: Option<&Classifier>,
+) -> Outcome {
     if error.marked_overloaded() {
         return Outcome::Overloaded;
     }
@@ -273,7 +273,8 @@ pub(crate) fn outcome_of<E: CallFailure>(error: &E, classifier: Option<&Classifi
 /// [`ThrottleManagerBuilder::classifier`]: crate::ThrottleManagerBuilder::classifier
 ///
 /// ```
-/// use portcullis::{Outcome, transport_overload};
+/// use portcullis::outcome::transport_overload;
+/// use portcullis::Outcome;
 /// use std::io::{Error, ErrorKind};
 ///
 /// assert_eq!(transport_overload(&Error::from(ErrorKind::ConnectionRefused)), Outcome::Overloaded);

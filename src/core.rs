@@ -1,0 +1,448 @@
+//! The part of a manager that does not know the key type: the clock, each
+//! control's default settings, the priorities, the classifier, and how one
+//! key's controls admit a call and count its outcome.
+//!
+//! Permits talk to this [`Core`], never to the generic manager, so
+//! [`Permit`](crate::Permit) has no key type parameter (tokio's
+//! `SemaphorePermit` holds its `batch_semaphore` the same way). The manager
+//! (`crate::manager`) finds a key's state and hands it here.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tracing::Span;
+
+use crate::bulkhead::config::BulkheadSettings;
+use crate::bulkhead::limiter::{Admission, Bulkhead, Waiting};
+use crate::clock::{Clock, Nanos, nanos};
+use crate::error::{RejectReason, Rejected};
+use crate::events;
+use crate::key::KeyState;
+use crate::metrics;
+use crate::outcome::{Classifier, Outcome};
+use crate::priority::{Priorities, Priority};
+use crate::rate::cell::Reservation;
+use crate::rate::config::RateSettings;
+use crate::throttle::config::ThrottleSettings;
+use crate::throttle::window::{Count, ThrottleWindow};
+
+pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
+
+/// One control of a manager: present when any key may have it. A key has it
+/// with its own settings (kept in its state) or, without them, these.
+#[derive(Debug)]
+pub(crate) struct Control<S> {
+    /// `None`: only keys with their own settings have the control.
+    pub(crate) default: Option<Arc<S>>,
+}
+
+impl<S> Control<S> {
+    /// A key's settings: its own, else the default, if any.
+    pub(crate) fn settings<'s>(&'s self, own: Option<&'s S>) -> Option<&'s S> {
+        own.or(self.default.as_deref())
+    }
+}
+
+/// How long a caller would wait: the one difference between
+/// [`try_acquire`](crate::ThrottleManager::try_acquire) and
+/// [`acquire`](crate::ThrottleManager::acquire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// Not at all: no waiting for room in the key space, for a rate token or
+    /// in the bulkhead's queue.
+    Never,
+    /// For room in the key space, for a rate token up to the priority's
+    /// `max_wait`, and in the bulkhead's queue as configured.
+    AsConfigured,
+    /// As configured, but for a rate token however far ahead it lies:
+    /// [`wait`](crate::ThrottleManager::wait).
+    Unbounded,
+}
+
+/// When a permitted call was scheduled by the rate and when it was let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallTimes {
+    /// When the call took its place in the rate's queue: its outcome moves
+    /// the rate only if that was after the rate's last decrease.
+    pub(crate) scheduled: Nanos,
+    /// When the call was admitted: its outcome counts in the throttle's
+    /// bucket of that time.
+    pub(crate) started: Nanos,
+}
+
+impl CallTimes {
+    /// A call scheduled and admitted at the same moment.
+    pub(crate) fn at(now: Nanos) -> Self {
+        Self {
+            scheduled: now,
+            started: now,
+        }
+    }
+}
+
+/// How events and metrics name a key: a span (only while debug events are
+/// enabled) and a metrics label (only with per-key metrics).
+#[derive(Debug, Default)]
+pub(crate) struct KeyTelemetry {
+    pub(crate) span: Option<Span>,
+    pub(crate) label: Option<String>,
+}
+
+impl KeyTelemetry {
+    pub(crate) fn span(&self) -> &Span {
+        static NO_SPAN: Span = Span::none();
+        self.span.as_ref().unwrap_or(&NO_SPAN)
+    }
+
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.span.is_none() && self.label.is_none()
+    }
+}
+
+/// What every clone of a manager, and every permit, shares.
+pub(crate) struct Core {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rate: Option<Control<RateSettings>>,
+    pub(crate) throttle: Option<Control<ThrottleSettings>>,
+    pub(crate) bulkhead: Option<Control<BulkheadSettings>>,
+    pub(crate) priorities: Priorities,
+    /// `None`: the built-in per-thread generator.
+    pub(crate) random: Option<Box<RandomSource>>,
+    /// Judges unmarked errors of `call`; `None`: all neutral.
+    pub(crate) classifier: Option<Box<Classifier>>,
+    /// The default timeout of `call`.
+    pub(crate) call_timeout: Option<Duration>,
+    /// The longest pause `defer` accepts.
+    pub(crate) max_defer: Duration,
+    /// By priority level, the longest `acquire` and `call` wait for a rate
+    /// token; `None`: no limit.
+    pub(crate) max_wait: Box<[Option<Duration>]>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("rate", &self.rate)
+            .field("throttle", &self.throttle)
+            .field("bulkhead", &self.bulkhead)
+            .field("priorities", &self.priorities)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// # Reading a key's controls
+impl Core {
+    pub(crate) fn now(&self) -> Nanos {
+        self.clock.now_nanos()
+    }
+
+    /// The key's rate settings, if the key has a rate.
+    pub(crate) fn rate_of<'s>(&'s self, state: &'s KeyState) -> Option<&'s RateSettings> {
+        self.rate.as_ref()?.settings(state.rate_settings())
+    }
+
+    /// The key's throttle window and its settings, if the key has a
+    /// throttle.
+    pub(crate) fn throttle_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
+        let control = self.throttle.as_ref()?;
+        Some((
+            state.throttle()?,
+            control.settings(state.throttle_settings())?,
+        ))
+    }
+
+    /// The key's bulkhead and its settings, if the key has a bulkhead.
+    pub(crate) fn bulkhead_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
+        let control = self.bulkhead.as_ref()?;
+        Some((
+            state.bulkhead()?,
+            control.settings(state.bulkhead_settings())?,
+        ))
+    }
+
+    /// The priority a call is judged at, or the rejection for it.
+    pub(crate) fn resolve(&self, asked: Priority) -> Result<Priority, Rejected> {
+        self.priorities
+            .resolve(asked)
+            .ok_or_else(|| Rejected::new(RejectReason::InvalidPriority, asked, None))
+    }
+
+    /// The longest a call at `priority` (resolved) waits for its token.
+    pub(crate) fn max_wait(&self, priority: Priority) -> Option<Duration> {
+        let levels = &self.max_wait;
+        levels[usize::from(priority.level()).min(levels.len() - 1)]
+    }
+
+    /// The priority that outcomes reported without a permit count at: the
+    /// task's, else [`Priority::HIGH`].
+    pub(crate) fn outcome_priority(&self) -> Priority {
+        let asked = Priority::current().unwrap_or(Priority::HIGH);
+        self.priorities.clamp(asked)
+    }
+
+    fn draw(&self) -> f64 {
+        match &self.random {
+            Some(random) => random(),
+            None => crate::throttle::random_unit(),
+        }
+    }
+
+    /// `future`'s output, or `None` if the clock reaches `deadline` first
+    /// (then `future` is dropped unfinished).
+    pub(crate) async fn before<F: Future>(&self, deadline: Nanos, future: F) -> Option<F::Output> {
+        let mut timer = self.clock.sleep_until(Duration::from_nanos(deadline));
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await
+    }
+}
+
+/// # Admission: the steps of one call, in the one order they run
+///
+/// The manager's pipeline (`manager/admission.rs`) calls these in turn:
+/// throttle, bulkhead room, rate token, bulkhead slot. Each step takes the
+/// caller's [`Patience`]; none waits under [`Patience::Never`].
+impl Core {
+    /// Step 1: whether the throttle lets a call through; a shed call is
+    /// counted as a request, as in the SRE book.
+    ///
+    /// A call the throttle would shed, but whose rate token lies further
+    /// ahead than the caller would wait, is refused by the rate instead and
+    /// not counted: the throttle counts the calls that would otherwise have
+    /// gone to the backend. Otherwise, while a rate at its lower bound turns
+    /// most calls away, every one the throttle shed first would count as a
+    /// request the backend did not accept, and keep the throttle shedding
+    /// long after the backend has recovered. Only the shedding path reads
+    /// the rate.
+    pub(crate) fn throttle_admits(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+        span: &Span,
+    ) -> Result<(), Rejected> {
+        let Some((window, settings)) = self.throttle_of(state) else {
+            return Ok(());
+        };
+        let level = usize::from(priority.level());
+        let probability = window.rejection(now, level, settings);
+        if probability > 0.0 && self.draw() < probability {
+            if let Some(rate) = self.rate_of(state) {
+                let wait = state.rate.wait(now, rate.burst);
+                if wait > self.patience_for_token(priority, patience) {
+                    return Err(Rejected::rate_limited(wait, priority));
+                }
+            }
+            window.record(now, level, Count::Request, settings);
+            if window.note_shedding(true) {
+                events::shedding(span, priority, probability, true);
+            }
+            return Err(Rejected::new(RejectReason::Throttled, priority, None));
+        }
+        if probability == 0.0 && window.note_shedding(false) {
+            events::shedding(span, priority, probability, false);
+        }
+        Ok(())
+    }
+
+    /// Step 2: a call the bulkhead would turn away anyway is refused before
+    /// it takes a rate token.
+    pub(crate) fn bulkhead_has_room(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(), Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(());
+        };
+        let refusal = match patience {
+            Patience::Never => bulkhead.has_no_free_slot(settings),
+            _ => bulkhead.would_refuse(settings, usize::from(priority.level())),
+        };
+        refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
+    }
+
+    /// Step 3: the key's next rate token, slept for if the caller waits;
+    /// returns the time the call may start, and the token. Without a rate,
+    /// `now` and no token. A token further ahead than the caller waits is
+    /// not taken: the rejection says how far ahead it was.
+    pub(crate) async fn take_token(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(Nanos, Option<Reservation>), Rejected> {
+        let Some(settings) = self.rate_of(state) else {
+            return Ok((now, None));
+        };
+        let patience = self.patience_for_token(priority, patience);
+        let reservation = state
+            .rate
+            .reserve(now, settings.burst, patience)
+            .map_err(|wait| Rejected::rate_limited(wait, priority))?;
+        if reservation.slot.start <= now {
+            return Ok((now, Some(reservation)));
+        }
+        let pending = PendingToken {
+            state,
+            reservation: Some(reservation),
+        };
+        self.clock
+            .sleep_until(Duration::from_nanos(reservation.slot.start))
+            .await;
+        pending.started();
+        Ok((reservation.slot.start, Some(reservation)))
+    }
+
+    /// Step 4: a slot of the key's bulkhead, waiting in its queue if the
+    /// caller waits; `Ok(false)` without a bulkhead. Reports the bulkhead
+    /// filling up and queue timeouts.
+    pub(crate) async fn take_slot(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        now: Nanos,
+        patience: Patience,
+        telemetry: &KeyTelemetry,
+    ) -> Result<bool, Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(false);
+        };
+        let level = usize::from(priority.level());
+        let refused = |refusal: crate::bulkhead::limiter::Refusal| refusal.rejected(priority);
+        let admission = match patience {
+            Patience::Never => bulkhead.try_acquire(settings).map(Admission::Granted),
+            _ => {
+                let levels = usize::from(self.priorities.levels);
+                bulkhead.enter(settings, level, levels)
+            }
+        };
+        let id = match admission.map_err(refused)? {
+            Admission::Granted(active) => {
+                if active == settings.max_concurrent {
+                    events::bulkhead_filled(telemetry.span(), priority, active);
+                }
+                return Ok(true);
+            }
+            Admission::Queued(id) => id,
+        };
+        let _queued = metrics::Queued::enter(telemetry.label());
+        let mut waiting = Waiting::new(bulkhead, level, id);
+        let Some(timeout) = settings.queue_timeout else {
+            return (&mut waiting).await.map(|()| true).map_err(refused);
+        };
+        match self.before(now.saturating_add(timeout), &mut waiting).await {
+            Some(outcome) => outcome.map(|()| true).map_err(refused),
+            None => waiting
+                .give_up(RejectReason::QueueTimeout)
+                .map(|()| true)
+                .map_err(|refusal| {
+                    events::queue_timed_out(telemetry.span(), priority, refusal.load);
+                    refused(refusal)
+                }),
+        }
+    }
+
+    /// How far ahead a rate token may lie for a caller of `patience`.
+    fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
+        match patience {
+            Patience::Never => 0,
+            Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
+            Patience::Unbounded => Nanos::MAX,
+        }
+    }
+}
+
+/// # Outcomes
+impl Core {
+    /// Counts the outcome of a call scheduled and admitted at `times`. The
+    /// throttle counts a call when its outcome is known: a call still in
+    /// flight is not yet a request, so a healthy call costs it one
+    /// `fetch_add`.
+    pub(crate) fn record_outcome(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        times: CallTimes,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let label = telemetry.label();
+        metrics::outcome(label, outcome);
+        match outcome {
+            Outcome::Success => {
+                // The window puts the count in its newest bucket, and a rate
+                // at its upper bound does not change: a healthy key's success
+                // reads no clock.
+                self.count(state, times.started, priority, Count::Accepted);
+                if let Some(settings) = self.rate_of(state) {
+                    let change = state
+                        .rate
+                        .increase(|| self.now(), times.scheduled, settings);
+                    events::rate_changed(telemetry.span(), change);
+                    if change.from != change.to {
+                        metrics::rate(label, change.to);
+                    }
+                }
+            }
+            Outcome::Overloaded => {
+                let now = self.now();
+                self.count(state, now, priority, Count::Request);
+                if let Some(settings) = self.rate_of(state) {
+                    let change = state.rate.decrease(now, times.scheduled, settings);
+                    events::rate_changed(telemetry.span(), change);
+                    metrics::rate(label, change.to);
+                }
+            }
+            Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
+        }
+    }
+
+    fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
+        if let Some((window, settings)) = self.throttle_of(state) {
+            window.record(now, usize::from(priority.level()), count, settings);
+        }
+    }
+}
+
+/// A token taken for a call that has not started: if dropped before it
+/// starts, hands the token back.
+struct PendingToken<'a> {
+    state: &'a KeyState,
+    reservation: Option<Reservation>,
+}
+
+impl PendingToken<'_> {
+    fn started(mut self) {
+        self.reservation = None;
+    }
+}
+
+impl Drop for PendingToken<'_> {
+    fn drop(&mut self) {
+        if let Some(reservation) = self.reservation.take() {
+            self.state.rate.cancel(reservation);
+        }
+    }
+}

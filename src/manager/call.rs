@@ -1,0 +1,320 @@
+//! `call`: the whole protocol around one call. Acquire through the
+//! admission pipeline, run, classify the outcome, report it.
+
+use std::borrow::Borrow;
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::time::Duration;
+
+use super::ThrottleManager;
+use crate::clock::nanos;
+use crate::error::Rejected;
+use crate::outcome::{CallFailure, Outcome, outcome_of};
+use crate::priority::Priority;
+
+/// Why a [`call`](crate::ThrottleManager::call) did not return a value.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{CallError, RejectReason};
+///
+/// fn describe(error: &CallError<std::io::Error>) -> String {
+///     match error {
+///         CallError::Rejected(rejected) if rejected.reason() == RejectReason::Throttled => "shed locally".into(),
+///         CallError::Rejected(rejected) => format!("not sent: {rejected}"),
+///         CallError::TimedOut(after) => format!("gave up after {after:?}"),
+///         CallError::Inner(error) => format!("the call failed: {error}"),
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub enum CallError<E> {
+    /// Refused locally by a control; the call was never made.
+    Rejected(Rejected),
+    /// The call ran past its timeout and was dropped (counted as a capacity
+    /// failure).
+    TimedOut(std::time::Duration),
+    /// The call ran and returned this error.
+    Inner(E),
+}
+
+impl<E> CallError<E> {
+    /// True when the call never left this process: it was rejected locally
+    /// (a fallback can then tell "not sent" from "failed").
+    ///
+    /// ```
+    /// use portcullis::CallError;
+    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
+    /// assert!(!failed.is_local());
+    /// ```
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::Rejected(_))
+    }
+
+    /// The inner error, if the call ran and failed.
+    ///
+    /// ```
+    /// use portcullis::CallError;
+    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
+    /// assert_eq!(failed.into_inner().unwrap().to_string(), "x");
+    /// ```
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Self::Inner(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl<E> From<Rejected> for CallError<E> {
+    fn from(rejected: Rejected) -> Self {
+        Self::Rejected(rejected)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Rejected(rejected) => write!(f, "{rejected}"),
+            Self::TimedOut(after) => write!(f, "call timed out after {after:?}"),
+            Self::Inner(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// `CallError` is an error whatever the call's error type (`io::Error`,
+/// `anyhow::Error`, a boxed error, [`Failure`](crate::outcome::Failure)), so `?`
+/// takes it into `anyhow::Result` or `Box<dyn Error>`. It displays as the
+/// call's own error; its `source` is the local rejection, if that is what
+/// it was (the call's own error is [`into_inner`](CallError::into_inner)).
+impl<E: fmt::Debug + fmt::Display> Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            Self::Rejected(rejected) => Some(rejected),
+            Self::TimedOut(_) | Self::Inner(_) => None,
+        }
+    }
+}
+
+/// # Calls: acquire, run, report
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Runs `call` under every control of `key`: acquires as
+    /// [`acquire`](Self::acquire) does (waiting and queueing as configured),
+    /// runs it, and reports its outcome. The recommended way to use the
+    /// library.
+    ///
+    /// A success raises the key's rate and counts an accept. An error
+    /// marked with [`overloaded`](crate::overloaded) lowers the rate and
+    /// counts no accept; so does any error the manager's
+    /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
+    /// [`Outcome::Overloaded`](crate::Outcome::Overloaded); every other error is neutral (no shedding, the
+    /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
+    /// a call still running then is dropped and counted as a capacity
+    /// failure: a hung call would otherwise hold its slot forever.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::Rejected`] when a control refused the call (it never
+    /// ran), [`CallError::TimedOut`], or [`CallError::Inner`] with the
+    /// call's own error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropped while waiting, it takes nothing (as `acquire`);
+    /// dropped while the call runs, the call is dropped with it and its slot
+    /// freed, and the outcome counts as [`Outcome::Neutral`](crate::Outcome::Neutral): nothing is left
+    /// held or half-recorded.
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager, overloaded};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+    ///     .build()?;
+    /// async fn fetch(status: u16) -> Result<String, std::io::Error> {
+    ///     Ok(format!("status {status}"))
+    /// }
+    /// let body = manager
+    ///     .call("api.example.com", Priority::MEDIUM, || async {
+    ///         let body = fetch(200).await?; // any error converts
+    ///         if body.contains("429") {
+    ///             return Err(overloaded(std::io::Error::other(body)));
+    ///         }
+    ///         Ok(body)
+    ///     })
+    ///     .await?;
+    /// assert_eq!(body, "status 200");
+    /// assert_eq!(manager.rate("api.example.com"), Some(11.0));
+    ///
+    /// let failed = manager
+    ///     .call("api.example.com", Priority::MEDIUM, || async {
+    ///         Err::<String, _>(overloaded(std::io::Error::other("503")))
+    ///     })
+    ///     .await;
+    /// assert!(matches!(failed, Err(CallError::Inner(_))));
+    /// assert_eq!(manager.rate("api.example.com"), Some(6.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_within(key, priority, self.core().call_timeout, call)
+            .await
+    }
+
+    /// [`call`](Self::call) with its own timeout instead of the manager's.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(5.0)).build()?;
+    /// let hung = manager
+    ///     .call_with_timeout("db", Priority::HIGH, Duration::from_secs(2), || async {
+    ///         std::future::pending::<Result<(), std::io::Error>>().await
+    ///     })
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// assert_eq!(manager.rate("db"), Some(5.0)); // a timeout is a capacity failure
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_with_timeout<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        timeout: Duration,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_within(key, priority, Some(timeout), call).await
+    }
+
+    /// [`call`](Self::call), and when it does not return a value, `fallback`
+    /// instead: given the [`CallError`], whose
+    /// [`is_local`](CallError::is_local) tells a local rejection from a
+    /// failed call, it can degrade gracefully (a cached value, a default).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `fallback` returns.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call) while the call runs; the fallback is the
+    /// caller's own code.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = manager.try_acquire("recommendations", Priority::HIGH).unwrap();
+    /// let shown = manager
+    ///     .call_with_fallback(
+    ///         "recommendations",
+    ///         Priority::LOW,
+    ///         || async { Ok::<_, std::io::Error>(vec!["fresh picks"]) },
+    ///         |error| async move {
+    ///             assert!(error.is_local()); // the bulkhead was full: nothing was sent
+    ///             Ok(vec!["bestsellers"])
+    ///         },
+    ///     )
+    ///     .await?;
+    /// assert_eq!(shown, ["bestsellers"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn call_with_fallback<Q, F, Fut, T, E, Via, G, GFut>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        call: F,
+        fallback: G,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+        G: FnOnce(CallError<E>) -> GFut,
+        GFut: Future<Output = Result<T, CallError<E>>>,
+    {
+        match self.call(key, priority, call).await {
+            Ok(value) => Ok(value),
+            Err(error) => fallback(error).await,
+        }
+    }
+
+    async fn call_within<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        timeout: Option<Duration>,
+        call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        let permit = self.acquire(key, priority).await?;
+        let result = match timeout {
+            None => call().await,
+            Some(timeout) => {
+                let deadline = self.core().now().saturating_add(nanos(timeout));
+                match self.core().before(deadline, call()).await {
+                    Some(result) => result,
+                    None => {
+                        permit.report(Outcome::Overloaded);
+                        return Err(CallError::TimedOut(timeout));
+                    }
+                }
+            }
+        };
+        match &result {
+            Ok(_) => permit.success(),
+            Err(error) => permit.report(outcome_of(error, self.core().classifier.as_deref())),
+        }
+        result.map_err(CallError::Inner)
+    }
+}

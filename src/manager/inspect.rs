@@ -1,0 +1,177 @@
+//! What the manager knows about its keys, for health endpoints and
+//! dashboards. Nothing here creates a key.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use super::ThrottleManager;
+use crate::key::KeyState;
+use crate::priority::Priority;
+
+/// Everything a key's controls know, for a health endpoint or a dashboard:
+/// `Serialize`, so it can be returned as JSON.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(2))
+///     .throttle(ThrottleConfig::new())
+///     .build()?;
+/// manager.try_acquire("db", Priority::HIGH).unwrap().success();
+/// manager.try_acquire("db", Priority::LOW).unwrap().failure();
+/// let snapshot = manager.snapshot("db").unwrap();
+/// assert_eq!(snapshot.priorities[0].requests, 1);
+/// assert_eq!(snapshot.priorities[0].accepts, 1);
+/// assert_eq!(snapshot.priorities[3].requests, 1);
+/// assert_eq!(snapshot.priorities[3].rejection_probability, 1.0 / 61.0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct KeySnapshot {
+    /// The key's current rate, in calls per second, if it has a rate.
+    pub rate: Option<f64>,
+    /// Calls in flight, if the key has a bulkhead.
+    pub active: Option<u32>,
+    /// Calls waiting in the bulkhead's queue, if the key has a bulkhead.
+    pub queued: Option<u32>,
+    /// Per priority level (index 0 is `Priority::HIGH`), the throttle's
+    /// window; empty if the key has no throttle.
+    pub priorities: Vec<PrioritySnapshot>,
+}
+
+/// One priority's view of a key's throttle window.
+///
+/// ```
+/// # use portcullis::*;
+/// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+/// manager.decrement("db");
+/// let high = &manager.snapshot("db").unwrap().priorities[0];
+/// assert_eq!((high.requests, high.accepts), (1, 0));
+/// # Ok::<(), ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct PrioritySnapshot {
+    /// Calls of this priority counted over the window (shed ones included).
+    pub requests: u64,
+    /// Calls of this priority the backend accepted over the window.
+    pub accepts: u64,
+    /// The probability that a call of this priority is shed now.
+    pub rejection_probability: f64,
+}
+
+/// # Inspection
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Everything `key`'s controls know now ([`KeySnapshot`]), or `None` if
+    /// the key is not live. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// assert!(manager.snapshot("api").is_none());
+    /// manager.increment("api");
+    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn snapshot<Q>(&self, key: &Q) -> Option<KeySnapshot>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.shared.keys.get(key)?;
+        Some(self.snapshot_of(&state))
+    }
+
+    /// Every live key with its [`KeySnapshot`], for a health endpoint.
+    /// Visits the key space shard by shard; keys created or evicted
+    /// meanwhile may or may not appear.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// manager.increment("a");
+    /// manager.decrement("b");
+    /// let mut rates: Vec<(String, Option<f64>)> =
+    ///     manager.snapshots().map(|(key, snapshot)| (key, snapshot.rate)).collect();
+    /// rates.sort_by(|a, b| a.0.cmp(&b.0));
+    /// assert_eq!(rates, [("a".to_string(), Some(10.5)), ("b".to_string(), Some(5.0))]);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn snapshots(&self) -> impl Iterator<Item = (K, KeySnapshot)>
+    where
+        K: Clone,
+    {
+        let mut all = Vec::with_capacity(self.len());
+        self.shared
+            .keys
+            .for_each(|key, state| all.push((key.clone(), self.snapshot_of(state))));
+        all.into_iter()
+    }
+
+    fn snapshot_of(&self, state: &KeyState) -> KeySnapshot {
+        let core = self.core();
+        let load = state.bulkhead().map(|bulkhead| bulkhead.load());
+        let priorities = core
+            .throttle_of(state)
+            .map(|(window, settings)| {
+                window
+                    .report(core.now(), settings)
+                    .into_iter()
+                    .map(|(counts, probability)| PrioritySnapshot {
+                        requests: counts.requests as u64,
+                        accepts: counts.accepts as u64,
+                        rejection_probability: probability,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        KeySnapshot {
+            rate: core.rate_of(state).map(|_| state.rate.rate()),
+            active: load.map(|load| load.active),
+            queued: load.map(|load| load.queued),
+            priorities,
+        }
+    }
+
+    /// The probability that `key`'s throttle rejects a call at `priority`
+    /// right now, or `None` if the manager has no throttle or the key is not
+    /// live. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// for _ in 0..100 {
+    ///     manager.decrement("db"); // 100 capacity failures
+    /// }
+    /// // 100 requests, 0 accepts, ratio 2, min_rate 1/s over 60 s: 100 / 160.
+    /// assert_eq!(manager.rejection_probability("db", Priority::LOW), Some(0.625));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rejection_probability<Q>(&self, key: &Q, priority: Priority) -> Option<f64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let core = self.core();
+        let priority = core.priorities.clamp(priority);
+        let state = self.shared.keys.get(key)?;
+        let (window, settings) = core.throttle_of(&state)?;
+        Some(window.rejection(core.now(), usize::from(priority.level()), settings))
+    }
+}

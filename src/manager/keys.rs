@@ -1,0 +1,201 @@
+//! The key space as the manager uses it: a key's state, found or created
+//! with its settings, and how the key is named in events and metrics.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::mapref::one::Ref;
+
+use super::ThrottleManager;
+use crate::bulkhead::config::BulkheadSettings;
+use crate::bulkhead::limiter::Bulkhead;
+use crate::clock::Nanos;
+use crate::core::{KeyTelemetry, Patience};
+use crate::error::{RejectReason, Rejected};
+use crate::events;
+use crate::key::KeyState;
+use crate::priority::Priority;
+use crate::rate::cell::RateCell;
+use crate::rate::config::RateSettings;
+use crate::registry::Full;
+use crate::throttle::config::ThrottleSettings;
+use crate::throttle::window::ThrottleWindow;
+
+/// Settings a function gives a key (for keys with no exact override).
+pub(crate) type PerKey<K, S> = dyn Fn(&K) -> Option<Arc<S>> + Send + Sync;
+
+/// How events and per-key metrics name a key.
+pub(crate) type KeyNames<K> = dyn Fn(&K) -> String + Send + Sync;
+
+/// Per-key settings of every control, where they differ from its default.
+pub(crate) struct Overrides<K> {
+    pub(crate) rate: ControlOverrides<K, RateSettings>,
+    pub(crate) throttle: ControlOverrides<K, ThrottleSettings>,
+    pub(crate) bulkhead: ControlOverrides<K, BulkheadSettings>,
+}
+
+/// One control's per-key settings: exact keys first, then a function.
+pub(crate) struct ControlOverrides<K, S> {
+    pub(crate) exact: HashMap<K, Arc<S>, foldhash::fast::RandomState>,
+    pub(crate) per_key: Option<Box<PerKey<K, S>>>,
+}
+
+impl<K> Default for Overrides<K> {
+    fn default() -> Self {
+        Self {
+            rate: ControlOverrides::default(),
+            throttle: ControlOverrides::default(),
+            bulkhead: ControlOverrides::default(),
+        }
+    }
+}
+
+impl<K, S> Default for ControlOverrides<K, S> {
+    fn default() -> Self {
+        Self {
+            exact: HashMap::with_hasher(foldhash::fast::RandomState::default()),
+            per_key: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq, S> ControlOverrides<K, S> {
+    /// The settings of `key` if they are not the default; `None` means the
+    /// default (which costs a key nothing to point at).
+    fn settings_for(&self, key: &K) -> Option<Arc<S>> {
+        if let Some(settings) = self.exact.get(key) {
+            return Some(Arc::clone(settings));
+        }
+        self.per_key.as_ref()?(key)
+    }
+}
+
+/// # The key space
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// The state of `key`, created with its settings if it is new.
+    ///
+    /// # Errors
+    ///
+    /// [`Full`] when the key is new and the key space has no room for it.
+    pub(super) fn entry<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+    ) -> Result<Ref<'_, K, triomphe::Arc<KeyState>>, Full>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        self.shared
+            .keys
+            .get_or_insert_with(key, now, |key| self.new_key_state(key, now))
+    }
+
+    /// The state of `key` and how it is named, for one call at `priority`:
+    /// waiting for room in a full key space if the caller waits.
+    pub(super) async fn key_state<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        loop {
+            let now = self.core().now();
+            let full = match self.entry(key, now) {
+                Ok(entry) => {
+                    let telemetry = self.telemetry_of(entry.key());
+                    return Ok((triomphe::Arc::clone(entry.value()), telemetry));
+                }
+                Err(full) => full,
+            };
+            if patience == Patience::Never {
+                let retry_after = Some(Duration::from_nanos(full.retry_after));
+                return Err(Rejected::new(
+                    RejectReason::KeySpaceFull,
+                    priority,
+                    retry_after,
+                ));
+            }
+            let retry_at = now.saturating_add(full.retry_after);
+            self.core()
+                .clock
+                .sleep_until(Duration::from_nanos(retry_at))
+                .await;
+        }
+    }
+
+    /// How `key` is named in events (a span, only while debug events are
+    /// enabled) and metrics (a label, only with per-key metrics).
+    #[inline]
+    pub(super) fn telemetry_of(&self, key: &K) -> KeyTelemetry {
+        let debug = events::enabled();
+        if !debug && !self.shared.metrics_per_key {
+            return KeyTelemetry::default();
+        }
+        let name = self.shared.key_names.as_ref().map(|names| names(key));
+        KeyTelemetry {
+            span: debug.then(|| events::key_span(name.as_deref())),
+            label: if self.shared.metrics_per_key {
+                name
+            } else {
+                None
+            },
+        }
+    }
+
+    /// `key`'s metrics label, if metrics are per key; for counting a call
+    /// refused before its key's state was found.
+    pub(super) fn label_of<Q>(&self, key: &Q) -> Option<String>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: ToOwned + ?Sized,
+    {
+        if !self.shared.metrics_per_key {
+            return None;
+        }
+        let names = self.shared.key_names.as_ref()?;
+        Some(names(&K::from(key.to_owned())))
+    }
+
+    /// A new key's state: every control the manager has for it, each with
+    /// the key's own settings where they are not the default.
+    fn new_key_state(&self, key: &K, now: Nanos) -> KeyState {
+        let core = self.core();
+        let overrides = &self.shared.overrides;
+        let rate_settings = core
+            .rate
+            .as_ref()
+            .and_then(|_| overrides.rate.settings_for(key));
+        let starting = core
+            .rate
+            .as_ref()
+            .and_then(|rate| rate.settings(rate_settings.as_deref()));
+        let throttle = core.throttle.as_ref().and_then(|control| {
+            let own = overrides.throttle.settings_for(key);
+            let settings = control.settings(own.as_deref())?;
+            let window = ThrottleWindow::new(core.priorities.levels, now, settings);
+            Some((window, own))
+        });
+        let bulkhead = core.bulkhead.as_ref().and_then(|control| {
+            let own = overrides.bulkhead.settings_for(key);
+            control.settings(own.as_deref())?;
+            Some((Bulkhead::default(), own))
+        });
+        KeyState::new(
+            RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
+            rate_settings,
+            throttle,
+            bulkhead,
+        )
+    }
+}

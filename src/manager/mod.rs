@@ -1,0 +1,165 @@
+//! [`ThrottleManager`]: the facade that owns the key space and runs each
+//! call through its key's controls.
+//!
+//! One file per concern, each adding its own `impl` block:
+//! - `keys`: finding or creating a key's state, and how a key is named;
+//! - `admission`: the one pipeline of `try_acquire` and `acquire`;
+//! - `call`: `call` and its variants, around the pipeline;
+//! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
+//! - `inspect`: snapshots for health endpoints.
+//!
+//! What does not depend on the key type (the clock, the settings, how a
+//! key's controls decide and count) lives in `crate::core`, which permits
+//! share.
+
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::key::KeyState;
+use crate::registry::Registry;
+
+mod admission;
+mod call;
+mod inspect;
+mod keys;
+mod rate_only;
+
+pub use call::CallError;
+pub use inspect::{KeySnapshot, PrioritySnapshot};
+pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
+
+/// Guards calls to many keys (hosts, users, tenants) at once: for each key it
+/// sees, it lazily creates the controls configured (an adaptive rate, an
+/// adaptive throttle, a bulkhead), which learn from the outcomes you report.
+///
+/// Clones share all state. Keys are looked up by their borrowed form: a
+/// `ThrottleManager<String>` or `ThrottleManager<Arc<str>>` takes a `&str`.
+/// Keys need not be `Debug`: events and metrics name a key only as
+/// [`key_names`](crate::ThrottleManagerBuilder::key_names) says, so keys
+/// that are secrets (API tokens) never reach a log.
+///
+/// # Example
+///
+/// ```
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(2.0).decrement(1.0))
+///     .build()?;
+/// manager.wait("example.com").await; // before each call to example.com
+/// let ok = true; // ... make the call ...
+/// if ok {
+///     manager.increment("example.com");
+/// } else {
+///     manager.decrement("example.com");
+/// }
+/// assert_eq!(manager.rate("example.com"), Some(12.0));
+/// # Ok(())
+/// # }
+/// ```
+pub struct ThrottleManager<K> {
+    shared: Arc<Shared<K>>,
+}
+
+/// What all clones of a manager share.
+pub(crate) struct Shared<K> {
+    /// What permits share too.
+    pub(crate) core: Arc<Core>,
+    pub(crate) keys: Registry<K, KeyState>,
+    /// Per-key settings that differ from each control's default.
+    pub(crate) overrides: Overrides<K>,
+    /// How events and per-key metrics name a key; `None`: they do not.
+    pub(crate) key_names: Option<Box<KeyNames<K>>>,
+    /// Whether metrics carry a `key` label (then `key_names` is set).
+    pub(crate) metrics_per_key: bool,
+}
+
+impl<K> Clone for ThrottleManager<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleManager")
+            .field("keys", &self.shared.keys.len())
+            .field("core", &self.shared.core)
+            .finish_non_exhaustive()
+    }
+}
+
+/// # Housekeeping
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    pub(crate) fn from_shared(shared: Shared<K>) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    fn core(&self) -> &Core {
+        &self.shared.core
+    }
+
+    /// The number of live keys.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// manager.increment("a");
+    /// manager.increment("b");
+    /// assert_eq!(manager.len(), 2);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.shared.keys.len()
+    }
+
+    /// True when no key is live.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// assert!(manager.is_empty());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets every key that has been quiet for the idle TTL now, instead of
+    /// waiting for the next new key to trigger a sweep. Returns how many keys
+    /// went. Does nothing without an idle TTL.
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .idle_ttl(Duration::from_secs(60))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.check("api").unwrap();
+    /// clock.advance(Duration::from_secs(61));
+    /// assert_eq!(manager.evict_idle(), 1);
+    /// assert!(manager.is_empty());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn evict_idle(&self) -> usize {
+        self.shared.keys.evict_idle(self.core().now())
+    }
+}
