@@ -182,3 +182,60 @@ fn max_wait_for_a_priority_the_manager_lacks_is_an_error() {
         "max_wait_for: priority 3 is out of range: the manager has 2 priority levels (0 to 1)"
     );
 }
+
+/// A file sets only what it has: each control set in code before `config`
+/// stays when the file has none of it (it used to be kept for the rate and
+/// wiped for the throttle and the bulkhead).
+#[test]
+fn a_control_set_in_code_survives_a_file_without_it() {
+    use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig};
+    let file = |text: &str| -> ManagerConfig { toml::from_str(text).unwrap() };
+
+    let rate = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .config(file("[default.bulkhead]\nmax_concurrent = 4"))
+        .build()
+        .unwrap();
+    assert_eq!(rate.increment("api"), Some(10.5), "the rate set in code");
+
+    let throttle = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .config(file("[default.rate]\nstarting_rate = 10"))
+        .build()
+        .unwrap();
+    throttle.decrement("api");
+    assert!(
+        throttle
+            .rejection_probability("api", Priority::LOW)
+            .is_some(),
+        "the throttle set in code"
+    );
+
+    let bulkhead = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .config(file("[default.rate]\nstarting_rate = 10"))
+        .build()
+        .unwrap();
+    let _busy = bulkhead.try_acquire("api", Priority::HIGH).unwrap();
+    assert_eq!(
+        bulkhead
+            .try_acquire("api", Priority::HIGH)
+            .unwrap_err()
+            .reason(),
+        RejectReason::Full,
+        "the bulkhead set in code"
+    );
+
+    // What the file does set replaces the code's, and its errors name the
+    // file's paths; a bad control set in code keeps its own name.
+    let err = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(0))
+        .config(file("[default.throttle]\nratio = 0.5"))
+        .build()
+        .unwrap_err();
+    let fields: Vec<&str> = err.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(
+        fields,
+        ["default.throttle.ratio", "bulkhead.max_concurrent"]
+    );
+}

@@ -1,0 +1,137 @@
+//! The public contract of the manager's shape, exactly as other programs
+//! are built against it: `call` with an `anyhow` closure and `?`, keys of
+//! `Arc<str>` looked up by `&str`, and keys that are not `Debug`.
+
+use portcullis::{Priority, RateConfig, ThrottleManager};
+use std::sync::Arc;
+
+async fn fetch(manager: &ThrottleManager<String>) -> anyhow::Result<String> {
+    let body = manager
+        .call("example.com", Priority::MEDIUM, || async {
+            let text: String = tokio::fs::read_to_string("/etc/hostname").await?;
+            Ok::<_, anyhow::Error>(text)
+        })
+        .await?;
+    Ok(body)
+}
+
+async fn arc_keys() -> anyhow::Result<()> {
+    let manager = ThrottleManager::<Arc<str>>::builder()
+        .rate(RateConfig::new(10.0))
+        .build()?;
+    manager.wait("example.com").await;
+    Ok(())
+}
+
+#[derive(Hash, PartialEq, Eq, Clone)]
+struct ApiToken(String); // deliberately not Debug
+
+fn secret_keys() -> anyhow::Result<()> {
+    let manager = ThrottleManager::<ApiToken>::builder()
+        .rate(RateConfig::new(10.0))
+        .build()?;
+    let _ = manager.check(&ApiToken("t0ps3cret".into()));
+    Ok(())
+}
+
+// ---- The contract above, exercised ----
+
+use portcullis::{CallError, RejectReason, overloaded};
+
+#[tokio::test(start_paused = true)]
+async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(1).increment(1.0).decrement(5.0))
+        .max_wait(std::time::Duration::from_secs(1))
+        .build()
+        .unwrap();
+    // /etc/hostname may be missing in a container: then the call's own
+    // error comes back through `?`, and is neutral for the rate.
+    match fetch(&manager).await {
+        Ok(_) => assert_eq!(manager.rate("example.com"), Some(11.0)),
+        Err(error) => {
+            assert!(error.downcast_ref::<CallError<anyhow::Error>>().is_some());
+            assert_eq!(manager.rate("example.com"), Some(10.0));
+        }
+    }
+    // A key paused for longer than the call would wait is refused: the
+    // closure never runs.
+    manager.defer("example.com", std::time::Duration::from_secs(60));
+    let rejected = manager
+        .call("example.com", Priority::MEDIUM, || async {
+            Ok::<_, anyhow::Error>(())
+        })
+        .await;
+    let CallError::Rejected(rejected) = rejected.unwrap_err() else {
+        panic!("deferred: the call must not run");
+    };
+    assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    // And through `?`, a rejection becomes an anyhow::Error that keeps it.
+    let error = fetch(&manager).await.unwrap_err();
+    let call_error = error.downcast_ref::<CallError<anyhow::Error>>().unwrap();
+    assert!(call_error.is_local());
+}
+
+#[tokio::test(start_paused = true)]
+async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+        .classifier(portcullis::outcome::transport_overload)
+        .build()
+        .unwrap();
+    // An anyhow error whose chain holds a refused connection: overload.
+    let refused = manager
+        .call("a", Priority::HIGH, || async {
+            Err::<(), _>(anyhow::Error::new(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )))
+        })
+        .await;
+    assert!(matches!(refused, Err(CallError::Inner(_))));
+    assert_eq!(manager.rate("a"), Some(5.0));
+    // A boxed error that is not an overload: neutral.
+    let missing = manager
+        .call("b", Priority::HIGH, || async {
+            Err::<(), Box<dyn std::error::Error + Send + Sync>>("404 Not Found".into())
+        })
+        .await;
+    assert_eq!(missing.unwrap_err().to_string(), "404 Not Found");
+    assert_eq!(manager.rate("b"), Some(10.0));
+    // The overloaded mark works for every error type it wraps.
+    let marked = manager
+        .call("c", Priority::HIGH, || async {
+            Err::<(), _>(overloaded(anyhow::anyhow!("503 Service Unavailable")))
+        })
+        .await;
+    assert!(marked.is_err());
+    assert_eq!(manager.rate("c"), Some(5.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn arc_str_keys_are_looked_up_by_str() {
+    arc_keys().await.unwrap();
+    let manager = ThrottleManager::<Arc<str>>::builder()
+        .rate(RateConfig::new(10.0))
+        .build()
+        .unwrap();
+    manager.increment("example.com");
+    let key: Arc<str> = Arc::from("example.com");
+    assert_eq!(manager.rate(&*key), Some(10.5));
+    assert_eq!(manager.rate("example.com"), Some(10.5));
+    assert_eq!(manager.len(), 1);
+}
+
+#[test]
+fn keys_need_not_be_debug() {
+    secret_keys().unwrap();
+    let manager = ThrottleManager::<ApiToken>::builder()
+        .rate(RateConfig::new(1.0))
+        .build()
+        .unwrap();
+    let token = ApiToken("t0ps3cret".into());
+    manager.check(&token).unwrap();
+    assert!(manager.check(&token).is_err(), "one token per second");
+    let snapshots: Vec<_> = manager.snapshots().collect();
+    assert_eq!(snapshots.len(), 1);
+    assert!(snapshots[0].0 == token);
+}
