@@ -1,0 +1,236 @@
+//! The builder's settings of how calls are judged: priorities, the
+//! randomness of shedding, the classifier, and how long calls may wait.
+
+use std::time::Duration;
+use std::hash::Hash;
+
+use super::ThrottleManagerBuilder;
+use crate::outcome::Outcome;
+use crate::priority::{OutOfRange, Priority};
+
+/// # Calls: priorities, classification, waiting
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// How many priority levels calls may have: `0 ..= levels - 1`
+    /// (default 4, [`Priority::HIGH`](crate::Priority::HIGH) to
+    /// [`Priority::LOW`](crate::Priority::LOW)). From 1 to 16; each level
+    /// costs a throttled key 96 bytes.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .priority_levels(8)
+    ///     .build()?;
+    /// let permit = manager.try_acquire("api", Priority::new(7)).unwrap();
+    /// assert_eq!(permit.priority(), Priority::new(7));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority_levels(mut self, levels: u8) -> Self {
+        self.priority_levels = levels;
+        self
+    }
+
+    /// What happens to a priority beyond the levels (default
+    /// [`OutOfRange::ClampToLowest`]).
+    ///
+    /// ```
+    /// use portcullis::priority::OutOfRange;
+    /// use portcullis::{ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .out_of_range(OutOfRange::Reject)
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn out_of_range(mut self, policy: OutOfRange) -> Self {
+        self.out_of_range = policy;
+        self
+    }
+
+    /// Where the throttle's shedding decisions draw their randomness: a
+    /// function returning a uniform number in `[0, 1)`. For deterministic
+    /// tests; the default is a fast per-thread generator.
+    ///
+    /// ```
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .random_source(|| 0.5) // shed exactly when the probability is above 0.5
+    ///     .build()?;
+    /// for _ in 0..100 {
+    ///     manager.decrement("db"); // probability 0.625
+    /// }
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn random_source(mut self, random: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
+        self.random = Some(Box::new(random));
+        self
+    }
+
+    /// Judges the errors of [`call`](ThrottleManager::call) that were not
+    /// marked with [`overloaded`](crate::overloaded): [`Outcome::Overloaded`]
+    /// for errors that are capacity problems across a codebase (timeouts,
+    /// refused or reset connections), [`Outcome::Neutral`] for the rest.
+    /// Without one, unmarked errors are neutral. [`transport_overload`]
+    /// covers `std::io` errors and tokio timeouts.
+    ///
+    /// [`transport_overload`]: crate::outcome::transport_overload
+    ///
+    /// ```
+    /// use portcullis::outcome::transport_overload;
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     // With reqwest, add its own timeouts:
+    ///     // .classifier(|e| match e.downcast_ref::<reqwest::Error>() {
+    ///     //     Some(e) if e.is_timeout() || e.is_connect() => Outcome::Overloaded,
+    ///     //     _ => transport_overload(e),
+    ///     // })
+    ///     .classifier(transport_overload)
+    ///     .build()?;
+    /// # let _ = Outcome::Neutral;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn classifier(
+        mut self,
+        classify: impl Fn(&(dyn std::error::Error + 'static)) -> Outcome + Send + Sync + 'static,
+    ) -> Self {
+        self.classifier = Some(Box::new(classify));
+        self
+    }
+
+    /// Every [`call`](ThrottleManager::call) still running after `timeout`
+    /// is dropped and counted as a capacity failure (default: none). Above 0.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .call_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// The longest pause [`defer`](ThrottleManager::defer) applies (default
+    /// 5 minutes): a server asking for an absurd `Retry-After`
+    /// gets this instead.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_defer(Duration::from_secs(60))
+    ///     .build()?;
+    /// assert_eq!(manager.defer("api", Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_defer(mut self, max: Duration) -> Self {
+        self.max_defer = max;
+        self
+    }
+
+    /// The longest [`acquire`](ThrottleManager::acquire) and
+    /// [`call`](ThrottleManager::call) wait for a rate token (default: no
+    /// limit). A call whose token lies further ahead is rejected at once
+    /// with [`RateLimited`](crate::RejectReason::RateLimited) and the wait it
+    /// would have had as its `retry_after`, and takes no token.
+    ///
+    /// Set it when demand can outrun the rate for long (a service answering
+    /// users, rather than a crawler working through a list): unbounded, the
+    /// queue of waiters and their latency grow without end. Wrapping
+    /// `acquire` in a timeout instead is worse: each waiter that gives up
+    /// leaves its reserved slot empty whenever someone has reserved after
+    /// it, so under sustained overload the rate's slots are spent on calls
+    /// that never happen. `Duration::ZERO` never waits (as
+    /// [`try_acquire`](ThrottleManager::try_acquire)). [`wait`](ThrottleManager::wait)
+    /// always waits.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .max_wait(Duration::from_millis(150))
+    ///     .build()?;
+    /// // (Permits dropped unreported are neutral: the rate stays 10/s.)
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // after 100 ms
+    /// // The next token would be 100 ms away, then one 200 ms away: too far.
+    /// let a = manager.acquire("api", Priority::LOW);
+    /// let b = manager.acquire("api", Priority::LOW);
+    /// let (a, b) = tokio::join!(a, b);
+    /// assert!(a.is_ok());
+    /// let rejected = b.unwrap_err();
+    /// assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    /// assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_wait(mut self, max: Duration) -> Self {
+        self.max_wait = Some(max);
+        self
+    }
+
+    /// The longest a call at `priority` waits for a rate token, in place of
+    /// [`max_wait`](Self::max_wait) for that priority.
+    ///
+    /// The rate's queue is first come, first served, whatever the priority.
+    /// Under sustained overload it fills with whatever arrives most, and an
+    /// important call gives up as often as any other. A shorter wait for
+    /// less important calls keeps the queue shallow enough for the important
+    /// ones: they wait behind at most that much, and the others take the
+    /// tokens they leave. The priority must be one of the manager's levels
+    /// (checked by [`build`](Self::build)).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .max_wait(Duration::from_secs(1))
+    ///     .max_wait_for(Priority::LOW, Duration::from_millis(150))
+    ///     .build()?;
+    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
+    /// let (low, high) = tokio::join!(
+    ///     async {
+    ///         let first = manager.acquire("api", Priority::LOW).await; // waits 100 ms
+    ///         let second = manager.acquire("api", Priority::LOW).await; // would wait 200 ms
+    ///         (first.is_ok(), second.map(drop).map_err(|r| r.reason()))
+    ///     },
+    ///     manager.acquire("api", Priority::HIGH), // waits 200 ms: within its 1 s
+    /// );
+    /// assert_eq!(low, (true, Err(RejectReason::RateLimited)));
+    /// assert!(high.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
+        self.max_wait_for.push((priority, max));
+        self
+    }
+}

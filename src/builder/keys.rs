@@ -1,0 +1,148 @@
+//! The builder's settings of the key space and of time: how many keys, how
+//! long an idle key is kept, how keys are named outside, and the clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+use std::hash::Hash;
+
+use super::ThrottleManagerBuilder;
+use crate::clock::Clock;
+
+/// # The key space, telemetry and time
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// How events and per-key metrics name a key. Without it they do not:
+    /// keys can be secrets (API tokens, session ids) that must never reach
+    /// a log, and a key type need not be `Debug`. Events then carry the
+    /// priority and the numbers, not the key.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .key_names(|host: &String| host.clone()) // hosts are fine to log
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn key_names(mut self, name: impl Fn(&K) -> String + Send + Sync + 'static) -> Self {
+        self.key_names = Some(Box::new(name));
+        self
+    }
+
+    /// Labels every metric with the key's name (from
+    /// [`key_names`](Self::key_names), which must be set). Off by default:
+    /// keys from untrusted input would give a metric unbounded cardinality,
+    /// and the label costs a formatted string per call. Needs feature
+    /// `metrics`; see the crate's metrics table in its README.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(16))
+    ///     .key_names(|host: &String| host.clone())
+    ///     .metrics_per_key(true) // a few known hosts: bounded cardinality
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics_per_key(mut self, per_key: bool) -> Self {
+        self.metrics_per_key = per_key;
+        self
+    }
+
+    /// At most this many keys are live at once (default
+    /// 1,000,000). See [`RateLimited::key_space_full`](crate::RateLimited::key_space_full) for what a
+    /// new key meets at the cap.
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<u32>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_keys(2)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check(&1).unwrap();
+    /// manager.check(&2).unwrap();
+    /// assert!(manager.check(&3).unwrap_err().key_space_full()); // 1 and 2 still owe tokens
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// A key whose bucket has been full for `ttl` (no call admitted, no debt
+    /// left) is forgotten, learned rate included (default
+    /// 10 minutes). Sweeps run as new keys arrive, at most twice
+    /// per `ttl`, or on [`ThrottleManager::evict_idle`].
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .idle_ttl(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.idle_ttl = Some(ttl);
+        self
+    }
+
+    /// Keeps keys until the key cap needs their room.
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .keep_idle_keys()
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.increment("api");
+    /// clock.advance(Duration::from_secs(86_400));
+    /// assert_eq!(manager.evict_idle(), 0);
+    /// assert_eq!(manager.rate("api"), Some(10.5)); // still learned
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn keep_idle_keys(mut self) -> Self {
+        self.idle_ttl = None;
+        self
+    }
+
+    /// The time source for every control. Default: [`default_clock`], chosen
+    /// when `build` runs ([`QuantaClock`](crate::clock::QuantaClock), or
+    /// [`TokioClock`](crate::clock::TokioClock) inside paused tokio time).
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// manager.check("api").unwrap();
+    /// assert!(manager.check("api").is_err());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(manager.check("api").is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+}
