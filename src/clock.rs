@@ -128,9 +128,9 @@ impl QuantaClock {
     /// A clock whose origin is now.
     ///
     /// ```
-    /// use portcullis::clock::{Clock, TokioClock};
+    /// use portcullis::clock::{Clock, QuantaClock};
     ///
-    /// let clock = TokioClock::new();
+    /// let clock = QuantaClock::new();
     /// assert!(clock.now() < std::time::Duration::from_secs(1));
     /// ```
     pub fn new() -> Self {
@@ -163,7 +163,9 @@ impl Clock for QuantaClock {
     }
 }
 
-/// The default clock: tokio's `Instant`, so paused time in tests is respected.
+/// Tokio's clock (`tokio::time::Instant`): follows paused time, so tests on
+/// virtual time need nothing else. The default inside paused tokio time
+/// ([`default_clock`]).
 ///
 /// Outside a paused runtime this is the monotonic system clock. Sleeping needs
 /// a tokio runtime with the time driver enabled.
@@ -187,13 +189,16 @@ pub struct TokioClock {
 }
 
 impl TokioClock {
-    /// A clock whose origin is now.
+    /// A clock whose origin is now: tokio's `Instant::now()`, paused or not.
     ///
     /// ```
-    /// use portcullis::clock::{Clock, QuantaClock};
+    /// use portcullis::clock::{Clock, TokioClock};
     ///
-    /// let clock = QuantaClock::new();
-    /// assert!(clock.now() < std::time::Duration::from_secs(1));
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let clock = TokioClock::new();
+    /// assert_eq!(clock.now(), std::time::Duration::ZERO); // paused: no time passes by itself
+    /// # }
     /// ```
     pub fn new() -> Self {
         Self {

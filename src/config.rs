@@ -298,7 +298,7 @@ pub struct KeysSection {
 ///
 /// ```
 /// let rate: portcullis::config::RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
-/// assert_eq!(rate.to_config().unwrap().starting_rate(), 10.0);
+/// assert_eq!(rate.to_config().unwrap(), portcullis::RateConfig::new(10.0).decrement(2.0));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -377,7 +377,8 @@ impl RateSection {
 ///
 /// ```
 /// let throttle: portcullis::config::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
-/// assert_eq!(throttle.to_config().window_value(), std::time::Duration::from_secs(10));
+/// let ten_seconds = portcullis::ThrottleConfig::new().window(std::time::Duration::from_secs(10));
+/// assert_eq!(throttle.to_config(), ten_seconds);
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -438,7 +439,8 @@ impl ThrottleSection {
 /// ```
 /// let bulkhead: portcullis::config::BulkheadSection =
 ///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
-/// assert_eq!(bulkhead.to_config().max_queued(), 8);
+/// use portcullis::{BulkheadConfig, Overflow};
+/// assert_eq!(bulkhead.to_config(), BulkheadConfig::new(4).queue(8).overflow(Overflow::DropOldest));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -466,7 +468,7 @@ impl BulkheadSection {
     ///
     /// ```
     /// let section: portcullis::config::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
-    /// assert_eq!(section.to_config().max_concurrent(), 2);
+    /// assert_eq!(section.to_config(), portcullis::BulkheadConfig::new(2));
     /// ```
     pub fn to_config(&self) -> BulkheadConfig {
         let mut config = BulkheadConfig::new(self.max_concurrent);

@@ -177,7 +177,7 @@ async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
     });
     tokio::task::yield_now().await;
 
-    // Regression (Go seed): cancelling one wait cancelled every later one.
+    // Regression (a bug of earlier limiters): cancelling one wait cancelled every later one.
     a.abort();
     assert!(a.await.unwrap_err().is_cancelled());
     assert_eq!(b.await.unwrap(), Duration::from_millis(200));
@@ -306,7 +306,7 @@ fn the_go_seeds_worked_example() {
 
 #[test]
 fn burst_zero_is_an_error_not_an_unlimited_rate() {
-    // Regression (Go seed): burst 0 silently disabled throttling.
+    // Regression (a bug of earlier limiters): burst 0 silently disabled throttling.
     let err = manager_error();
     assert_eq!(
         err.to_string(),

@@ -26,7 +26,7 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_millis(250);
 pub(crate) enum Strategy {
     /// Every call goes to the backend.
     None,
-    /// The adaptive rate, additive decrease (the Go seed's rule).
+    /// The adaptive rate, additive decrease.
     RateAdditive,
     /// The adaptive rate, multiplicative decrease with a cooldown.
     RateMultiplicative,

@@ -1,8 +1,8 @@
 //! The builder's settings of how calls are judged: priorities, the
 //! randomness of shedding, the classifier, and how long calls may wait.
 
-use std::time::Duration;
 use std::hash::Hash;
+use std::time::Duration;
 
 use super::ThrottleManagerBuilder;
 use crate::outcome::Outcome;

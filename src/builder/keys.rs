@@ -1,9 +1,9 @@
 //! The builder's settings of the key space and of time: how many keys, how
 //! long an idle key is kept, how keys are named outside, and the clock.
 
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
-use std::hash::Hash;
 
 use super::ThrottleManagerBuilder;
 use crate::clock::Clock;

@@ -13,7 +13,8 @@ use crate::error::Problems;
 /// use portcullis::{BulkheadConfig, Overflow};
 ///
 /// let config = BulkheadConfig::new(10).queue(50).overflow(Overflow::DropOldest);
-/// assert_eq!(config.overflow_policy(), Overflow::DropOldest);
+/// assert_ne!(config, BulkheadConfig::new(10).queue(50)); // the default is RejectNew
+/// assert_eq!(Overflow::default(), Overflow::RejectNew);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -71,7 +72,13 @@ impl BulkheadConfig {
     /// At most `max_concurrent` calls of a key in flight at once (at least 1).
     ///
     /// ```
-    /// assert_eq!(portcullis::BulkheadConfig::new(4).max_concurrent(), 4);
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(2)).build()?;
+    /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// let _second = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // two at a time
+    /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn new(max_concurrent: u32) -> Self {
         Self {
@@ -85,7 +92,19 @@ impl BulkheadConfig {
     /// Up to `max_queued` calls may wait for a free slot (default 0).
     ///
     /// ```
-    /// assert_eq!(portcullis::BulkheadConfig::new(4).queue(16).max_queued(), 16);
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1).queue(1)).build()?;
+    /// let busy = manager.acquire("db", Priority::HIGH).await?;
+    /// let (waiter, _) = tokio::join!(manager.acquire("db", Priority::HIGH), async {
+    ///     assert!(manager.acquire("db", Priority::HIGH).await.is_err()); // the queue holds one
+    ///     drop(busy); // the slot goes to the one waiting
+    /// });
+    /// assert!(waiter.is_ok());
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn queue(mut self, max_queued: u32) -> Self {
         self.max_queued = max_queued;
@@ -96,9 +115,20 @@ impl BulkheadConfig {
     /// ([`QueueTimeout`](crate::RejectReason::QueueTimeout)). Above 0.
     ///
     /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
     /// use std::time::Duration;
-    /// let config = portcullis::BulkheadConfig::new(4).queue(8).queue_timeout(Duration::from_millis(250));
-    /// assert_eq!(config.queue_timeout_value(), Some(Duration::from_millis(250)));
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = BulkheadConfig::new(1).queue(8).queue_timeout(Duration::from_millis(250));
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(config).build()?;
+    /// let _busy = manager.acquire("db", Priority::HIGH).await?;
+    /// let start = tokio::time::Instant::now();
+    /// let timed_out = manager.acquire("db", Priority::HIGH).await.unwrap_err();
+    /// assert_eq!(timed_out.reason(), RejectReason::QueueTimeout);
+    /// assert_eq!(start.elapsed(), Duration::from_millis(250));
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn queue_timeout(mut self, timeout: Duration) -> Self {
         self.queue_timeout = Some(timeout);
@@ -109,50 +139,26 @@ impl BulkheadConfig {
     /// [`Overflow::RejectNew`]).
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Overflow};
-    /// let config = BulkheadConfig::new(4).overflow(Overflow::DropLowestPriority);
-    /// assert_eq!(config.overflow_policy(), Overflow::DropLowestPriority);
+    /// use portcullis::{BulkheadConfig, Overflow, Priority, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = BulkheadConfig::new(1).queue(1).overflow(Overflow::DropLowestPriority);
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(config).build()?;
+    /// let busy = manager.acquire("db", Priority::HIGH).await?;
+    /// let (low, high) = tokio::join!(manager.acquire("db", Priority::LOW), async {
+    ///     let high = manager.acquire("db", Priority::HIGH); // pushes the LOW waiter out
+    ///     let (high, ()) = tokio::join!(high, async { drop(busy) });
+    ///     high
+    /// });
+    /// assert_eq!(low.unwrap_err().reason(), RejectReason::Dropped);
+    /// assert!(high.is_ok());
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn overflow(mut self, policy: Overflow) -> Self {
         self.overflow = policy;
         self
-    }
-
-    /// The concurrency limit.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::BulkheadConfig::new(3).max_concurrent(), 3);
-    /// ```
-    pub fn max_concurrent(&self) -> u32 {
-        self.max_concurrent
-    }
-
-    /// The queue's size.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::BulkheadConfig::new(3).max_queued(), 0);
-    /// ```
-    pub fn max_queued(&self) -> u32 {
-        self.max_queued
-    }
-
-    /// The queue timeout, if any.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::BulkheadConfig::new(3).queue_timeout_value(), None);
-    /// ```
-    pub fn queue_timeout_value(&self) -> Option<Duration> {
-        self.queue_timeout
-    }
-
-    /// The overflow policy.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Overflow};
-    /// assert_eq!(BulkheadConfig::new(3).overflow_policy(), Overflow::RejectNew);
-    /// ```
-    pub fn overflow_policy(&self) -> Overflow {
-        self.overflow
     }
 
     /// Adds every problem to `problems`; returns the settings when there are none.

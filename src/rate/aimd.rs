@@ -11,9 +11,9 @@ pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
 
 /// The rate after one failure, ignoring the cooldown.
 ///
-/// The Go seed compared the new rate against the decrement step instead of
-/// the lower bound, and could underflow; here the result is clamped into the
-/// bounds, whatever the step.
+/// Earlier AIMD limiters compared the new rate against the decrement step
+/// instead of the lower bound, and could underflow; here the result is
+/// clamped into the bounds, whatever the step.
 pub(crate) fn decreased(rate: f64, settings: &RateSettings) -> f64 {
     let lowered = match settings.decrease {
         Decrease::Subtract(step) => rate - step,
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn a_decrease_smaller_than_the_step_lands_on_the_lower_bound() {
-        // Regression (Go seed): the decrease was refused when the rate was
+        // Regression (a known bug elsewhere): the decrease was refused when the rate was
         // below the step, instead of being clamped to the lower bound.
         let s = RateSettings::for_test(RateConfig::new(1.5).bounds(0.25, 20.0).decrement(1.0));
         assert_eq!(decreased(1.5, &s), 0.5);
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn a_huge_step_never_underflows_into_an_unlimited_rate() {
-        // Regression (Go seed): an unsigned underflow made the rate huge.
+        // Regression (a known bug elsewhere): an unsigned underflow made the rate huge.
         let s = RateSettings::for_test(RateConfig::new(2.0).bounds(0.5, 20.0).decrement(1e300));
         assert_eq!(decreased(2.0, &s), 0.5);
     }

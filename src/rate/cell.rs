@@ -394,7 +394,8 @@ mod properties {
     //! rate changes led there.
 
     use super::*;
-    use crate::rate::{Decrease, RateConfig};
+    use crate::rate::RateConfig;
+    use crate::rate::config::Decrease;
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]

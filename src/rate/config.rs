@@ -18,22 +18,11 @@ use crate::error::{ConfigError, Problems};
 /// ```
 pub const MAX_RATE: f64 = 1e9;
 
-/// How a failure lowers a key's rate.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::rate::Decrease;
-/// use portcullis::RateConfig;
-///
-/// let additive = RateConfig::new(10.0).decrement(1.0);
-/// assert_eq!(additive.decrease(), Decrease::Subtract(1.0));
-/// let tcp_like = RateConfig::new(10.0).decrease_factor(0.5);
-/// assert_eq!(tcp_like.decrease(), Decrease::Multiply(0.5));
-/// ```
+/// How a failure lowers a key's rate: set by [`RateConfig::decrement`] or
+/// [`RateConfig::decrease_factor`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Decrease {
-    /// `rate -= step` (the Go seed's additive decrease).
+pub(crate) enum Decrease {
+    /// `rate -= step`: additive decrease.
     Subtract(f64),
     /// `rate *= factor`, with `0 < factor <= 1` (TCP-style AIMD).
     Multiply(f64),
@@ -56,7 +45,7 @@ pub enum Decrease {
 /// backend's true capacity `c` settles where successes and failures balance:
 /// `c * increment = (r - c) * decrement`, so `r = c * (1 + increment / decrement)`.
 /// Choose `decrement` well above `increment` (e.g. 10x) to settle within 10 %
-/// of capacity. The Go seed's example (increment 2, decrement 1) settles at
+/// of capacity. The usual example (increment 2, decrement 1) settles at
 /// three times capacity.
 ///
 /// # Outcomes that are old news
@@ -81,7 +70,7 @@ pub enum Decrease {
 ///
 /// # Example
 ///
-/// The Go seed's worked example:
+/// A worked example:
 ///
 /// ```
 /// use portcullis::{RateConfig, ThrottleManager};
@@ -122,10 +111,16 @@ impl RateConfig {
     /// A key starts at `starting_rate` calls per second.
     ///
     /// ```
-    /// use portcullis::RateConfig;
-    ///
-    /// let config = RateConfig::new(10.0);
-    /// assert_eq!((config.lower_bound(), config.upper_bound()), (1.0, 100.0));
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0)); // bounds 1/s to 100/s
+    /// for _ in 0..1_000 {
+    ///     manager.increment("api");
+    /// }
+    /// assert_eq!(manager.rate("api"), Some(100.0));
     /// ```
     pub fn new(starting_rate: f64) -> Self {
         Self {
@@ -143,14 +138,19 @@ impl RateConfig {
     /// replenishment rate and burst, with both bounds at that rate.
     ///
     /// ```
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
     /// use governor::Quota;
     /// use nonzero_ext::nonzero;
-    /// use portcullis::RateConfig;
     ///
     /// let config = RateConfig::from_quota(Quota::per_second(nonzero!(50u32)).allow_burst(nonzero!(5u32)));
-    /// assert_eq!(config.starting_rate(), 50.0);
-    /// assert_eq!(config.burst_size(), 5);
-    /// assert_eq!(config.lower_bound(), 50.0);
+    /// assert_eq!(config, RateConfig::new(50.0).burst(5).bounds(50.0, 50.0));
+    /// let manager = manager(config);
+    /// assert_eq!(manager.increment("api"), Some(50.0)); // fixed, as governor's
+    /// assert_eq!((0..6).filter(|_| manager.check("api").is_ok()).count(), 5);
     /// ```
     pub fn from_quota(quota: governor::Quota) -> Self {
         let rate = 1.0 / quota.replenish_interval().as_secs_f64();
@@ -162,9 +162,13 @@ impl RateConfig {
     /// How many calls may start at once from a full bucket. At least 1.
     ///
     /// ```
-    /// use portcullis::RateConfig;
-    ///
-    /// assert_eq!(RateConfig::new(10.0).burst(5).burst_size(), 5);
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0).burst(5));
+    /// assert_eq!((0..10).filter(|_| manager.check("api").is_ok()).count(), 5);
     /// ```
     pub fn burst(mut self, burst: u32) -> Self {
         self.burst = burst;
@@ -174,10 +178,14 @@ impl RateConfig {
     /// The rate never leaves `[lower, upper]`. `lower` must be above 0.
     ///
     /// ```
-    /// use portcullis::RateConfig;
-    ///
-    /// let config = RateConfig::new(10.0).bounds(2.0, 50.0);
-    /// assert_eq!((config.lower_bound(), config.upper_bound()), (2.0, 50.0));
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0).bounds(2.0, 50.0).increment(100.0).decrement(100.0));
+    /// assert_eq!(manager.increment("api"), Some(50.0));
+    /// assert_eq!(manager.decrement("api"), Some(2.0));
     /// ```
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {
         self.lower_bound = Some(lower);
@@ -188,9 +196,13 @@ impl RateConfig {
     /// A success adds `step` calls per second.
     ///
     /// ```
-    /// use portcullis::RateConfig;
-    ///
-    /// assert_eq!(RateConfig::new(10.0).increment(2.0).increment_step(), 2.0);
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0).increment(2.0));
+    /// assert_eq!(manager.increment("api"), Some(12.0));
     /// ```
     pub fn increment(mut self, step: f64) -> Self {
         self.increment = Some(step);
@@ -198,13 +210,17 @@ impl RateConfig {
     }
 
     /// A failure subtracts `step` calls per second (additive decrease).
-    /// Without a cooldown set, every failure counts, as in the Go seed.
+    /// Without a cooldown set, every failure counts.
     ///
     /// ```
-    /// use portcullis::rate::Decrease;
-    /// use portcullis::RateConfig;
-    ///
-    /// assert_eq!(RateConfig::new(10.0).decrement(1.0).decrease(), Decrease::Subtract(1.0));
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0).decrement(1.0));
+    /// assert_eq!(manager.decrement("api"), Some(9.0));
+    /// assert_eq!(manager.decrement("api"), Some(8.0)); // no cooldown unless set
     /// ```
     pub fn decrement(mut self, step: f64) -> Self {
         self.decrease = Some(Decrease::Subtract(step));
@@ -217,12 +233,14 @@ impl RateConfig {
     /// flight does not collapse the rate.
     ///
     /// ```
-    /// use portcullis::rate::Decrease;
-    /// use portcullis::RateConfig;
-    ///
-    /// let config = RateConfig::new(10.0).decrease_factor(0.7);
-    /// assert_eq!(config.decrease(), Decrease::Multiply(0.7));
-    /// assert_eq!(config.cooldown(), std::time::Duration::from_secs(1));
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::new(10.0).decrease_factor(0.7));
+    /// assert_eq!(manager.decrement("api"), Some(7.0));
+    /// assert_eq!(manager.decrement("api"), Some(7.0)); // within the one-second cooldown
     /// ```
     pub fn decrease_factor(mut self, factor: f64) -> Self {
         self.decrease = Some(Decrease::Multiply(factor));
@@ -234,85 +252,49 @@ impl RateConfig {
     /// second for [`decrease_factor`](RateConfig::decrease_factor).
     ///
     /// ```
-    /// use portcullis::RateConfig;
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
-    /// let config = RateConfig::new(10.0).decrease_factor(0.5).decrease_cooldown(Duration::from_millis(200));
-    /// assert_eq!(config.cooldown(), Duration::from_millis(200));
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0).decrease_factor(0.5).decrease_cooldown(Duration::from_millis(200)))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// assert_eq!(manager.decrement("api"), Some(5.0));
+    /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the cooldown
+    /// clock.advance(Duration::from_millis(200));
+    /// assert_eq!(manager.decrement("api"), Some(2.5));
+    /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn decrease_cooldown(mut self, cooldown: Duration) -> Self {
         self.decrease_cooldown = Some(cooldown);
         self
     }
 
-    /// The rate a new key starts at.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::RateConfig::new(10.0).starting_rate(), 10.0);
-    /// ```
-    pub fn starting_rate(&self) -> f64 {
-        self.starting_rate
-    }
-
-    /// The burst size.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::RateConfig::new(10.0).burst_size(), 1);
-    /// ```
-    pub fn burst_size(&self) -> u32 {
-        self.burst
-    }
-
     /// The lowest rate, after defaults.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::RateConfig::new(10.0).lower_bound(), 1.0);
-    /// ```
-    pub fn lower_bound(&self) -> f64 {
+    pub(crate) fn lower_bound(&self) -> f64 {
         self.lower_bound.unwrap_or(self.starting_rate / 10.0)
     }
 
     /// The highest rate, after defaults.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::RateConfig::new(10.0).upper_bound(), 100.0);
-    /// ```
-    pub fn upper_bound(&self) -> f64 {
+    pub(crate) fn upper_bound(&self) -> f64 {
         self.upper_bound
             .unwrap_or((self.starting_rate * 10.0).min(MAX_RATE))
     }
 
     /// What a success adds, after defaults.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::RateConfig::new(10.0).increment_step(), 0.5);
-    /// ```
-    pub fn increment_step(&self) -> f64 {
+    pub(crate) fn increment_step(&self) -> f64 {
         self.increment.unwrap_or(self.starting_rate / 20.0)
     }
 
     /// How a failure lowers the rate, after defaults.
-    ///
-    /// ```
-    /// use portcullis::rate::Decrease;
-    /// use portcullis::RateConfig;
-    ///
-    /// assert_eq!(RateConfig::new(10.0).decrease(), Decrease::Multiply(0.5));
-    /// ```
-    pub fn decrease(&self) -> Decrease {
+    pub(crate) fn decrease(&self) -> Decrease {
         self.decrease.unwrap_or(Decrease::Multiply(0.5))
     }
 
     /// The decrease cooldown, after defaults.
-    ///
-    /// ```
-    /// use portcullis::RateConfig;
-    /// use std::time::Duration;
-    ///
-    /// assert_eq!(RateConfig::new(10.0).cooldown(), Duration::from_secs(1));
-    /// assert_eq!(RateConfig::new(10.0).decrement(1.0).cooldown(), Duration::ZERO);
-    /// ```
-    pub fn cooldown(&self) -> Duration {
+    pub(crate) fn cooldown(&self) -> Duration {
         self.decrease_cooldown.unwrap_or(match self.decrease() {
             Decrease::Subtract(_) => Duration::ZERO,
             Decrease::Multiply(_) => Duration::from_secs(1),
@@ -426,37 +408,12 @@ impl RateConfig {
 /// use portcullis::RateConfig;
 ///
 /// let premium = RateConfig::new(100.0).validate()?;
-/// assert_eq!(premium.config().starting_rate(), 100.0);
+/// assert!(RateConfig::new(f64::NAN).validate().is_err()); // caught here, not on a hot path
+/// # let _ = premium;
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidRateConfig(pub(crate) Arc<RateSettings>);
-
-impl ValidRateConfig {
-    /// The config as a user would write it.
-    ///
-    /// ```
-    /// use portcullis::RateConfig;
-    ///
-    /// let config = RateConfig::new(10.0).burst(3);
-    /// let valid = config.validate()?;
-    /// assert_eq!(valid.config().burst_size(), 3);
-    /// assert_eq!(valid.config().lower_bound(), 1.0); // defaults filled in
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn config(&self) -> RateConfig {
-        let s = &self.0;
-        RateConfig {
-            starting_rate: s.starting_rate,
-            burst: s.burst,
-            lower_bound: Some(s.lower_bound),
-            upper_bound: Some(s.upper_bound),
-            increment: Some(s.increment),
-            decrease: Some(s.decrease),
-            decrease_cooldown: Some(Duration::from_nanos(s.cooldown)),
-        }
-    }
-}
 
 /// Validated settings, with defaults applied: what a key's rate cell obeys.
 #[derive(Debug, Clone, PartialEq)]
@@ -557,16 +514,5 @@ mod tests {
             RateConfig::new(10.0).decrement(1.0).cooldown(),
             Duration::ZERO
         );
-    }
-
-    #[test]
-    fn a_valid_config_round_trips_through_validation() {
-        let config = RateConfig::new(10.0)
-            .burst(5)
-            .bounds(1.0, 200.0)
-            .increment(2.0)
-            .decrement(1.0);
-        let valid = config.validate().unwrap();
-        assert_eq!(valid.config().validate().unwrap(), valid);
     }
 }

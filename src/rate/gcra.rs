@@ -110,7 +110,8 @@ mod tests {
         assert_eq!(interval(10.0), 100 * MS);
         assert_eq!(interval(1e9), 1);
         assert_eq!(interval(1e12), 1);
-        // The Go seed's unsigned underflow made a tiny rate unlimited; here it
+        // An unsigned underflow (a known bug of earlier rate limiters) made a tiny
+        // rate unlimited; here it
         // is the slowest rate there is.
         assert_eq!(interval(1e-30), u64::MAX);
         assert_eq!(interval(0.0), u64::MAX);

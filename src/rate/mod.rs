@@ -8,4 +8,4 @@ pub(crate) mod cell;
 pub(crate) mod config;
 pub(crate) mod gcra;
 
-pub use config::{Decrease, MAX_RATE, RateConfig, ValidRateConfig};
+pub use config::{MAX_RATE, RateConfig, ValidRateConfig};

@@ -69,8 +69,15 @@ impl ThrottleConfig {
     /// The defaults: ratio 2, min_rate 1/s, window 60 s.
     ///
     /// ```
-    /// let config = portcullis::ThrottleConfig::new();
-    /// assert_eq!(config.ratio_value(), 2.0);
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
+    /// // 100 failures: (100 - 2 * 0) / (100 + 1/s * 60 s)
+    /// assert_eq!(after(ThrottleConfig::new(), 100, 0), 0.625);
     /// ```
     pub fn new() -> Self {
         Self {
@@ -88,8 +95,16 @@ impl ThrottleConfig {
     /// through to a struggling backend.
     ///
     /// ```
-    /// let config = portcullis::ThrottleConfig::new().ratio(1.5);
-    /// assert_eq!(config.ratio_value(), 1.5);
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
+    /// // 100 requests, 40 accepted: (100 - 1.5 * 40) / (100 + 60)
+    /// assert_eq!(after(ThrottleConfig::new().ratio(1.5), 60, 40), 0.25);
+    /// assert_eq!(after(ThrottleConfig::new(), 60, 40), 0.125); // ratio 2
     /// ```
     pub fn ratio(mut self, ratio: f64) -> Self {
         self.ratio = ratio;
@@ -101,8 +116,15 @@ impl ThrottleConfig {
     /// out for good, since its window would never empty.
     ///
     /// ```
-    /// let config = portcullis::ThrottleConfig::new().min_rate(0.5);
-    /// assert_eq!(config.min_rate_value(), 0.5);
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
+    /// // 100 failures: 100 / (100 + 0.5/s * 60 s)
+    /// assert_eq!(after(ThrottleConfig::new().min_rate(0.5), 100, 0), 100.0 / 130.0);
     /// ```
     pub fn min_rate(mut self, per_second: f64) -> Self {
         self.min_rate = per_second;
@@ -113,9 +135,17 @@ impl ThrottleConfig {
     /// of `window / 10` since the clock's origin. At least 10 ms.
     ///
     /// ```
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
     /// use std::time::Duration;
-    /// let config = portcullis::ThrottleConfig::new().window(Duration::from_secs(10));
-    /// assert_eq!(config.window_value(), Duration::from_secs(10));
+    /// // 100 failures: 100 / (100 + 1/s * 10 s)
+    /// let ten_seconds = ThrottleConfig::new().window(Duration::from_secs(10));
+    /// assert_eq!(after(ten_seconds, 100, 0), 100.0 / 110.0);
     /// ```
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
@@ -127,8 +157,15 @@ impl ThrottleConfig {
     /// then shed nothing.
     ///
     /// ```
-    /// let config = portcullis::ThrottleConfig::new().min_requests(20);
-    /// assert_eq!(config.min_requests_value(), 20);
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
+    /// assert_eq!(after(ThrottleConfig::new().min_requests(20), 19, 0), 0.0);
+    /// assert!(after(ThrottleConfig::new().min_requests(20), 20, 0) > 0.0);
     /// ```
     pub fn min_requests(mut self, requests: u64) -> Self {
         self.min_requests = requests;
@@ -140,58 +177,19 @@ impl ThrottleConfig {
     /// control. In `(0, 1]`.
     ///
     /// ```
-    /// let config = portcullis::ThrottleConfig::new().max_rejection(0.9);
-    /// assert_eq!(config.max_rejection_value(), 0.9);
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// # fn after(config: ThrottleConfig, failures: u32, successes: u32) -> f64 {
+    /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
+    /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
+    /// #     (0..successes).for_each(|_| { manager.increment("db"); });
+    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// # }
+    /// // 1,000 failures would give 1000 / 1060
+    /// assert_eq!(after(ThrottleConfig::new().max_rejection(0.9), 1_000, 0), 0.9);
     /// ```
     pub fn max_rejection(mut self, probability: f64) -> Self {
         self.max_rejection = probability;
         self
-    }
-
-    /// The ratio `K`.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::ThrottleConfig::new().ratio_value(), 2.0);
-    /// ```
-    pub fn ratio_value(&self) -> f64 {
-        self.ratio
-    }
-
-    /// The minimum rate per second.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::ThrottleConfig::new().min_rate_value(), 1.0);
-    /// ```
-    pub fn min_rate_value(&self) -> f64 {
-        self.min_rate
-    }
-
-    /// The window.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// assert_eq!(portcullis::ThrottleConfig::new().window_value(), Duration::from_secs(60));
-    /// ```
-    pub fn window_value(&self) -> Duration {
-        self.window
-    }
-
-    /// The minimum sample.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::ThrottleConfig::new().min_requests_value(), 0);
-    /// ```
-    pub fn min_requests_value(&self) -> u64 {
-        self.min_requests
-    }
-
-    /// The cap on the rejection probability.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::ThrottleConfig::new().max_rejection_value(), 1.0);
-    /// ```
-    pub fn max_rejection_value(&self) -> f64 {
-        self.max_rejection
     }
 
     /// Adds every problem to `problems`; returns the settings when there are none.

@@ -3,8 +3,8 @@
 //!
 //! The window is [`BUCKETS`] buckets, each `window / BUCKETS` long and
 //! aligned to multiples of that length since the clock's origin, so a
-//! bucket's span never drifts with the times of calls (Bulwark's counter
-//! aligns to the last call and drifts).
+//! bucket's span never drifts with the times of calls (a counter aligned to
+//! the last call would).
 //!
 //! The hot path is cheap: a call's outcome is one `fetch_add` on the newest
 //! bucket (requests and accepts of a priority share one word), and the
