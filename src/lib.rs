@@ -63,11 +63,11 @@
 //!
 //! # Time
 //!
-//! Every control of a manager reads one [`Clock`]. By default that is
-//! [`QuantaClock`] (the CPU's time-stamp counter, as in governor), or
-//! [`TokioClock`] when the manager is built inside paused tokio time, so
+//! Every control of a manager reads one [`Clock`](clock::Clock). By default that is
+//! [`QuantaClock`](clock::QuantaClock) (the CPU's time-stamp counter, as in governor), or
+//! [`TokioClock`](clock::TokioClock) when the manager is built inside paused tokio time, so
 //! tests run on virtual time with `#[tokio::test(start_paused = true)]` and
-//! nothing else ([`default_clock`]). [`ManualClock`] is moved by hand.
+//! nothing else ([`default_clock`](clock::default_clock)). [`ManualClock`](clock::ManualClock) is moved by hand.
 //!
 //! # Why not governor's limiter
 //!
@@ -77,6 +77,14 @@
 //! forgiving debt, so each key holds its own GCRA state with a mutable rate
 //! (see the `rate` module). governor serves as an input type
 //! ([`RateConfig::from_quota`]) and as the baseline in the benchmarks.
+//!
+//! # Where things are
+//!
+//! The crate root holds what the examples above name. The rest is in
+//! modules: [`clock`] (time sources), [`config`] (configuration files),
+//! [`error`] (every error and rejection), [`outcome`] (outcomes and how
+//! errors are classified), [`priority`], [`snapshot`] (what a key's controls
+//! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
 
 #![forbid(unsafe_code)]
 
@@ -97,6 +105,12 @@ pub mod rate;
 mod registry;
 mod sync;
 pub mod throttle;
+
+/// The README's examples, compiled (and run, where they need no network)
+/// as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// What a manager knows about a key, for health endpoints:
 /// [`ThrottleManager::snapshot`] and [`ThrottleManager::snapshots`].

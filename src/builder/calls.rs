@@ -77,7 +77,7 @@ where
         self
     }
 
-    /// Judges the errors of [`call`](ThrottleManager::call) that were not
+    /// Judges the errors of [`call`](crate::ThrottleManager::call) that were not
     /// marked with [`overloaded`](crate::overloaded): [`Outcome::Overloaded`]
     /// for errors that are capacity problems across a codebase (timeouts,
     /// refused or reset connections), [`Outcome::Neutral`] for the rest.
@@ -110,7 +110,7 @@ where
         self
     }
 
-    /// Every [`call`](ThrottleManager::call) still running after `timeout`
+    /// Every [`call`](crate::ThrottleManager::call) still running after `timeout`
     /// is dropped and counted as a capacity failure (default: none). Above 0.
     ///
     /// ```
@@ -128,7 +128,7 @@ where
         self
     }
 
-    /// The longest pause [`defer`](ThrottleManager::defer) applies (default
+    /// The longest pause [`defer`](crate::ThrottleManager::defer) applies (default
     /// 5 minutes): a server asking for an absurd `Retry-After`
     /// gets this instead.
     ///
@@ -148,8 +148,8 @@ where
         self
     }
 
-    /// The longest [`acquire`](ThrottleManager::acquire) and
-    /// [`call`](ThrottleManager::call) wait for a rate token (default: no
+    /// The longest [`acquire`](crate::ThrottleManager::acquire) and
+    /// [`call`](crate::ThrottleManager::call) wait for a rate token (default: no
     /// limit). A call whose token lies further ahead is rejected at once
     /// with [`RateLimited`](crate::RejectReason::RateLimited) and the wait it
     /// would have had as its `retry_after`, and takes no token.
@@ -161,7 +161,7 @@ where
     /// leaves its reserved slot empty whenever someone has reserved after
     /// it, so under sustained overload the rate's slots are spent on calls
     /// that never happen. `Duration::ZERO` never waits (as
-    /// [`try_acquire`](ThrottleManager::try_acquire)). [`wait`](ThrottleManager::wait)
+    /// [`try_acquire`](crate::ThrottleManager::try_acquire)). [`wait`](crate::ThrottleManager::wait)
     /// always waits.
     ///
     /// ```

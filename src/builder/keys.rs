@@ -80,7 +80,7 @@ where
     /// A key whose bucket has been full for `ttl` (no call admitted, no debt
     /// left) is forgotten, learned rate included (default
     /// 10 minutes). Sweeps run as new keys arrive, at most twice
-    /// per `ttl`, or on [`ThrottleManager::evict_idle`].
+    /// per `ttl`, or on [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle).
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -121,7 +121,7 @@ where
         self
     }
 
-    /// The time source for every control. Default: [`default_clock`], chosen
+    /// The time source for every control. Default: [`default_clock`](crate::clock::default_clock), chosen
     /// when `build` runs ([`QuantaClock`](crate::clock::QuantaClock), or
     /// [`TokioClock`](crate::clock::TokioClock) inside paused tokio time).
     ///

@@ -1,7 +1,7 @@
 //! The bulkhead: a per-key concurrency limit with a small priority queue.
 //!
-//! [`config`] is what users set, [`queue`] the wait queue as plain data,
-//! [`limiter`] the lock-free counter and the queue's hand-off.
+//! `config` is what users set, `queue` the wait queue as plain data,
+//! `limiter` the lock-free counter and the queue's hand-off.
 
 pub(crate) mod config;
 pub(crate) mod limiter;

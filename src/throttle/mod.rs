@@ -1,7 +1,7 @@
 //! The adaptive throttle: client-side throttling in the style of the Google
 //! SRE book ("Handling Overload"), per key and per priority.
 //!
-//! [`config`] is what users set, [`probability`] the pure maths, [`window`]
+//! `config` is what users set, `probability` the pure maths, `window`
 //! the per-key sliding-window counters that feed it.
 
 pub(crate) mod config;
