@@ -15,7 +15,8 @@ use std::time::Duration;
 use tracing::Span;
 
 use crate::bulkhead::config::BulkheadSettings;
-use crate::bulkhead::limiter::{Admission, Bulkhead, Waiting};
+use crate::bulkhead::limiter::{Admission, Bulkhead, Refusal, Waiting};
+use crate::bulkhead::queue::WaiterId;
 use crate::clock::{Clock, Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
@@ -40,6 +41,7 @@ pub(crate) struct Control<S> {
 
 impl<S> Control<S> {
     /// A key's settings: its own, else the default, if any.
+    #[inline]
     pub(crate) fn settings<'s>(&'s self, own: Option<&'s S>) -> Option<&'s S> {
         own.or(self.default.as_deref())
     }
@@ -59,6 +61,24 @@ pub(crate) enum Patience {
     /// As configured, but for a rate token however far ahead it lies:
     /// [`wait`](crate::ThrottleManager::wait).
     Unbounded,
+}
+
+/// A call's rate token, from [`Core::reserve_token`].
+#[derive(Debug)]
+pub(crate) enum Token {
+    /// Due now (`None`: the key has no rate).
+    Due(Option<Reservation>),
+    /// Taken, but not due until its slot starts: sleep for it.
+    Ahead(Reservation),
+}
+
+/// A call's place in its key's bulkhead, from [`Core::enter_bulkhead`].
+#[derive(Debug)]
+pub(crate) enum Slot {
+    NoBulkhead,
+    Held,
+    /// In the queue: wait for the slot with [`Core::wait_in_queue`].
+    Queued(WaiterId),
 }
 
 /// When a permitted call was scheduled by the rate and when it was let go.
@@ -83,25 +103,35 @@ impl CallTimes {
 }
 
 /// How events and metrics name a key: a span (only while debug events are
-/// enabled) and a metrics label (only with per-key metrics).
+/// enabled) and a metrics label (only with per-key metrics). One pointer,
+/// null on the hot path of a manager with neither.
 #[derive(Debug, Default)]
-pub(crate) struct KeyTelemetry {
-    pub(crate) span: Option<Span>,
-    pub(crate) label: Option<String>,
+pub(crate) struct KeyTelemetry(Option<Box<Names>>);
+
+#[derive(Debug)]
+struct Names {
+    span: Option<Span>,
+    label: Option<String>,
 }
 
 impl KeyTelemetry {
+    pub(crate) fn new(span: Option<Span>, label: Option<String>) -> Self {
+        if span.is_none() && label.is_none() {
+            return Self(None);
+        }
+        Self(Some(Box::new(Names { span, label })))
+    }
+
+    #[inline]
     pub(crate) fn span(&self) -> &Span {
         static NO_SPAN: Span = Span::none();
-        self.span.as_ref().unwrap_or(&NO_SPAN)
+        let names = self.0.as_deref();
+        names.and_then(|n| n.span.as_ref()).unwrap_or(&NO_SPAN)
     }
 
+    #[inline]
     pub(crate) fn label(&self) -> Option<&str> {
-        self.label.as_deref()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.span.is_none() && self.label.is_none()
+        self.0.as_deref()?.label.as_deref()
     }
 }
 
@@ -139,17 +169,20 @@ impl std::fmt::Debug for Core {
 
 /// # Reading a key's controls
 impl Core {
+    #[inline]
     pub(crate) fn now(&self) -> Nanos {
         self.clock.now_nanos()
     }
 
     /// The key's rate settings, if the key has a rate.
+    #[inline]
     pub(crate) fn rate_of<'s>(&'s self, state: &'s KeyState) -> Option<&'s RateSettings> {
         self.rate.as_ref()?.settings(state.rate_settings())
     }
 
     /// The key's throttle window and its settings, if the key has a
     /// throttle.
+    #[inline]
     pub(crate) fn throttle_of<'s>(
         &'s self,
         state: &'s KeyState,
@@ -162,6 +195,7 @@ impl Core {
     }
 
     /// The key's bulkhead and its settings, if the key has a bulkhead.
+    #[inline]
     pub(crate) fn bulkhead_of<'s>(
         &'s self,
         state: &'s KeyState,
@@ -174,6 +208,7 @@ impl Core {
     }
 
     /// The priority a call is judged at, or the rejection for it.
+    #[inline]
     pub(crate) fn resolve(&self, asked: Priority) -> Result<Priority, Rejected> {
         self.priorities
             .resolve(asked)
@@ -181,6 +216,7 @@ impl Core {
     }
 
     /// The longest a call at `priority` (resolved) waits for its token.
+    #[inline]
     pub(crate) fn max_wait(&self, priority: Priority) -> Option<Duration> {
         let levels = &self.max_wait;
         levels[usize::from(priority.level()).min(levels.len() - 1)]
@@ -188,11 +224,13 @@ impl Core {
 
     /// The priority that outcomes reported without a permit count at: the
     /// task's, else [`Priority::HIGH`].
+    #[inline]
     pub(crate) fn outcome_priority(&self) -> Priority {
         let asked = Priority::current().unwrap_or(Priority::HIGH);
         self.priorities.clamp(asked)
     }
 
+    #[inline]
     fn draw(&self) -> f64 {
         match &self.random {
             Some(random) => random(),
@@ -219,7 +257,10 @@ impl Core {
 ///
 /// The manager's pipeline (`manager/admission.rs`) calls these in turn:
 /// throttle, bulkhead room, rate token, bulkhead slot. Each step takes the
-/// caller's [`Patience`]; none waits under [`Patience::Never`].
+/// caller's [`Patience`] and decides at once; the two that may have to
+/// wait say so, and their waiting half (`sleep_for_token`,
+/// `wait_in_queue`) is a separate async function, so a call that waits for
+/// nothing runs no async machinery. None waits under [`Patience::Never`].
 impl Core {
     /// Step 1: whether the throttle lets a call through; a shed call is
     /// counted as a request, as in the SRE book.
@@ -232,6 +273,7 @@ impl Core {
     /// request the backend did not accept, and keep the throttle shedding
     /// long after the backend has recovered. Only the shedding path reads
     /// the rate.
+    #[inline]
     pub(crate) fn throttle_admits(
         &self,
         state: &KeyState,
@@ -266,6 +308,7 @@ impl Core {
 
     /// Step 2: a call the bulkhead would turn away anyway is refused before
     /// it takes a rate token.
+    #[inline]
     pub(crate) fn bulkhead_has_room(
         &self,
         state: &KeyState,
@@ -282,28 +325,39 @@ impl Core {
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 
-    /// Step 3: the key's next rate token, slept for if the caller waits;
-    /// returns the time the call may start, and the token. Without a rate,
-    /// `now` and no token. A token further ahead than the caller waits is
-    /// not taken: the rejection says how far ahead it was.
-    pub(crate) async fn take_token(
+    /// Step 3: the key's next rate token, if the caller waits as long as
+    /// it lies ahead. A token further ahead than that is not taken: the
+    /// rejection says how far ahead it was. Without a rate, no token.
+    #[inline]
+    pub(crate) fn reserve_token(
         &self,
         state: &KeyState,
         now: Nanos,
         priority: Priority,
         patience: Patience,
-    ) -> Result<(Nanos, Option<Reservation>), Rejected> {
+    ) -> Result<Token, Rejected> {
         let Some(settings) = self.rate_of(state) else {
-            return Ok((now, None));
+            return Ok(Token::Due(None));
         };
         let patience = self.patience_for_token(priority, patience);
         let reservation = state
             .rate
             .reserve(now, settings.burst, patience)
             .map_err(|wait| Rejected::rate_limited(wait, priority))?;
-        if reservation.slot.start <= now {
-            return Ok((now, Some(reservation)));
-        }
+        Ok(if reservation.slot.start <= now {
+            Token::Due(Some(reservation))
+        } else {
+            Token::Ahead(reservation)
+        })
+    }
+
+    /// Step 3, when the token lies ahead: sleeps until it is due, and
+    /// returns that time. Dropped before then, it hands the token back.
+    pub(crate) async fn sleep_for_token(
+        &self,
+        state: &KeyState,
+        reservation: Reservation,
+    ) -> Nanos {
         let pending = PendingToken {
             state,
             reservation: Some(reservation),
@@ -312,51 +366,67 @@ impl Core {
             .sleep_until(Duration::from_nanos(reservation.slot.start))
             .await;
         pending.started();
-        Ok((reservation.slot.start, Some(reservation)))
+        reservation.slot.start
     }
 
-    /// Step 4: a slot of the key's bulkhead, waiting in its queue if the
-    /// caller waits; `Ok(false)` without a bulkhead. Reports the bulkhead
-    /// filling up and queue timeouts.
-    pub(crate) async fn take_slot(
+    /// Step 4: a slot of the key's bulkhead, or (if the caller waits) a
+    /// place in its queue. Reports the bulkhead filling up.
+    #[inline]
+    pub(crate) fn enter_bulkhead(
         &self,
         state: &KeyState,
         priority: Priority,
-        now: Nanos,
         patience: Patience,
         telemetry: &KeyTelemetry,
-    ) -> Result<bool, Rejected> {
+    ) -> Result<Slot, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
-            return Ok(false);
+            return Ok(Slot::NoBulkhead);
         };
-        let level = usize::from(priority.level());
-        let refused = |refusal: crate::bulkhead::limiter::Refusal| refusal.rejected(priority);
         let admission = match patience {
             Patience::Never => bulkhead.try_acquire(settings).map(Admission::Granted),
             _ => {
                 let levels = usize::from(self.priorities.levels);
-                bulkhead.enter(settings, level, levels)
+                bulkhead.enter(settings, usize::from(priority.level()), levels)
             }
         };
-        let id = match admission.map_err(refused)? {
+        match admission.map_err(|refusal| refusal.rejected(priority))? {
             Admission::Granted(active) => {
                 if active == settings.max_concurrent {
                     events::bulkhead_filled(telemetry.span(), priority, active);
                 }
-                return Ok(true);
+                Ok(Slot::Held)
             }
-            Admission::Queued(id) => id,
+            Admission::Queued(id) => Ok(Slot::Queued(id)),
+        }
+    }
+
+    /// Step 4, for a call in the bulkhead's queue: waits for its slot, up
+    /// to the queue timeout (counted from `since`). Dropped while waiting,
+    /// it leaves the queue, handing on a slot it was given meanwhile.
+    pub(crate) async fn wait_in_queue(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        id: WaiterId,
+        since: Nanos,
+        telemetry: &KeyTelemetry,
+    ) -> Result<(), Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(()); // unreachable: only a bulkhead queues
         };
+        let refused = |refusal: Refusal| refusal.rejected(priority);
         let _queued = metrics::Queued::enter(telemetry.label());
-        let mut waiting = Waiting::new(bulkhead, level, id);
+        let mut waiting = Waiting::new(bulkhead, usize::from(priority.level()), id);
         let Some(timeout) = settings.queue_timeout else {
-            return (&mut waiting).await.map(|()| true).map_err(refused);
+            return (&mut waiting).await.map_err(refused);
         };
-        match self.before(now.saturating_add(timeout), &mut waiting).await {
-            Some(outcome) => outcome.map(|()| true).map_err(refused),
+        match self
+            .before(since.saturating_add(timeout), &mut waiting)
+            .await
+        {
+            Some(outcome) => outcome.map_err(refused),
             None => waiting
                 .give_up(RejectReason::QueueTimeout)
-                .map(|()| true)
                 .map_err(|refusal| {
                     events::queue_timed_out(telemetry.span(), priority, refusal.load);
                     refused(refusal)
@@ -365,6 +435,7 @@ impl Core {
     }
 
     /// How far ahead a rate token may lie for a caller of `patience`.
+    #[inline]
     fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
             Patience::Never => 0,
@@ -380,6 +451,7 @@ impl Core {
     /// throttle counts a call when its outcome is known: a call still in
     /// flight is not yet a request, so a healthy call costs it one
     /// `fetch_add`.
+    #[inline]
     pub(crate) fn record_outcome(
         &self,
         state: &KeyState,
@@ -419,6 +491,7 @@ impl Core {
         }
     }
 
+    #[inline]
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
         if let Some((window, settings)) = self.throttle_of(state) {
             window.record(now, usize::from(priority.level()), count, settings);

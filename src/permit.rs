@@ -85,10 +85,11 @@ pub(crate) struct Ticket {
     reported: bool,
     /// How the key is named outside; allocated only when debug events or
     /// per-key metrics are on, so a plain permit stays small.
-    pub(crate) telemetry: Option<Box<KeyTelemetry>>,
+    pub(crate) telemetry: KeyTelemetry,
 }
 
 impl Ticket {
+    #[inline]
     pub(crate) fn new(
         state: triomphe::Arc<KeyState>,
         priority: Priority,
@@ -102,21 +103,19 @@ impl Ticket {
             times,
             holds_slot,
             reported: false,
-            telemetry: (!telemetry.is_empty()).then(|| Box::new(telemetry)),
+            telemetry,
         }
     }
 
     /// The key's metrics label, if metrics are per key.
+    #[inline]
     pub(crate) fn label(&self) -> Option<&str> {
         self.telemetry().label()
     }
 
+    #[inline]
     fn telemetry(&self) -> &KeyTelemetry {
-        static NONE: KeyTelemetry = KeyTelemetry {
-            span: None,
-            label: None,
-        };
-        self.telemetry.as_deref().unwrap_or(&NONE)
+        &self.telemetry
     }
 }
 
@@ -162,6 +161,7 @@ impl<'a> Permit<'a> {
     /// assert_eq!(manager.rate("api"), Some(9.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
+    #[inline]
     pub fn failure(self) {
         self.report(Outcome::Overloaded);
     }
@@ -182,6 +182,7 @@ impl<'a> Permit<'a> {
 
     /// Counts the outcome, then frees the bulkhead slot (which may hand it to
     /// the head of the queue).
+    #[inline]
     fn finish(&mut self, outcome: Outcome) {
         self.ticket.reported = true;
         let ticket = &self.ticket;
@@ -213,12 +214,14 @@ impl<'a> Permit<'a> {
     /// assert_eq!(permit.priority(), Priority::LOW); // clamped to the lowest of 4 levels
     /// # Ok::<(), ConfigError>(())
     /// ```
+    #[inline]
     pub fn priority(&self) -> Priority {
         self.ticket.priority
     }
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.ticket.reported {
             self.finish(Outcome::Neutral);

@@ -7,8 +7,8 @@
 //! Alone in its test binary with one test: events go to one global
 //! subscriber, which must not see another test's events.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod support;
+
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
@@ -17,30 +17,7 @@ use portcullis::{
     BulkheadConfig, Permit, Priority, RateConfig, RejectReason, Rejected, ThrottleConfig,
     ThrottleManager, ThrottleManagerBuilder,
 };
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn take(&self) -> Vec<String> {
-        let bytes = std::mem::take(&mut *self.0.lock().unwrap());
-        String::from_utf8(bytes)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
+use support::Captured;
 
 /// What one way in produced: the result, the events, the counters, and
 /// the key's state afterwards.
@@ -128,14 +105,7 @@ fn counters(run: impl FnOnce()) -> Vec<(String, u64)> {
 
 #[test]
 fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .without_time()
-        .with_writer(move || writer.clone())
-        .init();
+    let captured = Captured::install();
 
     type Build = Box<dyn Fn() -> ThrottleManagerBuilder<String>>;
     type Prepare = Box<dyn Fn(&ThrottleManager<String>) -> Vec<Permit<'static>>>;

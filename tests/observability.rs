@@ -6,35 +6,13 @@
 // apart. No task of one runtime ever waits for another's lock.
 #![allow(clippy::await_holding_lock)]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Mutex;
 use std::time::Duration;
 
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
-
-/// Collects everything a `fmt` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines(&self) -> Vec<String> {
-        String::from_utf8(self.0.lock().unwrap().clone())
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
+use support::Captured;
 
 /// One subscriber for the whole test binary, writing into one buffer.
 ///
@@ -49,18 +27,8 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Starts capturing: clears the buffer and holds the lock until dropped.
 fn capture() -> (std::sync::MutexGuard<'static, ()>, Captured) {
     let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let captured = CAPTURED.get_or_init(|| {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .without_time()
-            .with_writer(move || writer.clone())
-            .init();
-        captured
-    });
-    captured.0.lock().unwrap().clear();
+    let captured = CAPTURED.get_or_init(Captured::install);
+    captured.clear();
     (one_at_a_time, captured.clone())
 }
 

@@ -114,6 +114,7 @@ impl Bulkhead {
 
     /// Takes a free slot if there is one and nobody waits for it; returns
     /// the calls in flight with it.
+    #[inline]
     pub(crate) fn try_acquire(&self, settings: &BulkheadSettings) -> Result<u32, Refusal> {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
@@ -138,6 +139,7 @@ impl Bulkhead {
     /// The refusal a call that will not queue meets now: no free slot, or
     /// someone already waiting for the next one. A hint: the answer may
     /// change at once.
+    #[inline]
     pub(crate) fn has_no_free_slot(&self, settings: &BulkheadSettings) -> Option<Refusal> {
         let state = self.state.load(Ordering::Acquire);
         (queued(state) > 0 || active(state) >= settings.max_concurrent).then(|| Refusal {

@@ -13,11 +13,9 @@ use super::ThrottleManager;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
-use crate::core::{KeyTelemetry, Patience};
-use crate::error::{RejectReason, Rejected};
+use crate::core::KeyTelemetry;
 use crate::events;
 use crate::key::KeyState;
-use crate::priority::Priority;
 use crate::rate::cell::RateCell;
 use crate::rate::config::RateSettings;
 use crate::registry::Full;
@@ -97,40 +95,44 @@ where
             .get_or_insert_with(key, now, |key| self.new_key_state(key, now))
     }
 
-    /// The state of `key` and how it is named, for one call at `priority`:
-    /// waiting for room in a full key space if the caller waits.
-    pub(super) async fn key_state<Q>(
+    /// The state of `key` and how it is named, for one call.
+    ///
+    /// # Errors
+    ///
+    /// [`Full`] when the key is new and the key space has no room for it.
+    #[inline]
+    pub(super) fn key_state<Q>(
         &self,
         key: &Q,
-        priority: Priority,
-        patience: Patience,
-    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), Rejected>
+        now: Nanos,
+    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), Full>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let entry = self.entry(key, now)?;
+        let telemetry = self.telemetry_of(entry.key());
+        Ok((triomphe::Arc::clone(entry.value()), telemetry))
+    }
+
+    /// The state of `key`, waiting for room in a full key space.
+    pub(super) async fn key_state_waiting<Q>(&self, key: &Q) -> triomphe::Arc<KeyState>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         loop {
             let now = self.core().now();
-            let full = match self.entry(key, now) {
-                Ok(entry) => {
-                    let telemetry = self.telemetry_of(entry.key());
-                    return Ok((triomphe::Arc::clone(entry.value()), telemetry));
+            match self.key_state(key, now) {
+                Ok((state, _)) => return state,
+                Err(full) => {
+                    let retry_at = now.saturating_add(full.retry_after);
+                    self.core()
+                        .clock
+                        .sleep_until(Duration::from_nanos(retry_at))
+                        .await;
                 }
-                Err(full) => full,
-            };
-            if patience == Patience::Never {
-                let retry_after = Some(Duration::from_nanos(full.retry_after));
-                return Err(Rejected::new(
-                    RejectReason::KeySpaceFull,
-                    priority,
-                    retry_after,
-                ));
             }
-            let retry_at = now.saturating_add(full.retry_after);
-            self.core()
-                .clock
-                .sleep_until(Duration::from_nanos(retry_at))
-                .await;
         }
     }
 
@@ -143,14 +145,13 @@ where
             return KeyTelemetry::default();
         }
         let name = self.shared.key_names.as_ref().map(|names| names(key));
-        KeyTelemetry {
-            span: debug.then(|| events::key_span(name.as_deref())),
-            label: if self.shared.metrics_per_key {
-                name
-            } else {
-                None
-            },
-        }
+        let span = debug.then(|| events::key_span(name.as_deref()));
+        let label = if self.shared.metrics_per_key {
+            name
+        } else {
+            None
+        };
+        KeyTelemetry::new(span, label)
     }
 
     /// `key`'s metrics label, if metrics are per key; for counting a call

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::ThrottleManager;
 use crate::clock::nanos;
-use crate::core::{CallTimes, Patience};
+use crate::core::{CallTimes, Patience, Token};
 use crate::error::RateLimited;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -66,16 +66,13 @@ where
         if core.rate.is_none() {
             return;
         }
-        // With no limits on waiting, the pipeline's steps cannot refuse.
-        let Ok((state, _)) = self
-            .key_state(key, Priority::HIGH, Patience::AsConfigured)
-            .await
-        else {
-            return;
-        };
-        let _ = core
-            .take_token(&state, core.now(), Priority::HIGH, Patience::Unbounded)
-            .await;
+        // The pipeline's first and rate steps, waiting without limit.
+        let state = self.key_state_waiting(key).await;
+        if let Ok(Token::Ahead(token)) =
+            core.reserve_token(&state, core.now(), Priority::HIGH, Patience::Unbounded)
+        {
+            core.sleep_for_token(&state, token).await;
+        }
     }
 
     /// Takes a token for one call to `key` if one is there now.

@@ -75,6 +75,7 @@ impl RateCell {
 
     /// Takes a token if one is there at `now`; otherwise says how long until
     /// one would be, and takes nothing.
+    #[inline]
     pub(crate) fn check(&self, now: Nanos, burst: u32) -> Result<(), Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
@@ -95,6 +96,7 @@ impl RateCell {
     /// Takes the next token if it can be used within `max_wait` of `now`
     /// (`Nanos::MAX`: however far ahead it lies); otherwise takes nothing
     /// and answers how long the wait would be.
+    #[inline]
     pub(crate) fn reserve(
         &self,
         now: Nanos,
@@ -121,6 +123,7 @@ impl RateCell {
 
     /// Hands back a reservation whose call will not happen, if no later one
     /// was made since (see [`gcra::cancel`]).
+    #[inline]
     pub(crate) fn cancel(&self, reservation: Reservation) {
         let tat = self.tat.load(Ordering::Acquire);
         if let Some(earlier) = gcra::cancel(tat, reservation.slot, reservation.interval) {

@@ -20,6 +20,7 @@ use crate::clock::Nanos;
 
 /// The emission interval for `rate` calls per second, in nanoseconds (at
 /// least 1). `rate` has been validated: finite and in `(0, 1e9]`.
+#[inline]
 pub(crate) fn interval(rate: f64) -> Nanos {
     // Float-to-int casts saturate, so even an unvalidated tiny rate yields a
     // huge interval (throttle everything), never a zero one (throttle nothing).
@@ -37,6 +38,7 @@ pub(crate) struct Slot {
 }
 
 /// Places one call in the bucket described by `tat`, at `now`.
+#[inline]
 pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Slot {
     let new_tat = tat.max(now).saturating_add(interval);
     let tolerance = interval.saturating_mul(u64::from(burst));

@@ -1,0 +1,60 @@
+//! What several test binaries share: a buffer that a `tracing` subscriber
+//! writes its events into, to read them back.
+
+// Each test binary compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// Collects everything a `fmt` subscriber writes.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Installs the process's one global subscriber, at debug level,
+    /// writing into a new buffer; returns the buffer.
+    pub(crate) fn install() -> Self {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .init();
+        captured
+    }
+
+    /// Every line written so far.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        lines(self.0.lock().unwrap().clone())
+    }
+
+    /// Every line written so far, emptying the buffer.
+    pub(crate) fn take(&self) -> Vec<String> {
+        lines(std::mem::take(&mut *self.0.lock().unwrap()))
+    }
+
+    pub(crate) fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+fn lines(bytes: Vec<u8>) -> Vec<String> {
+    String::from_utf8(bytes)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
