@@ -451,7 +451,6 @@ impl Core {
     /// throttle counts a call when its outcome is known: a call still in
     /// flight is not yet a request, so a healthy call costs it one
     /// `fetch_add`.
-    #[inline]
     pub(crate) fn record_outcome(
         &self,
         state: &KeyState,
