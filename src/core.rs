@@ -287,29 +287,61 @@ impl Core {
         };
         let level = usize::from(priority.level());
         let probability = window.rejection(now, level, settings);
-        if probability > 0.0 && self.draw() < probability {
-            if let Some(rate) = self.rate_of(state) {
-                let wait = state.rate.wait(now, rate.burst);
-                if wait > self.patience_for_token(priority, patience) {
-                    return Err(Rejected::rate_limited(wait, priority));
-                }
+        if probability == 0.0 {
+            if window.note_shedding(false) {
+                events::shedding(span, priority, probability, false);
             }
-            window.record(now, level, Count::Request, settings);
-            if window.note_shedding(true) {
-                events::shedding(span, priority, probability, true);
+            return Ok(());
+        }
+        self.maybe_shed(state, now, priority, patience, span, probability)
+    }
+
+    /// Step 1 for a key whose throttle may shed: draws, and sheds or not.
+    fn maybe_shed(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+        span: &Span,
+        probability: f64,
+    ) -> Result<(), Rejected> {
+        if self.draw() >= probability {
+            return Ok(());
+        }
+        let Some((window, settings)) = self.throttle_of(state) else {
+            return Ok(());
+        };
+        if let Some(rate) = self.rate_of(state) {
+            let wait = state.rate.wait(now, rate.burst);
+            if wait > self.patience_for_token(priority, patience) {
+                return Err(Rejected::rate_limited(wait, priority));
             }
-            return Err(Rejected::new(RejectReason::Throttled, priority, None));
         }
-        if probability == 0.0 && window.note_shedding(false) {
-            events::shedding(span, priority, probability, false);
+        let level = usize::from(priority.level());
+        window.record(now, level, Count::Request, settings);
+        if window.note_shedding(true) {
+            events::shedding(span, priority, probability, true);
         }
-        Ok(())
+        Err(Rejected::new(RejectReason::Throttled, priority, None))
     }
 
     /// Step 2: a call the bulkhead would turn away anyway is refused before
     /// it takes a rate token.
     #[inline]
     pub(crate) fn bulkhead_has_room(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(), Rejected> {
+        if self.bulkhead.is_none() {
+            return Ok(());
+        }
+        self.bulkhead_room(state, priority, patience)
+    }
+
+    fn bulkhead_room(
         &self,
         state: &KeyState,
         priority: Priority,
@@ -373,6 +405,19 @@ impl Core {
     /// place in its queue. Reports the bulkhead filling up.
     #[inline]
     pub(crate) fn enter_bulkhead(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+        telemetry: &KeyTelemetry,
+    ) -> Result<Slot, Rejected> {
+        if self.bulkhead.is_none() {
+            return Ok(Slot::NoBulkhead);
+        }
+        self.take_bulkhead_slot(state, priority, patience, telemetry)
+    }
+
+    fn take_bulkhead_slot(
         &self,
         state: &KeyState,
         priority: Priority,
@@ -451,6 +496,7 @@ impl Core {
     /// throttle counts a call when its outcome is known: a call still in
     /// flight is not yet a request, so a healthy call costs it one
     /// `fetch_add`.
+    #[inline]
     pub(crate) fn record_outcome(
         &self,
         state: &KeyState,

@@ -182,6 +182,7 @@ impl<'a> Permit<'a> {
 
     /// Counts the outcome, then frees the bulkhead slot (which may hand it to
     /// the head of the queue).
+    #[inline]
     fn finish(&mut self, outcome: Outcome) {
         self.ticket.reported = true;
         let ticket = &self.ticket;
@@ -220,6 +221,7 @@ impl<'a> Permit<'a> {
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.ticket.reported {
             self.finish(Outcome::Neutral);
