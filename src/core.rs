@@ -188,10 +188,8 @@ impl Core {
         state: &'s KeyState,
     ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
         let control = self.throttle.as_ref()?;
-        Some((
-            state.throttle()?,
-            control.settings(state.throttle_settings())?,
-        ))
+        let (window, own) = state.throttle_with_settings()?;
+        Some((window, control.settings(own)?))
     }
 
     /// The key's bulkhead and its settings, if the key has a bulkhead.
@@ -201,10 +199,8 @@ impl Core {
         state: &'s KeyState,
     ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
         let control = self.bulkhead.as_ref()?;
-        Some((
-            state.bulkhead()?,
-            control.settings(state.bulkhead_settings())?,
-        ))
+        let (bulkhead, own) = state.bulkhead_with_settings()?;
+        Some((bulkhead, control.settings(own)?))
     }
 
     /// The priority a call is judged at, or the rejection for it.

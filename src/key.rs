@@ -69,14 +69,33 @@ impl KeyState {
         self.extras.as_ref()?.throttle_settings.as_deref()
     }
 
-    /// The key's own bulkhead settings; `None` for the manager's default.
-    pub(crate) fn bulkhead_settings(&self) -> Option<&BulkheadSettings> {
-        self.extras.as_ref()?.bulkhead_settings.as_deref()
-    }
-
     /// The key's own rate settings; `None` for the manager's default.
     pub(crate) fn rate_settings(&self) -> Option<&RateSettings> {
         self.extras.as_ref()?.rate_settings.as_deref()
+    }
+
+    /// The key's throttle window and its own settings (`None`: the
+    /// default), with one look at the extras.
+    #[inline]
+    pub(crate) fn throttle_with_settings(
+        &self,
+    ) -> Option<(&ThrottleWindow, Option<&ThrottleSettings>)> {
+        let extras = self.extras.as_deref()?;
+        Some((
+            extras.throttle.as_ref()?,
+            extras.throttle_settings.as_deref(),
+        ))
+    }
+
+    /// The key's bulkhead and its own settings (`None`: the default), with
+    /// one look at the extras.
+    #[inline]
+    pub(crate) fn bulkhead_with_settings(&self) -> Option<(&Bulkhead, Option<&BulkheadSettings>)> {
+        let extras = self.extras.as_deref()?;
+        Some((
+            extras.bulkhead.as_ref()?,
+            extras.bulkhead_settings.as_deref(),
+        ))
     }
 
     pub(crate) fn throttle(&self) -> Option<&ThrottleWindow> {
