@@ -118,6 +118,14 @@ where
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever.
     ///
+    /// The closure's error can be any `std::error::Error`, an
+    /// `anyhow::Error`, a `Box<dyn Error + Send + Sync>`, or a
+    /// [`Failure`](crate::outcome::Failure) (what `?` makes of any error next
+    /// to [`overloaded`](crate::overloaded)); see
+    /// [`CallFailure`](crate::outcome::CallFailure). `CallError` of each is
+    /// a `std::error::Error`, so `?` takes it into `anyhow::Result` or
+    /// `Box<dyn Error>`.
+    ///
     /// # Errors
     ///
     /// [`CallError::Rejected`] when a control refused the call (it never
