@@ -64,11 +64,6 @@ impl KeyState {
         }
     }
 
-    /// The key's own throttle settings; `None` for the manager's default.
-    pub(crate) fn throttle_settings(&self) -> Option<&ThrottleSettings> {
-        self.extras.as_ref()?.throttle_settings.as_deref()
-    }
-
     /// The key's own rate settings; `None` for the manager's default.
     pub(crate) fn rate_settings(&self) -> Option<&RateSettings> {
         self.extras.as_ref()?.rate_settings.as_deref()
@@ -98,10 +93,6 @@ impl KeyState {
         ))
     }
 
-    pub(crate) fn throttle(&self) -> Option<&ThrottleWindow> {
-        self.extras.as_ref()?.throttle.as_ref()
-    }
-
     pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
         self.extras.as_ref()?.bulkhead.as_ref()
     }
@@ -111,10 +102,10 @@ impl KeyState {
     /// `default_throttle` is the manager's default throttle settings.
     pub(crate) fn quiet_from(&self, default_throttle: Option<&ThrottleSettings>) -> Nanos {
         let rate_quiet = self.rate.full_from();
-        let settings = self.throttle_settings().or(default_throttle);
-        match (self.throttle(), settings) {
-            (Some(window), Some(settings)) => rate_quiet.max(window.quiet_from(settings)),
-            _ => rate_quiet,
+        let throttle = self.throttle_with_settings();
+        match throttle.and_then(|(window, own)| Some((window, own.or(default_throttle)?))) {
+            Some((window, settings)) => rate_quiet.max(window.quiet_from(settings)),
+            None => rate_quiet,
         }
     }
 }
