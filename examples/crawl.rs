@@ -1,16 +1,23 @@
-//! The main job: crawl three hosts of different capacity through one
+//! The main job: crawl five hosts of different capacity through one
 //! `ThrottleManager`, and watch each host's rate settle near what that host
 //! can take.
 //!
-//! The example starts its own HTTP server on loopback. It serves three
-//! virtual hosts, each behind a real token bucket (governor) of 20, 50 and
-//! 100 requests per second; above that a host answers 429 Too Many Requests.
-//! The crawler knows none of these numbers: it starts every host at 10/s,
-//! waits on the manager before each request, and reports each response
-//! (`increment` on success, `decrement` on 429).
+//! The example starts its own HTTP server on loopback. It serves five
+//! virtual hosts, each behind a real token bucket (governor); above its
+//! capacity a host refuses:
+//! - alpha, beta and gamma (20, 50 and 100 requests a second) answer 429
+//!   Too Many Requests;
+//! - delta (30/s) answers 429 with `Retry-After: 1`;
+//! - epsilon (40/s) answers 503 Service Unavailable.
 //!
-//! Run: `cargo run --release --example crawl` (about 20 s; `CRAWL_SECS=N` to
-//! change).
+//! The crawler knows none of these numbers. Its HTTP client carries the
+//! crate's middleware (`portcullis::client::ThrottleMiddleware`), so each
+//! request waits for its host's rate (every host starts at 10/s), each
+//! response is reported (429 and 503 slow the host down, successes speed it
+//! up), and a `Retry-After` holds the host for as long as it asks.
+//!
+//! Run: `cargo run --release --features reqwest --example crawl` (about 20 s;
+//! `CRAWL_SECS=N` to change).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,12 +29,29 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use portcullis::{RateConfig, ThrottleManager};
+use portcullis::client::ThrottleMiddleware;
+use portcullis::{RateConfig, Rejected, ThrottleManager};
 
 /// The hosts and their true capacities in requests per second.
-const HOSTS: [(&str, u32); 3] = [("alpha.test", 20), ("beta.test", 50), ("gamma.test", 100)];
+const HOSTS: [(&str, u32); 5] = [
+    ("alpha.test", 20),
+    ("beta.test", 50),
+    ("gamma.test", 100),
+    ("delta.test", 30),
+    ("epsilon.test", 40),
+];
+
+/// How a host refuses a request beyond its capacity.
+fn refusal(host: &str) -> (StatusCode, Option<&'static str>) {
+    match host {
+        "delta.test" => (StatusCode::TOO_MANY_REQUESTS, Some("1")),
+        "epsilon.test" => (StatusCode::SERVICE_UNAVAILABLE, None),
+        _ => (StatusCode::TOO_MANY_REQUESTS, None),
+    }
+}
 /// Concurrent crawl workers per host.
 const WORKERS_PER_HOST: usize = 8;
 
@@ -36,6 +60,8 @@ struct HostStats {
     sent: AtomicU64,
     ok: AtomicU64,
     too_many: AtomicU64,
+    unavailable: AtomicU64,
+    refused_locally: AtomicU64,
     errors: AtomicU64,
 }
 
@@ -51,15 +77,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("server on {addr}: {}", describe_hosts());
 
     // Every host starts at 10/s. A success adds 0.3/s (so the rate grows by
-    // 30 % a second while all goes well); a 429 takes a fifth off, at most
-    // once per 100 ms, so the 429s of requests already in flight count once.
-    // The rate saws just around each host's capacity.
+    // 30 % a second while all goes well); a 429 or 503 takes 40 % off, at
+    // most once per 100 ms, so the refusals of requests already in flight
+    // count once. The rate saws just below each host's capacity.
     let manager = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::new(10.0)
                 .bounds(1.0, 1_000.0)
                 .increment(0.3)
-                .decrease_factor(0.8)
+                .decrease_factor(0.6)
                 .decrease_cooldown(Duration::from_millis(100)),
         )
         .build()?;
@@ -67,7 +93,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (host, _) in HOSTS {
         client = client.resolve(host, addr); // the virtual hosts all live on loopback
     }
-    let client = client.build()?;
+    // The middleware keys each request by its host (here "alpha.test:PORT"),
+    // waits for that host's rate, reports the response and honours
+    // Retry-After.
+    let client = reqwest_middleware::ClientBuilder::new(client.build()?)
+        .with(ThrottleMiddleware::new(manager.clone()))
+        .build();
+    let key = |host: &str| format!("{host}:{}", addr.port());
 
     let stats: Arc<HashMap<&str, HostStats>> = Arc::new(
         HOSTS
@@ -79,28 +111,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut workers = Vec::new();
     for (host, _) in HOSTS {
         for worker in 0..WORKERS_PER_HOST {
-            let (manager, client, stats) = (manager.clone(), client.clone(), Arc::clone(&stats));
+            let (client, stats) = (client.clone(), Arc::clone(&stats));
             workers.push(tokio::spawn(async move {
                 let host_stats = &stats[host];
                 let mut page = worker;
                 while started.elapsed() < crawl_for {
-                    manager.wait(host).await;
-                    host_stats.sent.fetch_add(1, Ordering::Relaxed);
                     let url = format!("http://{host}:{}/page/{page}", addr.port());
                     page += WORKERS_PER_HOST;
-                    match client.get(&url).send().await.map(|r| r.status()) {
-                        Ok(status) if status.is_success() => {
-                            host_stats.ok.fetch_add(1, Ordering::Relaxed);
-                            manager.increment(host);
+                    let counter = match client.get(&url).send().await {
+                        // Not sent: the manager refused it (with this
+                        // manager's settings, only a full key space would).
+                        Err(reqwest_middleware::Error::Middleware(e))
+                            if e.downcast_ref::<Rejected>().is_some() =>
+                        {
+                            host_stats.refused_locally.fetch_add(1, Ordering::Relaxed);
+                            continue;
                         }
-                        Ok(StatusCode::TOO_MANY_REQUESTS) => {
-                            host_stats.too_many.fetch_add(1, Ordering::Relaxed);
-                            manager.decrement(host);
-                        }
-                        Ok(_) | Err(_) => {
-                            host_stats.errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                        Ok(response) => match response.status() {
+                            status if status.is_success() => &host_stats.ok,
+                            StatusCode::TOO_MANY_REQUESTS => &host_stats.too_many,
+                            StatusCode::SERVICE_UNAVAILABLE => &host_stats.unavailable,
+                            _ => &host_stats.errors,
+                        },
+                        Err(_) => &host_stats.errors,
+                    };
+                    host_stats.sent.fetch_add(1, Ordering::Relaxed);
+                    counter.fetch_add(1, Ordering::Relaxed);
                 }
             }));
         }
@@ -124,7 +160,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (Instant::now(), ok.collect())
             });
             for (host, _) in HOSTS {
-                let rate = manager.rate(host).unwrap_or(0.0);
+                let rate = manager.rate(&key(host)).unwrap_or(0.0);
                 let entry = learned.entry(host).or_default();
                 *entry = (entry.0 + rate, entry.1 + 1);
             }
@@ -135,17 +171,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|(host, _)| {
                     let ok = stats[host].ok.load(Ordering::Relaxed);
                     let per_second = ok - last_ok.insert(host, ok).unwrap_or(0);
-                    format!(
-                        "{host} rate {:>6.1}/s ok {per_second:>3}/s",
-                        manager.rate(*host).unwrap_or(0.0)
-                    )
+                    let name = host.trim_end_matches(".test");
+                    let rate = manager.rate(&key(host)).unwrap_or(0.0);
+                    format!("{name} {rate:>5.1}/s ok {per_second:>3}/s")
                 })
                 .collect();
-            println!(
-                "{:>3}s  {}",
-                started.elapsed().as_secs(),
-                line.join("  |  ")
-            );
+            println!("{:>3}s  {}", started.elapsed().as_secs(), line.join(" | "));
         }
     }
     for worker in workers {
@@ -155,12 +186,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("learned rate and goodput: averages over the second half of the run, once settled");
     println!(
-        "{:<12} {:>9} {:>9} {:>9} {:>6} {:>6} {:>13} {:>11} {:>11}",
+        "(refused: refused locally by the manager, never sent; delta asks for Retry-After: 1)"
+    );
+    println!(
+        "{:<13} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>13} {:>11} {:>11}",
         "host",
         "capacity",
         "requests",
         "successes",
         "429s",
+        "503s",
+        "refused",
         "errors",
         "learned rate",
         "learned/cap",
@@ -175,12 +211,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ok = s.ok.load(Ordering::Relaxed);
         let ok_settled = ok - ok_half.get(host).copied().unwrap_or(0);
         println!(
-            "{:<12} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}%",
+            "{:<13} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}%",
             host,
             capacity,
             s.sent.load(Ordering::Relaxed),
             ok,
             s.too_many.load(Ordering::Relaxed),
+            s.unavailable.load(Ordering::Relaxed),
+            s.refused_locally.load(Ordering::Relaxed),
             s.errors.load(Ordering::Relaxed),
             learned_rate,
             100.0 * learned_rate / f64::from(capacity),
@@ -200,7 +238,7 @@ fn describe_hosts() -> String {
 
 /// Serves the virtual hosts on an ephemeral loopback port. Each host admits
 /// `capacity` requests per second (burst: a tenth of a second's worth) and
-/// answers 429 beyond.
+/// refuses beyond, as [`refusal`] says.
 async fn start_server() -> std::io::Result<SocketAddr> {
     let limits: HashMap<&'static str, DefaultDirectRateLimiter> = HOSTS
         .iter()
@@ -225,15 +263,22 @@ async fn start_server() -> std::io::Result<SocketAddr> {
 async fn page(
     State(limits): State<Arc<HashMap<&'static str, DefaultDirectRateLimiter>>>,
     headers: HeaderMap,
-) -> (StatusCode, &'static str) {
+) -> axum::response::Response {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.split(':').next())
         .unwrap_or_default();
     match limits.get(host) {
-        None => (StatusCode::NOT_FOUND, "no such host\n"),
-        Some(limit) if limit.check().is_ok() => (StatusCode::OK, "<html>a page</html>\n"),
-        Some(_) => (StatusCode::TOO_MANY_REQUESTS, "slow down\n"),
+        None => (StatusCode::NOT_FOUND, "no such host\n").into_response(),
+        Some(limit) if limit.check().is_ok() => {
+            (StatusCode::OK, "<html>a page</html>\n").into_response()
+        }
+        Some(_) => match refusal(host) {
+            (status, Some(seconds)) => {
+                (status, [(header::RETRY_AFTER, seconds)], "slow down\n").into_response()
+            }
+            (status, None) => (status, "slow down\n").into_response(),
+        },
     }
 }

@@ -85,11 +85,14 @@
 //! [`error`] (every error and rejection), [`outcome`] (outcomes and how
 //! errors are classified), [`priority`], [`snapshot`] (what a key's controls
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
+//! With feature `reqwest`, `client` holds the HTTP client middleware.
 
 #![forbid(unsafe_code)]
 
 mod builder;
 pub mod bulkhead;
+#[cfg(feature = "reqwest")]
+pub mod client;
 pub mod clock;
 pub mod config;
 mod core;

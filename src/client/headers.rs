@@ -1,0 +1,420 @@
+//! What a server's response headers ask of the client: `Retry-After`, and the
+//! rate-limit headers that say the quota is spent before the server has to
+//! refuse anything. Pure functions of the headers and the time.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::{HeaderMap, StatusCode};
+
+/// A header value the client could not read. The middleware ignores such a
+/// value (with a debug event); [`retry_after`] returns it.
+///
+/// ```
+/// use portcullis::client::retry_after;
+/// use std::time::SystemTime;
+///
+/// let error = retry_after("soon", SystemTime::now()).unwrap_err();
+/// assert_eq!(error.name(), "Retry-After");
+/// assert_eq!(error.value(), "soon");
+/// assert_eq!(
+///     error.to_string(),
+///     "invalid Retry-After header \"soon\": expected delta-seconds or an HTTP-date"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidHeader {
+    name: &'static str,
+    value: String,
+    expected: &'static str,
+}
+
+impl InvalidHeader {
+    fn new(name: &'static str, value: &str, expected: &'static str) -> Self {
+        Self {
+            name,
+            value: value.to_owned(),
+            expected,
+        }
+    }
+
+    /// The header's name.
+    ///
+    /// ```
+    /// # use portcullis::client::retry_after;
+    /// # let error = retry_after("-1", std::time::SystemTime::now()).unwrap_err();
+    /// assert_eq!(error.name(), "Retry-After");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The value as the server sent it.
+    ///
+    /// ```
+    /// # use portcullis::client::retry_after;
+    /// # let error = retry_after("-1", std::time::SystemTime::now()).unwrap_err();
+    /// assert_eq!(error.value(), "-1");
+    /// ```
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+impl fmt::Display for InvalidHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {} header {:?}: expected {}",
+            self.name, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for InvalidHeader {}
+
+/// How long a `Retry-After` value asks the client to wait, as of `now`.
+///
+/// HTTP allows two forms (RFC 9110, section 10.2.3): delta-seconds (`120`)
+/// and an HTTP-date in any of its three formats (`Sun, 06 Nov 1994 08:49:37
+/// GMT`, the obsolete `Sunday, 06-Nov-94 08:49:37 GMT` and `Sun Nov  6
+/// 08:49:37 1994`). A date in the past asks for no wait; a number too large
+/// for a `Duration` is the longest wait there is (the manager caps a pause
+/// at its [`max_defer`](crate::ThrottleManagerBuilder::max_defer)).
+///
+/// # Errors
+///
+/// [`InvalidHeader`] for anything else: a negative or fractional number, a
+/// malformed date, an empty value.
+///
+/// ```
+/// use portcullis::client::retry_after;
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+///
+/// let now = UNIX_EPOCH + Duration::from_secs(784_111_770); // Sun, 06 Nov 1994 08:49:30 GMT
+/// assert_eq!(retry_after("120", now), Ok(Duration::from_secs(120)));
+/// assert_eq!(retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), Ok(Duration::from_secs(7)));
+/// assert_eq!(retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), Ok(Duration::ZERO)); // past
+/// assert!(retry_after("soon", now).is_err());
+/// ```
+pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHeader> {
+    const EXPECTED: &str = "delta-seconds or an HTTP-date";
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits only: too many of them is a very long wait, not garbage.
+        return Ok(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let date = httpdate::parse_http_date(value)
+        .map_err(|_| InvalidHeader::new("Retry-After", value, EXPECTED))?;
+    Ok(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The longest pause `headers` ask for, as of `now`; `None` if none does.
+///
+/// - `Retry-After`, on a 429 or a 503 (on other statuses it means
+///   something else, or nothing);
+/// - the IETF rate-limit fields (draft-ietf-httpapi-ratelimit-headers):
+///   `RateLimit: "default";r=0;t=30` is a quota with nothing remaining for
+///   30 s; and the earlier drafts' `RateLimit-Remaining: 0` with
+///   `RateLimit-Reset: 30`;
+/// - the common `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`, in
+///   seconds from now or (from 10^9 on, as GitHub sends it) as a Unix time.
+///
+/// Values that cannot be read are skipped, each with the error, into
+/// `invalid`.
+pub(crate) fn requested_pause(
+    status: StatusCode,
+    headers: &HeaderMap,
+    now: SystemTime,
+    mut invalid: impl FnMut(InvalidHeader),
+) -> Option<Duration> {
+    let mut longest: Option<Duration> = None;
+    let mut ask = |pause: Duration| longest = Some(longest.map_or(pause, |l| l.max(pause)));
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(value) = text("retry-after") {
+            match retry_after(value, now) {
+                Ok(pause) => ask(pause),
+                Err(error) => invalid(error),
+            }
+        }
+    }
+    for value in headers.get_all("ratelimit") {
+        let Ok(value) = value.to_str() else { continue };
+        match spent_quota_reset(value) {
+            Ok(Some(pause)) => ask(pause),
+            Ok(None) => {}
+            Err(error) => invalid(error),
+        }
+    }
+    for (remaining, reset) in [
+        ("ratelimit-remaining", "ratelimit-reset"),
+        ("x-ratelimit-remaining", "x-ratelimit-reset"),
+    ] {
+        if text(remaining).map(str::trim) != Some("0") {
+            continue;
+        }
+        let Some(value) = text(reset) else { continue };
+        match reset_in(reset, value, now) {
+            Ok(pause) => ask(pause),
+            Err(error) => invalid(error),
+        }
+    }
+    longest
+}
+
+/// From 10^9 on (September 2001), a reset is a Unix time, not a number of
+/// seconds: no quota window is 31 years long.
+const UNIX_TIME_FROM: f64 = 1e9;
+
+/// A `*-Reset` value: seconds from now, or a Unix time (fractions allowed,
+/// as some APIs send them).
+fn reset_in(name: &'static str, value: &str, now: SystemTime) -> Result<Duration, InvalidHeader> {
+    let seconds: f64 = value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| {
+            InvalidHeader::new(
+                reset_name(name),
+                value,
+                "seconds, or a Unix time, not negative",
+            )
+        })?;
+    if seconds < UNIX_TIME_FROM {
+        return Ok(Duration::from_secs_f64(seconds));
+    }
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    Ok(Duration::from_secs_f64(seconds).saturating_sub(since_epoch))
+}
+
+fn reset_name(name: &str) -> &'static str {
+    if name.starts_with('x') {
+        "X-RateLimit-Reset"
+    } else {
+        "RateLimit-Reset"
+    }
+}
+
+/// The longest reset among the spent quotas (`r=0`) of a `RateLimit` field
+/// value: a structured-field list of quota names with parameters, such as
+/// `"default";r=0;t=30, "daily";r=700;t=3600`. `None`: no quota is spent.
+fn spent_quota_reset(value: &str) -> Result<Option<Duration>, InvalidHeader> {
+    const EXPECTED: &str = "a list of quotas such as \"default\";r=0;t=30";
+    let invalid = || InvalidHeader::new("RateLimit", value, EXPECTED);
+    let mut longest = None;
+    for item in split_outside_quotes(value, ',') {
+        let mut parts = split_outside_quotes(item, ';');
+        if parts.next().is_none_or(|name| name.trim().is_empty()) {
+            return Err(invalid());
+        }
+        let (mut remaining, mut reset) = (None, None);
+        for parameter in parts {
+            let (key, number) = parameter.split_once('=').ok_or_else(invalid)?;
+            let number: u64 = number.trim().parse().map_err(|_| invalid())?;
+            match key.trim() {
+                "r" => remaining = Some(number),
+                "t" => reset = Some(number),
+                _ => {} // other parameters (pk, ...) say nothing of a pause
+            }
+        }
+        if let (Some(0), Some(reset)) = (remaining, reset) {
+            longest = longest.max(Some(Duration::from_secs(reset)));
+        }
+    }
+    Ok(longest)
+}
+
+/// `value` split at `separator`, except inside double quotes (a quoted
+/// string may hold either separator; `\"` does not end it).
+fn split_outside_quotes(value: &str, separator: char) -> impl Iterator<Item = &str> {
+    let mut rest = Some(value);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (mut quoted, mut escaped) = (false, false);
+        for (at, c) in text.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                c if c == separator && !quoted => {
+                    rest = Some(&text[at + c.len_utf8()..]);
+                    return Some(&text[..at]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(text)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    /// Sun, 06 Nov 1994 08:49:37 GMT, the example date of RFC 9110.
+    fn rfc_date() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(784_111_777)
+    }
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn retry_after_reads_delta_seconds() {
+        let now = SystemTime::now();
+        assert_eq!(retry_after("0", now), Ok(Duration::ZERO));
+        assert_eq!(retry_after("2", now), Ok(secs(2)));
+        assert_eq!(retry_after(" 120 ", now), Ok(secs(120)));
+    }
+
+    #[test]
+    fn retry_after_reads_the_three_http_date_forms() {
+        let now = rfc_date() - secs(10);
+        for form in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
+            "Sunday, 06-Nov-94 08:49:37 GMT", // obsolete RFC 850
+            "Sun Nov  6 08:49:37 1994",       // ANSI C's asctime()
+        ] {
+            assert_eq!(retry_after(form, now), Ok(secs(10)), "{form}");
+        }
+    }
+
+    #[test]
+    fn a_date_in_the_past_asks_for_no_wait() {
+        let now = rfc_date() + secs(3_600);
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Ok(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_is_the_longest_wait_not_garbage() {
+        let now = SystemTime::now();
+        let huge = "99999999999999999999999999";
+        assert_eq!(retry_after(huge, now), Ok(secs(u64::MAX)));
+        assert_eq!(retry_after(&u64::MAX.to_string(), now), Ok(secs(u64::MAX)));
+    }
+
+    #[test]
+    fn garbage_is_an_error_naming_the_value() {
+        let now = SystemTime::now();
+        for garbage in [
+            "",
+            "   ",
+            "-1",
+            "1.5",
+            "+3",
+            "soon",
+            "Sun, 06 Nov 1994",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "12s",
+        ] {
+            let error = retry_after(garbage, now).unwrap_err();
+            assert_eq!(error.name(), "Retry-After");
+            assert_eq!(error.value(), garbage.trim(), "{garbage:?}");
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn pause(status: u16, pairs: &[(&'static str, &str)]) -> (Option<Duration>, Vec<String>) {
+        let mut invalid = Vec::new();
+        let status = StatusCode::from_u16(status).unwrap();
+        let pause = requested_pause(status, &headers(pairs), rfc_date(), |e| {
+            invalid.push(e.to_string())
+        });
+        (pause, invalid)
+    }
+
+    #[test]
+    fn retry_after_counts_on_429_and_503_only() {
+        assert_eq!(pause(429, &[("retry-after", "2")]).0, Some(secs(2)));
+        assert_eq!(pause(503, &[("retry-after", "3")]).0, Some(secs(3)));
+        assert_eq!(pause(301, &[("retry-after", "2")]).0, None);
+        assert_eq!(pause(200, &[("retry-after", "2")]).0, None);
+    }
+
+    #[test]
+    fn a_spent_ratelimit_quota_asks_for_its_reset() {
+        let spent = [("ratelimit", "\"default\";r=0;t=1")];
+        assert_eq!(pause(200, &spent).0, Some(secs(1)));
+        // The longest of the spent ones; a quota with room left asks nothing.
+        let two = [(
+            "ratelimit",
+            "\"burst\";r=0;t=2, \"daily\";r=0;t=60, x;r=5;t=900",
+        )];
+        assert_eq!(pause(200, &two).0, Some(secs(60)));
+        assert_eq!(pause(200, &[("ratelimit", "\"default\";r=3;t=30")]).0, None);
+        // Commas and semicolons inside a quoted name are part of the name.
+        let quoted = [("ratelimit", "\"a,b;c\";r=0;t=4")];
+        assert_eq!(pause(200, &quoted), (Some(secs(4)), vec![]));
+    }
+
+    #[test]
+    fn remaining_zero_with_a_reset_asks_for_the_reset() {
+        let earlier_draft = [("ratelimit-remaining", "0"), ("ratelimit-reset", "7")];
+        assert_eq!(pause(200, &earlier_draft).0, Some(secs(7)));
+        // A Unix time, as GitHub sends it (2027-01-15T08:00:00Z).
+        let now = UNIX_EPOCH + secs(1_800_000_000);
+        let github = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1800000042"),
+        ]);
+        let found = requested_pause(StatusCode::OK, &github, now, |e| panic!("{e}"));
+        assert_eq!(found, Some(secs(42)));
+        let fractional = [
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "0.25"),
+        ];
+        assert_eq!(pause(200, &fractional).0, Some(Duration::from_millis(250)));
+        let left = [("x-ratelimit-remaining", "12"), ("x-ratelimit-reset", "7")];
+        assert_eq!(pause(200, &left).0, None);
+    }
+
+    #[test]
+    fn every_hint_counts_and_the_longest_wins() {
+        let all = [
+            ("retry-after", "5"),
+            ("ratelimit", "\"default\";r=0;t=9"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "3"),
+        ];
+        assert_eq!(pause(429, &all).0, Some(secs(9)));
+    }
+
+    #[test]
+    fn unreadable_values_are_reported_and_skipped() {
+        let (found, invalid) = pause(
+            429,
+            &[
+                ("retry-after", "later"),
+                ("ratelimit", "\"default\";r=zero;t=1"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "-3"),
+                ("ratelimit-remaining", "0"),
+                ("ratelimit-reset", "2"),
+            ],
+        );
+        assert_eq!(found, Some(secs(2)));
+        assert_eq!(
+            invalid,
+            [
+                "invalid Retry-After header \"later\": expected delta-seconds or an HTTP-date",
+                "invalid RateLimit header \"\\\"default\\\";r=zero;t=1\": expected a list of quotas such as \"default\";r=0;t=30",
+                "invalid X-RateLimit-Reset header \"-3\": expected seconds, or a Unix time, not negative",
+            ]
+        );
+    }
+}

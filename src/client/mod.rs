@@ -1,0 +1,388 @@
+//! HTTP clients: [`ThrottleMiddleware`] puts every request of a
+//! [`reqwest_middleware`] client through a manager (feature `reqwest`).
+//!
+//! ```
+//! use portcullis::client::ThrottleMiddleware;
+//! use portcullis::{RateConfig, ThrottleManager};
+//!
+//! let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(ThrottleMiddleware::new(manager.clone()))
+//!     .build();
+//! # drop(client);
+//! # Ok::<(), portcullis::ConfigError>(())
+//! ```
+//!
+//! Each request then waits for its host's controls (throttle, rate,
+//! bulkhead, as [`acquire`](crate::ThrottleManager::acquire) does), and its
+//! response is reported as the outcome ([`classify`]): 429 and 503,
+//! refused connections and timeouts slow the host down. A response that
+//! asks for a pause (`Retry-After` on a 429 or 503, or a rate-limit header
+//! saying the quota is spent) [defers](crate::ThrottleManager::defer) the
+//! host's rate for that long, so no request reaches it before then and
+//! other hosts go on.
+
+mod headers;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::Extensions;
+use reqwest::{Request, Response, StatusCode};
+use reqwest_middleware::{Middleware, Next};
+
+pub use headers::{InvalidHeader, retry_after};
+
+use crate::ThrottleManager;
+use crate::outcome::{Outcome, transport_overload};
+use crate::priority::{Priority, with_priority};
+
+type KeyOf = dyn Fn(&Request) -> String + Send + Sync;
+type Classify = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
+
+/// A [`reqwest_middleware`] middleware that sends every request through a
+/// [`ThrottleManager`], one key per host, and reports each response.
+///
+/// For each request:
+/// 1. its **key** is the URL's authority, [`host_key`] (or what
+///    [`key_by`](Self::key_by) says);
+/// 2. its **priority** is a [`Priority`] in the request's extensions
+///    (`reqwest_middleware::RequestBuilder::with_extension`), else the
+///    task's ([`with_priority`]), else the middleware's
+///    [`priority`](Self::priority) ([`Priority::HIGH`] unless set);
+/// 3. it waits for the key's controls as
+///    [`acquire`](crate::ThrottleManager::acquire) does. A call they refuse
+///    is not sent: the error is `reqwest_middleware::Error::Middleware`,
+///    which downcasts to [`Rejected`](crate::Rejected) (reason,
+///    retry-after);
+/// 4. the response (or error) is the call's [`Outcome`], by [`classify`]
+///    (or what [`classify_by`](Self::classify_by) says);
+/// 5. a response that asks for a pause defers the key by that long, up to
+///    the manager's [`max_defer`](crate::ThrottleManagerBuilder::max_defer):
+///    `Retry-After` on a 429 or 503 ([`retry_after`]), `RateLimit:
+///    "default";r=0;t=30` (the IETF draft's spent quota),
+///    `RateLimit-Remaining: 0` or `X-RateLimit-Remaining: 0` with their
+///    `-Reset`. A value it cannot read is ignored, with a debug event. The
+///    pause holds the key's rate, so a manager without a rate does not
+///    pause.
+///
+/// Cloning the middleware is cheap; the clones share the manager.
+///
+/// # Example
+///
+/// ```no_run
+/// use portcullis::client::ThrottleMiddleware;
+/// use portcullis::{BulkheadConfig, Priority, RateConfig, Rejected, ThrottleConfig, ThrottleManager};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0))
+///     .throttle(ThrottleConfig::new())
+///     .bulkhead(BulkheadConfig::new(8))
+///     .build()?;
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(ThrottleMiddleware::new(manager.clone()))
+///     .build();
+/// let response = client
+///     .get("http://example.com/")
+///     .with_extension(Priority::LOW) // shed first when example.com struggles
+///     .send()
+///     .await;
+/// match response {
+///     Ok(response) => println!("{}", response.status()),
+///     Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<Rejected>() {
+///         Some(rejected) => println!("not sent: {rejected}"),
+///         None => return Err(e.into()),
+///     },
+///     Err(e) => return Err(e.into()),
+/// }
+/// println!("example.com's rate: {:?}", manager.rate("example.com"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ThrottleMiddleware {
+    manager: ThrottleManager<String>,
+    key_of: Option<Arc<KeyOf>>,
+    classify: Option<Arc<Classify>>,
+    priority: Priority,
+}
+
+impl ThrottleMiddleware {
+    /// A middleware over `manager`: one key per host, [`classify`] for the
+    /// outcome, [`Priority::HIGH`] for requests that name none.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleMiddleware;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let middleware = ThrottleMiddleware::new(manager);
+    /// # drop(middleware);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn new(manager: ThrottleManager<String>) -> Self {
+        Self {
+            manager,
+            key_of: None,
+            classify: None,
+            priority: Priority::HIGH,
+        }
+    }
+
+    /// Keys requests by `key_of` instead of by host: one key per API token,
+    /// per path prefix, per tenant.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleMiddleware;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// // One key per host and first path segment: /v1/search and /v1/users apart.
+    /// let middleware = ThrottleMiddleware::new(manager).key_by(|request| {
+    ///     let url = request.url();
+    ///     let segment = url.path_segments().and_then(|mut s| s.next()).unwrap_or("");
+    ///     format!("{}/{segment}", url.host_str().unwrap_or(""))
+    /// });
+    /// # drop(middleware);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn key_by<F>(mut self, key_of: F) -> Self
+    where
+        F: Fn(&Request) -> String + Send + Sync + 'static,
+    {
+        self.key_of = Some(Arc::new(key_of));
+        self
+    }
+
+    /// Judges each response (or error) by `classify` instead of by
+    /// [`classify`](fn@classify), which it can fall back on.
+    ///
+    /// ```
+    /// use portcullis::client::{ThrottleMiddleware, classify};
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// // This backend answers 500 when its database is overloaded.
+    /// let middleware = ThrottleMiddleware::new(manager).classify_by(|result| match result {
+    ///     Ok(response) if response.status() == 500 => Outcome::Overloaded,
+    ///     other => classify(other),
+    /// });
+    /// # drop(middleware);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn classify_by<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync + 'static,
+    {
+        self.classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// The priority of requests that carry none in their extensions, outside
+    /// [`with_priority`]. Default: [`Priority::HIGH`], the priority the
+    /// manager counts outcomes reported without a permit at.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleMiddleware;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let background = ThrottleMiddleware::new(manager).priority(Priority::LOW);
+    /// # drop(background);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    fn key_of(&self, request: &Request) -> String {
+        match &self.key_of {
+            Some(key_of) => key_of(request),
+            None => host_key(request),
+        }
+    }
+
+    fn outcome_of(&self, result: &reqwest_middleware::Result<Response>) -> Outcome {
+        match &self.classify {
+            Some(classify) => classify(result),
+            None => classify(result),
+        }
+    }
+
+    /// Defers `key` for as long as the response asks.
+    fn honour_pause(&self, key: &str, response: &Response) {
+        let pause = headers::requested_pause(
+            response.status(),
+            response.headers(),
+            SystemTime::now(),
+            |invalid| tracing::debug!(key, %invalid, "ignored a header the client cannot read"),
+        );
+        if let Some(pause) = pause {
+            let deferred = self.manager.defer(key, pause);
+            tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
+        }
+    }
+}
+
+impl fmt::Debug for ThrottleMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleMiddleware")
+            .field("manager", &self.manager)
+            .field("key_by", &self.key_of.as_ref().map(|_| "custom"))
+            .field("classify_by", &self.classify.as_ref().map(|_| "custom"))
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for ThrottleMiddleware {
+    /// Waits for the request's key, sends the request, reports its outcome.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`acquire`](crate::ThrottleManager::acquire): dropped
+    /// while waiting, it takes nothing; dropped while the request is in
+    /// flight, its permit is released as a neutral outcome.
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let key = self.key_of(&request);
+        let admitted = match extensions.get::<Priority>().copied() {
+            Some(asked) => with_priority(asked, self.manager.acquire(key.as_str(), asked)).await,
+            None => self.manager.acquire(key.as_str(), self.priority).await,
+        };
+        let permit = admitted.map_err(reqwest_middleware::Error::middleware)?;
+        let result = next.run(request, extensions).await;
+        // The outcome first: a failure rescales the rate's debt, which must
+        // not stretch a pause set before it.
+        permit.report(self.outcome_of(&result));
+        if let Ok(response) = &result {
+            self.honour_pause(&key, response);
+        }
+        result
+    }
+}
+
+/// The default key of a request: its URL's authority, the host with the
+/// port when the port is not the scheme's default (`example.com`,
+/// `127.0.0.1:8080`, `[::1]:8443`).
+///
+/// ```
+/// use portcullis::client::host_key;
+///
+/// let key = |url: &str| host_key(&reqwest::Request::new(reqwest::Method::GET, url.parse().unwrap()));
+/// assert_eq!(key("https://example.com/a?b"), "example.com");
+/// assert_eq!(key("https://example.com:443/"), "example.com");
+/// assert_eq!(key("http://127.0.0.1:8080/"), "127.0.0.1:8080");
+/// assert_eq!(key("http://[::1]:8443/"), "[::1]:8443");
+/// ```
+pub fn host_key(request: &Request) -> String {
+    let url = request.url();
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    }
+}
+
+/// The default classification of a response or error:
+///
+/// | what came back | outcome |
+/// |---|---|
+/// | 429 Too Many Requests, 503 Service Unavailable | [`Overloaded`](Outcome::Overloaded) |
+/// | a connect error, a timeout, a connection reset or refused | [`Overloaded`](Outcome::Overloaded) |
+/// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) |
+/// | any other 4xx or 5xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
+/// | any other error (a later middleware's, a body that would not build) | [`Neutral`](Outcome::Neutral) |
+///
+/// ```
+/// use portcullis::Outcome;
+/// use portcullis::client::classify;
+///
+/// let answered = |status: u16| {
+///     let response = http::Response::builder().status(status).body("").unwrap();
+///     classify(&Ok(reqwest::Response::from(response)))
+/// };
+/// assert_eq!(answered(200), Outcome::Success);
+/// assert_eq!(answered(429), Outcome::Overloaded);
+/// assert_eq!(answered(503), Outcome::Overloaded);
+/// assert_eq!(answered(404), Outcome::Neutral);
+/// ```
+pub fn classify(result: &reqwest_middleware::Result<Response>) -> Outcome {
+    match result {
+        Ok(response) => match response.status() {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
+            status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
+            _ => Outcome::Success,
+        },
+        Err(reqwest_middleware::Error::Reqwest(error)) => {
+            if error.is_connect() || error.is_timeout() {
+                Outcome::Overloaded
+            } else {
+                transport_overload(error)
+            }
+        }
+        Err(reqwest_middleware::Error::Middleware(_)) => Outcome::Neutral,
+    }
+}
+
+/// A refusal of the middleware, as the client returns it; for tests.
+#[cfg(test)]
+fn rejected(error: &reqwest_middleware::Error) -> Option<&crate::Rejected> {
+    match error {
+        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<crate::Rejected>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RateConfig;
+    use crate::error::RejectReason;
+    use std::time::Duration;
+
+    fn request(url: &str) -> Request {
+        Request::new(reqwest::Method::GET, url.parse().unwrap())
+    }
+
+    #[test]
+    fn the_host_key_keeps_a_port_only_when_it_is_not_the_default() {
+        assert_eq!(host_key(&request("http://example.com:80/x")), "example.com");
+        assert_eq!(
+            host_key(&request("http://example.com:443/x")),
+            "example.com:443"
+        );
+        assert_eq!(host_key(&request("https://EXAMPLE.com/")), "example.com");
+    }
+
+    /// A refusal before any request is sent: the error downcasts to the
+    /// rejection, with its reason and retry-after.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_request_is_a_middleware_error_holding_the_rejection() {
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(1.0))
+            .max_wait(Duration::ZERO)
+            .build()
+            .unwrap();
+        manager.check("127.0.0.1:9").unwrap(); // the one token
+        let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(ThrottleMiddleware::new(manager))
+            .build();
+        let error = client.get("http://127.0.0.1:9/").send().await.unwrap_err();
+        let rejected = rejected(&error).expect("a local refusal");
+        assert_eq!(rejected.reason(), RejectReason::RateLimited);
+        assert_eq!(rejected.retry_after(), Some(Duration::from_secs(1)));
+    }
+}

@@ -1,0 +1,438 @@
+//! The HTTP client middleware against real servers on loopback, through a
+//! real reqwest client (feature `reqwest`).
+//!
+//! These run on real time: the servers and the client talk over real
+//! sockets. What they assert about time are lower bounds measured at the
+//! server (no request before the pause ends), which noise cannot break; the
+//! pause arithmetic itself is tested on virtual time with `defer`.
+
+#![cfg(feature = "reqwest")]
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use portcullis::client::ThrottleMiddleware;
+use portcullis::{
+    Priority, RateConfig, RejectReason, Rejected, ThrottleConfig, ThrottleManager, with_priority,
+};
+use reqwest_middleware::ClientWithMiddleware;
+
+// ---- The public contract of the issue, as written ----
+
+async fn crawl(url: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .build()?;
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(ThrottleMiddleware::new(manager.clone()))
+        .build();
+    match client.get(url).send().await {
+        Ok(response) => Ok(response.text().await?),
+        Err(reqwest_middleware::Error::Middleware(e)) if e.downcast_ref::<Rejected>().is_some() => {
+            Err("refused locally".into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+// ---- Servers ----
+
+/// What a test server answers to its `n`th request (from 0): a status,
+/// headers, and how long it takes.
+type Answer = (StatusCode, Vec<(&'static str, String)>, Duration);
+
+/// A server on a loopback port of its own that answers as `answer` says,
+/// and remembers when each request arrived.
+struct Server {
+    addr: SocketAddr,
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Server {
+    async fn start(answer: impl Fn(usize) -> Answer + Send + Sync + 'static) -> Self {
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&arrivals);
+        let answer = Arc::new(answer);
+        let app = Router::new().fallback(move || {
+            let (seen, answer) = (Arc::clone(&seen), Arc::clone(&answer));
+            async move {
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push(Instant::now());
+                    seen.len() - 1
+                };
+                let (status, headers, delay) = answer(n);
+                tokio::time::sleep(delay).await;
+                let mut map = HeaderMap::new();
+                for (name, value) in headers {
+                    map.insert(
+                        HeaderName::from_static(name),
+                        HeaderValue::from_str(&value).unwrap(),
+                    );
+                }
+                (status, map, "a page")
+            }
+        });
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { addr, arrivals }
+    }
+
+    /// Answers every request with `status` at once.
+    async fn always(status: StatusCode) -> Self {
+        Self::start(move |_| (status, vec![], Duration::ZERO)).await
+    }
+
+    /// Answers the first request with `status` and `headers`, the rest with
+    /// 200.
+    async fn first(status: StatusCode, headers: Vec<(&'static str, String)>) -> Self {
+        Self::start(move |n| match n {
+            0 => (status, headers.clone(), Duration::ZERO),
+            _ => (StatusCode::OK, vec![], Duration::ZERO),
+        })
+        .await
+    }
+
+    fn key(&self) -> String {
+        self.addr.to_string()
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/page", self.addr)
+    }
+
+    fn arrivals(&self) -> Vec<Instant> {
+        self.arrivals.lock().unwrap().clone()
+    }
+}
+
+fn client(manager: &ThrottleManager<String>) -> ClientWithMiddleware {
+    let inner = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    reqwest_middleware::ClientBuilder::new(inner)
+        .with(ThrottleMiddleware::new(manager.clone()))
+        .build()
+}
+
+/// Sends requests to `url` one after another until `until`; returns how
+/// many got an answer.
+async fn keep_sending(client: ClientWithMiddleware, url: String, until: Instant) -> usize {
+    let mut answered = 0;
+    while Instant::now() < until {
+        if client.get(&url).send().await.is_ok() {
+            answered += 1;
+        }
+    }
+    answered
+}
+
+fn manager(rate: RateConfig) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(rate)
+        .build()
+        .unwrap()
+}
+
+// ---- Tests ----
+
+#[tokio::test]
+async fn the_contract_fetches_a_page() {
+    let server = Server::always(StatusCode::OK).await;
+    assert_eq!(crawl(&server.url()).await.unwrap(), "a page");
+    assert_eq!(server.arrivals().len(), 1);
+}
+
+#[tokio::test]
+async fn a_host_that_refuses_everything_does_not_slow_a_healthy_one() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(20.0)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .throttle(ThrottleConfig::new())
+        .build()
+        .unwrap();
+    let (sick, healthy) = (
+        Server::always(StatusCode::SERVICE_UNAVAILABLE).await,
+        Server::always(StatusCode::OK).await,
+    );
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for server in [&sick, &healthy] {
+        for _ in 0..4 {
+            tasks.push(tokio::spawn(keep_sending(
+                client(&manager),
+                server.url(),
+                until,
+            )));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // The sick host's rate fell (halved once a second, the cooldown);
+    // the healthy one's rose from
+    // 20/s, and it was served at least what 20/s for 2 s allows.
+    assert!(manager.rate(&sick.key()).unwrap() <= 5.0);
+    assert!(manager.rate(&healthy.key()).unwrap() > 20.0);
+    let served = healthy.arrivals().len();
+    assert!(served >= 40, "the healthy host served {served} in 2 s");
+    let snapshot = manager.snapshot(healthy.key().as_str()).unwrap();
+    assert_eq!(snapshot.priorities[0].rejection_probability, 0.0);
+}
+
+/// The second request to a host that answered 429 with `Retry-After` comes
+/// no sooner than it asked; another host is served meanwhile.
+async fn retry_after_holds_the_host(retry_after: String, at_least: Duration) {
+    let manager = manager(RateConfig::new(20.0));
+    let limited = Server::first(
+        StatusCode::TOO_MANY_REQUESTS,
+        vec![("retry-after", retry_after)],
+    )
+    .await;
+    let other = Server::always(StatusCode::OK).await;
+    let until = Instant::now() + at_least + Duration::from_millis(500);
+    let sending = tokio::spawn(keep_sending(client(&manager), limited.url(), until));
+    let also = tokio::spawn(keep_sending(client(&manager), other.url(), until));
+    sending.await.unwrap();
+    also.await.unwrap();
+
+    let arrivals = limited.arrivals();
+    assert!(arrivals.len() >= 2, "the host was never asked again");
+    let refused_at = arrivals[0];
+    let next = arrivals[1] - refused_at;
+    assert!(next >= at_least, "asked again after {next:?}");
+    let meanwhile = other
+        .arrivals()
+        .iter()
+        .filter(|&&t| t > refused_at && t < refused_at + at_least)
+        .count();
+    // 20/s for the pause, less the start of the bucket: the other host is
+    // not held.
+    let expected = (at_least.as_secs_f64() * 20.0 * 0.8) as usize;
+    assert!(
+        meanwhile >= expected,
+        "the other host served {meanwhile} during the pause"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_holds_the_host_and_no_other() {
+    retry_after_holds_the_host("2".into(), Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_holds_the_host_and_no_other() {
+    // An HTTP-date has whole seconds: 3 s from now is more than 2 s away.
+    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3));
+    retry_after_holds_the_host(date, Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn a_spent_ratelimit_quota_holds_the_host_before_any_429() {
+    let manager = manager(RateConfig::new(20.0));
+    let server = Server::first(
+        StatusCode::OK,
+        vec![("ratelimit", "\"default\";r=0;t=1".into())],
+    )
+    .await;
+    let client = client(&manager);
+    for _ in 0..3 {
+        let response = client.get(server.url()).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let arrivals = server.arrivals();
+    let next = arrivals[1] - arrivals[0];
+    assert!(next >= Duration::from_secs(1), "asked again after {next:?}");
+    assert!(arrivals[2] - arrivals[1] < Duration::from_millis(500));
+}
+
+#[tokio::test]
+async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
+    let config = RateConfig::new(10.0).decrease_factor(0.5).increment(1.0);
+    let manager = manager(config);
+    let client = client(&manager);
+
+    // Bound but not listening: connections are refused, and the port stays
+    // ours for the test.
+    let bound = tokio::net::TcpSocket::new_v4().unwrap();
+    bound.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = bound.local_addr().unwrap();
+    let error = client
+        .get(format!("http://{closed}/"))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_connect(), "{error}");
+    assert_eq!(manager.rate(&closed.to_string()), Some(5.0));
+
+    // Slower than the client's 500 ms timeout.
+    let slow = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(5))).await;
+    let error = client.get(slow.url()).send().await.unwrap_err();
+    assert!(error.is_timeout(), "{error}");
+    assert_eq!(manager.rate(&slow.key()), Some(5.0));
+
+    let missing = Server::always(StatusCode::NOT_FOUND).await;
+    let response = client.get(missing.url()).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(manager.rate(&missing.key()), Some(10.0));
+
+    let fine = Server::always(StatusCode::OK).await;
+    client.get(fine.url()).send().await.unwrap();
+    assert_eq!(manager.rate(&fine.key()), Some(11.0));
+}
+
+#[tokio::test]
+async fn a_local_refusal_downcasts_to_rejected_and_sends_nothing() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0))
+        .max_wait(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let server = Server::always(StatusCode::OK).await;
+    let client = client(&manager);
+    client.get(server.url()).send().await.unwrap();
+    let error = client.get(server.url()).send().await.unwrap_err();
+    let reqwest_middleware::Error::Middleware(error) = error else {
+        panic!("not a middleware error: {error}");
+    };
+    let rejected = error.downcast_ref::<Rejected>().expect("a Rejected");
+    assert_eq!(rejected.reason(), RejectReason::RateLimited);
+    let wait = rejected.retry_after().unwrap();
+    assert!(wait > Duration::from_millis(800), "{wait:?}");
+    assert_eq!(server.arrivals().len(), 1);
+}
+
+#[tokio::test]
+async fn the_priority_comes_from_the_extension_then_the_task_then_the_middleware() {
+    // Failures at the least important priority only: its calls are shed
+    // (the random draw is always 0), the most important ones are not. So
+    // whether a request is sent shows the priority it was judged at.
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0)
+        .build()
+        .unwrap();
+    let server = Server::always(StatusCode::OK).await;
+    with_priority(Priority::LOW, async {
+        for _ in 0..20 {
+            manager.decrement(server.key().as_str());
+        }
+    })
+    .await;
+    let sent = |middleware: ThrottleMiddleware, extension: Option<Priority>| {
+        let url = server.url();
+        async move {
+            let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                .with(middleware)
+                .build();
+            let mut request = client.get(url);
+            if let Some(priority) = extension {
+                request = request.with_extension(priority);
+            }
+            match request.send().await {
+                Ok(_) => true,
+                Err(reqwest_middleware::Error::Middleware(e)) => {
+                    let rejected = e.downcast_ref::<Rejected>().unwrap();
+                    assert_eq!(rejected.reason(), RejectReason::Throttled);
+                    false
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    let plain = || ThrottleMiddleware::new(manager.clone());
+    let low = || ThrottleMiddleware::new(manager.clone()).priority(Priority::LOW);
+    // The middleware's default, HIGH unless set.
+    assert!(sent(plain(), None).await);
+    assert!(!sent(low(), None).await);
+    // The extension wins over the middleware's priority and the task's.
+    assert!(!sent(plain(), Some(Priority::LOW)).await);
+    assert!(sent(low(), Some(Priority::HIGH)).await);
+    assert!(with_priority(Priority::LOW, sent(plain(), Some(Priority::HIGH))).await);
+    // The task's wins over the middleware's.
+    assert!(!with_priority(Priority::LOW, sent(plain(), None)).await);
+    assert!(with_priority(Priority::HIGH, sent(low(), None)).await);
+    assert_eq!(server.arrivals().len(), 4);
+}
+
+/// The figures of the issue: a server that takes 50 requests a second
+/// (burst 5, 429 beyond, no `Retry-After`, like nginx's `limit_req`), 16
+/// callers for 12 s, counted over the second half once the rate has
+/// settled. The crawl example's settings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
+    let limit: Arc<DefaultDirectRateLimiter> = Arc::new(RateLimiter::direct(
+        Quota::per_second(NonZeroU32::new(50).unwrap()).allow_burst(NonZeroU32::new(5).unwrap()),
+    ));
+    let server = Server::start(move |_| {
+        let status = if limit.check().is_ok() {
+            StatusCode::OK
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        (status, vec![], Duration::ZERO)
+    })
+    .await;
+    let manager = manager(
+        RateConfig::new(10.0)
+            .bounds(1.0, 1_000.0)
+            .increment(0.3)
+            .decrease_factor(0.6)
+            .decrease_cooldown(Duration::from_millis(100)),
+    );
+    let run_for = Duration::from_secs(12);
+    let started = Instant::now();
+    let settled_from = started + run_for / 2;
+    let until = started + run_for;
+    let counts = Arc::new([(); 4].map(|()| AtomicUsize::new(0)));
+    let mut callers = Vec::new();
+    for _ in 0..16 {
+        let (client, url, counts) = (client(&manager), server.url(), Arc::clone(&counts));
+        callers.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                let result = client.get(&url).send().await;
+                if Instant::now() < settled_from {
+                    continue;
+                }
+                let index = match result.map(|r| r.status()) {
+                    Ok(StatusCode::OK) => 0,
+                    Ok(StatusCode::TOO_MANY_REQUESTS) => 1,
+                    Ok(_) => 2,
+                    Err(_) => 3,
+                };
+                counts[index].fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let [ok, refused, other, errors] = counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+    let settled_secs = (until - settled_from).as_secs_f64();
+    let goodput = ok as f64 / settled_secs / 50.0;
+    let sent = ok + refused + other + errors;
+    let refused_share = refused as f64 / sent as f64;
+    println!(
+        "settled {settled_secs:.0} s: {sent} sent, {ok} ok, {refused} refused by the server \
+         ({:.1} %), goodput {:.1} % of 50/s, learned rate {:.1}/s",
+        100.0 * refused_share,
+        100.0 * goodput,
+        manager.rate(&server.key()).unwrap()
+    );
+    assert_eq!((other, errors), (0, 0));
+    assert!(goodput >= 0.95, "goodput {goodput:.3}");
+    assert!(refused_share <= 0.05, "refused {refused_share:.3}");
+}
