@@ -510,9 +510,12 @@ impl Core {
                 // reads no clock.
                 self.count(state, times.started, priority, Count::Accepted);
                 if let Some(settings) = self.rate_of(state) {
-                    let change = state
-                        .rate
-                        .increase(|| self.now(), times.scheduled, settings);
+                    let change = state.rate.increase(
+                        || self.now(),
+                        times.scheduled,
+                        times.started,
+                        settings,
+                    );
                     events::rate_changed(telemetry.span(), change);
                     if change.from != change.to {
                         metrics::rate(label, change.to);

@@ -135,19 +135,18 @@ async fn a_rate_change_keeps_the_bucket_state() {
         RateConfig::new(10.0)
             .burst(3)
             .bounds(1.0, 100.0)
-            .increment(10.0)
-            .decrement(5.0),
+            .increment(2.5)
+            .decrement(2.5),
     );
     for _ in 0..3 {
         manager.check("k").unwrap();
     }
-    // Empty bucket: an increase shortens the wait for the owed token, but
-    // grants no fresh burst.
+    // Empty bucket: an increase (to 12.5/s) shortens the wait for the owed
+    // token, but grants no fresh burst.
     manager.increment("k");
     let limited = manager.check("k").unwrap_err();
-    assert_eq!(limited.retry_after(), Duration::from_millis(50));
+    assert_eq!(limited.retry_after(), Duration::from_millis(80));
     // A decrease keeps the debt: now 100 ms away again.
-    manager.decrement("k");
     manager.decrement("k");
     assert_eq!(manager.rate("k"), Some(10.0));
     assert_eq!(
@@ -527,4 +526,34 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
             "round {round}: {THREADS} simultaneous failures must halve the rate once"
         );
     }
+}
+
+/// Rate validation: successes raise a rate only while it is what limits the
+/// key's calls. A key called at 4/s under a rate of 10/s learns nothing
+/// from its successes; a key whose calls queue for their tokens does.
+#[tokio::test(start_paused = true)]
+async fn a_rate_rises_only_while_it_limits_the_calls() {
+    let manager = manager(RateConfig::new(10.0).bounds(1.0, 1_000.0).increment(1.0));
+    for _ in 0..120 {
+        manager.wait("quiet").await;
+        manager.increment("quiet");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // One step: a new key's first success has no history, and counts as
+    // use at the rate. Thirty seconds of successes after it add nothing.
+    assert_eq!(manager.rate("quiet"), Some(11.0));
+
+    // Calls back to back: each waits for its token, so the rate limits them,
+    // and rises with every success (never above 1.5x the use).
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed() < Duration::from_secs(5) {
+        manager.wait("busy").await;
+        manager.increment("busy");
+        calls += 1;
+    }
+    let rate = manager.rate("busy").unwrap();
+    let used = f64::from(calls) / 5.0;
+    assert!(rate > 50.0, "rate {rate}/s after 5 s of back-to-back calls");
+    assert!(rate <= 1.5 * used * 2.0, "rate {rate}/s for {used}/s used");
 }

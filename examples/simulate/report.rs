@@ -39,6 +39,29 @@ pub(crate) struct Summary {
     /// For an outage: how long after it ended until goodput was back to 90 %
     /// of what it was before; `Some(None)`: never.
     pub(crate) recovered_after: Option<Option<Duration>>,
+    /// For strategies with a rate: the highest learned rate, as a multiple
+    /// of the calls that reached the backend in the same second, over the
+    /// seconds the rate was above its start (`Some(None)`: never above).
+    pub(crate) rate_over_used: Option<Option<f64>>,
+}
+
+/// The rate every strategy starts at (see `strategy.rs`).
+const STARTING_RATE: f64 = 10.0;
+
+/// The highest `rate / used` over the seconds with the rate above its
+/// start, where "used" is the mean of the calls that reached the backend
+/// over the last [`SMOOTHING`] seconds (one second alone is noisy: at 20
+/// calls/s, a second of random arrivals may hold 11).
+fn rate_over_used(series: &Series) -> Option<f64> {
+    let sent = per_second(&series.sent);
+    (0..series.buckets())
+        .filter_map(|i| {
+            let rate = series.rate[i].filter(|&r| r > STARTING_RATE)?;
+            let recent = &sent[(i + 1).saturating_sub(SMOOTHING)..=i];
+            let used = recent.iter().sum::<f64>() / recent.len() as f64;
+            Some(rate / used.max(1.0))
+        })
+        .reduce(f64::max)
 }
 
 fn sum(values: &[u32]) -> f64 {
@@ -98,6 +121,7 @@ impl Summary {
                 sum(&series.sent[from..to]) / ((to - from) as f64 * BUCKET.as_secs_f64())
             }),
             recovered_after: outage.map(|outage| recovered_after(series, outage.start, outage.end)),
+            rate_over_used: strategy.has_rate().then(|| rate_over_used(series)),
         }
     }
 }
@@ -156,7 +180,10 @@ pub(crate) fn preamble(settings: Settings) -> String {
          random (Poisson) and give up if they would wait more than `max_wait` \
          for a rate token. The throttle's window is {window} s. Goodput and \
          backend load are relative to the capacity the backend had over the run; \
-         \"served\" is the share of offered calls that succeeded.\n\n",
+         \"served\" is the share of offered calls that succeeded; \"rate peak / \
+         used\" is the highest learned rate as a multiple of the calls that \
+         reached the backend per second over the {SMOOTHING} seconds before, while \
+         the rate was above its start of {STARTING_RATE:.0}/s.\n\n",
         seed = settings.seed,
         max_wait = settings.max_wait.as_millis(),
         cost = REJECT_COST * 100.0,
@@ -236,6 +263,7 @@ pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
         header.push("load in outage".to_string());
         header.push("recovered after".to_string());
     }
+    header.push("rate peak / used".to_string());
     let mut out = String::new();
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
@@ -267,6 +295,11 @@ pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
             row.push(format!("{load:.1}/s"));
             row.push(seconds(after));
         }
+        row.push(match summary.rate_over_used {
+            None => "-".to_string(),
+            Some(None) => "never above start".to_string(),
+            Some(Some(peak)) => format!("{peak:.1}x"),
+        });
         let _ = writeln!(out, "| {} |", row.join(" | "));
     }
     out

@@ -154,6 +154,25 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             settles_from: Some(secs(60)),
         },
         Scenario {
+            name: "quiet-spike",
+            title: "0.2x demand for 60 s, then 5x from 60 s, 429 above 100 calls/s",
+            length: secs(90),
+            backend: rate_backend(),
+            plan: CapacityPlan::default(),
+            demand: vec![
+                Phase {
+                    from: Duration::ZERO,
+                    per_second: 0.2 * capacity,
+                },
+                Phase {
+                    from: secs(60),
+                    per_second: 5.0 * capacity,
+                },
+            ],
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: Some(secs(60)),
+        },
+        Scenario {
             name: "priorities",
             title: "3x overload: HIGH at 0.3x capacity, LOW the other 2.7x, 429 above 100 calls/s",
             length: secs(120),

@@ -37,9 +37,9 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::new(10.0))
-    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(1.0))
+    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(0.25))
     ///     .build()?;
-    /// assert_eq!(manager.increment("slow.example"), Some(2.0));
+    /// assert_eq!(manager.increment("slow.example"), Some(1.25));
     /// assert_eq!(manager.increment("fast.example"), Some(10.5));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```

@@ -9,6 +9,28 @@ pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
     clamp(rate + settings.increment, settings)
 }
 
+/// How far above a key's use successes may raise its rate: a rate that
+/// limits the key's calls runs at its use, so it may grow; one this far
+/// above it does not limit them, and learns nothing from them. Below 2 by a
+/// margin, so that a use measured high by chance (a second of a random
+/// stream holds ±20 % around its mean at 20/s) still keeps the rate within
+/// twice the true use.
+pub(crate) const HEADROOM: f64 = 1.5;
+
+/// How high successes may raise a rate while the key's calls succeed at
+/// `used` per second: [`HEADROOM`] times that, or the starting rate if
+/// higher. A rate that is not what limits the key's calls learns nothing
+/// from them.
+pub(crate) fn validated_ceiling(used: f64, settings: &RateSettings) -> f64 {
+    (HEADROOM * used).max(settings.starting_rate)
+}
+
+/// The rate after one success, within `ceiling` (from
+/// [`validated_ceiling`]); a rate already above it stays where it is.
+pub(crate) fn increased_within(rate: f64, ceiling: f64, settings: &RateSettings) -> f64 {
+    increased(rate, settings).min(ceiling).max(rate)
+}
+
 /// The rate after one failure, ignoring the cooldown.
 ///
 /// Earlier AIMD limiters compared the new rate against the decrement step

@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::aimd;
 use super::config::RateSettings;
 use super::gcra::{self, Slot};
+use super::usage;
 use crate::clock::Nanos;
 
-/// The rate state of one key: 24 bytes, lock-free.
+/// The rate state of one key: 32 bytes, lock-free.
 ///
 /// The rate is the source of truth (an `f64` in an `AtomicU64`), and the
 /// emission interval is derived from it on each call, so the two can never
@@ -20,6 +21,10 @@ pub(crate) struct RateCell {
     rate: AtomicU64,
     /// One more than the time of the last decrease; 0: never.
     decreased_at: AtomicU64,
+    /// How fast calls have recently succeeded ([`usage`]), for rate
+    /// validation. Written only by successes while the rate is below its
+    /// upper bound.
+    used: AtomicU64,
 }
 
 /// The sign bit of the stored rate (rates are positive) records whether the
@@ -59,6 +64,7 @@ impl RateCell {
             tat: AtomicU64::new(now),
             rate: AtomicU64::new(starting_rate.to_bits()),
             decreased_at: AtomicU64::new(0),
+            used: AtomicU64::new(usage::fresh(now)),
         }
     }
 
@@ -135,20 +141,50 @@ impl RateCell {
         }
     }
 
-    /// A success of a call scheduled at `scheduled_at`: the rate rises by
-    /// the increment, within bounds, unless the call was scheduled before the
-    /// last decrease (see [`aimd::is_news`]). Reads the time only if the rate
-    /// changes (a rate at its upper bound needs no clock).
+    /// A success of a call scheduled at `scheduled_at` and started at
+    /// `started_at`: the rate rises by the increment, within bounds, unless
+    /// the call was scheduled before the last decrease (see
+    /// [`aimd::is_news`]), and only while the rate is what limits the key:
+    /// never above twice the key's recent successes per second (or its
+    /// starting rate, if that is higher; see [`usage`]). Reads the time only
+    /// if the rate changes (a rate at its upper bound needs no clock, and
+    /// counts no use).
     pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
         scheduled_at: Nanos,
+        started_at: Nanos,
         settings: &RateSettings,
     ) -> RateChange {
         if !aimd::is_news(scheduled_at, self.last_decrease()) {
             return self.unchanged();
         }
-        self.change_rate(now, settings.burst, |rate| aimd::increased(rate, settings))
+        let rate = self.rate();
+        if rate >= settings.upper_bound {
+            return self.unchanged();
+        }
+        let ceiling = aimd::validated_ceiling(self.record_use(started_at, rate), settings);
+        self.change_rate(now, settings.burst, |rate| {
+            aimd::increased_within(rate, ceiling, settings)
+        })
+    }
+
+    /// Counts a success at `at` in the key's use; returns the use per
+    /// second.
+    fn record_use(&self, at: Nanos, rate: f64) -> f64 {
+        let mut word = self.used.load(Ordering::Acquire);
+        loop {
+            let used = usage::record(word, at, rate);
+            match self.used.compare_exchange_weak(
+                word,
+                used.word,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return used.per_second,
+                Err(actual) => word = actual,
+            }
+        }
     }
 
     /// A failure at `now` of a call scheduled at `scheduled_at`: the rate
@@ -286,16 +322,17 @@ mod tests {
             RateConfig::new(10.0)
                 .burst(5)
                 .bounds(1.0, 100.0)
-                .increment(10.0),
+                .increment(2.5),
         );
         let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..5 {
             assert!(cell.check(0, 5).is_ok());
         }
         assert_eq!(cell.check(0, 5), Err(100 * MS));
-        // Doubling the rate halves the wait for the owed token, no more.
-        assert_eq!(cell.increase(|| 0, 0, &s).to, 20.0);
-        assert_eq!(cell.check(0, 5), Err(50 * MS));
+        // A quarter more rate shortens the wait for the owed token by a
+        // fifth, no more.
+        assert_eq!(cell.increase(|| 0, 0, 0, &s).to, 12.5);
+        assert_eq!(cell.check(0, 5), Err(80 * MS));
     }
 
     #[test]
@@ -344,9 +381,9 @@ mod tests {
         assert_eq!(cell.decrease(50 * MS, 0, &s).to, 32.0);
         // The others were paced at 64/s too: old news, either way.
         assert_eq!(cell.decrease(60 * MS, 10 * MS, &s).to, 32.0);
-        assert_eq!(cell.increase(|| 70 * MS, 20 * MS, &s).to, 32.0);
+        assert_eq!(cell.increase(|| 70 * MS, 20 * MS, 70 * MS, &s).to, 32.0);
         // A call scheduled after the decrease is news.
-        assert_eq!(cell.increase(|| 80 * MS, 50 * MS, &s).to, 33.0);
+        assert_eq!(cell.increase(|| 80 * MS, 50 * MS, 80 * MS, &s).to, 33.0);
         assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
         // Another call scheduled alongside it: the decrease answered it.
         assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
@@ -490,7 +527,7 @@ mod properties {
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(|| now, now, &settings).to)),
+                    Op::Increase => rates.push((now, cell.increase(|| now, now, now, &settings).to)),
                     Op::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
                     Op::Advance(by) => now += by,
                 }
@@ -542,10 +579,10 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(|| 0, 0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, 0, &s).turned, None);
         assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
         assert_eq!(cell.decrease(0, 0, &s).turned, None);
-        assert_eq!(cell.increase(|| 0, 0, &s).turned, Some(Turn::Up));
+        assert_eq!(cell.increase(|| 0, 0, 0, &s).turned, Some(Turn::Up));
         assert_eq!(
             cell.rate(),
             10.0,

@@ -39,6 +39,16 @@ pub(crate) enum Decrease {
 /// increment `r / 20` per success, decrease multiplicative by 0.5 at most once
 /// per second (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
 ///
+/// # A rate rises only while it limits
+///
+/// A success raises the rate only while the rate is what limits the key's
+/// calls: never above 1.5 times the key's successes per second over the
+/// last one to two seconds, or above the starting rate if that is higher
+/// (TCP's congestion-window validation, RFC 7661, does the same for a
+/// window). A key called at 5/s under a rate of 10/s learns nothing from
+/// its successes; a key whose calls wait for their tokens runs at its
+/// rate, and rises. A new key's first success counts as use at its rate.
+///
 /// # Where additive steps settle
 ///
 /// With additive steps and a caller that always has work, a rate `r` above a
@@ -184,7 +194,12 @@ impl RateConfig {
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
     /// let manager = manager(RateConfig::new(10.0).bounds(2.0, 50.0).increment(100.0).decrement(100.0));
-    /// assert_eq!(manager.increment("api"), Some(50.0));
+    /// // A rate rises only as far as its use shows: one success at once, 1.5x.
+    /// assert_eq!(manager.increment("api"), Some(15.0));
+    /// for _ in 0..3 {
+    ///     manager.increment("api");
+    /// }
+    /// assert_eq!(manager.rate("api"), Some(50.0));
     /// assert_eq!(manager.decrement("api"), Some(2.0));
     /// ```
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {

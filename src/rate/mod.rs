@@ -7,5 +7,6 @@ pub(crate) mod aimd;
 pub(crate) mod cell;
 pub(crate) mod config;
 pub(crate) mod gcra;
+pub(crate) mod usage;
 
 pub use config::{MAX_RATE, RateConfig, ValidRateConfig};
