@@ -19,7 +19,7 @@
 //! Run: `cargo run --release --features reqwest --example crawl` (about 20 s;
 //! `CRAWL_SECS=N` to change).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -52,6 +52,8 @@ fn refusal(host: &str) -> (StatusCode, Option<&'static str>) {
         _ => (StatusCode::TOO_MANY_REQUESTS, None),
     }
 }
+/// Every host's rate starts here.
+const STARTING_RATE: f64 = 10.0;
 /// Concurrent crawl workers per host.
 const WORKERS_PER_HOST: usize = 8;
 
@@ -82,7 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // count once. The rate saws just below each host's capacity.
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(10.0)
+            RateConfig::new(STARTING_RATE)
                 .bounds(1.0, 1_000.0)
                 .increment(0.3)
                 .decrease_factor(0.6)
@@ -147,11 +149,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut learned: HashMap<&str, (f64, u32)> = HashMap::new();
     let mut ok_at_half: Option<(Instant, HashMap<&str, u64>)> = None;
     let mut last_ok: HashMap<&str, u64> = HashMap::new();
+    // How far each rate ever rose above what its host was used at: the rate
+    // over the successes per second of the last 2 s (20 ticks), while the
+    // rate was above its start.
+    let mut ok_history: HashMap<&str, VecDeque<u64>> = HashMap::new();
+    let mut above_use: HashMap<&str, f64> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut ticks = 0u64;
     while started.elapsed() < crawl_for {
         tick.tick().await;
         ticks += 1;
+        for (host, _) in HOSTS {
+            let history = ok_history.entry(host).or_default();
+            history.push_back(stats[host].ok.load(Ordering::Relaxed));
+            if history.len() > 21 {
+                history.pop_front();
+            }
+            let rate = manager.rate(&key(host)).unwrap_or(0.0);
+            let used = (history[history.len() - 1] - history[0]) as f64 / 2.0;
+            if history.len() == 21 && rate > STARTING_RATE && used > 0.0 {
+                let peak = above_use.entry(host).or_default();
+                *peak = peak.max(rate / used);
+            }
+        }
         if started.elapsed() > crawl_for / 2 {
             ok_at_half.get_or_insert_with(|| {
                 let ok = HOSTS
@@ -189,7 +209,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "(refused: refused locally by the manager, never sent; delta asks for Retry-After: 1)"
     );
     println!(
-        "{:<13} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>13} {:>11} {:>11}",
+        "(rate/used: the highest rate over the host's successes per second in the 2 s before)"
+    );
+    println!(
+        "{:<13} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>13} {:>11} {:>11} {:>10}",
         "host",
         "capacity",
         "requests",
@@ -200,7 +223,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "errors",
         "learned rate",
         "learned/cap",
-        "goodput/cap"
+        "goodput/cap",
+        "rate/used"
     );
     let (half_time, ok_half) = ok_at_half.unwrap_or_else(|| (started, HashMap::new()));
     let secs = half_time.elapsed().as_secs_f64();
@@ -211,7 +235,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ok = s.ok.load(Ordering::Relaxed);
         let ok_settled = ok - ok_half.get(host).copied().unwrap_or(0);
         println!(
-            "{:<13} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}%",
+            "{:<13} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}% {:>9.1}x",
             host,
             capacity,
             s.sent.load(Ordering::Relaxed),
@@ -223,6 +247,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             learned_rate,
             100.0 * learned_rate / f64::from(capacity),
             100.0 * ok_settled as f64 / secs / f64::from(capacity),
+            above_use.get(host).copied().unwrap_or(1.0),
         );
     }
     Ok(())

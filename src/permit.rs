@@ -62,7 +62,7 @@ pub struct Permit<'a> {
 ///     permit.success();
 /// })
 /// .await?;
-/// assert_eq!(manager.rate("api"), Some(10.5));
+/// assert_eq!(manager.rate("api"), Some(10.3));
 /// # Ok(())
 /// # }
 /// ```

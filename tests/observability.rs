@@ -148,7 +148,7 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
     let json = serde_json::to_value(&all).unwrap();
     assert_eq!(json[0][0], "db");
     let snapshot = &json[0][1];
-    assert_eq!(snapshot["rate"], 5.0);
+    assert_eq!(snapshot["rate"], 7.0);
     assert_eq!(snapshot["active"], 1);
     assert_eq!(snapshot["queued"], 0);
     assert_eq!(snapshot["priorities"].as_array().unwrap().len(), 4);

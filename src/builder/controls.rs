@@ -21,7 +21,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
-    /// assert_eq!(manager.increment("api"), Some(10.5));
+    /// assert_eq!(manager.increment("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate(mut self, config: RateConfig) -> Self {
@@ -40,7 +40,7 @@ where
     ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(0.25))
     ///     .build()?;
     /// assert_eq!(manager.increment("slow.example"), Some(1.25));
-    /// assert_eq!(manager.increment("fast.example"), Some(10.5));
+    /// assert_eq!(manager.increment("fast.example"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
@@ -116,7 +116,7 @@ where
     ///     .rate(RateConfig::new(10.0))
     ///     .rate_per_key(move |host: &String| host.ends_with(".internal").then(|| internal.clone()))
     ///     .build()?;
-    /// assert_eq!(manager.increment("db.internal"), Some(1_050.0));
+    /// assert_eq!(manager.increment("db.internal"), Some(1_030.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate_per_key(

@@ -113,7 +113,7 @@ where
     /// manager.increment("api");
     /// clock.advance(Duration::from_secs(86_400));
     /// assert_eq!(manager.evict_idle(), 0);
-    /// assert_eq!(manager.rate("api"), Some(10.5)); // still learned
+    /// assert_eq!(manager.rate("api"), Some(10.3)); // still learned
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn keep_idle_keys(mut self) -> Self {

@@ -66,8 +66,8 @@ const MAX_PRIORITY_LEVELS: u8 = 16;
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");
-/// assert_eq!(manager.rate("api.github.com"), Some(5.25));
-/// assert_eq!(manager.rate("premium-42"), Some(105.0));
+/// assert_eq!(manager.rate("api.github.com"), Some(5.15));
+/// assert_eq!(manager.rate("premium-42"), Some(103.0));
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {

@@ -269,7 +269,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
     /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
     /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert_eq!(manager.rate("api"), Some(10.5));
+    /// assert_eq!(manager.rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn try_acquire_owned<Q>(&self, key: &Q, priority: Priority) -> Result<OwnedPermit, Rejected>

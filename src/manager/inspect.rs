@@ -81,7 +81,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
     /// assert!(manager.snapshot("api").is_none());
     /// manager.increment("api");
-    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.5));
+    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn snapshot<Q>(&self, key: &Q) -> Option<KeySnapshot>
@@ -106,7 +106,7 @@ where
     /// let mut rates: Vec<(String, Option<f64>)> =
     ///     manager.snapshots().map(|(key, snapshot)| (key, snapshot.rate)).collect();
     /// rates.sort_by(|a, b| a.0.cmp(&b.0));
-    /// assert_eq!(rates, [("a".to_string(), Some(10.5)), ("b".to_string(), Some(5.0))]);
+    /// assert_eq!(rates, [("a".to_string(), Some(10.3)), ("b".to_string(), Some(7.0))]);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn snapshots(&self) -> impl Iterator<Item = (K, KeySnapshot)>

@@ -152,7 +152,7 @@ where
     ///     .rate(RateConfig::new(10.0).decrease_factor(0.5))
     ///     .build()?;
     /// assert_eq!(manager.decrement("api"), Some(5.0));
-    /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the one-second cooldown
+    /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the 500 ms cooldown
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn decrement<Q>(&self, key: &Q) -> Option<f64>
@@ -189,7 +189,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
     /// assert_eq!(manager.rate("api"), None);
     /// manager.increment("api");
-    /// assert_eq!(manager.rate("api"), Some(10.5));
+    /// assert_eq!(manager.rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate<Q>(&self, key: &Q) -> Option<f64>
