@@ -566,6 +566,70 @@ mod properties {
 }
 
 #[cfg(test)]
+mod slowest_rates {
+    //! The whole valid range of rates, down to the slowest one: no rate a
+    //! config can hold turns limiting off.
+
+    use super::*;
+    use crate::rate::{RateConfig, slowest_rate};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Calls at random times, some years apart, against a rate between
+        /// the slowest valid one and a million times that: in any span T,
+        /// at most burst + rate * T + 1 are admitted.
+        #[test]
+        fn admitted_calls_stay_within_the_rate_down_to_the_slowest(
+            burst in 1u32..64,
+            times_slowest in 1.0f64..1e6,
+            gaps in proptest::collection::vec(0u64..(1 << 54), 1..200),
+        ) {
+            let rate = slowest_rate(burst) * times_slowest;
+            let config = RateConfig::new(rate).burst(burst).bounds(rate, rate);
+            let settings = RateSettings::for_test(config);
+            let cell = RateCell::new(settings.starting_rate, 0);
+            let mut now: Nanos = 0;
+            let mut admitted: Vec<Nanos> = Vec::new();
+            for gap in gaps {
+                now += gap;
+                if cell.check(now, burst).is_ok() {
+                    admitted.push(now);
+                }
+            }
+            for (i, &first) in admitted.iter().enumerate() {
+                for (j, &last) in admitted.iter().enumerate().skip(i) {
+                    let calls = (j - i + 1) as f64;
+                    let span = (last - first) as f64 / 1e9;
+                    let allowed = f64::from(burst) + rate * span * (1.0 + 1e-9) + 1.0;
+                    prop_assert!(calls <= allowed, "{calls} calls in {span}s at {rate}/s, burst {burst}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rate_too_slow_to_count_is_refused_naming_the_smallest() {
+        let error = RateConfig::new(1e-9).burst(20).validate().unwrap_err();
+        let problems = error.problems();
+        assert_eq!(problems.len(), 1, "{error}");
+        assert_eq!(problems[0].field(), "rate.starting_rate");
+        assert!(
+            problems[0]
+                .message()
+                .contains(&format!("{:e}", slowest_rate(20))),
+            "{error}"
+        );
+        let error = RateConfig::new(1.0)
+            .bounds(1e-12, 2.0)
+            .validate()
+            .unwrap_err();
+        assert_eq!(error.problems()[0].field(), "rate.lower_bound");
+    }
+}
+
+#[cfg(test)]
 mod turns {
     use super::*;
     use crate::RateConfig;

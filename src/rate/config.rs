@@ -18,6 +18,25 @@ use crate::error::{ConfigError, Problems};
 /// ```
 pub const MAX_RATE: f64 = 1e9;
 
+/// The slowest rate a key with `burst` may have: its whole burst is owed
+/// over at most 2^62 ns (146 years). The bucket counts time in 64-bit
+/// nanoseconds, and a debt beyond that could not be counted: every call
+/// would look due. Tiny for any real use (`burst` times 2.2e-10 calls a
+/// second, one call every 146 years at burst 1), but a bound, so that no
+/// setting can turn limiting off.
+///
+/// ```
+/// use portcullis::RateConfig;
+/// use portcullis::rate::slowest_rate;
+///
+/// assert!(slowest_rate(20) < 1e-8);
+/// assert!(RateConfig::new(1e-9).burst(20).validate().is_err());
+/// assert!(RateConfig::new(slowest_rate(20) * 10.0).burst(20).validate().is_ok());
+/// ```
+pub fn slowest_rate(burst: u32) -> f64 {
+    f64::from(burst.max(1)) * 1e9 / (1u64 << 62) as f64
+}
+
 /// How a failure lowers a key's rate: set by [`RateConfig::decrement`] or
 /// [`RateConfig::decrease_factor`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -295,7 +314,8 @@ impl RateConfig {
 
     /// The lowest rate, after defaults.
     pub(crate) fn lower_bound(&self) -> f64 {
-        self.lower_bound.unwrap_or(self.starting_rate / 10.0)
+        self.lower_bound
+            .unwrap_or((self.starting_rate / 10.0).max(slowest_rate(self.burst)))
     }
 
     /// The highest rate, after defaults.
@@ -362,23 +382,42 @@ impl RateConfig {
                 );
             }
         };
-        finite_positive(problems, "starting_rate", self.starting_rate);
+        let slowest = slowest_rate(self.burst);
+        // Positive, finite, at most MAX_RATE, and countable with the burst.
+        let valid_rate = |problems: &mut Problems<'_>, field: &str, value: f64| {
+            let before = problems.len();
+            finite_positive(problems, field, value);
+            if problems.len() == before && value < slowest {
+                problems.add(
+                    field,
+                    format!(
+                        "must be at least {slowest:e} with burst {}: slower, the bucket's \
+                         debt could not be counted in 64-bit nanoseconds, got {value:e}",
+                        self.burst
+                    ),
+                );
+            }
+        };
+        valid_rate(problems, "starting_rate", self.starting_rate);
         // Defaults derive from the starting rate; when it is bad, only what
         // the user set is worth reporting.
         let starting_rate_ok = problems.len() == before;
         if self.burst == 0 {
             problems.add("burst", "must be at least 1, got 0");
         }
-        if self.lower_bound.is_some() || starting_rate_ok {
-            finite_positive(problems, "lower_bound", lower);
-            finite_positive(problems, "upper_bound", upper);
+        if self.lower_bound.is_some() {
+            valid_rate(problems, "lower_bound", lower);
         }
-        if lower > upper {
+        if self.upper_bound.is_some() {
+            valid_rate(problems, "upper_bound", upper);
+        }
+        let bounds_given = self.lower_bound.is_some() && self.upper_bound.is_some();
+        if (bounds_given || starting_rate_ok) && lower > upper {
             problems.add(
                 "bounds",
                 format!("lower bound must not exceed upper bound, got [{lower}, {upper}]"),
             );
-        } else if self.starting_rate.is_finite()
+        } else if starting_rate_ok
             && lower.is_finite()
             && upper.is_finite()
             && !(lower..=upper).contains(&self.starting_rate)
@@ -482,10 +521,12 @@ mod tests {
         );
         assert_eq!(
             fields(RateConfig::new(-1.0).bounds(1.0, 20.0)),
-            [
-                "rate.starting_rate: must be above 0, got -1",
-                "rate.starting_rate: must lie within the bounds [1, 20], got -1"
-            ]
+            ["rate.starting_rate: must be above 0, got -1"]
+        );
+        // Bounds derived from a bad starting rate are not the user's to fix.
+        assert_eq!(
+            fields(RateConfig::new(-1.0)),
+            ["rate.starting_rate: must be above 0, got -1"]
         );
         assert_eq!(
             fields(RateConfig::new(10.0).bounds(20.0, 1.0)),

@@ -9,4 +9,4 @@ pub(crate) mod config;
 pub(crate) mod gcra;
 pub(crate) mod usage;
 
-pub use config::{MAX_RATE, RateConfig, ValidRateConfig};
+pub use config::{MAX_RATE, RateConfig, ValidRateConfig, slowest_rate};
