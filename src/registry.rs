@@ -50,6 +50,23 @@ const UNKNOWN_RETRY: Nanos = 10_000_000;
 /// threads on different keys rarely share a shard's lock word.
 const SHARDS: usize = 64;
 
+/// One key's room in the count, reserved for a key not yet in the map;
+/// given back when dropped (forgotten once the key is in).
+struct Room<'a>(&'a AtomicUsize);
+
+impl Room<'_> {
+    /// The key is in the map: the room stays taken.
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Room<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Lazily created per-key state, bounded in count and evicted when idle.
 pub(crate) struct Registry<K, S> {
     map: DashMap<K, Arc<S>, foldhash::fast::RandomState>,
@@ -124,14 +141,18 @@ where
             return Ok(state);
         }
         self.reserve_room(now)?;
-        match self.map.entry(K::from(key.to_owned())) {
-            Entry::Occupied(found) => {
-                // Another thread created it meanwhile: give the room back.
-                self.reserved.fetch_sub(1, Ordering::AcqRel);
-                Ok(found.into_ref().downgrade())
-            }
+        // Until the key is in the map, the room goes back if anything fails:
+        // another thread creating it first, or a panic in the key's
+        // conversion or in `make` (which runs user callbacks, such as a
+        // per-key rule). `make` runs outside the map's locks, so a callback
+        // that calls the manager cannot deadlock on its own shard.
+        let room = Room(&self.reserved);
+        let key = K::from(key.to_owned());
+        let state = make(&key);
+        match self.map.entry(key) {
+            Entry::Occupied(found) => Ok(found.into_ref().downgrade()),
             Entry::Vacant(vacant) => {
-                let state = make(vacant.key());
+                room.keep();
                 Ok(vacant.insert(Arc::new(state)).downgrade())
             }
         }

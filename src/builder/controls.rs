@@ -103,10 +103,13 @@ where
         self
     }
 
-    /// Consulted once per new key that has no exact override: `Some` gives
-    /// the key those settings, `None` the default. Configs must be validated
-    /// up front ([`RateConfig::validate`]), so a bad one can't surface on a
-    /// hot path.
+    /// Consulted once per new key that has no exact override (twice, rarely,
+    /// when two threads create the same key at once): `Some` gives the key
+    /// those settings, `None` the default. Configs must be validated up
+    /// front ([`RateConfig::validate`]), so a bad one can't surface on a hot
+    /// path. The function runs outside the key space's locks: it may call
+    /// the manager, and if it panics, the panic reaches the caller and the
+    /// key takes no room.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};

@@ -1,0 +1,157 @@
+//! User callbacks that panic: a per-key rule, the classifier, the key
+//! naming, the random source. None of them may leak key-space room, a
+//! bulkhead slot, a throttle count or a lock.
+
+mod support;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+
+use portcullis::{
+    BulkheadConfig, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager, with_priority,
+};
+
+/// Debug events on, so that key names are asked for.
+fn debug_events() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        support::Captured::install();
+    });
+}
+
+fn panics(f: impl FnOnce()) -> bool {
+    catch_unwind(AssertUnwindSafe(f)).is_err()
+}
+
+#[test]
+fn a_panicking_per_key_rule_gives_its_room_back() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .rate_per_key(|key: &String| {
+            // A rule that slices untrusted keys: panics on short ones.
+            let _tier = &key[..8];
+            None
+        })
+        .max_keys(100)
+        .build()
+        .unwrap();
+    for i in 0..100 {
+        assert!(panics(|| {
+            let _ = manager.check(format!("k{i}").as_str());
+        }));
+    }
+    // Every one of the 100 places is still free.
+    for i in 0..100 {
+        let key = format!("long-key-{i}");
+        assert!(manager.check(key.as_str()).is_ok(), "key {i} refused");
+    }
+}
+
+#[test]
+fn a_per_key_rule_may_call_the_manager() {
+    // The rule runs outside the key space's locks: asking the manager about
+    // another key (or the same one) from inside it does not deadlock.
+    let shared = std::sync::Arc::new(std::sync::OnceLock::<ThrottleManager<String>>::new());
+    let inside = std::sync::Arc::clone(&shared);
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .rate_per_key(move |key: &String| {
+            if let Some(manager) = inside.get() {
+                let _ = manager.rate(key.as_str());
+                let _ = manager.rate("other");
+            }
+            None
+        })
+        .build()
+        .unwrap();
+    shared.set(manager.clone()).ok().unwrap();
+    // On a thread of its own, so that a deadlock fails the test instead of
+    // hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let admitted = (0..1_000)
+            .filter(|i| manager.check(format!("k{i}").as_str()).is_ok())
+            .count();
+        let _ = done.send(admitted);
+    });
+    let admitted = finished
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("deadlocked: the rule ran under the key space's lock");
+    assert_eq!(admitted, 1_000);
+}
+
+#[test]
+fn a_panicking_key_name_leaks_no_slot_and_no_lock() {
+    debug_events();
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .key_names(|key: &String| {
+            assert!(key != "bad", "no name for this key");
+            key.clone()
+        })
+        .build()
+        .unwrap();
+    assert!(panics(|| {
+        let _ = manager.try_acquire("bad", Priority::HIGH);
+    }));
+    // The key's one slot is free and its shard is not locked.
+    let snapshot = manager.snapshot("bad").unwrap();
+    assert_eq!(snapshot.active, Some(0));
+    assert!(manager.try_acquire("good", Priority::HIGH).is_ok());
+}
+
+#[test]
+fn a_panicking_random_source_counts_nothing_and_holds_no_slot() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .bulkhead(BulkheadConfig::new(1))
+        .random_source(|| panic!("no randomness today"))
+        .build()
+        .unwrap();
+    // Failures at LOW: LOW calls may be shed, so the draw is made.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(with_priority(Priority::LOW, async {
+        for _ in 0..20 {
+            manager.decrement("db");
+        }
+    }));
+    let before = manager.snapshot("db").unwrap();
+    assert!(panics(|| {
+        let _ = manager.try_acquire("db", Priority::LOW);
+    }));
+    let after = manager.snapshot("db").unwrap();
+    assert_eq!(after.active, Some(0));
+    assert_eq!(
+        after.priorities[3].requests, before.priorities[3].requests,
+        "the throttle counted a call that never happened"
+    );
+    // HIGH never draws: it goes through, and the slot is there to take.
+    assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
+}
+
+#[tokio::test]
+async fn a_panicking_classifier_frees_the_slot_and_counts_the_call_once() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .bulkhead(BulkheadConfig::new(1))
+        .classifier(|_error| -> Outcome { panic!("cannot classify") })
+        .build()
+        .unwrap();
+    let inner = manager.clone();
+    let task = tokio::spawn(async move {
+        inner
+            .call("db", Priority::HIGH, || async {
+                Err::<(), _>(std::io::Error::other("boom"))
+            })
+            .await
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let snapshot = manager.snapshot("db").unwrap();
+    assert_eq!(snapshot.active, Some(0));
+    // The call was made: it counts once, as an outcome that says nothing.
+    assert_eq!(snapshot.priorities[0].requests, 1);
+    assert_eq!(snapshot.priorities[0].accepts, 1);
+    assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
+}
