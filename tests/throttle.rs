@@ -527,3 +527,12 @@ async fn one_key_can_have_its_own_throttle() {
         Some(0.2)
     );
 }
+
+#[test]
+fn a_window_beyond_a_day_is_refused() {
+    let error = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().window(std::time::Duration::from_secs(2 * 24 * 60 * 60)))
+        .build()
+        .unwrap_err();
+    assert_eq!(error.problems()[0].field(), "throttle.window", "{error}");
+}

@@ -78,9 +78,9 @@ where
     }
 
     /// A key whose bucket has been full for `ttl` (no call admitted, no debt
-    /// left) is forgotten, learned rate included (default
-    /// 10 minutes). Sweeps run as new keys arrive, at most twice
-    /// per `ttl`, or on [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle).
+    /// left) is forgotten, learned rate included (default 10 minutes, at
+    /// least 1 s). Sweeps run as new keys arrive, at most twice per `ttl`,
+    /// or on [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle).
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};

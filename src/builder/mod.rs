@@ -41,6 +41,10 @@ const DEFAULT_PRIORITY_LEVELS: u8 = 4;
 /// The default longest pause a `Retry-After` can impose on a key.
 const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
 
+/// The shortest `idle_ttl`: below it, sweeps of the whole key space would
+/// run on nearly every new key (at `idle_ttl(0)`, on every one: quadratic).
+const MIN_IDLE_TTL: Duration = Duration::from_secs(1);
+
 /// The most priority levels a manager may have.
 const MAX_PRIORITY_LEVELS: u8 = 16;
 
@@ -232,6 +236,15 @@ where
                 format!(
                     "must be from 1 to {MAX_PRIORITY_LEVELS}, got {}",
                     self.priority_levels
+                ),
+            );
+        }
+        if let Some(ttl) = self.idle_ttl.filter(|&ttl| ttl < MIN_IDLE_TTL) {
+            Problems::new("", &mut found).add(
+                "idle_ttl",
+                format!(
+                    "must be at least 1s (idle keys are swept at most twice per idle_ttl, \
+                     as new keys arrive), got {ttl:?}"
                 ),
             );
         }

@@ -7,6 +7,10 @@ use crate::error::Problems;
 
 use super::window::BUCKETS;
 
+/// The longest window: a day. Outcomes older than that say little about a
+/// backend now, and a bucket of a longer window could fill its counters.
+const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The adaptive throttle of every key: rejects calls locally, by priority,
 /// when the key's backend keeps failing.
 ///
@@ -132,7 +136,7 @@ impl ThrottleConfig {
     }
 
     /// How far back outcomes count. Kept as 10 buckets aligned to multiples
-    /// of `window / 10` since the clock's origin. At least 10 ms.
+    /// of `window / 10` since the clock's origin. From 10 ms to a day.
     ///
     /// ```
     /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
@@ -215,10 +219,10 @@ impl ThrottleConfig {
                 ),
             );
         }
-        if self.window < Duration::from_millis(10) {
+        if self.window < Duration::from_millis(10) || self.window > MAX_WINDOW {
             problems.add(
                 "window",
-                format!("must be at least 10ms, got {:?}", self.window),
+                format!("must be from 10ms to 1 day, got {:?}", self.window),
             );
         }
         if !(self.max_rejection > 0.0 && self.max_rejection <= 1.0) {
@@ -294,7 +298,7 @@ mod tests {
             ),
             [
                 "throttle.min_rate: must be a finite number, got NaN",
-                "throttle.window: must be at least 10ms, got 5ms"
+                "throttle.window: must be from 10ms to 1 day, got 5ms"
             ]
         );
     }

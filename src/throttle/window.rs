@@ -27,6 +27,11 @@ pub(crate) const BUCKETS: usize = 10;
 /// Requests count in the low half of a bucket's word, accepts in the high.
 const ACCEPT_SHIFT: u32 = 32;
 
+/// A bucket counts no more than this many requests: far below 2^32, so
+/// that concurrent adders that all pass the check still cannot carry the
+/// requests into the accepts (a failing key would then read as healthy).
+const SATURATED: u64 = 1 << 31;
+
 /// What one outcome adds to a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
@@ -124,8 +129,14 @@ impl ThrottleWindow {
             self.clean_from
                 .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
         }
-        self.bucket(self.slot(head), priority)
-            .fetch_add(count.packed(), Ordering::AcqRel);
+        let bucket = self.bucket(self.slot(head), priority);
+        // Accepts never exceed requests, so the requests' half saturates
+        // first; past it the bucket keeps what it has (its share of the
+        // window is already 2^31 outcomes).
+        if bucket.load(Ordering::Relaxed) & u64::from(u32::MAX) >= SATURATED {
+            return;
+        }
+        bucket.fetch_add(count.packed(), Ordering::AcqRel);
     }
 
     /// Records whether the key is shedding; true if that changed.
@@ -238,6 +249,28 @@ mod tests {
 
     fn settings() -> ThrottleSettings {
         ThrottleSettings::for_test(ThrottleConfig::new().window(Duration::from_secs(60)))
+    }
+
+    /// A bucket full of failures stays a bucket of failures: its requests
+    /// saturate instead of carrying into its accepts (once, a key failing
+    /// 100 % read as healthy after 2^32 outcomes in one bucket).
+    #[test]
+    fn a_full_bucket_saturates_instead_of_carrying() {
+        let s = settings();
+        let window = ThrottleWindow::new(4, 0, &s);
+        window.record(SECOND, 0, Count::Request, &s);
+        let slot = window.slot(window.head.load(Ordering::Acquire));
+        // As if 2^32 - 1 calls had failed in this bucket.
+        window
+            .bucket(slot, 0)
+            .store(u64::from(u32::MAX), Ordering::Release);
+        for _ in 0..10 {
+            window.record(SECOND, 0, Count::Request, &s);
+            window.record(SECOND, 0, Count::Accepted, &s);
+        }
+        let counts = window.counts(window.head.load(Ordering::Acquire), 0);
+        assert_eq!(counts.accepts, 0.0, "requests carried into accepts");
+        assert!(window.rejection(SECOND, 0, &s) > 0.99);
     }
 
     #[test]
