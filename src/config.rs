@@ -190,7 +190,8 @@ pub struct ManagerConfig {
     #[serde(default)]
     pub default: Controls,
     /// Per exact key, settings that replace the default's, control by
-    /// control. A control an override sets must be in the default too.
+    /// control. An override may also give its key a control the default
+    /// lacks: only that key then has it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, Controls>,
     /// The key space: `max_keys` and `idle_ttl`.
@@ -224,6 +225,43 @@ pub struct ManagerConfig {
     /// [`ThrottleManagerBuilder::max_wait_for`](crate::ThrottleManagerBuilder::max_wait_for)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub max_wait_for: Vec<PriorityWait>,
+}
+
+impl ManagerConfig {
+    /// Reads a configuration from any serde deserializer, naming the path
+    /// of the field in every error: `default.rate.starting_rate: invalid
+    /// type: string "ten", expected f64`. (`serde_json` alone says only
+    /// "line 1, column 40"; the error here names the field the same way
+    /// [`ThrottleManager::from_config`] names a bad value.)
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] whose one problem's [`field`](crate::error::ConfigProblem::field)
+    /// is the path, and whose message is the format's.
+    ///
+    /// ```
+    /// use portcullis::ManagerConfig;
+    ///
+    /// let json = r#"{"default": {"rate": {"starting_rate": "ten"}}}"#;
+    /// let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
+    ///     .unwrap_err();
+    /// assert_eq!(error.problems()[0].field(), "default.rate.starting_rate");
+    ///
+    /// let toml = "[default.rate]\nstarting_rate = 10\nbounds = [1, 20, 30]";
+    /// let error = ManagerConfig::from_deserializer(toml::Deserializer::parse(toml)?).unwrap_err();
+    /// assert_eq!(error.problems()[0].field(), "default.rate.bounds");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_deserializer<'de, D>(deserializer: D) -> Result<Self, ConfigError>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        serde_path_to_error::deserialize(deserializer).map_err(|error| {
+            let field = error.path().to_string();
+            let message = error.into_inner().to_string();
+            ConfigError::new(vec![ConfigProblem::new(field, message)])
+        })
+    }
 }
 
 /// The longest calls at one priority wait for a rate token: an entry of
@@ -309,8 +347,12 @@ pub struct RateSection {
     /// How many calls may start at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
-    /// `[lower, upper]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `[lower, upper]`: exactly two numbers.
+    #[serde(
+        default,
+        deserialize_with = "two_numbers",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bounds: Option<[f64; 2]>,
     /// What a success adds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -483,6 +525,40 @@ impl BulkheadSection {
         }
         config
     }
+}
+
+/// `bounds`: exactly two numbers. (A fixed-size array alone lets some
+/// formats, TOML among them, drop extra elements without a word.)
+fn two_numbers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
+    struct TwoNumbers;
+
+    impl<'de> serde::de::Visitor<'de> for TwoNumbers {
+        type Value = [f64; 2];
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("exactly two numbers, [lower, upper]")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[f64; 2], A::Error> {
+            use serde::de::Error;
+            let lower = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+            let upper = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+            let mut extra = 0;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                extra += 1;
+            }
+            if extra > 0 {
+                return Err(A::Error::invalid_length(2 + extra, &self));
+            }
+            Ok([lower, upper])
+        }
+    }
+
+    d.deserialize_seq(TwoNumbers).map(Some)
 }
 
 /// `Duration` as a humantime string.

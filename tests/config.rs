@@ -239,3 +239,66 @@ fn a_control_set_in_code_survives_a_file_without_it() {
         ["default.throttle.ratio", "bulkhead.max_concurrent"]
     );
 }
+
+/// `bounds` is exactly two numbers, whatever the format: TOML used to drop
+/// a third element without a word.
+#[test]
+fn bounds_take_exactly_two_numbers() {
+    for text in [
+        "starting_rate = 10\nbounds = [1, 20, \"junk\"]",
+        "starting_rate = 10\nbounds = [1, 20, 30]",
+        "starting_rate = 10\nbounds = [1]",
+    ] {
+        let error = toml::from_str::<portcullis::config::RateSection>(text).unwrap_err();
+        assert!(
+            error.to_string().contains("exactly two numbers"),
+            "{text}: {error}"
+        );
+    }
+    let error = serde_json::from_str::<portcullis::config::RateSection>(
+        r#"{"starting_rate": 10, "bounds": [1, 20, 3]}"#,
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("exactly two numbers"), "{error}");
+    let fine: portcullis::config::RateSection =
+        toml::from_str("starting_rate = 10\nbounds = [1, 20]").unwrap();
+    assert_eq!(fine.bounds, Some([1.0, 20.0]));
+}
+
+/// Type errors name the field's path in any format (serde_json alone gave a
+/// line and a column).
+#[test]
+fn a_type_error_names_the_fields_path() {
+    let json = r#"{"overrides": {"api": {"bulkhead": {"max_concurrent": -4}}}}"#;
+    let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
+        .unwrap_err();
+    assert_eq!(
+        error.problems()[0].field(),
+        "overrides.api.bulkhead.max_concurrent"
+    );
+    let toml = "[default.throttle]\nwindow = 60";
+    let error =
+        ManagerConfig::from_deserializer(toml::Deserializer::parse(toml).unwrap()).unwrap_err();
+    assert_eq!(error.problems()[0].field(), "default.throttle.window");
+}
+
+/// An override may give its key a control the default lacks, as the
+/// builder's `*_override` do; the docs say so.
+#[test]
+fn an_override_may_add_a_control_the_default_lacks() {
+    let config: ManagerConfig = toml::from_str(
+        "[default.rate]\nstarting_rate = 10\n[overrides.db.bulkhead]\nmax_concurrent = 2",
+    )
+    .unwrap();
+    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    assert_eq!(manager.snapshot("db").map(|s| s.active), None);
+    let _held = manager
+        .try_acquire("db", portcullis::Priority::HIGH)
+        .unwrap();
+    assert_eq!(manager.snapshot("db").unwrap().active, Some(1));
+    let other = manager
+        .try_acquire("web", portcullis::Priority::HIGH)
+        .unwrap();
+    drop(other);
+    assert_eq!(manager.snapshot("web").unwrap().active, None);
+}
