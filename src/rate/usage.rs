@@ -157,14 +157,17 @@ mod tests {
     proptest! {
         /// Whatever the stream's rate, phase and jitter, once it has run
         /// for a few windows its rate is measured within a factor of two:
-        /// validation neither invents use nor misses it.
+        /// validation neither invents use nor misses it. (The key's rate is
+        /// at least the stream's: a rate paces its calls, so a faster
+        /// stream is a burst, which the window's interval term discounts.)
         #[test]
         fn a_jittered_stream_is_measured_within_a_factor_of_two(
             per_second in 1.0f64..2_000.0,
             phase in 0u64..1_000,
             jitter in proptest::collection::vec(-0.5f64..0.5, 64),
-            rate in 0.1f64..5_000.0,
+            times_the_stream in 1.0f64..100.0,
         ) {
+            let rate = per_second * times_the_stream;
             let gap = 1e9 / per_second;
             let mut word = fresh(phase * MS);
             let calls = (per_second * 4.0).ceil() as usize + 1;
