@@ -79,16 +79,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("server on {addr}: {}", describe_hosts());
 
     // Every host starts at 10/s. A success adds 0.3/s (so the rate grows by
-    // 30 % a second while all goes well); a 429 or 503 takes 40 % off, at
-    // most once per 100 ms, so the refusals of requests already in flight
-    // count once. The rate saws just below each host's capacity.
+    // 30 % a second while it is what limits the crawl); a 429 or 503 takes
+    // 30 % off, at most once per 500 ms, so the refusals of requests already
+    // in flight count once. The crate's defaults for a start of 10/s, and the
+    // README's quick start: the rate saws just below each host's capacity.
     let manager = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::new(STARTING_RATE)
                 .bounds(1.0, 1_000.0)
                 .increment(0.3)
-                .decrease_factor(0.6)
-                .decrease_cooldown(Duration::from_millis(100)),
+                .decrease_factor(0.7),
         )
         .build()?;
     let mut client = reqwest::Client::builder().timeout(Duration::from_secs(5));

@@ -17,11 +17,22 @@
 //! can go ([`Full`]): `wait` waits that long and `check` reports it. Evicting
 //! a key that still owes tokens instead would let a flood of new keys reset
 //! the limits of real ones.
+//!
+//! A scan of a full key space costs time in proportion to its keys (about
+//! 80 ms at a million), so the registry remembers its answer: until the
+//! first key that owes tokens can go (and for at least ten times the scan's
+//! own cost), a new key is refused at once, without a lock or a scan. Only
+//! one thread scans at a time; the others are refused meanwhile rather than
+//! blocked. Room given back (a key evicted, a new key that failed) clears
+//! the answer and wakes the callers waiting for room.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use tokio::sync::Notify;
 
 use triomphe::Arc;
 
@@ -46,24 +57,32 @@ pub(crate) struct Full {
 /// When no live key knows when it will be quiet, a new key retries after this.
 const UNKNOWN_RETRY: Nanos = 10_000_000;
 
+/// While another thread scans for room, a new key is refused with this
+/// retry: the scan will have answered by then.
+const SCANNING_RETRY: Nanos = 1_000_000;
+
+/// Between two scans of a full key space, at least this many times the
+/// last scan's cost: scans take at most a tenth of one core.
+const SCAN_COST_FACTOR: u32 = 10;
+
 /// Shards of the map: more than dashmap's default (4 per core), so that two
 /// threads on different keys rarely share a shard's lock word.
 const SHARDS: usize = 64;
 
 /// One key's room in the count, reserved for a key not yet in the map;
 /// given back when dropped (forgotten once the key is in).
-struct Room<'a>(&'a AtomicUsize);
+struct Room<'a, K, S>(&'a Registry<K, S>);
 
-impl Room<'_> {
+impl<K, S> Room<'_, K, S> {
     /// The key is in the map: the room stays taken.
     fn keep(self) {
         std::mem::forget(self);
     }
 }
 
-impl Drop for Room<'_> {
+impl<K, S> Drop for Room<'_, K, S> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.give_back(1);
     }
 }
 
@@ -77,6 +96,24 @@ pub(crate) struct Registry<K, S> {
     next_idle_sweep: AtomicU64,
     sweeping: Mutex<()>,
     quiet_from: Box<QuietFrom<S>>,
+    /// Until when a full key space has no room (its last scan found no
+    /// evictable key): a new key before then is refused without a scan.
+    no_room_until: AtomicU64,
+    /// Woken when room is given back.
+    room_freed: Notify,
+}
+
+impl<K, S> Registry<K, S> {
+    /// `count` keys' room is free again: the remembered "no room" no longer
+    /// holds, and those waiting for room try again.
+    fn give_back(&self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.reserved.fetch_sub(count, Ordering::AcqRel);
+        self.no_room_until.store(0, Ordering::Release);
+        self.room_freed.notify_waiters();
+    }
 }
 
 impl<K, S> std::fmt::Debug for Registry<K, S> {
@@ -109,7 +146,16 @@ where
             next_idle_sweep: AtomicU64::new(0),
             sweeping: Mutex::new(()),
             quiet_from,
+            no_room_until: AtomicU64::new(0),
+            room_freed: Notify::new(),
         }
+    }
+
+    /// Resolves when room may have been given back (a key evicted, a new
+    /// key that failed): for callers waiting for room. Create it before
+    /// trying, so that no wake-up between the try and the wait is lost.
+    pub(crate) fn room_freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.room_freed.notified()
     }
 
     /// The state of `key`, if it is live.
@@ -146,7 +192,7 @@ where
         // conversion or in `make` (which runs user callbacks, such as a
         // per-key rule). `make` runs outside the map's locks, so a callback
         // that calls the manager cannot deadlock on its own shard.
-        let room = Room(&self.reserved);
+        let room = Room(self);
         let key = K::from(key.to_owned());
         let state = make(&key);
         match self.map.entry(key) {
@@ -224,12 +270,28 @@ where
     }
 
     /// At the cap: evict the idle keys and a batch of the least recently
-    /// quiet evictable ones.
+    /// quiet evictable ones. Refuses at once, without a scan, while the
+    /// last scan's answer holds or another thread is scanning.
     fn make_room(&self, now: Nanos) -> Result<(), Full> {
-        let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
-        if self.reserved.load(Ordering::Acquire) < self.max_keys {
-            return Ok(()); // a sweep that finished while we waited made room
+        let until = self.no_room_until.load(Ordering::Acquire);
+        if now < until {
+            return Err(Full {
+                retry_after: until - now,
+            });
         }
+        let _sweeping = match self.sweeping.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(Full {
+                    retry_after: SCANNING_RETRY,
+                });
+            }
+        };
+        if self.reserved.load(Ordering::Acquire) < self.max_keys {
+            return Ok(()); // a sweep that finished meanwhile made room
+        }
+        let scan_started = Instant::now();
         let mut evictable = Vec::new();
         let mut first_quiet = Nanos::MAX;
         for entry in self.map.iter() {
@@ -240,11 +302,21 @@ where
             }
         }
         if evictable.is_empty() {
-            let retry_after = if first_quiet == Nanos::MAX {
-                UNKNOWN_RETRY
-            } else {
+            let known = first_quiet != Nanos::MAX;
+            let until_quiet = if known {
                 first_quiet - now
+            } else {
+                UNKNOWN_RETRY
             };
+            let scan_cost = crate::clock::nanos(scan_started.elapsed() * SCAN_COST_FACTOR);
+            let retry_after = until_quiet.max(scan_cost);
+            if known {
+                // No key can go before then: the answer holds till then
+                // (keys busy with no known end, calls in flight, may free
+                // up sooner; the next scan after then sees them).
+                self.no_room_until
+                    .store(now.saturating_add(retry_after), Ordering::Release);
+            }
             tracing::debug!(
                 max_keys = self.max_keys,
                 retry_after_ns = retry_after,
@@ -283,7 +355,7 @@ where
                 true
             }
         });
-        self.reserved.fetch_sub(evicted, Ordering::AcqRel);
+        self.give_back(evicted);
         evicted
     }
 }

@@ -371,7 +371,7 @@ async fn the_priority_comes_from_the_extension_then_the_task_then_the_middleware
 /// The figures of the issue: a server that takes 50 requests a second
 /// (burst 5, 429 beyond, no `Retry-After`, like nginx's `limit_req`), 16
 /// callers for 12 s, counted over the second half once the rate has
-/// settled. The crawl example's settings.
+/// settled. The README's quick-start steps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
     let limit: Arc<DefaultDirectRateLimiter> = Arc::new(RateLimiter::direct(
@@ -390,8 +390,7 @@ async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
         RateConfig::new(10.0)
             .bounds(1.0, 1_000.0)
             .increment(0.3)
-            .decrease_factor(0.6)
-            .decrease_cooldown(Duration::from_millis(100)),
+            .decrease_factor(0.7),
     );
     let run_for = Duration::from_secs(12);
     let started = Instant::now();

@@ -339,7 +339,7 @@ where
         loop {
             let decided = match wait {
                 Wait::ForRoom(retry_at) => {
-                    core.clock.sleep_until(Duration::from_nanos(retry_at)).await;
+                    self.wait_for_room(retry_at).await;
                     self.decide(key, priority, patience)
                 }
                 Wait::ForToken(mut call, token) => {

@@ -5,7 +5,6 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dashmap::mapref::one::Ref;
 
@@ -126,14 +125,18 @@ where
             match self.key_state(key, now) {
                 Ok((state, _)) => return state,
                 Err(full) => {
-                    let retry_at = now.saturating_add(full.retry_after);
-                    self.core()
-                        .clock
-                        .sleep_until(Duration::from_nanos(retry_at))
-                        .await;
+                    self.wait_for_room(now.saturating_add(full.retry_after))
+                        .await
                 }
             }
         }
+    }
+
+    /// Until `retry_at`, or until room is given back in the key space,
+    /// whichever comes first.
+    pub(super) async fn wait_for_room(&self, retry_at: Nanos) {
+        let freed = self.shared.keys.room_freed();
+        let _ = self.core().before(retry_at, freed).await;
     }
 
     /// How `key` is named in events (a span, only while debug events are
