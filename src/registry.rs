@@ -152,8 +152,9 @@ where
     }
 
     /// Resolves when room may have been given back (a key evicted, a new
-    /// key that failed): for callers waiting for room. Create it before
-    /// trying, so that no wake-up between the try and the wait is lost.
+    /// key that failed): for callers waiting for room, beside their retry
+    /// time. (Made after a refusal, it misses room given back in between;
+    /// the retry time bounds that wait.)
     pub(crate) fn room_freed(&self) -> tokio::sync::futures::Notified<'_> {
         self.room_freed.notified()
     }
