@@ -61,8 +61,11 @@ const UNKNOWN_RETRY: Nanos = 10_000_000;
 /// retry: the scan will have answered by then.
 const SCANNING_RETRY: Nanos = 1_000_000;
 
-/// Between two scans of a full key space, at least this many times the
-/// last scan's cost: scans take at most a tenth of one core.
+/// A refused new key retries after at least this many times the last
+/// scan's cost, and while every blocking key's quiet time is known, no
+/// scan runs before then: scans then take at most a tenth of one core.
+/// (Keys busy with no known end, calls in flight, are not waited out: the
+/// next refused key scans again, one scanner at a time.)
 const SCAN_COST_FACTOR: u32 = 10;
 
 /// Shards of the map: more than dashmap's default (4 per core), so that two

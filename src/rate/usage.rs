@@ -49,10 +49,9 @@ pub(crate) fn fresh(now: Nanos) -> u64 {
 /// so successes at one instant (a new key, a test on a stopped clock) show
 /// as use at no more than `count` times the rate.
 pub(crate) fn record(word: u64, now: Nanos, rate: f64) -> Used {
-    let (start, count) = unpack(word);
+    let (mut start, mut count) = unpack(word);
     let now_stamp = stamp(now);
     let mut elapsed = nanos_of(now_stamp.wrapping_sub(start));
-    let (mut start, mut count) = (start, count);
     if elapsed >= 2 * WINDOW {
         // Fold into one window with the same average.
         let kept = f64::from(count) * WINDOW as f64 / elapsed as f64;
