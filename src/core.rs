@@ -61,6 +61,17 @@ pub(crate) enum Patience {
     /// As configured, but for a rate token however far ahead it lies:
     /// [`wait`](crate::ThrottleManager::wait).
     Unbounded,
+    /// In the bulkhead's queue as configured, and nowhere else: no waiting
+    /// for room in the key space or for a rate token. A server answers a
+    /// client over its quota at once rather than hold its connection.
+    QueueOnly,
+}
+
+impl Patience {
+    /// Whether a new key in a full key space waits for room.
+    pub(crate) fn waits_for_room(self) -> bool {
+        matches!(self, Patience::AsConfigured | Patience::Unbounded)
+    }
 }
 
 /// A call's rate token, from [`Core::reserve_token`].
@@ -479,7 +490,7 @@ impl Core {
     #[inline]
     fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
-            Patience::Never => 0,
+            Patience::Never | Patience::QueueOnly => 0,
             Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
             Patience::Unbounded => Nanos::MAX,
         }

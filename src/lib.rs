@@ -85,7 +85,8 @@
 //! [`error`] (every error and rejection), [`outcome`] (outcomes and how
 //! errors are classified), [`priority`], [`snapshot`] (what a key's controls
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
-//! With feature `reqwest`, `client` holds the HTTP client middleware.
+//! With feature `reqwest`, `client` holds the HTTP client middleware; with
+//! feature `tower`, `server` holds the HTTP server layer.
 
 #![forbid(unsafe_code)]
 
@@ -106,6 +107,8 @@ mod permit;
 pub mod priority;
 pub mod rate;
 mod registry;
+#[cfg(feature = "tower")]
+pub mod server;
 mod sync;
 pub mod throttle;
 

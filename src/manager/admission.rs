@@ -281,6 +281,23 @@ where
         Ok(Permit::owned(&self.shared.core, ticket))
     }
 
+    /// The pipeline for a server answering a request: waits in the
+    /// bulkhead's queue as configured, but for neither room in the key
+    /// space nor a rate token (refused at once, with the wait as
+    /// `retry_after`).
+    pub(crate) async fn acquire_for_request<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Result<OwnedPermit, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let ticket = self.admit(key, priority, Patience::QueueOnly).await?;
+        Ok(Permit::owned(&self.shared.core, ticket))
+    }
+
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
     #[inline]
@@ -314,6 +331,9 @@ where
         let admitted = match self.decide(key, priority, patience) {
             Ok(ticket) => Ok(ticket),
             Err(Stop::Refused(rejected)) => Err(rejected),
+            Err(Stop::Wait(wait @ Wait::ForRoom(_))) if !patience.waits_for_room() => {
+                Err(wait.refused(self.core(), priority))
+            }
             Err(Stop::Wait(wait)) => {
                 Box::pin(self.wait_then_admit(key, priority, patience, wait)).await
             }

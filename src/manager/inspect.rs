@@ -67,6 +67,19 @@ pub struct PrioritySnapshot {
     pub rejection_probability: f64,
 }
 
+/// A key's rate as a server advertises it in rate-limit headers.
+#[cfg(feature = "tower")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RateNow {
+    /// Calls per second.
+    pub(crate) rate: f64,
+    pub(crate) burst: u32,
+    /// Calls that could start now.
+    pub(crate) available: u32,
+    /// Until one more could (zero: the bucket is full).
+    pub(crate) next_in: std::time::Duration,
+}
+
 /// # Inspection
 impl<K> ThrottleManager<K>
 where
@@ -91,6 +104,25 @@ where
     {
         let state = self.shared.keys.get(key)?;
         Some(self.snapshot_of(&state))
+    }
+
+    /// `key`'s rate and what its bucket holds now, if the key is live and
+    /// has a rate. Does not create the key.
+    #[cfg(feature = "tower")]
+    pub(crate) fn rate_now<Q>(&self, key: &Q) -> Option<RateNow>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.shared.keys.get(key)?;
+        let settings = self.core().rate_of(&state)?;
+        let room = state.rate.headroom(self.core().now(), settings.burst);
+        Some(RateNow {
+            rate: state.rate.rate(),
+            burst: settings.burst,
+            available: room.available,
+            next_in: std::time::Duration::from_nanos(room.next_in),
+        })
     }
 
     /// Every live key with its [`KeySnapshot`], for a health endpoint.

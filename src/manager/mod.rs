@@ -27,6 +27,8 @@ mod keys;
 mod rate_only;
 
 pub use call::CallError;
+#[cfg(feature = "tower")]
+pub(crate) use inspect::RateNow;
 pub use inspect::{KeySnapshot, PrioritySnapshot};
 pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
 

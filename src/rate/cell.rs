@@ -79,6 +79,12 @@ impl RateCell {
         gcra::slot(tat, now, gcra::interval(self.rate()), burst).start - now
     }
 
+    /// What the bucket holds at `now` ([`gcra::headroom`]). Takes nothing.
+    pub(crate) fn headroom(&self, now: Nanos, burst: u32) -> gcra::Headroom {
+        let tat = self.tat.load(Ordering::Acquire);
+        gcra::headroom(tat, now, gcra::interval(self.rate()), burst)
+    }
+
     /// Takes a token if one is there at `now`; otherwise says how long until
     /// one would be, and takes nothing.
     #[inline]

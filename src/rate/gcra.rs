@@ -87,6 +87,33 @@ pub(crate) fn cancel(tat: Nanos, slot: Slot, interval: Nanos) -> Option<Nanos> {
     (tat == slot.tat).then(|| slot.tat.saturating_sub(interval))
 }
 
+/// What a bucket holds at `now`, for the headers a server sends: how many
+/// calls could start now, and how long until one more could (zero for a
+/// full bucket, which gains nothing more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Headroom {
+    pub(crate) available: u32,
+    pub(crate) next_in: Nanos,
+}
+
+/// The [`Headroom`] of the bucket described by `tat`, at `now`.
+///
+/// The `k`-th call from now may start at once while the debt (`tat - now`)
+/// plus `k` intervals fits in the tolerance (`burst` intervals).
+pub(crate) fn headroom(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Headroom {
+    let debt = tat.saturating_sub(now);
+    let tolerance = interval.saturating_mul(u64::from(burst));
+    let fits = tolerance.saturating_sub(debt) / interval.max(1);
+    let available = u32::try_from(fits).unwrap_or(u32::MAX).min(burst);
+    let next_in = if debt == 0 {
+        0
+    } else {
+        debt.saturating_add(interval.saturating_mul(u64::from(available) + 1))
+            .saturating_sub(tolerance)
+    };
+    Headroom { available, next_in }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +188,43 @@ mod tests {
         let second = slot(first.tat, 1_000 * MS, interval, 1);
         assert_eq!(cancel(second.tat, first, interval), None);
         assert_eq!(cancel(second.tat, second, interval), Some(first.tat));
+    }
+
+    #[test]
+    fn headroom_counts_the_calls_that_would_start_now() {
+        let (interval, burst, now) = (100 * MS, 3, 1_000 * MS);
+        let mut tat = 0;
+        assert_eq!(
+            headroom(tat, now, interval, burst),
+            Headroom {
+                available: 3,
+                next_in: 0
+            }
+        );
+        // Each call taken leaves one fewer, and what headroom says is what
+        // slot then does.
+        for left in (0..3).rev() {
+            tat = slot(tat, now, interval, burst).tat;
+            let room = headroom(tat, now, interval, burst);
+            assert_eq!(room.available, left);
+            assert_eq!(room.next_in, 100 * MS);
+        }
+        assert_eq!(slot(tat, now, interval, burst).start, now + 100 * MS);
+        // 30 ms later, the next token is 70 ms away.
+        assert_eq!(
+            headroom(tat, now + 30 * MS, interval, burst).next_in,
+            70 * MS
+        );
+        // Debt beyond the tolerance (calls scheduled ahead): none now, and
+        // the next once the debt is back within it.
+        let room = headroom(now + 500 * MS, now, interval, burst);
+        assert_eq!(
+            room,
+            Headroom {
+                available: 0,
+                next_in: 300 * MS
+            }
+        );
     }
 
     #[test]

@@ -1,0 +1,213 @@
+//! What the layer answers for a request it refuses, the headers it adds,
+//! and how it judges the inner service's answers.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use http::{Response, StatusCode};
+
+use super::key::MissingKey;
+use crate::error::Rejected;
+use crate::manager::RateNow;
+use crate::outcome::Outcome;
+
+/// `RateLimit-Policy`: the key's quota (draft-ietf-httpapi-ratelimit-headers).
+pub(crate) const RATE_LIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: what is left of it now.
+pub(crate) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The default classification of the inner service's answer:
+///
+/// | answer | outcome |
+/// |---|---|
+/// | 5xx | [`Overloaded`](Outcome::Overloaded): the service is struggling |
+/// | 408 Request Timeout (tower-http's `TimeoutLayer`) | [`Overloaded`](Outcome::Overloaded) |
+/// | any other 4xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
+/// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) |
+///
+/// An error from the inner service (rather than an answer) is
+/// [`Overloaded`](Outcome::Overloaded). A key whose rate is a fixed quota
+/// (`bounds(r, r)`) does not move on any of them.
+///
+/// ```
+/// use http::{HeaderMap, StatusCode};
+/// use portcullis::Outcome;
+/// use portcullis::server::classify;
+///
+/// assert_eq!(classify(StatusCode::OK, &HeaderMap::new()), Outcome::Success);
+/// assert_eq!(classify(StatusCode::INTERNAL_SERVER_ERROR, &HeaderMap::new()), Outcome::Overloaded);
+/// assert_eq!(classify(StatusCode::NOT_FOUND, &HeaderMap::new()), Outcome::Neutral);
+/// ```
+pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
+    if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {
+        Outcome::Overloaded
+    } else if status.is_client_error() {
+        Outcome::Neutral
+    } else {
+        Outcome::Success
+    }
+}
+
+/// The default answer to a refused request: [`Rejected::http_status`]
+/// (429 for the rate, 503 for the throttle, the bulkhead or a full key
+/// space) and a one-line text body saying why.
+///
+/// ```
+/// use portcullis::server::refusal;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
+///
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+/// manager.check("client").unwrap();
+/// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
+/// let answer = refusal(&rejected);
+/// assert_eq!(answer.status(), 429);
+/// assert_eq!(answer.body(), "429 Too Many Requests: rate limited\n");
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
+    let status =
+        StatusCode::from_u16(rejected.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    text(status, &rejected.reason().to_string())
+}
+
+/// The default answer to a request without a key: 400 Bad Request, naming
+/// what was missing.
+///
+/// ```
+/// use portcullis::server::{MissingKey, missing_key};
+///
+/// let answer = missing_key(&MissingKey::new("header `x-api-key`"));
+/// assert_eq!(answer.status(), 400);
+/// assert_eq!(answer.body(), "400 Bad Request: missing client key: header `x-api-key`\n");
+/// ```
+pub fn missing_key(missing: &MissingKey) -> Response<Bytes> {
+    bad_request(&missing.to_string())
+}
+
+/// 400 Bad Request, saying what is wrong with the request.
+pub(crate) fn bad_request(problem: &str) -> Response<Bytes> {
+    text(StatusCode::BAD_REQUEST, problem)
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(format!("{status}: {message}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Sets `Retry-After` (whole seconds, rounded up) unless the answer has one.
+pub(crate) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
+    if !headers.contains_key(RETRY_AFTER) {
+        headers.insert(RETRY_AFTER, HeaderValue::from(whole_seconds(after)));
+    }
+}
+
+/// Sets `RateLimit-Policy` and `RateLimit` for `rate`, unless the answer
+/// has them:
+///
+/// - `RateLimit-Policy: "default";q=Q;w=W;portcullis-burst=B`: `Q` calls
+///   per `W` seconds, `W` the shortest of 1 s, 1 min, 1 h and 1 day in
+///   which the rate allows a whole call; `B` calls may come at once;
+/// - `RateLimit: "default";r=R;t=T`: `R` calls would be admitted now,
+///   and `T` seconds (rounded up) until one more would be.
+pub(crate) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateNow) {
+    if headers.contains_key(RATE_LIMIT_POLICY) || headers.contains_key(RATE_LIMIT) {
+        return;
+    }
+    let window = [1u64, 60, 3_600, 86_400]
+        .into_iter()
+        .find(|&window| rate.rate * window as f64 >= 1.0)
+        .unwrap_or(86_400);
+    // A float-to-int cast saturates; rates are at most 1e9 a second.
+    let quota = (rate.rate * window as f64) as u64;
+    let policy = format!(
+        "\"default\";q={quota};w={window};portcullis-burst={}",
+        rate.burst
+    );
+    let now = format!(
+        "\"default\";r={};t={}",
+        rate.available,
+        whole_seconds(rate.next_in)
+    );
+    for (name, value) in [(RATE_LIMIT_POLICY, policy), (RATE_LIMIT, now)] {
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(name, value);
+        }
+    }
+}
+
+/// Seconds, rounded up: a client that waits that long finds what it was
+/// told to wait for.
+fn whole_seconds(duration: Duration) -> u64 {
+    duration
+        .as_secs()
+        .saturating_add(u64::from(duration.subsec_nanos() > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers_for(rate: f64, burst: u32, available: u32, next_in: Duration) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        let rate = RateNow {
+            rate,
+            burst,
+            available,
+            next_in,
+        };
+        set_rate_limit(&mut headers, &rate);
+        headers
+    }
+
+    #[test]
+    fn rate_limit_headers_follow_the_draft_syntax() {
+        let headers = headers_for(20.0, 5, 3, Duration::from_millis(30));
+        assert_eq!(
+            headers[&RATE_LIMIT_POLICY],
+            "\"default\";q=20;w=1;portcullis-burst=5"
+        );
+        assert_eq!(headers[&RATE_LIMIT], "\"default\";r=3;t=1");
+        // A full bucket gains nothing more: t=0.
+        let full = headers_for(20.0, 5, 5, Duration::ZERO);
+        assert_eq!(full[&RATE_LIMIT], "\"default\";r=5;t=0");
+    }
+
+    #[test]
+    fn slow_rates_are_given_per_minute_hour_or_day() {
+        let q = |rate: f64| headers_for(rate, 1, 0, Duration::ZERO)[&RATE_LIMIT_POLICY].clone();
+        assert_eq!(q(0.5), "\"default\";q=30;w=60;portcullis-burst=1");
+        assert_eq!(q(0.01), "\"default\";q=36;w=3600;portcullis-burst=1");
+        assert_eq!(q(1e-5), "\"default\";q=0;w=86400;portcullis-burst=1");
+    }
+
+    #[test]
+    fn retry_after_rounds_up_and_keeps_a_value_already_set() {
+        let mut headers = HeaderMap::new();
+        set_retry_after(&mut headers, Duration::from_millis(1_001));
+        assert_eq!(headers[RETRY_AFTER], "2");
+        set_retry_after(&mut headers, Duration::from_secs(30));
+        assert_eq!(headers[RETRY_AFTER], "2");
+        let mut exact = HeaderMap::new();
+        set_retry_after(&mut exact, Duration::from_secs(3));
+        assert_eq!(exact[RETRY_AFTER], "3");
+    }
+
+    #[test]
+    fn answers_are_judged_by_status() {
+        let judge =
+            |status: u16| classify(StatusCode::from_u16(status).unwrap(), &HeaderMap::new());
+        assert_eq!(judge(204), Outcome::Success);
+        assert_eq!(judge(302), Outcome::Success);
+        assert_eq!(judge(404), Outcome::Neutral);
+        assert_eq!(judge(429), Outcome::Neutral);
+        assert_eq!(judge(408), Outcome::Overloaded);
+        assert_eq!(judge(500), Outcome::Overloaded);
+        assert_eq!(judge(503), Outcome::Overloaded);
+    }
+}

@@ -1,0 +1,110 @@
+//! The types a [`ThrottleService`](super::ThrottleService) answers with:
+//! its future and its body.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+/// The future of a [`ThrottleService`](super::ThrottleService)'s answer.
+/// It holds the request's permit while the inner service runs, so dropping
+/// it frees the key's bulkhead slot.
+pub struct ResponseFuture<T, E> {
+    inner: Boxed<T, E>,
+}
+
+impl<T, E> ResponseFuture<T, E> {
+    pub(super) fn new(inner: Boxed<T, E>) -> Self {
+        Self { inner }
+    }
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The body of a [`ThrottleService`](super::ThrottleService)'s answer:
+    /// the inner service's body, or the layer's own answer to a request it
+    /// refused.
+    #[derive(Debug)]
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProjection]
+    #[derive(Debug)]
+    enum Kind<B> {
+        Inner { #[pin] body: B },
+        Answer { data: Option<Bytes> },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    pub(super) fn inner(body: B) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    pub(super) fn answer(data: Bytes) -> Self {
+        let data = (!data.is_empty()).then_some(data);
+        Self {
+            kind: Kind::Answer { data },
+        }
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProjection::Inner { body } => body.poll_frame(cx),
+            KindProjection::Answer { data } => {
+                Poll::Ready(data.take().map(|data| Ok(Frame::data(data))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Answer { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Answer { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |data| data.len() as u64))
+            }
+        }
+    }
+}

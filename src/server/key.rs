@@ -1,0 +1,659 @@
+//! Which client a request comes from: [`KeyExtractor`], and the trusted
+//! proxies that may say so ([`TrustedProxies`]).
+
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use http::header::{FORWARDED, HeaderName};
+use http::request::Parts;
+
+use crate::error::{ConfigError, ConfigProblem};
+
+type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+
+/// How a [`ThrottleLayer`](super::ThrottleLayer) finds a request's key:
+/// the client it limits.
+///
+/// A request without one is answered at once (400 by default, naming what
+/// was missing; see
+/// [`on_missing_key`](super::ThrottleLayer::on_missing_key)), never put in
+/// a bucket shared by every keyless request.
+///
+/// Addresses make keys as text: `203.0.113.7` for IPv4 (also when it
+/// arrives as an IPv4-mapped IPv6 address), and the /64 network for IPv6
+/// (`2001:db8:1:2::/64`), since one IPv6 host usually holds a whole /64
+/// and would otherwise have 2^64 keys
+/// ([`ipv6_prefix`](Self::ipv6_prefix) changes the length).
+///
+/// # Example
+///
+/// ```
+/// use portcullis::server::{KeyExtractor, TrustedProxies};
+///
+/// let by_api_key = KeyExtractor::header("x-api-key");
+/// let by_peer = KeyExtractor::peer_ip();
+/// let behind_proxy = KeyExtractor::forwarded_ip(TrustedProxies::new(["10.0.0.0/8"])?);
+/// let by_user = KeyExtractor::from_fn(|request| {
+///     request.extensions.get::<UserId>().map(|user| user.0.to_string())
+/// });
+/// # #[derive(Clone)] struct UserId(u64);
+/// # drop((by_api_key, by_peer, behind_proxy, by_user));
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct KeyExtractor {
+    source: Source,
+    /// How many leading bits of an IPv6 address make its key.
+    ipv6_prefix: u8,
+}
+
+#[derive(Clone)]
+enum Source {
+    /// A header's value; `Err` holds a name that is not a header name.
+    Header(Result<HeaderName, String>),
+    PeerIp,
+    ForwardedIp(Arc<TrustedProxies>),
+    Function(Arc<KeyFn>),
+}
+
+/// Why a request has no key; what the default answer's body says.
+///
+/// ```
+/// use portcullis::server::MissingKey;
+///
+/// let missing = MissingKey::new("header `x-api-key`");
+/// assert_eq!(missing.to_string(), "missing client key: header `x-api-key`");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingKey {
+    what: String,
+}
+
+impl MissingKey {
+    /// A key missing because of `what`.
+    ///
+    /// ```
+    /// # use portcullis::server::MissingKey;
+    /// assert_eq!(MissingKey::new("no session").what(), "no session");
+    /// ```
+    pub fn new(what: impl Into<String>) -> Self {
+        Self { what: what.into() }
+    }
+
+    /// What was missing or unreadable.
+    ///
+    /// ```
+    /// # use portcullis::server::MissingKey;
+    /// assert_eq!(MissingKey::new("header `x-api-key`").what(), "header `x-api-key`");
+    /// ```
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+}
+
+impl fmt::Display for MissingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "missing client key: {}", self.what)
+    }
+}
+
+impl std::error::Error for MissingKey {}
+
+impl KeyExtractor {
+    /// The value of header `name` (case-insensitive), for API keys and
+    /// tenant ids. A request without the header, or with an empty or
+    /// non-ASCII value, has no key. A `name` that is not a header name
+    /// finds no key in any request, and the answer says so.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// let extractor = KeyExtractor::header("x-api-key");
+    /// # drop(extractor);
+    /// ```
+    pub fn header(name: impl AsRef<str>) -> Self {
+        let name = name.as_ref();
+        let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| name.to_owned());
+        if parsed.is_err() {
+            tracing::error!(name, "KeyExtractor::header: not a header name");
+        }
+        Self::from_source(Source::Header(parsed))
+    }
+
+    /// The address of the peer that opened the connection: axum's
+    /// `ConnectInfo<SocketAddr>` (serve with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`), or a
+    /// `SocketAddr` a hyper server put in the request's extensions. Behind
+    /// a proxy every request has the proxy's address: use
+    /// [`forwarded_ip`](Self::forwarded_ip) there.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// let extractor = KeyExtractor::peer_ip();
+    /// # drop(extractor);
+    /// ```
+    pub fn peer_ip() -> Self {
+        Self::from_source(Source::PeerIp)
+    }
+
+    /// The client's address as the proxies in `proxies` report it.
+    ///
+    /// A peer that is not one of `proxies` is the client, whatever headers
+    /// it sends. A trusted peer's forwarding header (`X-Forwarded-For`, or
+    /// `Forwarded` if [`TrustedProxies::forwarded`]) is read from the
+    /// right, each entry written by the hop before: the first address that
+    /// is not a trusted proxy is the client. The leftmost entry, which the
+    /// client wrote itself, counts only if every hop after it is trusted.
+    /// An entry that is not an address where the client should be
+    /// (`unknown`, an obfuscated name) leaves the request without a key.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, TrustedProxies};
+    ///
+    /// // One load balancer in front, at 10.0.0.5; it appends to X-Forwarded-For.
+    /// let extractor = KeyExtractor::forwarded_ip(TrustedProxies::new(["10.0.0.5"])?);
+    /// # drop(extractor);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn forwarded_ip(proxies: TrustedProxies) -> Self {
+        Self::from_source(Source::ForwardedIp(Arc::new(proxies)))
+    }
+
+    /// The key `key_of` finds in the request's head (method, URI, headers,
+    /// extensions an earlier layer set): a user id from an authentication
+    /// layer, or route and client together for per-route quotas. `None`
+    /// means the request has no key.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// // Per route and API key: /search and /upload have separate quotas.
+    /// let extractor = KeyExtractor::from_fn(|request| {
+    ///     let api_key = request.headers.get("x-api-key")?.to_str().ok()?;
+    ///     Some(format!("{}:{api_key}", request.uri.path()))
+    /// });
+    /// # drop(extractor);
+    /// ```
+    pub fn from_fn<F>(key_of: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    {
+        Self::from_source(Source::Function(Arc::new(key_of)))
+    }
+
+    /// Keys IPv6 clients by their first `bits` bits (default 64; 128: one
+    /// key per address).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for `bits` above 128 or zero (every IPv6 client
+    /// would share one key), or for an extractor that does not read
+    /// addresses.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// let per_site = KeyExtractor::peer_ip().ipv6_prefix(48)?;
+    /// # drop(per_site);
+    /// assert!(KeyExtractor::header("x-api-key").ipv6_prefix(48).is_err());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn ipv6_prefix(mut self, bits: u8) -> Result<Self, ConfigError> {
+        let problem =
+            |message: String| ConfigError::new(vec![ConfigProblem::new("ipv6_prefix", message)]);
+        if !matches!(self.source, Source::PeerIp | Source::ForwardedIp(_)) {
+            return Err(problem(format!(
+                "applies to keys made from addresses, not to {}",
+                self.source.describe()
+            )));
+        }
+        if bits == 0 || bits > 128 {
+            return Err(problem(format!("must be from 1 to 128 bits, got {bits}")));
+        }
+        self.ipv6_prefix = bits;
+        Ok(self)
+    }
+
+    fn from_source(source: Source) -> Self {
+        Self {
+            source,
+            ipv6_prefix: 64,
+        }
+    }
+
+    /// The key of the request whose head is `request`.
+    pub(crate) fn key_of(&self, request: &Parts) -> Result<String, MissingKey> {
+        match &self.source {
+            Source::Header(Ok(name)) => request
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| MissingKey::new(format!("header `{name}`"))),
+            Source::Header(Err(name)) => Err(MissingKey::new(format!(
+                "`{name}` is not a header name (KeyExtractor::header)"
+            ))),
+            Source::PeerIp => Ok(self.ip_key(peer_ip(request)?)),
+            Source::ForwardedIp(proxies) => Ok(self.ip_key(proxies.client_of(request)?)),
+            Source::Function(key_of) => {
+                key_of(request).ok_or_else(|| MissingKey::new("no key for this request"))
+            }
+        }
+    }
+
+    fn ip_key(&self, ip: IpAddr) -> String {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) if self.ipv6_prefix == 128 => v6.to_string(),
+            IpAddr::V6(v6) => {
+                let network = Ipv6Addr::from_bits(v6.to_bits() & mask(self.ipv6_prefix));
+                format!("{network}/{}", self.ipv6_prefix)
+            }
+        }
+    }
+}
+
+impl Source {
+    fn describe(&self) -> String {
+        match self {
+            Source::Header(Ok(name)) => format!("header `{name}`"),
+            Source::Header(Err(name)) => format!("header `{name}`"),
+            Source::PeerIp => "the peer address".to_owned(),
+            Source::ForwardedIp(_) => "the forwarded address".to_owned(),
+            Source::Function(_) => "a key function".to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for KeyExtractor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("KeyExtractor");
+        out.field("source", &self.source.describe());
+        if let Source::ForwardedIp(proxies) = &self.source {
+            out.field("proxies", proxies);
+        }
+        out.field("ipv6_prefix", &self.ipv6_prefix).finish()
+    }
+}
+
+/// The peer's address, from axum's `ConnectInfo` or a plain `SocketAddr`.
+fn peer_ip(request: &Parts) -> Result<IpAddr, MissingKey> {
+    let extensions = &request.extensions;
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip())
+        .or_else(|| extensions.get::<SocketAddr>().map(SocketAddr::ip))
+        .ok_or_else(|| {
+            MissingKey::new(
+                "the peer address (serve with into_make_service_with_connect_info::<SocketAddr>())",
+            )
+        })
+}
+
+/// The proxies whose forwarding headers
+/// [`KeyExtractor::forwarded_ip`] believes: addresses and CIDR ranges.
+///
+/// ```
+/// use portcullis::server::TrustedProxies;
+///
+/// let proxies = TrustedProxies::new(["10.0.0.0/8", "fd00::/8", "192.0.2.1"])?;
+/// # drop(proxies);
+/// let err = TrustedProxies::new(["10.0.0.0/33"]).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid configuration: trusted_proxies[0]: `10.0.0.0/33` is not an address or a CIDR range (prefix longer than 32 bits)"
+/// );
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedProxies {
+    ranges: Vec<IpRange>,
+    header: ProxyHeader,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProxyHeader {
+    XForwardedFor,
+    Forwarded,
+}
+
+/// An address and how many of its leading bits must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IpRange {
+    network: IpAddr,
+    bits: u8,
+}
+
+impl TrustedProxies {
+    /// The proxies at `ranges` (`"10.0.0.5"`, `"10.0.0.0/8"`,
+    /// `"fd00::/8"`), which append the peer they heard from to
+    /// `X-Forwarded-For`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming each entry that is not an address or a
+    /// range (`trusted_proxies[2]`).
+    ///
+    /// ```
+    /// use portcullis::server::TrustedProxies;
+    ///
+    /// let loopback = TrustedProxies::new(["127.0.0.1", "::1"])?;
+    /// # drop(loopback);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn new<I, S>(ranges: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut parsed = Vec::new();
+        let mut problems = Vec::new();
+        for (i, range) in ranges.into_iter().enumerate() {
+            match IpRange::parse(range.as_ref()) {
+                Ok(range) => parsed.push(range),
+                Err(why) => problems.push(ConfigProblem::new(
+                    format!("trusted_proxies[{i}]"),
+                    format!(
+                        "`{}` is not an address or a CIDR range ({why})",
+                        range.as_ref()
+                    ),
+                )),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        Ok(Self {
+            ranges: parsed,
+            header: ProxyHeader::XForwardedFor,
+        })
+    }
+
+    /// Reads the standard `Forwarded` header (RFC 7239, its `for=`
+    /// parameters) instead of `X-Forwarded-For`. Name the header your
+    /// proxies write: the other one is the client's to forge.
+    ///
+    /// ```
+    /// use portcullis::server::TrustedProxies;
+    ///
+    /// let proxies = TrustedProxies::new(["10.0.0.0/8"])?.forwarded();
+    /// # drop(proxies);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn forwarded(mut self) -> Self {
+        self.header = ProxyHeader::Forwarded;
+        self
+    }
+
+    fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.ranges.iter().any(|range| range.contains(ip))
+    }
+
+    /// The rightmost address in the forwarding chain that is not a trusted
+    /// proxy (the peer itself if it is not one).
+    fn client_of(&self, request: &Parts) -> Result<IpAddr, MissingKey> {
+        let mut client = peer_ip(request)?;
+        if !self.trusts(client) {
+            return Ok(client);
+        }
+        let header = match self.header {
+            ProxyHeader::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
+            ProxyHeader::Forwarded => FORWARDED,
+        };
+        // Every field line, in order, as one list; then from the right.
+        let mut entries: Vec<&str> = Vec::new();
+        for line in request.headers.get_all(&header) {
+            let Ok(line) = line.to_str() else {
+                return Err(MissingKey::new(format!("header `{header}` is not ASCII")));
+            };
+            entries.extend(line.split(','));
+        }
+        for entry in entries.iter().rev() {
+            let address = match self.header {
+                ProxyHeader::XForwardedFor => parse_address(entry),
+                ProxyHeader::Forwarded => forwarded_for(entry).and_then(parse_address),
+            };
+            client = address.ok_or_else(|| {
+                MissingKey::new(format!(
+                    "`{}` in header `{header}` is not an address",
+                    entry.trim()
+                ))
+            })?;
+            if !self.trusts(client) {
+                break;
+            }
+        }
+        Ok(client)
+    }
+}
+
+impl IpRange {
+    fn parse(text: &str) -> Result<Self, &'static str> {
+        let (address, bits) = match text.split_once('/') {
+            Some((address, bits)) => (address, Some(bits)),
+            None => (text, None),
+        };
+        let network: IpAddr = address.trim().parse().map_err(|_| "no address")?;
+        let network = network.to_canonical();
+        let width = if network.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => width,
+            Some(bits) => bits.trim().parse::<u8>().map_err(|_| "no prefix length")?,
+        };
+        if bits > width {
+            return Err(if width == 32 {
+                "prefix longer than 32 bits"
+            } else {
+                "prefix longer than 128 bits"
+            });
+        }
+        Ok(Self { network, bits })
+    }
+
+    fn contains(&self, ip: IpAddr) -> bool {
+        match (self.network, ip) {
+            (IpAddr::V4(network), IpAddr::V4(ip)) => {
+                let mask = mask(self.bits + 96) as u32;
+                network.to_bits() & mask == ip.to_bits() & mask
+            }
+            (IpAddr::V6(network), IpAddr::V6(ip)) => {
+                let mask = mask(self.bits);
+                network.to_bits() & mask == ip.to_bits() & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The leading `bits` of 128 set.
+fn mask(bits: u8) -> u128 {
+    match bits {
+        0 => 0,
+        bits => u128::MAX << (128 - u32::from(bits.min(128))),
+    }
+}
+
+/// An address as proxies write it: bare, with a port, IPv6 in brackets.
+fn parse_address(text: &str) -> Option<IpAddr> {
+    let text = text.trim().trim_matches('"');
+    text.parse::<IpAddr>()
+        .ok()
+        .or_else(|| text.parse::<SocketAddr>().ok().map(|socket| socket.ip()))
+        .or_else(|| {
+            let inner = text.strip_prefix('[')?.strip_suffix(']')?;
+            inner.parse::<IpAddr>().ok()
+        })
+}
+
+/// The `for=` parameter of one `Forwarded` element (RFC 7239).
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        name.trim().eq_ignore_ascii_case("for").then_some(value)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(peer: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::builder();
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let (mut parts, ()) = builder.body(()).unwrap().into_parts();
+        let peer: SocketAddr = peer.parse().unwrap();
+        parts.extensions.insert(axum::extract::ConnectInfo(peer));
+        parts
+    }
+
+    fn key(
+        extractor: &KeyExtractor,
+        peer: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<String, String> {
+        extractor
+            .key_of(&request(peer, headers))
+            .map_err(|missing| missing.to_string())
+    }
+
+    #[test]
+    fn a_header_key_is_its_value_and_an_empty_one_is_missing() {
+        let extractor = KeyExtractor::header("X-Api-Key");
+        assert_eq!(
+            key(&extractor, "1.2.3.4:1", &[("x-api-key", "k1")]),
+            Ok("k1".into())
+        );
+        assert_eq!(
+            key(&extractor, "1.2.3.4:1", &[("x-api-key", "")]),
+            Err("missing client key: header `x-api-key`".into())
+        );
+        let invalid = KeyExtractor::header("x api key");
+        assert_eq!(
+            key(&invalid, "1.2.3.4:1", &[]),
+            Err(
+                "missing client key: `x api key` is not a header name (KeyExtractor::header)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn ipv6_peers_are_grouped_by_their_64_bit_network() {
+        let extractor = KeyExtractor::peer_ip();
+        assert_eq!(
+            key(&extractor, "203.0.113.7:5", &[]),
+            Ok("203.0.113.7".into())
+        );
+        assert_eq!(
+            key(&extractor, "[2001:db8:1:2:aaaa::1]:5", &[]),
+            Ok("2001:db8:1:2::/64".into())
+        );
+        assert_eq!(
+            key(&extractor, "[2001:db8:1:2:bbbb::9]:5", &[]),
+            Ok("2001:db8:1:2::/64".into())
+        );
+        // An IPv4 client on a dual-stack socket is its IPv4 address.
+        assert_eq!(
+            key(&extractor, "[::ffff:198.51.100.9]:5", &[]),
+            Ok("198.51.100.9".into())
+        );
+        let per_address = KeyExtractor::peer_ip().ipv6_prefix(128).unwrap();
+        assert_eq!(
+            key(&per_address, "[2001:db8::1]:5", &[]),
+            Ok("2001:db8::1".into())
+        );
+        assert!(KeyExtractor::peer_ip().ipv6_prefix(0).is_err());
+        assert!(KeyExtractor::peer_ip().ipv6_prefix(129).is_err());
+    }
+
+    #[test]
+    fn the_client_is_the_rightmost_address_that_is_not_a_trusted_proxy() {
+        let proxies = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+        let extractor = KeyExtractor::forwarded_ip(proxies);
+        // The client forged the leftmost entry; the proxy appended the real one.
+        let forged = [("x-forwarded-for", "6.6.6.6, 198.51.100.2")];
+        assert_eq!(
+            key(&extractor, "10.1.1.1:80", &forged),
+            Ok("198.51.100.2".into())
+        );
+        // Two trusted hops, and the header split over two lines.
+        let chained = [
+            ("x-forwarded-for", "6.6.6.6, 198.51.100.2"),
+            ("x-forwarded-for", "10.2.2.2"),
+        ];
+        assert_eq!(
+            key(&extractor, "10.1.1.1:80", &chained),
+            Ok("198.51.100.2".into())
+        );
+        // An untrusted peer is the client, whatever it says.
+        assert_eq!(
+            key(&extractor, "198.51.100.3:80", &forged),
+            Ok("198.51.100.3".into())
+        );
+        // A trusted peer with no header: the peer.
+        assert_eq!(key(&extractor, "10.1.1.1:80", &[]), Ok("10.1.1.1".into()));
+        // Garbage where the client should be: no key, not the proxy's.
+        assert_eq!(
+            key(
+                &extractor,
+                "10.1.1.1:80",
+                &[("x-forwarded-for", "1.2.3.4, bogus")]
+            ),
+            Err("missing client key: `bogus` in header `x-forwarded-for` is not an address".into())
+        );
+        // Ports and brackets, as some proxies write them.
+        let with_port = [("x-forwarded-for", "[2001:db8::7]:443")];
+        assert_eq!(
+            key(&extractor, "10.1.1.1:80", &with_port),
+            Ok("2001:db8::/64".into())
+        );
+    }
+
+    #[test]
+    fn forwarded_is_read_only_when_named_and_then_by_its_for_parameter() {
+        let proxies = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+        let standard = KeyExtractor::forwarded_ip(proxies.clone().forwarded());
+        let headers = [
+            (
+                "forwarded",
+                r#"for=6.6.6.6, for="[2001:db8:cafe::17]:4711";proto=https"#,
+            ),
+            ("x-forwarded-for", "7.7.7.7"),
+        ];
+        assert_eq!(
+            key(&standard, "10.0.0.1:80", &headers),
+            Ok("2001:db8:cafe::/64".into())
+        );
+        let legacy = KeyExtractor::forwarded_ip(proxies);
+        assert_eq!(key(&legacy, "10.0.0.1:80", &headers), Ok("7.7.7.7".into()));
+        assert!(key(&standard, "10.0.0.1:80", &[("forwarded", "for=unknown")]).is_err());
+    }
+
+    #[test]
+    fn ranges_parse_and_match_by_prefix() {
+        let proxies = TrustedProxies::new(["192.0.2.0/24", "2001:db8::/32", "127.0.0.1"]).unwrap();
+        let trusts = |ip: &str| proxies.trusts(ip.parse().unwrap());
+        assert!(trusts("192.0.2.200"));
+        assert!(!trusts("192.0.3.1"));
+        assert!(trusts("2001:db8:ffff::1"));
+        assert!(!trusts("2001:db9::1"));
+        assert!(trusts("127.0.0.1"));
+        assert!(trusts("::ffff:127.0.0.1"));
+        assert!(!trusts("127.0.0.2"));
+        let err = TrustedProxies::new(["10.0.0.0/8", "nonsense", "::/200"]).unwrap_err();
+        let fields: Vec<&str> = err.problems().iter().map(|p| p.field()).collect();
+        assert_eq!(fields, ["trusted_proxies[1]", "trusted_proxies[2]"]);
+        assert!(
+            TrustedProxies::new(["0.0.0.0/0"])
+                .unwrap()
+                .trusts("8.8.8.8".parse().unwrap())
+        );
+    }
+}

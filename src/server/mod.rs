@@ -1,0 +1,38 @@
+//! HTTP servers: [`ThrottleLayer`] limits each client of a tower service
+//! (axum 0.8, hyper, tonic) through a manager (feature `tower`).
+//!
+//! ```
+//! use portcullis::server::{KeyExtractor, ThrottleLayer};
+//! use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+//!
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0)) // a fixed quota
+//!     .bulkhead(BulkheadConfig::new(4))
+//!     .build()?;
+//! let app: axum::Router = axum::Router::new()
+//!     .route("/", axum::routing::get(|| async { "hello" }))
+//!     .layer(ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")));
+//! # drop(app);
+//! # Ok::<(), portcullis::ConfigError>(())
+//! ```
+//!
+//! Each client (an API key, a user, an address, as the [`KeyExtractor`]
+//! says) gets its own controls from the manager's one key space, bounded
+//! by [`max_keys`](crate::ThrottleManagerBuilder::max_keys) with idle keys
+//! evicted as they are needed: no cleanup task to run. A client over its
+//! rate is answered 429, one the throttle sheds or whose bulkhead is full
+//! 503, with `Retry-After` and the IETF `RateLimit` headers. Different
+//! quotas per client tier come from
+//! [`rate_per_key`](crate::ThrottleManagerBuilder::rate_per_key).
+
+mod answer;
+mod future;
+mod key;
+mod layer;
+mod service;
+
+pub use answer::{classify, missing_key, refusal};
+pub use future::{ResponseBody, ResponseFuture};
+pub use key::{KeyExtractor, MissingKey, TrustedProxies};
+pub use layer::ThrottleLayer;
+pub use service::ThrottleService;

@@ -1,0 +1,174 @@
+//! [`ThrottleService`]: one request through the key's controls and the
+//! inner service.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::answer::{self, set_rate_limit, set_retry_after};
+use super::future::{ResponseBody, ResponseFuture};
+use super::key::MissingKey;
+use super::layer::Settings;
+use crate::error::Rejected;
+use crate::outcome::Outcome;
+use crate::priority::Priority;
+
+/// The service a [`ThrottleLayer`](super::ThrottleLayer) wraps around
+/// `S`: every request through its client's controls first.
+///
+/// ```
+/// use portcullis::server::{KeyExtractor, ThrottleLayer, ThrottleService};
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use tower_layer::Layer;
+///
+/// # #[derive(Clone)] struct Handler;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip());
+/// let service: ThrottleService<Handler> = layer.layer(Handler);
+/// # drop(service);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ThrottleService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> ThrottleService<S> {
+    pub(super) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ThrottleService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Self::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    /// Answers the request: refused at once, or passed to the inner
+    /// service once the key's controls admit it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future (the client went away) while the request waits
+    /// in the bulkhead's queue leaves the queue; while the inner service
+    /// runs, it drops that call and frees the key's slot, counting a
+    /// neutral outcome.
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The clone that was polled ready serves this request.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        ResponseFuture::new(Box::pin(handle(settings, ready, request)))
+    }
+}
+
+async fn handle<S, ReqBody, ResBody>(
+    settings: Arc<Settings>,
+    mut inner: S,
+    request: Request<ReqBody>,
+) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    let (head, body) = request.into_parts();
+    let key = match settings.extractor.key_of(&head) {
+        Ok(key) => key,
+        Err(missing) => return Ok(settings.missing_key(&missing)),
+    };
+    let priority = match settings.priority_of(&head) {
+        Ok(priority) => priority,
+        Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
+    };
+    let permit = match settings
+        .manager
+        .acquire_for_request(key.as_str(), priority)
+        .await
+    {
+        Ok(permit) => permit,
+        Err(rejected) => return Ok(settings.refused(&key, &rejected)),
+    };
+    let answered = inner.call(Request::from_parts(head, body)).await;
+    let outcome = match &answered {
+        Ok(response) => settings.outcome_of(response),
+        Err(_) => Outcome::Overloaded,
+    };
+    permit.report(outcome);
+    let mut response = answered?;
+    if settings.rate_limit_headers {
+        if let Some(rate) = settings.manager.rate_now(key.as_str()) {
+            set_rate_limit(response.headers_mut(), &rate);
+        }
+    }
+    Ok(response.map(ResponseBody::inner))
+}
+
+impl Settings {
+    /// The request's priority: an extension an earlier layer set, the
+    /// priority header, or the default. A header that is not a level is
+    /// the caller's mistake, answered 400.
+    fn priority_of(&self, head: &Parts) -> Result<Priority, String> {
+        if let Some(priority) = head.extensions.get::<Priority>() {
+            return Ok(*priority);
+        }
+        let Some(name) = &self.priority_header else {
+            return Ok(self.priority);
+        };
+        let Some(value) = head.headers.get(name) else {
+            return Ok(self.priority);
+        };
+        value
+            .to_str()
+            .ok()
+            .and_then(|level| level.trim().parse::<u8>().ok())
+            .map(Priority::new)
+            .ok_or_else(|| {
+                format!("header `{name}` must be a priority level from 0 to 255, got {value:?}")
+            })
+    }
+
+    fn outcome_of<B>(&self, response: &Response<B>) -> Outcome {
+        let (status, headers) = (response.status(), response.headers());
+        match &self.classify {
+            Some(classify) => classify(status, headers),
+            None => answer::classify(status, headers),
+        }
+    }
+
+    fn refused<B>(&self, key: &str, rejected: &Rejected) -> Response<ResponseBody<B>> {
+        let mut answer = match &self.on_refusal {
+            Some(answer) => answer(rejected),
+            None => answer::refusal(rejected),
+        };
+        let headers = answer.headers_mut();
+        if let Some(after) = rejected.retry_after() {
+            set_retry_after(headers, after);
+        }
+        if let Some(rate) = self.manager.rate_now(key) {
+            set_rate_limit(headers, &rate);
+        }
+        answer.map(ResponseBody::answer)
+    }
+
+    fn missing_key<B>(&self, missing: &MissingKey) -> Response<ResponseBody<B>> {
+        let answer: Response<Bytes> = match &self.on_missing_key {
+            Some(answer) => answer(missing),
+            None => answer::missing_key(missing),
+        };
+        answer.map(ResponseBody::answer)
+    }
+}

@@ -1,0 +1,505 @@
+//! The HTTP server layer in a real axum server on loopback, called by a
+//! real client (feature `tower`).
+//!
+//! The server and client talk over real sockets; the manager reads a
+//! [`ManualClock`] that each test moves by hand, so what is admitted when
+//! is exact, whatever the machine's load.
+
+#![cfg(feature = "tower")]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use portcullis::clock::ManualClock;
+use portcullis::server::{KeyExtractor, ThrottleLayer, TrustedProxies};
+use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+use tokio::sync::Semaphore;
+
+// ---- The public contract of the issue, as written ----
+
+fn app() -> Result<axum::Router, portcullis::ConfigError> {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0))
+        .bulkhead(BulkheadConfig::new(4))
+        .build()?;
+    Ok(axum::Router::new()
+        .route("/", axum::routing::get(|| async { "hello" }))
+        .layer(ThrottleLayer::new(
+            manager,
+            KeyExtractor::header("x-api-key"),
+        )))
+}
+
+// ---- A server and a client ----
+
+/// Serves `app` on a loopback port of its own, with the peer address in
+/// each request (`ConnectInfo`).
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    format!("http://{addr}")
+}
+
+/// A request's status and the headers a test reads.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    policy: Option<String>,
+    rate_limit: Option<String>,
+    body: String,
+}
+
+async fn send(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut request = client.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+    };
+    Answer {
+        status: response.status().as_u16(),
+        retry_after: header("retry-after"),
+        policy: header("ratelimit-policy"),
+        rate_limit: header("ratelimit"),
+        body: String::new(),
+    }
+    .with_body(response)
+    .await
+}
+
+impl Answer {
+    async fn with_body(mut self, response: reqwest::Response) -> Self {
+        self.body = response.text().await.unwrap();
+        self
+    }
+}
+
+fn quota_manager(clock: &ManualClock) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0))
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+fn hello() -> Router {
+    Router::new().route("/", get(|| async { "hello" }))
+}
+
+// ---- Tests ----
+
+#[tokio::test]
+async fn the_contract_app_serves_and_limits() {
+    let url = serve(app().unwrap()).await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(send(&client, &url, &[("x-api-key", "k")]).await.status);
+    }
+    // On real time: the burst of 5 at once, then 20/s, so 30 requests in
+    // well under the 1.25 s they would need meet a 429.
+    assert_eq!(&statuses[..5], [200; 5]);
+    assert!(statuses.contains(&429), "{statuses:?}");
+}
+
+/// 20/s with burst 5 admits 5 + 20·t over t seconds, for each of two keys
+/// at once, each as if alone.
+#[tokio::test]
+async fn per_key_quotas_are_exact_and_independent() {
+    let clock = ManualClock::new();
+    let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"));
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+
+    // Each key sends until refused, every 10 ms of (manual) time, for 2 s.
+    let drain = |key: &'static str| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let mut admitted = 0;
+            loop {
+                let answer = send(&client, &url, &[("x-api-key", key)]).await;
+                match answer.status {
+                    200 => admitted += 1,
+                    429 => return admitted,
+                    other => panic!("unexpected status {other}"),
+                }
+            }
+        }
+    };
+    let (mut a, mut b) = (0, 0);
+    for step in 0..=200 {
+        if step > 0 {
+            clock.advance(Duration::from_millis(10));
+        }
+        let (more_a, more_b) = tokio::join!(drain("a"), drain("b"));
+        a += more_a;
+        b += more_b;
+    }
+    let expected = 5 + 20 * 2;
+    assert!((expected - 1..=expected + 1).contains(&a), "key a: {a}");
+    assert!((expected - 1..=expected + 1).contains(&b), "key b: {b}");
+}
+
+#[tokio::test]
+async fn a_429_says_when_to_retry_and_what_the_quota_is() {
+    let clock = ManualClock::new();
+    let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"))
+        .rate_limit_headers(true);
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+    let key = [("x-api-key", "k")];
+
+    let first = send(&client, &url, &key).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body, "hello");
+    // Asked for: the headers on an admitted answer too. Four of the burst
+    // left; one more 50 ms from now (rounded up to 1 s).
+    assert_eq!(
+        first.policy.as_deref(),
+        Some("\"default\";q=20;w=1;portcullis-burst=5")
+    );
+    assert_eq!(first.rate_limit.as_deref(), Some("\"default\";r=4;t=1"));
+    assert_eq!(first.retry_after, None);
+    for _ in 0..4 {
+        assert_eq!(send(&client, &url, &key).await.status, 200);
+    }
+    let refused = send(&client, &url, &key).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.retry_after.as_deref(), Some("1"));
+    assert_eq!(
+        refused.policy.as_deref(),
+        Some("\"default\";q=20;w=1;portcullis-burst=5")
+    );
+    assert_eq!(refused.rate_limit.as_deref(), Some("\"default\";r=0;t=1"));
+    assert_eq!(refused.body, "429 Too Many Requests: rate limited\n");
+    // The 50 ms it was told (rounded up to whole seconds, which over-waits).
+    clock.advance(Duration::from_millis(50));
+    assert_eq!(send(&client, &url, &key).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_slow_quota_gives_its_wait_in_whole_seconds() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(0.4).burst(1).bounds(0.4, 0.4)) // one call per 2.5 s
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let url = serve(hello().layer(ThrottleLayer::new(
+        manager,
+        KeyExtractor::header("x-api-key"),
+    )))
+    .await;
+    let client = reqwest::Client::new();
+    let key = [("x-api-key", "k")];
+    assert_eq!(send(&client, &url, &key).await.status, 200);
+    let refused = send(&client, &url, &key).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.retry_after.as_deref(), Some("3"));
+    assert_eq!(
+        refused.policy.as_deref(),
+        Some("\"default\";q=24;w=60;portcullis-burst=1")
+    );
+    assert_eq!(refused.rate_limit.as_deref(), Some("\"default\";r=0;t=3"));
+    clock.advance(Duration::from_millis(2_499));
+    assert_eq!(send(&client, &url, &key).await.status, 429);
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(send(&client, &url, &key).await.status, 200);
+}
+
+/// A full bulkhead answers 503, with no Retry-After: nobody knows when a
+/// call in flight ends. A full key space answers 503 with one: when the
+/// first key may be forgotten.
+#[tokio::test]
+async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .bulkhead(BulkheadConfig::new(1))
+        .max_keys(1)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let gate = Arc::new(Semaphore::new(0));
+    let held = Arc::clone(&gate);
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let held = Arc::clone(&held);
+                async move {
+                    held.acquire().await.unwrap().forget();
+                    "done"
+                }
+            }),
+        )
+        .layer(ThrottleLayer::new(
+            manager.clone(),
+            KeyExtractor::header("x-api-key"),
+        ));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+
+    let in_flight = tokio::spawn({
+        let (client, url) = (client.clone(), url.clone());
+        async move { send(&client, &url, &[("x-api-key", "a")]).await.status }
+    });
+    while manager.snapshot("a").and_then(|s| s.active) != Some(1) {
+        tokio::task::yield_now().await;
+    }
+    clock.advance(Duration::from_secs(1)); // a token again: only the slot is missing
+    let full = send(&client, &url, &[("x-api-key", "a")]).await;
+    assert_eq!(full.status, 503);
+    assert_eq!(full.retry_after, None);
+    assert_eq!(full.body, "503 Service Unavailable: bulkhead full\n");
+
+    // Key "a" is in flight: the one place in the key space is taken.
+    let no_room = send(&client, &url, &[("x-api-key", "b")]).await;
+    assert_eq!(no_room.status, 503);
+    assert_eq!(no_room.body, "503 Service Unavailable: key space full\n");
+    assert!(no_room.retry_after.is_some());
+
+    gate.add_permits(1);
+    assert_eq!(in_flight.await.unwrap(), 200);
+}
+
+/// Behind one trusted proxy (the test's client, on loopback), the client is
+/// the address the proxy appended; what the client wrote to the left does
+/// not move the key. A peer that is not trusted is its own key.
+#[tokio::test]
+async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let loopback = TrustedProxies::new(["127.0.0.1", "::1"]).unwrap();
+    let layer = ThrottleLayer::new(manager.clone(), KeyExtractor::forwarded_ip(loopback));
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+    let xff = |value: &'static str| [("x-forwarded-for", value)];
+
+    assert_eq!(
+        send(&client, &url, &xff("6.6.6.6, 198.51.100.2"))
+            .await
+            .status,
+        200
+    );
+    // A new forged leftmost entry: still 198.51.100.2, whose token is spent.
+    assert_eq!(
+        send(&client, &url, &xff("7.7.7.7, 198.51.100.2"))
+            .await
+            .status,
+        429
+    );
+    assert_eq!(send(&client, &url, &xff("198.51.100.2")).await.status, 429);
+    // Another client behind the same proxy has its own quota.
+    assert_eq!(send(&client, &url, &xff("198.51.100.3")).await.status, 200);
+    assert!(manager.snapshot("6.6.6.6").is_none());
+    assert!(manager.snapshot("7.7.7.7").is_none());
+
+    // The same client, seen by a server that trusts no proxy on loopback:
+    // the header is ignored, and every request is the peer's.
+    let untrusting = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let elsewhere = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+    let layer = ThrottleLayer::new(untrusting.clone(), KeyExtractor::forwarded_ip(elsewhere));
+    let url = serve(hello().layer(layer)).await;
+    assert_eq!(send(&client, &url, &xff("198.51.100.4")).await.status, 200);
+    assert_eq!(send(&client, &url, &xff("198.51.100.5")).await.status, 429);
+    assert!(untrusting.snapshot("127.0.0.1").is_some());
+    assert!(untrusting.snapshot("198.51.100.4").is_none());
+}
+
+#[tokio::test]
+async fn a_request_without_a_key_gets_the_configured_answer() {
+    let clock = ManualClock::new();
+    let url = serve(hello().layer(ThrottleLayer::new(
+        quota_manager(&clock),
+        KeyExtractor::header("x-api-key"),
+    )))
+    .await;
+    let client = reqwest::Client::new();
+    let missing = send(&client, &url, &[]).await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(
+        missing.body,
+        "400 Bad Request: missing client key: header `x-api-key`\n"
+    );
+
+    let custom = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"))
+        .on_missing_key(|missing| {
+            let mut answer =
+                axum::http::Response::new(format!("sign in first ({})", missing.what()).into());
+            *answer.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
+            answer
+        });
+    let url = serve(hello().layer(custom)).await;
+    let answer = send(&client, &url, &[]).await;
+    assert_eq!(answer.status, 401);
+    assert_eq!(answer.body, "sign in first (header `x-api-key`)");
+}
+
+/// An adaptive key's rate falls when its requests end in 5xx, and a 404
+/// leaves it alone; a fixed quota moves for neither.
+#[tokio::test]
+async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0))
+        .rate_per_key(|key: &String| {
+            (key == "fixed").then(|| RateConfig::new(10.0).bounds(10.0, 10.0).validate().unwrap())
+        })
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route(
+            "/fail",
+            get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "broken") }),
+        )
+        .route("/ok", get(|| async { "fine" }))
+        .layer(ThrottleLayer::new(
+            manager.clone(),
+            KeyExtractor::header("x-api-key"),
+        ));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+
+    let missing = send(&client, &format!("{url}/nowhere"), &[("x-api-key", "k")]).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(manager.rate("k"), Some(10.0));
+    let failed = send(&client, &format!("{url}/fail"), &[("x-api-key", "k")]).await;
+    assert_eq!(failed.status, 500);
+    let lowered = manager.rate("k").unwrap();
+    assert!(lowered < 10.0, "{lowered}");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        send(&client, &format!("{url}/ok"), &[("x-api-key", "k")])
+            .await
+            .status,
+        200
+    );
+    assert!(manager.rate("k").unwrap() >= lowered);
+
+    assert_eq!(
+        send(&client, &format!("{url}/fail"), &[("x-api-key", "fixed")])
+            .await
+            .status,
+        500
+    );
+    assert_eq!(manager.rate("fixed"), Some(10.0));
+}
+
+#[tokio::test]
+async fn the_priority_comes_from_the_named_header_and_a_bad_one_is_400() {
+    let clock = ManualClock::new();
+    let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"))
+        .priority_header("x-priority")
+        .unwrap();
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+    let ok = send(&client, &url, &[("x-api-key", "k"), ("x-priority", "2")]).await;
+    assert_eq!(ok.status, 200);
+    let bad = send(
+        &client,
+        &url,
+        &[("x-api-key", "k"), ("x-priority", "urgent")],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        bad.body,
+        "400 Bad Request: header `x-priority` must be a priority level from 0 to 255, got \"urgent\"\n"
+    );
+    assert!(
+        ThrottleLayer::new(quota_manager(&clock), KeyExtractor::peer_ip())
+            .priority_header("bad header")
+            .is_err()
+    );
+}
+
+/// A million distinct clients through a key space of 10,000: the cap
+/// holds throughout, and a client in debt is never forgotten (which would
+/// forgive its debt). In-process, through the real router and layer.
+#[tokio::test]
+async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
+    use tower::ServiceExt;
+
+    const CAP: usize = 10_000;
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate_per_key(|key: &String| {
+            // One call per 1,000 s: in debt for the whole flood.
+            (key == "debtor").then(|| {
+                RateConfig::new(0.001)
+                    .bounds(0.001, 0.001)
+                    .validate()
+                    .unwrap()
+            })
+        })
+        .max_keys(CAP)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let app = hello().layer(ThrottleLayer::new(
+        manager.clone(),
+        KeyExtractor::header("x-api-key"),
+    ));
+    let call = |key: String| {
+        let app = app.clone();
+        async move {
+            let request = axum::http::Request::get("/")
+                .header("x-api-key", key)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            app.oneshot(request).await.unwrap().status().as_u16()
+        }
+    };
+
+    assert_eq!(call("debtor".into()).await, 200);
+    let (mut admitted, mut no_room) = (0, 0);
+    for i in 0..1_000_000 {
+        if i % CAP == 0 {
+            clock.advance(Duration::from_secs(1)); // the last batch is debt-free now
+        }
+        match call(format!("client-{i}")).await {
+            200 => admitted += 1,
+            503 => no_room += 1,
+            other => panic!("unexpected status {other}"),
+        }
+        if i % 1_000 == 0 {
+            assert!(manager.len() <= CAP, "{} keys", manager.len());
+        }
+    }
+    assert!(manager.len() <= CAP);
+    assert!(
+        admitted >= 990_000,
+        "{admitted} admitted, {no_room} refused"
+    );
+    // 100 s of the debtor's 1,000 s have passed: still refused.
+    assert_eq!(call("debtor".into()).await, 429);
+}
