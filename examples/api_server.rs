@@ -1,0 +1,214 @@
+//! An API server that limits each client by API key, with two tiers of
+//! quota, and a load generator that shows what each client gets.
+//!
+//! ```text
+//! cargo run --release --features tower --example api_server
+//! ```
+//!
+//! The server (axum, on a loopback port) puts every request through a
+//! `ThrottleLayer`: a fixed quota per API key (free keys 5/s, burst 5; pro
+//! keys 50/s, burst 20, from `rate_per_key`) and a bulkhead of 4 requests
+//! in flight per key (queue of 8, 100 ms queue timeout). The load generator
+//! then runs six clients at once for 5 s, each sending at its own steady
+//! rate whatever the answers, and prints per key what it offered and what
+//! came back: 429 for requests over the key's rate, 503 for requests that
+//! found the key's 4 slots and queue taken for 100 ms, 400 for requests
+//! without a key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use portcullis::server::{KeyExtractor, ThrottleLayer};
+use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+
+/// Each client: its API key, the path it calls, and how many requests a
+/// second it sends.
+const CLIENTS: [(&str, &str, f64); 6] = [
+    ("free-alice", "/v1/report", 20.0), // four times her quota
+    ("free-bob", "/v1/report", 4.0),    // within his
+    ("pro-carol", "/v1/report", 80.0),  // over hers
+    ("pro-dave", "/v1/report", 30.0),   // within his
+    ("pro-erin", "/v1/export", 40.0),   // within her rate, but each call is slow
+    ("", "/v1/report", 5.0),            // no key at all
+];
+const RUN: Duration = Duration::from_secs(5);
+
+/// A key's tier: calls a second and how many may come at once.
+fn tier(key: &str) -> (f64, u32) {
+    if key.starts_with("pro-") {
+        (50.0, 20)
+    } else {
+        (5.0, 5)
+    }
+}
+
+/// A fixed quota: the rate cannot move (`bounds(r, r)`).
+fn quota(key: &str) -> RateConfig {
+    let (rate, burst) = tier(key);
+    RateConfig::new(rate).burst(burst).bounds(rate, rate)
+}
+
+fn api(manager: ThrottleManager<String>) -> Router {
+    Router::new()
+        .route(
+            "/v1/report",
+            get(|| async {
+                // The work a request costs: a few milliseconds.
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                "{\"report\":\"ok\"}"
+            }),
+        )
+        .route(
+            "/v1/export",
+            get(|| async {
+                // A slow one: 40/s of these keep 10 in flight, over the 4
+                // a key may have.
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                "{\"export\":\"ok\"}"
+            }),
+        )
+        .layer(
+            ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")).rate_limit_headers(true),
+        )
+}
+
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    offered: u32,
+    ok: u32,
+    too_many: u32,
+    unavailable: u32,
+    bad_request: u32,
+    /// One refusal's headers, to show.
+    sample: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(quota("free-"))
+        .rate_per_key(|key: &String| {
+            key.starts_with("pro-")
+                .then(|| quota(key).validate().expect("a valid quota"))
+        })
+        .bulkhead(
+            BulkheadConfig::new(4)
+                .queue(8)
+                .queue_timeout(Duration::from_millis(100)),
+        )
+        .build()?;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = api(manager.clone());
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    println!("API server on http://{addr} (/v1/report, /v1/export), limiting by x-api-key");
+    println!("free keys: 5/s, burst 5; pro keys: 50/s, burst 20; 4 in flight per key\n");
+
+    let tallies: Arc<Mutex<BTreeMap<&str, Tally>>> = Arc::default();
+    let client = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let start = Instant::now();
+    let mut loads = Vec::new();
+    for (key, path, per_second) in CLIENTS {
+        let url = format!("{base}{path}");
+        let (client, tallies) = (client.clone(), Arc::clone(&tallies));
+        loads.push(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second));
+            let mut requests = Vec::new();
+            while start.elapsed() < RUN {
+                ticks.tick().await;
+                let (client, url, tallies) = (client.clone(), url.clone(), Arc::clone(&tallies));
+                requests.push(tokio::spawn(async move {
+                    let mut request = client.get(&url);
+                    if !key.is_empty() {
+                        request = request.header("x-api-key", key);
+                    }
+                    let response = request.send().await;
+                    let mut tallies = tallies.lock().unwrap();
+                    let tally = tallies.entry(key).or_default();
+                    tally.offered += 1;
+                    let Ok(response) = response else { return };
+                    match response.status().as_u16() {
+                        200 => tally.ok += 1,
+                        429 => tally.too_many += 1,
+                        503 => tally.unavailable += 1,
+                        400 => tally.bad_request += 1,
+                        _ => {}
+                    }
+                    if response.status() == 429 && tally.sample.is_none() {
+                        let header = |name: &str| {
+                            let value = response.headers().get(name);
+                            value
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("-")
+                                .to_owned()
+                        };
+                        tally.sample = Some(format!(
+                            "Retry-After: {}\n    RateLimit-Policy: {}\n    RateLimit: {}",
+                            header("retry-after"),
+                            header("ratelimit-policy"),
+                            header("ratelimit")
+                        ));
+                    }
+                }));
+            }
+            for request in requests {
+                let _ = request.await;
+            }
+        }));
+    }
+    for load in loads {
+        load.await?;
+    }
+    let seconds = RUN.as_secs_f64();
+
+    println!(
+        "{:<12} {:<11} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>11}",
+        "api key",
+        "path",
+        "quota/s",
+        "offered/s",
+        "offered",
+        "admitted",
+        "429",
+        "503",
+        "400 (no key)"
+    );
+    let tallies = tallies.lock().unwrap();
+    for (key, path, _) in CLIENTS {
+        let tally = tallies.get(key).cloned().unwrap_or_default();
+        let quota = if key.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("{:.0}", tier(key).0)
+        };
+        println!(
+            "{:<12} {:<11} {:>9} {:>9.1} {:>9} {:>9} {:>6} {:>6} {:>11}",
+            if key.is_empty() { "(none)" } else { key },
+            path,
+            quota,
+            f64::from(tally.offered) / seconds,
+            tally.offered,
+            tally.ok,
+            tally.too_many,
+            tally.unavailable,
+            tally.bad_request,
+        );
+    }
+    if let Some(sample) = tallies.get("free-alice").and_then(|t| t.sample.clone()) {
+        println!("\na 429 for free-alice carries:\n    {sample}");
+    }
+    println!("\nkeys held by the manager: {}", manager.len());
+    Ok(())
+}
