@@ -74,21 +74,17 @@ async fn send(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> 
             .get(name)
             .map(|value| value.to_str().unwrap().to_owned())
     };
+    let (retry_after, policy, rate_limit) = (
+        header("retry-after"),
+        header("ratelimit-policy"),
+        header("ratelimit"),
+    );
     Answer {
         status: response.status().as_u16(),
-        retry_after: header("retry-after"),
-        policy: header("ratelimit-policy"),
-        rate_limit: header("ratelimit"),
-        body: String::new(),
-    }
-    .with_body(response)
-    .await
-}
-
-impl Answer {
-    async fn with_body(mut self, response: reqwest::Response) -> Self {
-        self.body = response.text().await.unwrap();
-        self
+        retry_after,
+        policy,
+        rate_limit,
+        body: response.text().await.unwrap(),
     }
 }
 

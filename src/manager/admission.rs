@@ -208,8 +208,8 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::AsConfigured).await?;
-        Ok(Permit::owned(&self.shared.core, ticket))
+        self.admit_owned(key, priority, Patience::AsConfigured)
+            .await
     }
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
@@ -294,7 +294,21 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::QueueOnly).await?;
+        self.admit_owned(key, priority, Patience::QueueOnly).await
+    }
+
+    /// The pipeline at `patience`, for an [`OwnedPermit`].
+    async fn admit_owned<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<OwnedPermit, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let ticket = self.admit(key, priority, patience).await?;
         Ok(Permit::owned(&self.shared.core, ticket))
     }
 
@@ -453,10 +467,11 @@ where
 }
 
 impl Wait {
-    /// For a caller that does not wait: the refusal this wait stands for,
-    /// with anything taken given back. (Under [`Patience::Never`] the rate
-    /// and the bulkhead refuse rather than ask to wait; only a full key
-    /// space does.)
+    /// For a caller that does not wait for this: the refusal this wait
+    /// stands for, with anything taken given back. (Under
+    /// [`Patience::Never`] the rate and the bulkhead refuse rather than ask
+    /// to wait, and under [`Patience::QueueOnly`] the rate does; a full key
+    /// space always asks.)
     #[cold]
     fn refused(self, core: &Core, priority: Priority) -> Rejected {
         match self {
