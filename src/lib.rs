@@ -86,7 +86,8 @@
 //! errors are classified), [`priority`], [`snapshot`] (what a key's controls
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
 //! With feature `reqwest`, `client` holds the HTTP client middleware; with
-//! feature `tower`, `server` holds the HTTP server layer.
+//! feature `tower`, `server` holds the HTTP server layer; with feature
+//! `sqlx`, `database` says which database errors are overload.
 
 #![forbid(unsafe_code)]
 
@@ -97,6 +98,8 @@ pub mod client;
 pub mod clock;
 pub mod config;
 mod core;
+#[cfg(feature = "sqlx")]
+pub mod database;
 pub mod error;
 mod events;
 mod key;

@@ -51,7 +51,10 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
 
 /// The default answer to a refused request: [`Rejected::http_status`]
 /// (429 for the rate, 503 for the throttle, the bulkhead or a full key
-/// space) and a one-line text body saying why.
+/// space), `Retry-After` when the wait is known, and a one-line text body
+/// saying why. For a handler that refuses on its own (a database key's
+/// refusal inside a request the layer admitted), this is the whole answer;
+/// the layer adds the rate-limit headers to its own.
 ///
 /// ```
 /// use portcullis::server::refusal;
@@ -62,6 +65,7 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
 /// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
 /// let answer = refusal(&rejected);
 /// assert_eq!(answer.status(), 429);
+/// assert_eq!(answer.headers()["retry-after"], "1");
 /// assert_eq!(answer.body(), "429 Too Many Requests: rate limited\n");
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```

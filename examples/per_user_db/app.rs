@@ -1,0 +1,231 @@
+//! The service: an API over a SQLite database of events, shared by many
+//! users through one small pool, with or without a manager in front.
+//!
+//! (Also compiled into `tests/per_user_db.rs` and `tests/database.rs`,
+//! which run this same service.)
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use portcullis::server::{KeyExtractor, ThrottleLayer, refusal};
+use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager};
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+/// The manager's key for the database as a whole; users are keyed by
+/// their id, so no user id can be this.
+pub(crate) const DATABASE: &str = "database";
+/// The header that says who the user is (after authentication).
+pub(crate) const USER_HEADER: &str = "x-user-id";
+/// Rows the events table starts with.
+pub(crate) const ROWS: i64 = 100_000;
+
+/// How the database and its guard are set up.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Connections in the shared pool.
+    pub(crate) connections: u32,
+    /// How long a query waits for a pool connection before sqlx gives up.
+    pub(crate) pool_timeout: Duration,
+    /// How long SQLite waits on a lock before answering "database is locked".
+    pub(crate) busy_timeout: Duration,
+    /// Each user's quota: requests a second, and how many may come at once.
+    pub(crate) user_rate: f64,
+    pub(crate) user_burst: u32,
+    /// Each user's requests in flight at most, and how many may wait.
+    pub(crate) user_in_flight: u32,
+    /// The database key's starting rate and bounds (queries a second).
+    pub(crate) database_rate: (f64, f64, f64),
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            connections: 4,
+            pool_timeout: Duration::from_secs(2),
+            busy_timeout: Duration::from_millis(100),
+            user_rate: 10.0,
+            user_burst: 2,
+            user_in_flight: 1,
+            database_rate: (400.0, 20.0, 5_000.0),
+        }
+    }
+}
+
+/// Opens (creating if needed) the database file at `path`, and fills its
+/// events table on first start.
+pub(crate) async fn open(path: &Path, settings: &Settings) -> Result<SqlitePool, sqlx::Error> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(settings.busy_timeout);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(settings.connections)
+        .acquire_timeout(settings.pool_timeout)
+        .connect_with(options)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS events (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL,
+            amount INTEGER NOT NULL,
+            created_at INTEGER NOT NULL
+        )",
+    )
+    .execute(&pool)
+    .await?;
+    let (rows,): (i64,) = sqlx::query_as("SELECT count(*) FROM events")
+        .fetch_one(&pool)
+        .await?;
+    if rows == 0 {
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+             INSERT INTO events (user_id, amount, created_at)
+             SELECT i % 1000, (i * 7919) % 1000, i FROM n",
+        )
+        .bind(ROWS)
+        .execute(&pool)
+        .await?;
+    }
+    Ok(pool)
+}
+
+/// The manager: per user a fixed quota and a small bulkhead; for the
+/// database as a whole a bulkhead the size of the pool (so a query holds
+/// its permit before it asks the pool) and an adaptive rate that falls on
+/// pool timeouts and "database is locked".
+pub(crate) fn manager(settings: &Settings) -> ThrottleManager<String> {
+    let (start, lower, upper) = settings.database_rate;
+    let user_rate = settings.user_rate;
+    ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(user_rate)
+                .burst(settings.user_burst)
+                .bounds(user_rate, user_rate),
+        )
+        .bulkhead(
+            BulkheadConfig::new(settings.user_in_flight)
+                .queue(settings.user_in_flight)
+                .queue_timeout(Duration::from_millis(100)),
+        )
+        .rate_override(DATABASE, RateConfig::new(start).bounds(lower, upper))
+        .bulkhead_override(
+            DATABASE,
+            BulkheadConfig::new(settings.connections)
+                .queue(256)
+                .queue_timeout(Duration::from_millis(500)),
+        )
+        .classifier(portcullis::database::classify_error)
+        .max_wait(Duration::from_millis(250))
+        .build()
+        .expect("a valid configuration")
+}
+
+#[derive(Clone)]
+struct App {
+    pool: SqlitePool,
+    /// `None`: every query goes straight to the pool.
+    manager: Option<ThrottleManager<String>>,
+}
+
+/// The API: `GET /summary` (an aggregate over the whole table) and
+/// `POST /events` (one insert). With a manager, each user (header
+/// `x-user-id`) is limited by the layer, and each query by the database's
+/// key.
+pub(crate) fn router(pool: SqlitePool, manager: Option<ThrottleManager<String>>) -> Router {
+    let app = App {
+        pool,
+        manager: manager.clone(),
+    };
+    let routes = Router::new()
+        .route("/summary", get(summary))
+        .route("/events", post(add_event))
+        .with_state(app);
+    match manager {
+        Some(manager) => routes.layer(ThrottleLayer::new(
+            manager,
+            KeyExtractor::from_fn(|request| {
+                let user = request.headers.get(USER_HEADER)?.to_str().ok()?;
+                user.parse::<u32>().ok().map(|user| user.to_string())
+            }),
+        )),
+        None => routes,
+    }
+}
+
+async fn summary(State(app): State<App>) -> Response {
+    let query = || async {
+        sqlx::query_as::<_, (i64, i64, f64)>(
+            "SELECT count(*), sum(amount), avg(amount) FROM events WHERE amount % 7 = 3",
+        )
+        .fetch_one(&app.pool)
+        .await
+    };
+    match app.query(query).await {
+        Ok((count, sum, average)) => {
+            format!("{{\"count\":{count},\"sum\":{sum},\"average\":{average:.2}}}").into_response()
+        }
+        Err(answer) => answer,
+    }
+}
+
+async fn add_event(State(app): State<App>) -> Response {
+    let query = || async {
+        sqlx::query("INSERT INTO events (user_id, amount, created_at) VALUES (?1, ?2, ?3)")
+            .bind(7)
+            .bind(42)
+            .bind(0)
+            .execute(&app.pool)
+            .await
+    };
+    match app.query(query).await {
+        Ok(_) => StatusCode::CREATED.into_response(),
+        Err(answer) => answer,
+    }
+}
+
+impl App {
+    /// Runs `query` through the database's key (if there is a manager),
+    /// which reports its outcome; an error becomes the answer.
+    async fn query<T, F, Fut>(&self, query: F) -> Result<T, Response>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, sqlx::Error>>,
+    {
+        let Some(manager) = &self.manager else {
+            return query().await.map_err(failed);
+        };
+        match manager.call(DATABASE, Priority::HIGH, query).await {
+            Ok(value) => Ok(value),
+            // The database's limit, not the user's: 503, not 429.
+            // (The default refusal's headers: Retry-After when known.)
+            Err(CallError::Rejected(rejected)) => {
+                let (mut head, _) = refusal(&rejected).into_parts();
+                head.status = StatusCode::SERVICE_UNAVAILABLE;
+                let body = format!(
+                    "503 Service Unavailable: the database is busy ({})\n",
+                    rejected.reason()
+                );
+                Err(Response::from_parts(head, body.into()))
+            }
+            Err(CallError::TimedOut(_)) => Err(StatusCode::SERVICE_UNAVAILABLE.into_response()),
+            Err(CallError::Inner(error)) => Err(failed(error)),
+        }
+    }
+}
+
+/// A query that failed: 503 when the database had no room (a pool timeout,
+/// "database is locked"), 500 otherwise.
+fn failed(error: sqlx::Error) -> Response {
+    let status = match portcullis::database::classify(&error) {
+        portcullis::Outcome::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, error.to_string()).into_response()
+}

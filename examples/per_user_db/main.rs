@@ -1,0 +1,97 @@
+//! Per-user database throttling on a real SQLite database: one noisy user
+//! cannot starve the others.
+//!
+//! ```text
+//! cargo run --release --features tower,sqlx --example per_user_db
+//! ```
+//!
+//! An axum service answers reads (an aggregate over a table of 100,000
+//! events) and writes (one insert) from a SQLite file through one pool of
+//! 4 connections, shared by every user. A load generator on loopback runs
+//! 20 ordinary users at 5 requests a second each, and one noisy user with
+//! 50 loops, in three phases of 5 s:
+//!
+//! 0. the ordinary users alone, for reference;
+//! 1. with the noisy user, **without** the manager: every request goes
+//!    straight to the pool, and the noisy user's queries fill it;
+//! 2. with the noisy user, **with** the manager: each user (keyed by the
+//!    `x-user-id` header) has a quota of 10 requests a second and 2 in
+//!    flight, and every query holds a permit of the database's own key (a
+//!    bulkhead the size of the pool, with an adaptive rate that falls on
+//!    pool timeouts and "database is locked") before it asks the pool.
+//!
+//! The database file is created on first start, in the system's
+//! temporary directory (or at the path given as the first argument).
+
+mod app;
+// Shared with the tests, which read more of it than this program does.
+#[allow(dead_code)]
+mod load;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use app::Settings;
+use load::Load;
+
+async fn serve(router: axum::Router) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    Ok(format!("http://{addr}"))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let path = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("portcullis-per-user-db.sqlite"));
+    let settings = Settings::default();
+    let pool = app::open(&path, &settings).await?;
+    println!(
+        "database {} ({} events), a pool of {} connections\n",
+        path.display(),
+        app::ROWS,
+        settings.connections
+    );
+
+    let quiet = Load {
+        ordinary_users: 20,
+        per_user_rate: 5.0,
+        noisy_loops: 0,
+        length: Duration::from_secs(5),
+    };
+    let noisy = Load {
+        noisy_loops: 50,
+        ..quiet.clone()
+    };
+
+    let guarded = serve(app::router(pool.clone(), Some(app::manager(&settings)))).await?;
+    let report = load::run(&guarded, &quiet).await;
+    load::print("phase 0: the ordinary users alone", &report, &quiet);
+
+    let bare = serve(app::router(pool.clone(), None)).await?;
+    let report = load::run(&bare, &noisy).await;
+    load::print(
+        "phase 1: a noisy user, without the manager",
+        &report,
+        &noisy,
+    );
+
+    let manager = app::manager(&settings);
+    let guarded = serve(app::router(pool.clone(), Some(manager.clone()))).await?;
+    let report = load::run(&guarded, &noisy).await;
+    load::print("phase 2: a noisy user, with the manager", &report, &noisy);
+    if let Some(rate) = manager.rate(app::DATABASE) {
+        println!("the database key's rate after phase 2: {rate:.0} queries/s");
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! The database key against a real SQLite file and a real pool, through
+//! the per-user example's service (features `tower` and `sqlx`): pool
+//! timeouts and "database is locked" lower the database's rate, which
+//! recovers once the database does; a refused request never reaches the
+//! pool.
+
+#![cfg(all(feature = "tower", feature = "sqlx"))]
+
+#[path = "../examples/per_user_db/app.rs"]
+mod app;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use app::{DATABASE, Settings, USER_HEADER};
+use portcullis::ThrottleManager;
+use sqlx::{Connection, SqlitePool};
+
+struct Service {
+    url: String,
+    pool: SqlitePool,
+    manager: ThrottleManager<String>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(settings: Settings) -> Service {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = app::open(&dir.path().join("events.sqlite"), &settings)
+        .await
+        .unwrap();
+    let manager = app::manager(&settings);
+    let router = app::router(pool.clone(), Some(manager.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    Service {
+        url,
+        pool,
+        manager,
+        _dir: dir,
+    }
+}
+
+/// A new user id per request, so no user's own quota is in the way.
+fn fresh_user() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+async fn read(client: &reqwest::Client, service: &Service, user: &str) -> u16 {
+    let answer = client
+        .get(format!("{}/summary", service.url))
+        .header(USER_HEADER, user)
+        .send()
+        .await
+        .unwrap();
+    answer.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
+    let service = start(Settings {
+        connections: 2,
+        pool_timeout: Duration::from_millis(200),
+        database_rate: (50.0, 5.0, 500.0),
+        ..Settings::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    assert_eq!(read(&client, &service, &fresh_user()).await, 200);
+    let before = service.manager.rate(DATABASE).unwrap();
+
+    // Someone else holds every connection: the query's permit is free, but
+    // the pool has nothing to give within its timeout.
+    let held = [
+        service.pool.acquire().await.unwrap(),
+        service.pool.acquire().await.unwrap(),
+    ];
+    assert_eq!(read(&client, &service, &fresh_user()).await, 503);
+    let lowered = service.manager.rate(DATABASE).unwrap();
+    assert!(lowered < before, "{before} -> {lowered}");
+    drop(held);
+
+    // The database is back: a steady demand above the lowered rate brings
+    // the rate back up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let (client, url) = (client.clone(), service.url.clone());
+        let manager = service.manager.clone();
+        loops.push(tokio::spawn(async move {
+            while Instant::now() < deadline && manager.rate(DATABASE).unwrap() < before {
+                let answer = client
+                    .get(format!("{url}/summary"))
+                    .header(USER_HEADER, fresh_user())
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(matches!(answer.status().as_u16(), 200 | 503));
+            }
+        }));
+    }
+    for task in loops {
+        task.await.unwrap();
+    }
+    let recovered = service.manager.rate(DATABASE).unwrap();
+    assert!(
+        recovered >= before,
+        "{lowered} -> {recovered}, not back to {before}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_database_lowers_the_database_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        busy_timeout: Duration::from_millis(50),
+        ..Settings::default()
+    };
+    let path = dir.path().join("events.sqlite");
+    let pool = app::open(&path, &settings).await.unwrap();
+    let manager = app::manager(&settings);
+    let router = app::router(pool.clone(), Some(manager.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    let client = reqwest::Client::new();
+    let write = || {
+        client
+            .post(format!("{url}/events"))
+            .header(USER_HEADER, fresh_user())
+            .send()
+    };
+    assert_eq!(write().await.unwrap().status(), 201);
+    let before = manager.rate(DATABASE).unwrap();
+
+    // Another process's connection holds the write lock.
+    let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let locked = write().await.unwrap();
+    assert_eq!(locked.status(), 503);
+    assert!(locked.text().await.unwrap().contains("database is locked"));
+    let lowered = manager.rate(DATABASE).unwrap();
+    assert!(lowered < before, "{before} -> {lowered}");
+
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    assert_eq!(write().await.unwrap().status(), 201);
+}
+
+/// A request the user's limits refuse is answered at once, while the pool
+/// has no connection to give: it never asked for one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_never_takes_a_pool_connection() {
+    let service = start(Settings {
+        connections: 2,
+        pool_timeout: Duration::from_secs(5),
+        ..Settings::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let held = [
+        service.pool.acquire().await.unwrap(),
+        service.pool.acquire().await.unwrap(),
+    ];
+
+    // One user sends six at once: one goes in (and waits for the pool),
+    // one waits in the user's queue, the rest are refused.
+    let user = fresh_user();
+    let mut requests = Vec::new();
+    for _ in 0..6 {
+        let (client, url, user) = (client.clone(), service.url.clone(), user.clone());
+        requests.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let answer = client
+                .get(format!("{url}/summary"))
+                .header(USER_HEADER, user)
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), start.elapsed())
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (done, waiting): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| r.is_finished());
+    let mut refused = 0;
+    for request in done {
+        let (status, took) = request.await.unwrap();
+        assert!(
+            matches!(status, 429 | 503),
+            "{status} while the pool was held"
+        );
+        assert!(took < Duration::from_secs(1));
+        refused += 1;
+    }
+    assert_eq!(refused, 5, "all but the one in flight refused at once");
+    assert_eq!(service.manager.snapshot(DATABASE).unwrap().active, Some(1));
+
+    drop(held);
+    for request in waiting {
+        assert_eq!(request.await.unwrap().0, 200);
+    }
+}
