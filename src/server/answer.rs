@@ -72,7 +72,11 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
 pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
     let status =
         StatusCode::from_u16(rejected.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    text(status, &rejected.reason().to_string())
+    let mut answer = text(status, &rejected.reason().to_string());
+    if let Some(after) = rejected.retry_after() {
+        set_retry_after(answer.headers_mut(), after);
+    }
+    answer
 }
 
 /// The default answer to a request without a key: 400 Bad Request, naming
