@@ -128,6 +128,9 @@ where
             if let Some(ttl) = keys.idle_ttl {
                 self.idle_ttl = Some(ttl);
             }
+            if let Some(hold) = keys.max_hold {
+                self.max_hold = hold;
+            }
         }
         if let Some(levels) = config.priority_levels {
             self.priority_levels = levels;
@@ -312,8 +315,10 @@ pub struct Controls {
 ///
 /// ```
 /// let keys: portcullis::config::KeysSection = toml::from_str(r#"max_keys = 10000
-/// idle_ttl = "5m""#).unwrap();
+/// idle_ttl = "5m"
+/// max_hold = "30s""#).unwrap();
 /// assert_eq!(keys.max_keys, Some(10_000));
+/// assert_eq!(keys.max_hold, Some(std::time::Duration::from_secs(30)));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -329,6 +334,13 @@ pub struct KeysSection {
         skip_serializing_if = "Option::is_none"
     )]
     pub idle_ttl: Option<Duration>,
+    /// See [`ThrottleManagerBuilder::max_hold`](crate::ThrottleManagerBuilder::max_hold).
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_hold: Option<Duration>,
 }
 
 /// [`RateConfig`] as a file section. Set at most one of `decrement` and

@@ -64,6 +64,7 @@ pub(crate) enum Patience {
     /// In the bulkhead's queue as configured, and nowhere else: no waiting
     /// for room in the key space or for a rate token. A server answers a
     /// client over its quota at once rather than hold its connection.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))] // the server layer's
     QueueOnly,
 }
 

@@ -97,6 +97,24 @@ impl KeyState {
         self.extras.as_ref()?.bulkhead.as_ref()
     }
 
+    /// Whether the key holds something a fresh key would not: a rate that
+    /// moved from where it started. `default_rate` is the manager's default
+    /// rate settings.
+    pub(crate) fn learned(&self, default_rate: Option<&RateSettings>) -> bool {
+        self.rate_settings()
+            .or(default_rate)
+            .is_some_and(|settings| self.rate.rate() != settings.starting_rate)
+    }
+
+    /// Until when forgetting this key would forgive calls its rate admitted
+    /// (not a pause, not shedding): `now` for a key without a rate.
+    pub(crate) fn debt_until(&self, now: Nanos, default_rate: Option<&RateSettings>) -> Nanos {
+        match self.rate_settings().or(default_rate) {
+            Some(settings) => self.rate.debt_until(now, settings.burst),
+            None => now,
+        }
+    }
+
     /// When forgetting this key loses nothing: once its bucket owes no token
     /// and its throttle is not shedding (see [`ThrottleWindow::quiet_from`]).
     /// `default_throttle` is the manager's default throttle settings.

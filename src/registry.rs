@@ -10,13 +10,25 @@
 //! # At the cap
 //!
 //! A new key at the cap first makes room: the registry evicts, in one sweep,
-//! every idle key and up to a sixteenth of the cap of the least recently
-//! quiet evictable keys (an approximate LRU that keeps the sweep's cost
-//! amortised). If no key can be evicted, every live key is still limiting
-//! someone, and the new key is refused with the time until the first of them
-//! can go ([`Full`]): `wait` waits that long and `check` reports it. Evicting
-//! a key that still owes tokens instead would let a flood of new keys reset
-//! the limits of real ones.
+//! every idle key and up to a sixteenth of the cap of the evictable keys:
+//! those that carry nothing a fresh key would not have first (their rate
+//! never moved), then those that learned something, each the least recently
+//! quiet first (an approximate LRU that keeps the sweep's cost amortised).
+//! If no key can be evicted, every live key is still limiting someone, and
+//! the new key is refused with the time until the first of them can go
+//! ([`Full`]): `wait` waits that long and `check` reports it. Evicting a key
+//! that still owes tokens instead would let a flood of new keys reset the
+//! limits of real ones.
+//!
+//! Debt is kept; what else holds a key is bounded. A key held only by a
+//! pause (a server's `Retry-After`) or by shedding, for longer than
+//! `max_hold` from now, may go under pressure, and is the first to: so
+//! keys an adversary makes (hosts that answer every request with
+//! `Retry-After: 300`) cannot hold the key space for minutes. Forgetting a
+//! pause costs one more request to a host that will ask again; forgetting
+//! shedding, a few calls to a backend that is failing them. Forgetting debt
+//! would hand a client calls its limit refused, so debt, at most `burst`
+//! intervals of the key's rate, holds its key until paid.
 //!
 //! A scan of a full key space costs time in proportion to its keys (about
 //! 80 ms at a million), so the registry remembers its answer: until the
@@ -42,10 +54,26 @@ use dashmap::mapref::one::Ref;
 
 use crate::clock::Nanos;
 
-/// When a key's state may be forgotten, seen at `now`: the time from which
-/// forgetting it loses nothing that limits anyone, or `None` while it is in
-/// use with no known end.
-pub(crate) type QuietFrom<S> = dyn Fn(&S, Nanos) -> Option<Nanos> + Send + Sync;
+/// When a key's state may be forgotten, seen at `now`, or `None` while it is
+/// in use with no known end.
+pub(crate) type QuietFrom<S> = dyn Fn(&S, Nanos) -> Option<Quiet> + Send + Sync;
+
+/// When a key may be forgotten, and what forgetting it costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Quiet {
+    /// The time from which forgetting it loses nothing that limits anyone.
+    pub(crate) from: Nanos,
+    /// Until when forgetting it would forgive debt; between then and
+    /// `from` only a pause or shedding holds it.
+    pub(crate) debt_until: Nanos,
+    /// Whether it holds something a fresh key would not (a learned rate):
+    /// such keys are evicted after those that hold nothing.
+    pub(crate) learned: bool,
+}
+
+/// The order in which evictable keys go: those that learned nothing first,
+/// each group least recently quiet first.
+type Rank = (bool, Nanos);
 
 /// A new key was refused: the registry is at its cap and no key can go yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +124,9 @@ pub(crate) struct Registry<K, S> {
     reserved: AtomicUsize,
     max_keys: usize,
     idle_ttl: Option<Nanos>,
+    /// Under pressure, a key that would hold its place longer than this
+    /// from now may be evicted.
+    max_hold: Nanos,
     next_idle_sweep: AtomicU64,
     sweeping: Mutex<()>,
     quiet_from: Box<QuietFrom<S>>,
@@ -134,11 +165,13 @@ where
     K: Hash + Eq,
 {
     /// A registry of at most `max_keys` keys, forgetting keys quiet for
-    /// `idle_ttl`. Holders of a state's `Arc` (permits, waiters) make it busy
-    /// without `quiet_from` being asked.
+    /// `idle_ttl`, and under pressure those that would hold their place
+    /// longer than `max_hold`. Holders of a state's `Arc` (permits, waiters)
+    /// make it busy without `quiet_from` being asked.
     pub(crate) fn new(
         max_keys: usize,
         idle_ttl: Option<Nanos>,
+        max_hold: Nanos,
         quiet_from: Box<QuietFrom<S>>,
     ) -> Self {
         Self {
@@ -146,6 +179,7 @@ where
             reserved: AtomicUsize::new(0),
             max_keys,
             idle_ttl,
+            max_hold,
             next_idle_sweep: AtomicU64::new(0),
             sweeping: Mutex::new(()),
             quiet_from,
@@ -224,15 +258,34 @@ where
     /// many went.
     pub(crate) fn evict_idle(&self, now: Nanos) -> usize {
         let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
-        self.sweep(now, Nanos::MAX, 0)
+        self.sweep(now, None, 0)
     }
 
     /// `state`'s quiet time, or `None` while anyone else holds it.
-    fn quiet(&self, state: &Arc<S>, now: Nanos) -> Option<Nanos> {
+    fn quiet(&self, state: &Arc<S>, now: Nanos) -> Option<Quiet> {
         if Arc::strong_count(state) > 1 {
             return None;
         }
         (self.quiet_from)(state, now)
+    }
+
+    /// Where a key stands in the eviction order under pressure at `now`:
+    /// `Ok(rank)` if it may go, `Err(at)` if it may go at `at`. A key whose
+    /// debt is paid but whose pause or shedding would hold it longer than
+    /// `max_hold` from now may go now, first of all: it is the one holding
+    /// the key space longest for the least.
+    fn rank(&self, quiet: Quiet, now: Nanos) -> Result<Rank, Nanos> {
+        if quiet.from <= now {
+            return Ok((quiet.learned, quiet.from));
+        }
+        // From `free` on, only a pause or shedding holds the key.
+        let free = quiet.debt_until.clamp(now, quiet.from);
+        let held_too_long = quiet.from - free > self.max_hold;
+        match (free <= now, held_too_long) {
+            (true, true) => Ok((false, 0)),
+            (false, true) => Err(free),
+            (_, false) => Err(quiet.from),
+        }
     }
 
     /// Counts one more key against the cap, making room if needed.
@@ -270,7 +323,7 @@ where
         };
         self.next_idle_sweep
             .store(now.saturating_add(ttl / 2), Ordering::Release);
-        self.sweep(now, Nanos::MAX, 0);
+        self.sweep(now, None, 0);
     }
 
     /// At the cap: evict the idle keys and a batch of the least recently
@@ -299,9 +352,12 @@ where
         let mut evictable = Vec::new();
         let mut first_quiet = Nanos::MAX;
         for entry in self.map.iter() {
-            match self.quiet(entry.value(), now) {
-                Some(quiet) if quiet <= now => evictable.push(quiet),
-                Some(quiet) => first_quiet = first_quiet.min(quiet),
+            match self
+                .quiet(entry.value(), now)
+                .map(|quiet| self.rank(quiet, now))
+            {
+                Some(Ok(rank)) => evictable.push(rank),
+                Some(Err(from)) => first_quiet = first_quiet.min(from),
                 None => {}
             }
         }
@@ -330,7 +386,7 @@ where
         }
         let batch = (self.max_keys / 16).clamp(1, evictable.len());
         let (_, &mut threshold, _) = evictable.select_nth_unstable(batch - 1);
-        let evicted = self.sweep(now, threshold, batch);
+        let evicted = self.sweep(now, Some(threshold), batch);
         tracing::debug!(
             evicted,
             max_keys = self.max_keys,
@@ -339,9 +395,9 @@ where
         Ok(())
     }
 
-    /// Removes every idle key, plus up to `lru_batch` evictable keys quiet
-    /// since `lru_threshold` or earlier. Call with `sweeping` held.
-    fn sweep(&self, now: Nanos, lru_threshold: Nanos, lru_batch: usize) -> usize {
+    /// Removes every idle key, plus up to `lru_batch` evictable keys ranked
+    /// at `lru_threshold` or before. Call with `sweeping` held.
+    fn sweep(&self, now: Nanos, lru_threshold: Option<Rank>, lru_batch: usize) -> usize {
         let idle_before = self.idle_ttl.and_then(|ttl| now.checked_sub(ttl));
         let mut lru_evicted = 0;
         let mut evicted = 0;
@@ -349,8 +405,11 @@ where
             let Some(quiet) = self.quiet(state, now) else {
                 return true;
             };
-            let idle = idle_before.is_some_and(|before| quiet <= before);
-            let lru = quiet <= now && quiet <= lru_threshold && lru_evicted < lru_batch;
+            let idle = idle_before.is_some_and(|before| quiet.from <= before);
+            let lru = lru_evicted < lru_batch
+                && lru_threshold.is_some_and(|threshold| {
+                    self.rank(quiet, now).is_ok_and(|rank| rank <= threshold)
+                });
             if idle || lru {
                 lru_evicted += usize::from(!idle);
                 evicted += 1;

@@ -214,3 +214,113 @@ fn an_idle_ttl_below_a_second_is_refused() {
             .is_ok()
     );
 }
+
+/// Hosts that answer every request with `Retry-After: 300` once held a full
+/// key space for five minutes. A pause longer than `max_hold` (60 s by
+/// default) no longer holds a place under pressure; one within it does,
+/// and a new key then waits at most that long.
+#[test]
+fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
+    let clock = ManualClock::new();
+    let manager = manager(&clock, 2, None);
+    manager.defer("a", Duration::from_secs(300));
+    manager.defer("b", Duration::from_secs(300));
+    manager.check("c").unwrap();
+    assert_eq!(manager.len(), 2);
+    assert_eq!(
+        [manager.rate("a"), manager.rate("b")]
+            .iter()
+            .flatten()
+            .count(),
+        1,
+        "one of the paused keys made room"
+    );
+
+    // Within the bound, a pause holds its place until it ends.
+    let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
+    manager.defer("a", Duration::from_secs(45));
+    let refused = manager.check("b").unwrap_err();
+    assert!(refused.key_space_full());
+    assert!(refused.retry_after() <= Duration::from_secs(45));
+    assert_eq!(manager.rate("a"), Some(10.0));
+
+    // Never forgiving is a choice: then the pause holds for all its 300 s.
+    let manager = manager_with_hold(&clock, 1, Duration::MAX);
+    manager.defer("a", Duration::from_secs(300));
+    let refused = manager.check("b").unwrap_err();
+    assert!(refused.key_space_full());
+    assert!(refused.retry_after() > Duration::from_secs(290));
+}
+
+fn manager_with_hold(
+    clock: &ManualClock,
+    max_keys: usize,
+    hold: Duration,
+) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).bounds(0.01, 100.0).decrement(1.0))
+        .max_keys(max_keys)
+        .keep_idle_keys()
+        .max_hold(hold)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// At the cap, keys that carry nothing a fresh key would not (their rate
+/// never moved) make room before keys that learned a rate, even when the
+/// learned ones have been quiet longer.
+#[test]
+fn keys_that_learned_a_rate_are_evicted_last() {
+    let clock = ManualClock::new();
+    let manager = manager(&clock, 32, None);
+    for i in 0..32 {
+        let key = format!("k{i}");
+        manager.check(&key).unwrap();
+        if i < 4 {
+            manager.increment(&key); // the four oldest learned something
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    clock.advance(Duration::from_secs(1)); // every bucket full again
+    manager.check("newcomer").unwrap();
+    // A batch of two went: the oldest of those that learned nothing.
+    assert_eq!(manager.len(), 31);
+    for learned in ["k0", "k1", "k2", "k3"] {
+        assert!(
+            manager.rate(learned).unwrap() > 10.0,
+            "{learned} was evicted"
+        );
+    }
+    assert_eq!(manager.rate("k4"), None);
+    assert_eq!(manager.rate("k5"), None);
+    assert_eq!(manager.rate("k6"), Some(10.0));
+}
+
+/// Shedding holds a key's place as a pause does: within `max_hold`, until
+/// the window forgets the failures; beyond it, not under pressure.
+#[test]
+fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new().window(Duration::from_secs(600)))
+        .random_source(|| 0.0)
+        .max_keys(1)
+        .keep_idle_keys()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..100 {
+        manager.decrement("failing");
+    }
+    assert_eq!(
+        manager
+            .try_acquire("failing", Priority::LOW)
+            .unwrap_err()
+            .reason(),
+        RejectReason::Throttled
+    );
+    // A ten-minute window of failures: far beyond the 60 s bound.
+    assert!(manager.try_acquire("other", Priority::LOW).is_ok());
+    assert!(manager.snapshot("failing").is_none());
+}

@@ -340,6 +340,17 @@ async fn a_request_without_a_key_gets_the_configured_answer() {
     let client = reqwest::Client::new();
     let missing = send(&client, &url, &[]).await;
     assert_eq!(missing.status, 400);
+    // A key longer than the extractor takes (256 bytes by default) is no
+    // key either: keys from clients must not grow the key space's memory
+    // without bound.
+    let long = "k".repeat(10_000);
+    let too_long = send(&client, &url, &[("x-api-key", &long)]).await;
+    assert_eq!(too_long.status, 400);
+    assert!(
+        too_long.body.contains("10000 bytes, over the limit of 256"),
+        "{}",
+        too_long.body
+    );
     assert_eq!(
         missing.body,
         "400 Bad Request: missing client key: header `x-api-key`\n"

@@ -97,6 +97,43 @@ where
         self
     }
 
+    /// In a full key space, the longest a pause or shedding may hold a
+    /// key's place (default 60 s): a key whose debt is paid, but whose
+    /// pause ([`defer`](crate::ThrottleManager::defer), a server's
+    /// `Retry-After`) or throttle's shedding would last longer than this
+    /// from now, may be evicted to make room, and goes first. So hosts that
+    /// answer every request with `Retry-After: 300` cannot hold the key
+    /// space for minutes. Forgetting a pause costs one more request to a
+    /// host that will ask again; forgetting shedding, a few calls to a
+    /// backend that fails them. `Duration::MAX`: never.
+    ///
+    /// Debt is never forgiven this way: calls a key's rate admitted hold it
+    /// until paid, at most `burst` intervals of its rate. (A server with
+    /// quotas per day therefore holds a key per active client for a day:
+    /// size `max_keys` for them.) Among the keys that may go, those whose
+    /// rate never moved go before those that learned one.
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .max_keys(1)
+    ///     .max_hold(Duration::from_secs(30))
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.defer("slow.example", Duration::from_secs(300)); // Retry-After: 300
+    /// manager.check("other.example").unwrap(); // room made: the pause was too long to hold it
+    /// assert_eq!(manager.rate("slow.example"), None);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_hold(mut self, hold: Duration) -> Self {
+        self.max_hold = hold;
+        self
+    }
+
     /// Keeps keys until the key cap needs their room.
     ///
     /// ```

@@ -24,7 +24,7 @@ use crate::manager::{ControlOverrides, KeyNames, Overrides, Shared, ThrottleMana
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::{RateConfig, ValidRateConfig};
-use crate::registry::Registry;
+use crate::registry::{Quiet, Registry};
 use crate::throttle::ThrottleConfig;
 
 type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
@@ -40,6 +40,10 @@ const DEFAULT_PRIORITY_LEVELS: u8 = 4;
 
 /// The default longest pause a `Retry-After` can impose on a key.
 const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
+
+/// Under pressure, the longest a key's debt, pause or shedding holds its
+/// place in a full key space (see `max_hold`).
+const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
 
 /// The shortest `idle_ttl`: below it, sweeps of the whole key space would
 /// run on nearly every new key (at `idle_ttl(0)`, on every one: quadratic).
@@ -93,6 +97,7 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) max_wait_for: Vec<(Priority, Duration)>,
     pub(crate) max_keys: usize,
     pub(crate) idle_ttl: Option<Duration>,
+    pub(crate) max_hold: Duration,
     pub(crate) clock: Option<Arc<dyn Clock>>,
     /// How events and per-key metrics name a key.
     pub(crate) key_names: Option<Box<KeyNames<K>>>,
@@ -126,6 +131,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("max_wait_for", &self.max_wait_for)
             .field("max_keys", &self.max_keys)
             .field("idle_ttl", &self.idle_ttl)
+            .field("max_hold", &self.max_hold)
             .field("clock", &self.clock)
             .field("key_names", &self.key_names.is_some())
             .field("metrics_per_key", &self.metrics_per_key)
@@ -174,6 +180,7 @@ where
             max_wait_for: Vec::new(),
             max_keys: DEFAULT_MAX_KEYS,
             idle_ttl: Some(DEFAULT_IDLE_TTL),
+            max_hold: DEFAULT_MAX_HOLD,
             clock: None,
             key_names: None,
             metrics_per_key: false,
@@ -282,8 +289,13 @@ where
         let quiet_throttle = throttle
             .as_ref()
             .and_then(|control| control.default.clone());
-        let quiet_from = Box::new(move |state: &KeyState, _now: Nanos| {
-            Some(state.quiet_from(quiet_throttle.as_deref()))
+        let learned_rate = rate.as_ref().and_then(|control| control.default.clone());
+        let quiet_from = Box::new(move |state: &KeyState, now: Nanos| {
+            Some(Quiet {
+                from: state.quiet_from(quiet_throttle.as_deref()),
+                debt_until: state.debt_until(now, learned_rate.as_deref()),
+                learned: state.learned(learned_rate.as_deref()),
+            })
         });
         let max_wait = {
             let mut by_level = vec![self.max_wait; usize::from(self.priority_levels)];
@@ -309,7 +321,12 @@ where
         };
         Ok(ThrottleManager::from_shared(Shared {
             core: Arc::new(core),
-            keys: Registry::new(self.max_keys, self.idle_ttl.map(nanos), quiet_from),
+            keys: Registry::new(
+                self.max_keys,
+                self.idle_ttl.map(nanos),
+                nanos(self.max_hold),
+                quiet_from,
+            ),
             overrides: Overrides {
                 rate: rate_overrides,
                 throttle: throttle_overrides,

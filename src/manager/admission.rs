@@ -285,6 +285,7 @@ where
     /// bulkhead's queue as configured, but for neither room in the key
     /// space nor a rate token (refused at once, with the wait as
     /// `retry_after`).
+    #[cfg(feature = "tower")]
     pub(crate) async fn acquire_for_request<Q>(
         &self,
         key: &Q,

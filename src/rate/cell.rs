@@ -80,6 +80,7 @@ impl RateCell {
     }
 
     /// What the bucket holds at `now` ([`gcra::headroom`]). Takes nothing.
+    #[cfg(feature = "tower")]
     pub(crate) fn headroom(&self, now: Nanos, burst: u32) -> gcra::Headroom {
         let tat = self.tat.load(Ordering::Acquire);
         gcra::headroom(tat, now, gcra::interval(self.rate()), burst)
@@ -305,9 +306,25 @@ impl RateCell {
     }
 
     /// The time from which this bucket is full: before it, forgetting the
-    /// key would forgive debt.
+    /// key would forgive debt or end a pause.
     pub(crate) fn full_from(&self) -> Nanos {
         self.tat.load(Ordering::Acquire)
+    }
+
+    /// Until when forgetting this bucket would forgive calls it admitted,
+    /// seen at `now` with no call waiting for a token: `now` if it owes
+    /// nothing that can be told from a pause. Calls take tokens at most
+    /// `burst` intervals ahead, so a bucket full later than that is held by
+    /// a pause ([`pause_until`](Self::pause_until)), and whatever it owed
+    /// before the pause is taken into the pause.
+    pub(crate) fn debt_until(&self, now: Nanos, burst: u32) -> Nanos {
+        let horizon = gcra::interval(self.rate()).saturating_mul(u64::from(burst));
+        let full_from = self.full_from();
+        if full_from > now.saturating_add(horizon) {
+            now
+        } else {
+            full_from
+        }
     }
 }
 

@@ -90,6 +90,7 @@ pub(crate) fn cancel(tat: Nanos, slot: Slot, interval: Nanos) -> Option<Nanos> {
 /// What a bucket holds at `now`, for the headers a server sends: how many
 /// calls could start now, and how long until one more could (zero for a
 /// full bucket, which gains nothing more).
+#[cfg(any(test, feature = "tower"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Headroom {
     pub(crate) available: u32,
@@ -100,6 +101,7 @@ pub(crate) struct Headroom {
 ///
 /// The `k`-th call from now may start at once while the debt (`tat - now`)
 /// plus `k` intervals fits in the tolerance (`burst` intervals).
+#[cfg(any(test, feature = "tower"))]
 pub(crate) fn headroom(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Headroom {
     let debt = tat.saturating_sub(now);
     let tolerance = interval.saturating_mul(u64::from(burst));

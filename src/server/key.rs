@@ -20,6 +20,10 @@ type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 /// [`on_missing_key`](super::ThrottleLayer::on_missing_key)), never put in
 /// a bucket shared by every keyless request.
 ///
+/// A key longer than [`max_len`](Self::max_len) (256 bytes by default) is
+/// no key: the client writes it, and the manager keeps up to `max_keys` of
+/// them, so their length bounds the key space's memory.
+///
 /// Addresses make keys as text: `203.0.113.7` for IPv4 (also when it
 /// arrives as an IPv4-mapped IPv6 address), and the /64 network for IPv6
 /// (`2001:db8:1:2::/64`), since one IPv6 host usually holds a whole /64
@@ -46,7 +50,13 @@ pub struct KeyExtractor {
     source: Source,
     /// How many leading bits of an IPv6 address make its key.
     ipv6_prefix: u8,
+    /// The longest key taken, in bytes.
+    max_len: usize,
 }
+
+/// The longest key taken by default, in bytes: API keys and tokens fit,
+/// and a million keys of it stay near a quarter of a gigabyte.
+const DEFAULT_MAX_LEN: usize = 256;
 
 #[derive(Clone)]
 enum Source {
@@ -216,15 +226,49 @@ impl KeyExtractor {
         Ok(self)
     }
 
+    /// Takes keys of at most `bytes` bytes (default 256); a longer one
+    /// leaves the request without a key. With the manager's
+    /// [`max_keys`](crate::ThrottleManagerBuilder::max_keys), this bounds
+    /// what keys from untrusted input can cost: about `max_keys` times
+    /// `bytes` plus the per-key state (200 to 700 bytes; see the README's
+    /// Performance section).
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// // API keys here are 40 characters.
+    /// let extractor = KeyExtractor::header("x-api-key").max_len(40);
+    /// # drop(extractor);
+    /// ```
+    #[must_use]
+    pub fn max_len(mut self, bytes: usize) -> Self {
+        self.max_len = bytes;
+        self
+    }
+
     fn from_source(source: Source) -> Self {
         Self {
             source,
             ipv6_prefix: 64,
+            max_len: DEFAULT_MAX_LEN,
         }
     }
 
     /// The key of the request whose head is `request`.
     pub(crate) fn key_of(&self, request: &Parts) -> Result<String, MissingKey> {
+        let key = self.find_key(request)?;
+        if key.len() > self.max_len {
+            return Err(MissingKey::new(format!(
+                "{} gave a key of {} bytes, over the limit of {} (KeyExtractor::max_len)",
+                self.source.describe(),
+                key.len(),
+                self.max_len
+            )));
+        }
+        Ok(key)
+    }
+
+    fn find_key(&self, request: &Parts) -> Result<String, MissingKey> {
         match &self.source {
             Source::Header(Ok(name)) => request
                 .headers
@@ -275,7 +319,9 @@ impl fmt::Debug for KeyExtractor {
         if let Source::ForwardedIp(proxies) = &self.source {
             out.field("proxies", proxies);
         }
-        out.field("ipv6_prefix", &self.ipv6_prefix).finish()
+        out.field("ipv6_prefix", &self.ipv6_prefix)
+            .field("max_len", &self.max_len)
+            .finish()
     }
 }
 
@@ -542,6 +588,23 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn a_key_over_the_length_limit_is_no_key() {
+        let long = "k".repeat(257);
+        let extractor = KeyExtractor::header("x-api-key");
+        assert_eq!(
+            key(&extractor, "1.2.3.4:1", &[("x-api-key", &long)]),
+            Err("missing client key: header `x-api-key` gave a key of 257 bytes, over the limit of 256 (KeyExtractor::max_len)".into())
+        );
+        let at_limit = "k".repeat(256);
+        assert_eq!(
+            key(&extractor, "1.2.3.4:1", &[("x-api-key", &at_limit)]),
+            Ok(at_limit)
+        );
+        let short = KeyExtractor::header("x-api-key").max_len(4);
+        assert!(key(&short, "1.2.3.4:1", &[("x-api-key", "abcde")]).is_err());
     }
 
     #[test]
