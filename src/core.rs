@@ -165,6 +165,9 @@ pub(crate) struct Core {
     /// By priority level, the longest `acquire` and `call` wait for a rate
     /// token; `None`: no limit.
     pub(crate) max_wait: Box<[Option<Duration>]>,
+    /// Shared with the key space: a permit whose key it was the last to
+    /// hold tells those waiting for room.
+    pub(crate) room: Arc<crate::registry::RoomSignal>,
 }
 
 impl std::fmt::Debug for Core {

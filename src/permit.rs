@@ -201,6 +201,10 @@ impl<'a> Permit<'a> {
             bulkhead.release();
             metrics::active(ticket.telemetry().label(), -1.0);
         }
+        // The key space's reference and this permit's: once the permit is
+        // gone, the key may make room.
+        core.room
+            .call_ended(|| triomphe::Arc::strong_count(&ticket.state) <= 2);
         self.ticket.holds_slot = false;
     }
 

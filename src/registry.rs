@@ -100,6 +100,50 @@ const SCAN_COST_FACTOR: u32 = 10;
 /// threads on different keys rarely share a shard's lock word.
 const SHARDS: usize = 64;
 
+/// Tells those waiting for room in a full key space that there may be some:
+/// room given back (a key evicted, a new key that failed), or a key's last
+/// call in flight ended (which may let it go). Shared by the registry and
+/// the permits, which do not know the key type.
+#[derive(Debug, Default)]
+pub(crate) struct RoomSignal {
+    /// Callers waiting for room now; a permit's end looks here first, so
+    /// without waiters it costs one load.
+    waiting: AtomicUsize,
+    freed: Notify,
+}
+
+impl RoomSignal {
+    /// Room may have appeared: wake every waiter.
+    pub(crate) fn notify(&self) {
+        self.freed.notify_waiters();
+    }
+
+    /// A call of a key ended, and nothing else holds the key: if anyone
+    /// waits for room, that key may now make it.
+    #[inline]
+    pub(crate) fn call_ended(&self, last_holder: impl FnOnce() -> bool) {
+        if self.waiting.load(Ordering::Relaxed) > 0 && last_holder() {
+            self.notify();
+        }
+    }
+
+    /// Resolves when room may have appeared. (Made after a refusal, it may
+    /// miss room that appeared in between, or a key whose last call ended
+    /// just before it was released; the caller's retry time bounds that.)
+    pub(crate) async fn freed(&self) {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let notified = self.freed.notified();
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.waiting);
+        notified.await;
+    }
+}
+
 /// One key's room in the count, reserved for a key not yet in the map;
 /// given back when dropped (forgotten once the key is in).
 struct Room<'a, K, S>(&'a Registry<K, S>);
@@ -134,7 +178,7 @@ pub(crate) struct Registry<K, S> {
     /// evictable key): a new key before then is refused without a scan.
     no_room_until: AtomicU64,
     /// Woken when room is given back.
-    room_freed: Notify,
+    room: std::sync::Arc<RoomSignal>,
 }
 
 impl<K, S> Registry<K, S> {
@@ -146,7 +190,7 @@ impl<K, S> Registry<K, S> {
         }
         self.reserved.fetch_sub(count, Ordering::AcqRel);
         self.no_room_until.store(0, Ordering::Release);
-        self.room_freed.notify_waiters();
+        self.room.notify();
     }
 }
 
@@ -173,6 +217,7 @@ where
         idle_ttl: Option<Nanos>,
         max_hold: Nanos,
         quiet_from: Box<QuietFrom<S>>,
+        room: std::sync::Arc<RoomSignal>,
     ) -> Self {
         Self {
             map: DashMap::with_hasher_and_shard_amount(Default::default(), SHARDS),
@@ -184,16 +229,13 @@ where
             sweeping: Mutex::new(()),
             quiet_from,
             no_room_until: AtomicU64::new(0),
-            room_freed: Notify::new(),
+            room,
         }
     }
 
-    /// Resolves when room may have been given back (a key evicted, a new
-    /// key that failed): for callers waiting for room, beside their retry
-    /// time. (Made after a refusal, it misses room given back in between;
-    /// the retry time bounds that wait.)
-    pub(crate) fn room_freed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.room_freed.notified()
+    /// Resolves when room may have appeared ([`RoomSignal::freed`]).
+    pub(crate) async fn room_freed(&self) {
+        self.room.freed().await;
     }
 
     /// The state of `key`, if it is live.

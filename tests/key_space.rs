@@ -324,3 +324,26 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
     assert!(manager.try_acquire("other", Priority::LOW).is_ok());
     assert!(manager.snapshot("failing").is_none());
 }
+
+/// A new key waiting for room wakes when the call that held the only
+/// other key ends, not at its next retry: room appears then.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .max_keys(1)
+        .keep_idle_keys()
+        .build()
+        .unwrap();
+    let in_flight = manager.try_acquire("a", Priority::HIGH).unwrap();
+    let start = tokio::time::Instant::now();
+    let (admitted, ()) = tokio::join!(manager.acquire("b", Priority::HIGH), async {
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        drop(in_flight);
+    });
+    assert!(admitted.is_ok());
+    // Without the wake-up it waited for its retry (10 ms when no key's end
+    // is known).
+    assert_eq!(start.elapsed(), Duration::from_millis(3));
+    assert!(manager.snapshot("a").is_none());
+}

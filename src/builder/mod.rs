@@ -24,7 +24,7 @@ use crate::manager::{ControlOverrides, KeyNames, Overrides, Shared, ThrottleMana
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::{RateConfig, ValidRateConfig};
-use crate::registry::{Quiet, Registry};
+use crate::registry::{Quiet, Registry, RoomSignal};
 use crate::throttle::ThrottleConfig;
 
 type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
@@ -304,6 +304,7 @@ where
             }
             by_level.into_boxed_slice()
         };
+        let room = Arc::new(RoomSignal::default());
         let core = Core {
             clock: self.clock.unwrap_or_else(default_clock),
             rate,
@@ -318,6 +319,7 @@ where
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,
             max_wait,
+            room: Arc::clone(&room),
         };
         Ok(ThrottleManager::from_shared(Shared {
             core: Arc::new(core),
@@ -326,6 +328,7 @@ where
                 self.idle_ttl.map(nanos),
                 nanos(self.max_hold),
                 quiet_from,
+                room,
             ),
             overrides: Overrides {
                 rate: rate_overrides,

@@ -135,8 +135,10 @@ where
     /// Until `retry_at`, or until room is given back in the key space,
     /// whichever comes first.
     pub(super) async fn wait_for_room(&self, retry_at: Nanos) {
-        let freed = self.shared.keys.room_freed();
-        let _ = self.core().before(retry_at, freed).await;
+        let _ = self
+            .core()
+            .before(retry_at, self.shared.keys.room_freed())
+            .await;
     }
 
     /// How `key` is named in events (a span, only while debug events are
