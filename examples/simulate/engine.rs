@@ -17,6 +17,12 @@ use crate::strategy::Strategy;
 /// The length of one sample.
 pub(crate) const BUCKET: Duration = Duration::from_secs(1);
 
+/// The length of one fine sample: of the learned rate and the calls sent,
+/// to tell how long the rate stays far above its use (a decrease's
+/// cooldown is 500 ms; a second is too coarse for that).
+pub(crate) const FINE: Duration = Duration::from_millis(100);
+const FINE_PER_BUCKET: u32 = (BUCKET.as_millis() / FINE.as_millis()) as u32;
+
 /// What turning a call away costs the rate-limited backends, as a share of
 /// serving one.
 pub(crate) const REJECT_COST: f64 = 0.1;
@@ -43,6 +49,10 @@ pub(crate) struct Series {
     pub(crate) capacity: Vec<f64>,
     /// The key's learned rate at the end of each bucket.
     pub(crate) rate: Vec<Option<f64>>,
+    /// The learned rate at the end of each [`FINE`] step, and the calls
+    /// that reached the backend during it.
+    pub(crate) fine_rate: Vec<Option<f64>>,
+    pub(crate) fine_sent: Vec<u32>,
     /// The throttle's rejection probability at the end of each bucket, per
     /// priority.
     pub(crate) rejection: Vec<Vec<Option<f64>>>,
@@ -62,6 +72,8 @@ impl Series {
             ok_by: per_priority(),
             capacity: vec![0.0; buckets],
             rate: vec![None; buckets],
+            fine_rate: vec![None; buckets * FINE_PER_BUCKET as usize],
+            fine_sent: vec![0; buckets * FINE_PER_BUCKET as usize],
             rejection: vec![vec![None; buckets]; priorities.len()],
             waited: Duration::ZERO,
             priorities,
@@ -177,24 +189,31 @@ async fn simulate(
 }
 
 /// Records, at the end of each bucket, the capacity, the learned rate and
-/// the rejection probabilities.
+/// the rejection probabilities; and the learned rate at the end of each
+/// fine step.
 struct Sampler {
     start: Instant,
-    /// Buckets recorded so far.
+    /// Fine steps recorded so far.
     sampled: u32,
     world: Shared,
     manager: Option<ThrottleManager<String>>,
 }
 
 impl Sampler {
-    /// Records every bucket that ends by `until`, each at its end.
+    /// Records every fine step (and bucket) that ends by `until`, each at
+    /// its end.
     async fn sample_through(&mut self, until: Duration, progress: &mut dyn FnMut(Duration)) {
-        while BUCKET * (self.sampled + 1) <= until {
-            let end = BUCKET * (self.sampled + 1);
+        while FINE * (self.sampled + 1) <= until {
+            let end = FINE * (self.sampled + 1);
             tokio::time::sleep_until(self.start + end).await;
-            self.sample(self.sampled as usize);
-            progress(end);
+            if let Some(manager) = &self.manager {
+                lock(&self.world).series.fine_rate[self.sampled as usize] = manager.rate(KEY);
+            }
             self.sampled += 1;
+            if self.sampled % FINE_PER_BUCKET == 0 {
+                self.sample((self.sampled / FINE_PER_BUCKET - 1) as usize);
+                progress(end);
+            }
         }
     }
 
@@ -241,6 +260,7 @@ async fn call(
         let series = &mut world.series;
         if let Some(bucket) = series.bucket(now) {
             series.sent[bucket] += 1;
+            series.fine_sent[(now.as_nanos() / FINE.as_nanos()) as usize] += 1;
             series.waited += now - arrived;
             if response == Response::Ok {
                 let index = series.priority_index(priority);

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::engine::{BUCKET, REJECT_COST, Series, Settings};
+use crate::engine::{BUCKET, FINE, REJECT_COST, Series, Settings};
 use crate::scenario::{CAPACITY, Scenario};
 use crate::strategy::{Strategy, THROTTLE_WINDOW};
 
@@ -43,6 +43,10 @@ pub(crate) struct Summary {
     /// of the calls that reached the backend in the same second, over the
     /// seconds the rate was above its start (`Some(None)`: never above).
     pub(crate) rate_over_used: Option<Option<f64>>,
+    /// For strategies with a rate: the longest stretch during which the
+    /// learned rate stayed above twice its use (as for `rate_over_used`,
+    /// but sampled every [`FINE`] step).
+    pub(crate) above_twice_used: Option<Duration>,
 }
 
 /// The rate every strategy starts at (see `strategy.rs`).
@@ -62,6 +66,29 @@ fn rate_over_used(series: &Series) -> Option<f64> {
             Some(rate / used.max(1.0))
         })
         .reduce(f64::max)
+}
+
+/// The longest run of [`FINE`] steps with the rate above its start and
+/// above twice the calls that reached the backend per second over the
+/// second before. (A longer window would lag: after a quiet phase, a rate
+/// rising with its use would stay above twice a five-second mean for
+/// seconds while never above twice what it was being used at.)
+fn above_twice_used(series: &Series) -> Duration {
+    let window = (BUCKET.as_nanos() / FINE.as_nanos()) as usize;
+    let (mut longest, mut current) = (0u32, 0u32);
+    let mut recent: u32 = 0;
+    for (i, rate) in series.fine_rate.iter().enumerate() {
+        recent += series.fine_sent[i];
+        if i >= window {
+            recent -= series.fine_sent[i - window];
+        }
+        let span = FINE.as_secs_f64() * (i + 1).min(window) as f64;
+        let used = (f64::from(recent) / span).max(1.0);
+        let above = rate.is_some_and(|rate| rate > STARTING_RATE && rate > 2.0 * used);
+        current = if above { current + 1 } else { 0 };
+        longest = longest.max(current);
+    }
+    FINE * longest
 }
 
 fn sum(values: &[u32]) -> f64 {
@@ -122,6 +149,7 @@ impl Summary {
             }),
             recovered_after: outage.map(|outage| recovered_after(series, outage.start, outage.end)),
             rate_over_used: strategy.has_rate().then(|| rate_over_used(series)),
+            above_twice_used: strategy.has_rate().then(|| above_twice_used(series)),
         }
     }
 }
@@ -183,8 +211,12 @@ pub(crate) fn preamble(settings: Settings) -> String {
          \"served\" is the share of offered calls that succeeded; \"rate peak / \
          used\" is the highest learned rate as a multiple of the calls that \
          reached the backend per second over the {SMOOTHING} seconds before, while \
-         the rate was above its start of {STARTING_RATE:.0}/s.\n\n",
+         the rate was above its start of {STARTING_RATE:.0}/s, sampled each second; \
+         \"above 2x used\" is the longest the rate stayed above twice the calls \
+         that reached the backend in the second before, sampled every {fine} ms \
+         (a decrease's cooldown is 500 ms).\n\n",
         seed = settings.seed,
+        fine = FINE.as_millis(),
         max_wait = settings.max_wait.as_millis(),
         cost = REJECT_COST * 100.0,
         window = THROTTLE_WINDOW.as_secs(),
@@ -264,6 +296,7 @@ pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
         header.push("recovered after".to_string());
     }
     header.push("rate peak / used".to_string());
+    header.push("above 2x used".to_string());
     let mut out = String::new();
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
@@ -299,6 +332,10 @@ pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
             None => "-".to_string(),
             Some(None) => "never above start".to_string(),
             Some(Some(peak)) => format!("{peak:.1}x"),
+        });
+        row.push(match summary.above_twice_used {
+            None => "-".to_string(),
+            Some(longest) => format!("{} ms", longest.as_millis()),
         });
         let _ = writeln!(out, "| {} |", row.join(" | "));
     }
