@@ -447,7 +447,7 @@ impl Core {
         };
         match admission.map_err(|refusal| refusal.rejected(priority))? {
             Admission::Granted(active) => {
-                if active == settings.max_concurrent {
+                if active == bulkhead.limit(settings) {
                     events::bulkhead_filled(telemetry.span(), priority, active);
                 }
                 Ok(Slot::Held)
@@ -503,6 +503,62 @@ impl Core {
 
 /// # Outcomes
 impl Core {
+    /// A call admitted at `started` that held a slot of its key's bulkhead
+    /// ended as `outcome`: a learned limit learns from it (reading the
+    /// clock; a fixed limit does not), then the slot goes back, to the head
+    /// of the queue if anyone waits; a limit that rose hands its new slots
+    /// to the queue too.
+    #[inline]
+    pub(crate) fn release_slot(
+        &self,
+        state: &KeyState,
+        started: Nanos,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let Some(bulkhead) = state.bulkhead() else {
+            return;
+        };
+        if bulkhead.is_learned() {
+            return self.release_learned_slot(state, started, outcome, telemetry);
+        }
+        bulkhead.release();
+        metrics::active(telemetry.label(), -1.0);
+    }
+
+    fn release_learned_slot(
+        &self,
+        state: &KeyState,
+        started: Nanos,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return;
+        };
+        let changed = match outcome {
+            Outcome::Neutral => None, // says nothing about capacity
+            Outcome::Success | Outcome::Overloaded => {
+                let now = self.now();
+                let overloaded = outcome == Outcome::Overloaded;
+                bulkhead.learn(settings, now, now.saturating_sub(started), overloaded)
+            }
+        };
+        bulkhead.release();
+        metrics::active(telemetry.label(), -1.0);
+        if let Some(change) = changed {
+            if change.after != change.before {
+                metrics::concurrency_limit(telemetry.label(), change.after);
+            }
+            if change.turned {
+                events::concurrency_limit_turned(telemetry.span(), change.before, change.after);
+            }
+            if change.after > change.before {
+                bulkhead.grant_waiters(settings);
+            }
+        }
+    }
+
     /// Counts the outcome of a call scheduled and admitted at `times`. The
     /// throttle counts a call when its outcome is known: a call still in
     /// flight is not yet a request, so a healthy call costs it one

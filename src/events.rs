@@ -56,6 +56,16 @@ pub(crate) fn bulkhead_filled(span: &Span, priority: Priority, max_concurrent: u
     tracing::debug!(parent: span, priority, max_concurrent, "bulkhead full");
 }
 
+/// The key's learned concurrency limit turned: it moved from `from` to
+/// `to`, the other way than its last move (`span` names the key).
+pub(crate) fn concurrency_limit_turned(span: &Span, from: u32, to: u32) {
+    if to > from {
+        tracing::debug!(parent: span, from, to, "concurrency limit turned up");
+    } else {
+        tracing::debug!(parent: span, from, to, "concurrency limit turned down");
+    }
+}
+
 /// A call waited out the bulkhead's queue timeout (`span` names the key).
 pub(crate) fn queue_timed_out(span: &Span, priority: Priority, load: Load) {
     let priority = priority.level();

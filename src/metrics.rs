@@ -104,6 +104,17 @@ pub(crate) fn rate(key: KeyLabel<'_>, rate: f64) {
     }
 }
 
+/// A key's learned concurrency limit is now `limit`; recorded only per key.
+#[inline]
+pub(crate) fn concurrency_limit(key: KeyLabel<'_>, limit: u32) {
+    #[cfg(feature = "metrics")]
+    if let Some(key) = key {
+        metrics::gauge!("portcullis_concurrency_limit", labels(Some(key), &[])).set(f64::from(limit));
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (key, limit);
+}
+
 /// A call waiting in a bulkhead queue, counted in `portcullis_queued` for
 /// as long as it lives.
 #[derive(Debug)]

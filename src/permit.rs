@@ -197,9 +197,8 @@ impl<'a> Permit<'a> {
             outcome,
             ticket.telemetry(),
         );
-        if let (true, Some(bulkhead)) = (ticket.holds_slot, ticket.state.bulkhead()) {
-            bulkhead.release();
-            metrics::active(ticket.telemetry().label(), -1.0);
+        if ticket.holds_slot {
+            core.release_slot(&ticket.state, ticket.times.started, outcome, ticket.telemetry());
         }
         // The key space's reference and this permit's: once the permit is
         // gone, the key may make room.

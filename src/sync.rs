@@ -6,7 +6,7 @@
 #[cfg(portcullis_loom)]
 pub(crate) use loom::sync::Mutex;
 #[cfg(portcullis_loom)]
-pub(crate) use loom::sync::atomic::AtomicU64;
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64};
 
 #[cfg(portcullis_loom)]
 pub(crate) use loom::sync::MutexGuard;
@@ -15,4 +15,4 @@ pub(crate) use std::sync::Mutex;
 #[cfg(not(portcullis_loom))]
 pub(crate) use std::sync::MutexGuard;
 #[cfg(not(portcullis_loom))]
-pub(crate) use std::sync::atomic::AtomicU64;
+pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};

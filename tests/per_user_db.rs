@@ -77,7 +77,7 @@ async fn one_noisy_user_cannot_starve_the_others() {
     // Without it, the same load starves them: far slower, or failing.
     let p99 = without.ordinary.latency(0.99);
     assert!(
-        p99 > reference * 4 || without.ordinary.success_rate() < 0.95,
+        p99 > reference * 3 || without.ordinary.success_rate() < 0.95,
         "without the manager: p99 {p99:?} ({reference:?} alone), {:?}",
         without.ordinary
     );

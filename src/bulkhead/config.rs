@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::adaptive::{Algorithm, Bounds};
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
@@ -63,9 +64,45 @@ pub enum Overflow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkheadConfig {
     max_concurrent: u32,
+    /// Set for a limit learned between these bounds.
+    learned: Option<Learned>,
+    /// `bounds` or `algorithm` set on a fixed limit: an error at `build`.
+    misplaced: bool,
     max_queued: u32,
     queue_timeout: Option<Duration>,
     overflow: Overflow,
+}
+
+/// How a learned limit is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Learned {
+    bounds: Option<(u32, u32)>,
+    algorithm: LimitAlgorithm,
+}
+
+/// The bounds of a learned limit unless [`BulkheadConfig::bounds`] says.
+const DEFAULT_LEARNED_BOUNDS: (u32, u32) = (1, 1_000);
+
+/// Which algorithm learns an adaptive bulkhead's limit
+/// ([`BulkheadConfig::adaptive`]).
+///
+/// ```
+/// use portcullis::BulkheadConfig;
+/// use portcullis::bulkhead::LimitAlgorithm;
+///
+/// let config = BulkheadConfig::adaptive().algorithm(LimitAlgorithm::Vegas);
+/// # drop(config);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LimitAlgorithm {
+    /// A long-run latency baseline and a gradient, in the style of Netflix's
+    /// Gradient2 and Envoy's adaptive concurrency filter. The default.
+    #[default]
+    Gradient,
+    /// TCP Vegas: the lowest latency seen is the unloaded one, and the
+    /// limit grows while the queue it implies at the backend is short.
+    Vegas,
 }
 
 impl BulkheadConfig {
@@ -83,10 +120,85 @@ impl BulkheadConfig {
     pub fn new(max_concurrent: u32) -> Self {
         Self {
             max_concurrent,
+            learned: None,
+            misplaced: false,
             max_queued: 0,
             queue_timeout: None,
             overflow: Overflow::RejectNew,
         }
+    }
+
+    /// A limit nobody has to know: each key's limit is learned between
+    /// [`bounds`](Self::bounds) (default 1 to 1,000) from its calls'
+    /// latency, from admission to outcome, and their outcomes. It starts
+    /// at the lower bound and grows while calls are as fast as the key's
+    /// baseline, falls as they slow down (the backend is queueing them),
+    /// and takes 20 % off at once on an overload (at most once per
+    /// baseline latency). It grows only while it is what holds calls back:
+    /// calls waiting in the queue, or every slot taken.
+    ///
+    /// The queue, its timeout and overflow policy work as for a fixed
+    /// limit. A limit lowered below the calls in flight lets them finish
+    /// and admits no one until they are under it.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(32))
+    ///     .build()?;
+    /// let permit = manager.acquire("db", Priority::HIGH).await?;
+    /// assert_eq!(manager.concurrency_limit("db"), Some(1)); // it starts at the lower bound
+    /// permit.success();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn adaptive() -> Self {
+        Self {
+            learned: Some(Learned {
+                bounds: None,
+                algorithm: LimitAlgorithm::default(),
+            }),
+            ..Self::new(DEFAULT_LEARNED_BOUNDS.0)
+        }
+    }
+
+    /// The range an adaptive limit is learned in (at least 1, `min <=
+    /// max`). Only for [`adaptive`](Self::adaptive): on a fixed limit,
+    /// `build` says so.
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    ///
+    /// let config = BulkheadConfig::adaptive().bounds(4, 64);
+    /// # drop(config);
+    /// ```
+    pub fn bounds(mut self, min: u32, max: u32) -> Self {
+        match &mut self.learned {
+            Some(learned) => learned.bounds = Some((min, max)),
+            None => self.misplaced = true,
+        }
+        self
+    }
+
+    /// Which algorithm learns an adaptive limit (default
+    /// [`LimitAlgorithm::Gradient`]). Only for [`adaptive`](Self::adaptive).
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    /// use portcullis::bulkhead::LimitAlgorithm;
+    ///
+    /// let config = BulkheadConfig::adaptive().algorithm(LimitAlgorithm::Vegas);
+    /// # drop(config);
+    /// ```
+    pub fn algorithm(mut self, algorithm: LimitAlgorithm) -> Self {
+        match &mut self.learned {
+            Some(learned) => learned.algorithm = algorithm,
+            None => self.misplaced = true,
+        }
+        self
     }
 
     /// Up to `max_queued` calls may wait for a free slot (default 0).
@@ -164,14 +276,37 @@ impl BulkheadConfig {
     /// Adds every problem to `problems`; returns the settings when there are none.
     pub(crate) fn check(&self, problems: &mut Problems<'_>) -> Option<BulkheadSettings> {
         let before = problems.len();
-        if self.max_concurrent == 0 {
+        let learned = self.learned.map(|learned| {
+            let (min, max) = learned.bounds.unwrap_or(DEFAULT_LEARNED_BOUNDS);
+            if min == 0 {
+                problems.add("bounds", "the lower bound must be at least 1, got 0");
+            } else if min > max {
+                problems.add("bounds", format!("the lower bound must not exceed the upper, got {min} and {max}"));
+            }
+            let algorithm = match learned.algorithm {
+                LimitAlgorithm::Gradient => Algorithm::Gradient,
+                LimitAlgorithm::Vegas => Algorithm::Vegas,
+            };
+            LearnedSettings {
+                bounds: Bounds { min, max },
+                algorithm,
+            }
+        });
+        if self.misplaced {
+            problems.add(
+                "bounds",
+                "bounds and algorithm are for a learned limit (BulkheadConfig::adaptive), not a fixed one",
+            );
+        }
+        if learned.is_none() && self.max_concurrent == 0 {
             problems.add("max_concurrent", "must be at least 1, got 0");
         }
         if self.queue_timeout == Some(Duration::ZERO) {
             problems.add("queue_timeout", "must be above 0, got 0ns");
         }
         (problems.len() == before).then(|| BulkheadSettings {
-            max_concurrent: self.max_concurrent,
+            max_concurrent: learned.map_or(self.max_concurrent, |learned| learned.bounds.min),
+            learned,
             max_queued: self.max_queued,
             queue_timeout: self.queue_timeout.map(nanos),
             overflow: self.overflow,
@@ -182,15 +317,47 @@ impl BulkheadConfig {
 /// Validated bulkhead settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BulkheadSettings {
+    /// The fixed limit; for a learned one, where it starts.
     pub(crate) max_concurrent: u32,
+    /// Set when the limit is learned.
+    pub(crate) learned: Option<LearnedSettings>,
     pub(crate) max_queued: u32,
     pub(crate) queue_timeout: Option<Nanos>,
     pub(crate) overflow: Overflow,
 }
 
+/// How a key's limit is learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LearnedSettings {
+    pub(crate) bounds: Bounds,
+    pub(crate) algorithm: Algorithm,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn learned_bounds_are_checked_and_only_for_a_learned_limit() {
+        let fields = |config: BulkheadConfig| {
+            let mut found = Vec::new();
+            let _ = config.check(&mut Problems::new("bulkhead", &mut found));
+            found.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            fields(BulkheadConfig::adaptive().bounds(0, 10)),
+            ["bulkhead.bounds: the lower bound must be at least 1, got 0"]
+        );
+        assert_eq!(
+            fields(BulkheadConfig::adaptive().bounds(10, 5)),
+            ["bulkhead.bounds: the lower bound must not exceed the upper, got 10 and 5"]
+        );
+        assert_eq!(
+            fields(BulkheadConfig::new(4).bounds(1, 10)),
+            ["bulkhead.bounds: bounds and algorithm are for a learned limit (BulkheadConfig::adaptive), not a fixed one"]
+        );
+        assert!(fields(BulkheadConfig::adaptive().bounds(1, 200).queue(32)).is_empty());
+    }
 
     #[test]
     fn bad_values_are_named() {

@@ -11,7 +11,13 @@
 //! - a slot given back while someone waits goes to the head of the queue,
 //!   with `active` unchanged (a hand-off, not a release and a re-take);
 //! - while anyone waits, every slot is taken (`queued > 0` implies
-//!   `active == max_concurrent`).
+//!   `active >= limit`).
+//!
+//! The limit is the settings' `max_concurrent`, or, for a learned limit,
+//! what [`LearnedLimit`] holds now. A learned limit that falls below the
+//! calls in flight retires the slots they give back (no hand-off) until
+//! they are under it; one that rises hands the new slots to the queue at
+//! once ([`Bulkhead::grant_waiters`]).
 //!
 //! A waiter's outcome (a slot, or a rejection) is decided under the lock and
 //! left for it to collect. A waiter that is dropped removes itself under the
@@ -23,11 +29,13 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
-use super::config::BulkheadSettings;
+use super::adaptive::{self, Learned, Sample};
+use super::config::{BulkheadSettings, LearnedSettings};
 use super::queue::{OnFull, WaitQueue, WaiterId};
+use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
 use crate::priority::Priority;
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicU32, AtomicU64, Mutex};
 
 const QUEUED: u64 = 1 << 32;
 
@@ -89,12 +97,100 @@ impl Inner {
     }
 }
 
-/// The concurrency limit of one key: 24 bytes until the first call has to
-/// queue, when the queue is allocated.
+/// The concurrency limit of one key: 32 bytes until the first call has to
+/// queue, when the queue is allocated; a learned limit is one more
+/// allocation.
 #[derive(Debug, Default)]
 pub(crate) struct Bulkhead {
     state: AtomicU64,
     inner: Mutex<Option<Box<Inner>>>,
+    learned: Option<Box<LearnedLimit>>,
+}
+
+/// A key's learned limit ([`adaptive`]'s state) in atomics. A sample reads
+/// the state, works out the next, and installs it with one
+/// compare-and-swap of the limit; one that loses the race to another is
+/// dropped (the next sample learns what it would have). No lock.
+#[derive(Debug)]
+pub(crate) struct LearnedLimit {
+    /// The limit in whole calls: what admission reads.
+    whole: AtomicU32,
+    /// The limit before rounding, as `f64` bits.
+    limit: AtomicU64,
+    baseline: AtomicU64,
+    decreased_at: AtomicU64,
+    samples: AtomicU32,
+    /// Which way the whole limit last moved: 0 never, 1 up, 2 down.
+    last_move: AtomicU32,
+}
+
+/// What one sample did to a learned limit, in whole calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LimitChange {
+    pub(crate) before: u32,
+    pub(crate) after: u32,
+    /// Whether it moved the other way than its last move (or for the
+    /// first time).
+    pub(crate) turned: bool,
+}
+
+impl LearnedLimit {
+    fn new(initial: u32) -> Self {
+        let fresh = Learned::new(initial);
+        Self {
+            whole: AtomicU32::new(fresh.whole()),
+            limit: AtomicU64::new(fresh.limit.to_bits()),
+            baseline: AtomicU64::new(fresh.baseline.to_bits()),
+            decreased_at: AtomicU64::new(fresh.decreased_at),
+            samples: AtomicU32::new(fresh.samples),
+            last_move: AtomicU32::new(0),
+        }
+    }
+
+    fn learned(&self) -> (u64, Learned) {
+        let bits = self.limit.load(Ordering::Acquire);
+        let learned = Learned {
+            limit: f64::from_bits(bits),
+            baseline: f64::from_bits(self.baseline.load(Ordering::Relaxed)),
+            decreased_at: self.decreased_at.load(Ordering::Relaxed),
+            samples: self.samples.load(Ordering::Relaxed),
+        };
+        (bits, learned)
+    }
+
+    /// Learns from `sample` (nothing, if it loses a race to another).
+    fn learn(&self, sample: Sample, settings: &LearnedSettings) -> LimitChange {
+        let (bits, learned) = self.learned();
+        let next = adaptive::learn(learned, sample, settings.algorithm, settings.bounds);
+        let before = learned.whole();
+        let unchanged = LimitChange {
+            before,
+            after: before,
+            turned: false,
+        };
+        if self
+            .limit
+            .compare_exchange(bits, next.limit.to_bits(), Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return unchanged;
+        }
+        self.baseline.store(next.baseline.to_bits(), Ordering::Relaxed);
+        self.decreased_at.store(next.decreased_at, Ordering::Relaxed);
+        self.samples.store(next.samples, Ordering::Relaxed);
+        let after = next.whole();
+        self.whole.store(after, Ordering::Release);
+        if after == before {
+            return unchanged;
+        }
+        let direction = if after > before { 1 } else { 2 };
+        let turned = self.last_move.swap(direction, Ordering::AcqRel) != direction;
+        LimitChange {
+            before,
+            after,
+            turned,
+        }
+    }
 }
 
 /// Where a call stands after asking for a slot.
@@ -107,9 +203,57 @@ pub(crate) enum Admission {
 }
 
 impl Bulkhead {
+    /// A bulkhead for `settings`: with a learned limit, starting at its
+    /// lower bound, if the settings say so.
+    pub(crate) fn new(settings: &BulkheadSettings) -> Self {
+        Self {
+            learned: settings
+                .learned
+                .map(|_| Box::new(LearnedLimit::new(settings.max_concurrent))),
+            ..Self::default()
+        }
+    }
+
     /// Calls in flight and waiting now.
     pub(crate) fn load(&self) -> Load {
         Load::of(self.state.load(Ordering::Acquire))
+    }
+
+    /// How many calls may be in flight now.
+    #[inline]
+    pub(crate) fn limit(&self, settings: &BulkheadSettings) -> u32 {
+        match &self.learned {
+            None => settings.max_concurrent,
+            Some(learned) => learned.whole.load(Ordering::Acquire),
+        }
+    }
+
+    /// Whether the limit is learned.
+    pub(crate) fn is_learned(&self) -> bool {
+        self.learned.is_some()
+    }
+
+    /// A call of this key ended at `at`, `latency` after its admission,
+    /// overloaded or not: its sample for a learned limit (before its slot
+    /// is released, so that it counts itself in flight). Returns what it
+    /// did to the limit, if the limit is learned.
+    pub(crate) fn learn(
+        &self,
+        settings: &BulkheadSettings,
+        at: Nanos,
+        latency: Nanos,
+        overloaded: bool,
+    ) -> Option<LimitChange> {
+        let (learned, learned_settings) = (self.learned.as_deref()?, settings.learned.as_ref()?);
+        let load = self.load();
+        let sample = Sample {
+            at,
+            latency,
+            in_flight: load.active,
+            queued: load.queued,
+            overloaded,
+        };
+        Some(learned.learn(sample, learned_settings))
     }
 
     /// Takes a free slot if there is one and nobody waits for it; returns
@@ -118,7 +262,7 @@ impl Bulkhead {
     pub(crate) fn try_acquire(&self, settings: &BulkheadSettings) -> Result<u32, Refusal> {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            if queued(state) > 0 || active(state) >= settings.max_concurrent {
+            if queued(state) > 0 || active(state) >= self.limit(settings) {
                 return Err(Refusal {
                     reason: RejectReason::Full,
                     load: Load::of(state),
@@ -142,7 +286,7 @@ impl Bulkhead {
     #[inline]
     pub(crate) fn has_no_free_slot(&self, settings: &BulkheadSettings) -> Option<Refusal> {
         let state = self.state.load(Ordering::Acquire);
-        (queued(state) > 0 || active(state) >= settings.max_concurrent).then(|| Refusal {
+        (queued(state) > 0 || active(state) >= self.limit(settings)).then(|| Refusal {
             reason: RejectReason::Full,
             load: Load::of(state),
         })
@@ -157,7 +301,7 @@ impl Bulkhead {
         priority: usize,
     ) -> Option<Refusal> {
         let state = self.state.load(Ordering::Acquire);
-        let full = active(state) >= settings.max_concurrent && queued(state) >= settings.max_queued;
+        let full = active(state) >= self.limit(settings) && queued(state) >= settings.max_queued;
         if !full {
             return None;
         }
@@ -190,7 +334,7 @@ impl Bulkhead {
         loop {
             // A slot may have come free, with nobody waiting, since the fast
             // path looked.
-            let next = if queued(state) == 0 && active(state) < settings.max_concurrent {
+            let next = if queued(state) == 0 && active(state) < self.limit(settings) {
                 state + 1
             } else if queued(state) < settings.max_queued {
                 state + QUEUED
@@ -320,9 +464,43 @@ impl Bulkhead {
         }
     }
 
+    /// A learned limit rose: hands the new slots to the queue's head, as
+    /// many as the limit now allows.
+    pub(crate) fn grant_waiters(&self, settings: &BulkheadSettings) {
+        let state = self.state.load(Ordering::Acquire);
+        if queued(state) == 0 || active(state) >= self.limit(settings) {
+            return;
+        }
+        let mut wakers = Vec::new();
+        {
+            let mut guard = self.lock();
+            let inner = guard.get_or_insert_with(Box::default);
+            while active(self.state.load(Ordering::Acquire)) < self.limit(settings) {
+                let Some((id, waker)) = inner.queue.pop_head() else {
+                    break;
+                };
+                inner.decided.push((id, Decision::Granted));
+                // One fewer waiting, one more in flight, in one step.
+                self.state.fetch_sub(QUEUED - 1, Ordering::AcqRel);
+                wakers.extend(waker);
+            }
+        }
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
     /// Under the lock: the slot in hand goes to the head of the queue
-    /// (returns its waker), or becomes free if nobody waits.
+    /// (returns its waker), or becomes free if nobody waits, or if a learned
+    /// limit fell below the calls in flight (the slot is retired).
     fn hand_off_or_free(&self, inner: &mut Inner) -> Option<Waker> {
+        if let Some(learned) = &self.learned {
+            let state = self.state.load(Ordering::Acquire);
+            if active(state) > learned.whole.load(Ordering::Acquire) {
+                self.state.fetch_sub(1, Ordering::AcqRel);
+                return None;
+            }
+        }
         debug_assert_eq!(
             inner.queue.len(),
             queued(self.state.load(Ordering::Acquire)) as usize,

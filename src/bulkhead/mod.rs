@@ -3,8 +3,9 @@
 //! `config` is what users set, `queue` the wait queue as plain data,
 //! `limiter` the lock-free counter and the queue's hand-off.
 
+pub(crate) mod adaptive;
 pub(crate) mod config;
 pub(crate) mod limiter;
 pub(crate) mod queue;
 
-pub use config::{BulkheadConfig, Overflow};
+pub use config::{BulkheadConfig, LimitAlgorithm, Overflow};

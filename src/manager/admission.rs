@@ -389,7 +389,13 @@ where
                         .wait_in_queue(state, priority, id, since, telemetry)
                         .await
                     {
-                        Ok(()) => Ok(call.admitted(true)),
+                        Ok(()) => {
+                            // Admitted now: a learned limit times the call
+                            // from here, not from when it joined the queue.
+                            let mut call = call;
+                            call.times.started = core.now();
+                            Ok(call.admitted(true))
+                        }
                         Err(rejected) => Err(call.refused(rejected)),
                     };
                 }

@@ -41,6 +41,10 @@ pub struct KeySnapshot {
     pub active: Option<u32>,
     /// Calls waiting in the bulkhead's queue, if the key has a bulkhead.
     pub queued: Option<u32>,
+    /// How many calls may be in flight now, if the key has a bulkhead: its
+    /// fixed limit, or what it has learned
+    /// ([`BulkheadConfig::adaptive`](crate::BulkheadConfig::adaptive)).
+    pub concurrency_limit: Option<u32>,
     /// Per priority level (index 0 is `Priority::HIGH`), the throttle's
     /// window; empty if the key has no throttle.
     pub priorities: Vec<PrioritySnapshot>,
@@ -125,6 +129,31 @@ where
         })
     }
 
+    /// How many of `key`'s calls may be in flight now: its bulkhead's fixed
+    /// limit, or what an adaptive one has learned. `None` if the key is not
+    /// live or has no bulkhead. Does not create the key.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::adaptive().bounds(2, 50))
+    ///     .build()?;
+    /// assert_eq!(manager.concurrency_limit("db"), None); // not seen yet
+    /// drop(manager.try_acquire("db", Priority::HIGH).unwrap());
+    /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // it starts at the lower bound
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn concurrency_limit<Q>(&self, key: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let state = self.shared.keys.get(key)?;
+        let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
+        usize::try_from(bulkhead.limit(settings)).ok()
+    }
+
     /// Every live key with its [`KeySnapshot`], for a health endpoint.
     /// Visits the key space shard by shard; keys created or evicted
     /// meanwhile may or may not appear.
@@ -173,6 +202,9 @@ where
             rate: core.rate_of(state).map(|_| state.rate.rate()),
             active: load.map(|load| load.active),
             queued: load.map(|load| load.queued),
+            concurrency_limit: core
+                .bulkhead_of(state)
+                .map(|(bulkhead, settings)| bulkhead.limit(settings)),
             priorities,
         }
     }

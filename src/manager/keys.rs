@@ -194,8 +194,8 @@ where
         });
         let bulkhead = core.bulkhead.as_ref().and_then(|control| {
             let own = overrides.bulkhead.settings_for(key);
-            control.settings(own.as_deref())?;
-            Some((Bulkhead::default(), own))
+            let bulkhead = Bulkhead::new(control.settings(own.as_deref())?);
+            Some((bulkhead, own))
         });
         KeyState::new(
             RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
