@@ -109,7 +109,8 @@ pub(crate) fn rate(key: KeyLabel<'_>, rate: f64) {
 pub(crate) fn concurrency_limit(key: KeyLabel<'_>, limit: u32) {
     #[cfg(feature = "metrics")]
     if let Some(key) = key {
-        metrics::gauge!("portcullis_concurrency_limit", labels(Some(key), &[])).set(f64::from(limit));
+        metrics::gauge!("portcullis_concurrency_limit", labels(Some(key), &[]))
+            .set(f64::from(limit));
     }
     #[cfg(not(feature = "metrics"))]
     let _ = (key, limit);

@@ -198,7 +198,12 @@ impl<'a> Permit<'a> {
             ticket.telemetry(),
         );
         if ticket.holds_slot {
-            core.release_slot(&ticket.state, ticket.times.started, outcome, ticket.telemetry());
+            core.release_slot(
+                &ticket.state,
+                ticket.times.started,
+                outcome,
+                ticket.telemetry(),
+            );
         }
         // The key space's reference and this permit's: once the permit is
         // gone, the key may make room.

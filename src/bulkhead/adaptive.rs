@@ -1,89 +1,84 @@
 //! A concurrency limit learned from latency, as pure maths: the state of one
-//! key's limit and what one call's sample does to it. No clock, no atomics:
-//! time comes in with the sample.
+//! key's limit and what a window of calls does to it. No clock, no atomics:
+//! time comes in with the samples.
 //!
-//! Two algorithms, both from Netflix's concurrency-limits:
+//! The controller is a gradient one, in the style of Envoy's adaptive
+//! concurrency filter (and of Netflix's Gradient2):
 //!
-//! - **Gradient** (in the style of its Gradient2, and of Envoy's adaptive
-//!   concurrency filter): a long-run average of the latency is the
-//!   baseline; `gradient = clamp(TOLERANCE × baseline / latency, 0.5, 1)`
-//!   and the new limit is `limit × gradient + √limit`, smoothed. While the
-//!   latency stays near its baseline the limit grows by about √limit a
-//!   call; once calls queue at the backend the latency rises and the
-//!   gradient pulls the limit down in proportion.
-//! - **Vegas** (TCP Vegas): the lowest latency seen is the unloaded one,
-//!   and `queue = limit × (1 − unloaded / latency)` estimates the calls
-//!   waiting at the backend; the limit grows while that queue is short
-//!   (under 3·log10(limit)) and shrinks once it is long (over
-//!   6·log10(limit)).
-//!
-//! Both: an overload (a 429, a 503, a timeout) takes [`OVERLOAD_FACTOR`] off
-//! the limit at once, at most once per baseline latency (the calls already
-//! in flight when it fell report the same overload); and the limit grows
-//! only while it is what holds the calls back, when calls queue or every
-//! slot is taken, never while the key uses a fraction of it (the same
-//! lesson as the rate's validation).
+//! - the **baseline** is the latency of calls made with almost nothing in
+//!   flight: the limit is held low for a few calls now and then (a probe)
+//!   and the fastest of them is the baseline. A baseline taken under load
+//!   cannot tell a slow backend from a queueing one, and a limit that
+//!   measures itself against it drifts up without end;
+//! - every window of calls, `gradient = clamp((1 + BUFFER) × baseline /
+//!   latency, 0.5, 2)` and the new limit is `limit × gradient`, plus
+//!   `√limit` of room while the gradient is 1 or more: it grows while
+//!   calls are as fast as the baseline allows and falls in proportion once
+//!   the backend queues them, settling where calls take the baseline plus
+//!   the buffer;
+//! - an overload (a 429, a 503, a timeout) takes [`OVERLOAD_FACTOR`] off
+//!   the limit at once, at most once per baseline latency (the calls in
+//!   flight when it fell report the same overload);
+//! - the limit grows only while it is what holds calls back (calls queued,
+//!   or every slot taken in the window), never while the key uses a
+//!   fraction of it: the lesson of the rate's validation.
 
 use crate::clock::Nanos;
 
-/// How much latency above its baseline the gradient tolerates before it
-/// lowers the limit (Gradient2's default).
-pub(crate) const TOLERANCE: f64 = 1.5;
-
-/// How much of each new estimate the gradient's limit takes (the rest is
-/// the old limit).
-const SMOOTHING: f64 = 0.2;
-
-/// The weight of one sample in the gradient's long-run baseline: about
-/// the last 100 calls.
-const BASELINE_WEIGHT: f64 = 0.01;
+/// How much latency above the baseline the gradient tolerates before it
+/// lowers the limit.
+pub(crate) const BUFFER: f64 = 0.2;
 
 /// What an overload leaves of the limit.
 pub(crate) const OVERLOAD_FACTOR: f64 = 0.8;
 
-/// Vegas forgets its unloaded latency every this many samples per unit of
-/// limit, and takes the next sample as the new one: a backend that became
-/// slower for good is otherwise measured against a latency it no longer
-/// has.
-const VEGAS_PROBE_EVERY: u32 = 30;
+/// Calls per window at least: the limit moves once per window, on the
+/// window's mean latency.
+const MIN_WINDOW: u32 = 10;
 
-/// Which algorithm learns a key's concurrency limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Algorithm {
-    /// A long-run latency baseline and a gradient (the default).
-    #[default]
-    Gradient,
-    /// TCP Vegas: the unloaded latency and the queue it implies.
-    Vegas,
-}
+/// The calls of a probe: the baseline is the fastest of them.
+pub(crate) const PROBE_CALLS: u32 = 10;
+
+/// Calls in flight at most during a probe (or the lower bound, if higher).
+pub(crate) const PROBE_LIMIT: u32 = 2;
+
+/// Time between probes (ns): Envoy's filter measures its unloaded latency
+/// every minute.
+const PROBE_EVERY: Nanos = 30_000_000_000;
+
+/// How much of each window's estimate the limit takes (the rest is its old
+/// value): the window's latency lags the limit that caused it, and taking
+/// all of it overshoots.
+const SMOOTHING: f64 = 0.3;
 
 /// What one key's limit has learned.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Learned {
-    /// The limit, before rounding down to whole calls.
+    /// The limit, before rounding down to whole calls (outside a probe).
     pub(crate) limit: f64,
-    /// Gradient: the long-run latency (ns); Vegas: the lowest latency seen
-    /// since the last probe (ns). 0 before the first sample.
+    /// The unloaded latency (ns); 0 before the first probe ends.
     pub(crate) baseline: f64,
     /// When an overload last lowered the limit (0: never).
     pub(crate) decreased_at: Nanos,
-    /// Samples since Vegas last probed for a new unloaded latency.
-    pub(crate) samples: u32,
+    /// When the last probe ended.
+    pub(crate) probed_at: Nanos,
+    /// During a probe, its calls still to come (0: not probing).
+    pub(crate) probe_left: u32,
+    /// During a probe, the fastest of its calls so far (ns).
+    pub(crate) probe_best: Nanos,
 }
 
-/// One call's outcome, as the limit sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Sample {
-    /// When the call ended.
-    pub(crate) at: Nanos,
-    /// From its admission to its outcome (ns).
+/// The calls of one window, summed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Window {
+    /// When it ended.
+    pub(crate) end: Nanos,
+    pub(crate) calls: u32,
+    /// Their latencies, from admission to outcome, summed (ns).
     pub(crate) latency: Nanos,
-    /// Calls in flight when it ended, itself included.
-    pub(crate) in_flight: u32,
-    /// Calls waiting in the key's queue then.
-    pub(crate) queued: u32,
-    /// Whether it ended in overload.
-    pub(crate) overloaded: bool,
+    /// Whether the limit held calls back during it (some queued, or every
+    /// slot taken).
+    pub(crate) limiting: bool,
 }
 
 /// The bounds a limit stays within.
@@ -97,108 +92,110 @@ impl Bounds {
     fn clamp(self, limit: f64) -> f64 {
         limit.clamp(f64::from(self.min), f64::from(self.max))
     }
+
+    /// The limit during a probe.
+    pub(crate) fn probe_limit(self) -> u32 {
+        PROBE_LIMIT.max(self.min)
+    }
 }
 
 impl Learned {
-    /// A fresh key's limit: `initial`, nothing learned yet.
+    /// A fresh key's limit: probing first (its baseline is unknown), then
+    /// `initial`.
     pub(crate) fn new(initial: u32) -> Self {
         Self {
             limit: f64::from(initial),
             baseline: 0.0,
             decreased_at: 0,
-            samples: 0,
+            probed_at: 0,
+            probe_left: PROBE_CALLS,
+            probe_best: Nanos::MAX,
         }
     }
 
-    /// The limit in whole calls.
-    pub(crate) fn whole(&self) -> u32 {
-        self.limit as u32
+    /// The limit in whole calls now.
+    pub(crate) fn whole(&self, bounds: Bounds) -> u32 {
+        if self.probe_left > 0 {
+            bounds.probe_limit().min(self.limit as u32)
+        } else {
+            self.limit as u32
+        }
+    }
+
+    /// How many calls the current window takes.
+    pub(crate) fn window_size(&self) -> u32 {
+        MIN_WINDOW.max(self.limit as u32)
     }
 }
 
-/// What `sample` teaches a limit that has learned `learned`.
-pub(crate) fn learn(
+/// A call of a probe ended `latency` after its admission with `in_flight`
+/// calls in flight (itself included): the fastest of the probe's calls made
+/// at the probe's concurrency becomes the baseline.
+pub(crate) fn probed(
     learned: Learned,
-    sample: Sample,
-    algorithm: Algorithm,
+    at: Nanos,
+    latency: Nanos,
+    in_flight: u32,
     bounds: Bounds,
 ) -> Learned {
-    if sample.overloaded {
-        return overloaded(learned, sample, bounds);
+    if learned.probe_left == 0 || in_flight > bounds.probe_limit() {
+        return learned; // not a probe's call (one still finishing from before)
     }
-    let latency = (sample.latency as f64).max(1.0);
-    let mut next = match algorithm {
-        Algorithm::Gradient => gradient(learned, latency),
-        Algorithm::Vegas => vegas(learned, latency),
-    };
-    // Grow only while the limit is what holds calls back.
-    let limiting = sample.queued > 0 || sample.in_flight >= learned.whole();
-    if next.limit > learned.limit && !limiting {
-        next.limit = learned.limit;
+    let best = learned.probe_best.min(latency.max(1));
+    let left = learned.probe_left - 1;
+    Learned {
+        probe_left: left,
+        probe_best: best,
+        baseline: if left == 0 {
+            best as f64
+        } else {
+            learned.baseline
+        },
+        probed_at: if left == 0 { at } else { learned.probed_at },
+        ..learned
     }
-    next.limit = bounds.clamp(next.limit);
-    next
 }
 
-/// An overload lowers the limit at once, unless it already fell within the
-/// last baseline latency (the calls in flight then report the same
-/// overload).
-fn overloaded(learned: Learned, sample: Sample, bounds: Bounds) -> Learned {
+/// What a window of calls teaches a limit outside a probe.
+pub(crate) fn learn(learned: Learned, window: Window, bounds: Bounds) -> Learned {
+    if window.calls == 0 || learned.baseline == 0.0 {
+        return learned;
+    }
+    let latency = (window.latency / u64::from(window.calls)).max(1) as f64;
+    let gradient = ((1.0 + BUFFER) * learned.baseline / latency).clamp(0.5, 2.0);
+    // Room to grow (√limit) only while calls are within the buffer: once
+    // they wait beyond it, the limit shrinks in proportion, and settles
+    // where the latency is the baseline plus the buffer.
+    let headroom = if gradient >= 1.0 {
+        learned.limit.sqrt()
+    } else {
+        0.0
+    };
+    let estimate = learned.limit * gradient + headroom;
+    let mut limit = learned.limit * (1.0 - SMOOTHING) + estimate * SMOOTHING;
+    if limit > learned.limit && !window.limiting {
+        limit = learned.limit;
+    }
+    let probe = window.end.saturating_sub(learned.probed_at) >= PROBE_EVERY;
+    Learned {
+        limit: bounds.clamp(limit),
+        probe_left: if probe { PROBE_CALLS } else { 0 },
+        probe_best: Nanos::MAX,
+        ..learned
+    }
+}
+
+/// An overload at `at` lowers the limit at once, unless it already fell
+/// within the last baseline latency.
+pub(crate) fn overloaded(learned: Learned, at: Nanos, bounds: Bounds) -> Learned {
     let recently = learned.decreased_at > 0
-        && sample.at.saturating_sub(learned.decreased_at) < learned.baseline as Nanos;
+        && at.saturating_sub(learned.decreased_at) < learned.baseline as Nanos;
     if recently {
         return learned;
     }
     Learned {
         limit: bounds.clamp(learned.limit * OVERLOAD_FACTOR),
-        decreased_at: sample.at.max(1),
-        ..learned
-    }
-}
-
-fn gradient(learned: Learned, latency: f64) -> Learned {
-    let mut baseline = if learned.baseline == 0.0 {
-        latency
-    } else {
-        learned.baseline + BASELINE_WEIGHT * (latency - learned.baseline)
-    };
-    // A baseline far above what calls take now came from an overload that
-    // has passed: let it fall faster than its average would (Gradient2).
-    if baseline > 2.0 * latency {
-        baseline *= 0.95;
-    }
-    let gradient = (TOLERANCE * baseline / latency).clamp(0.5, 1.0);
-    let estimate = learned.limit * gradient + learned.limit.sqrt();
-    Learned {
-        limit: learned.limit * (1.0 - SMOOTHING) + estimate * SMOOTHING,
-        baseline,
-        ..learned
-    }
-}
-
-fn vegas(learned: Learned, latency: f64) -> Learned {
-    let probe_every = VEGAS_PROBE_EVERY.saturating_mul(learned.whole().max(1));
-    let (unloaded, samples) = if learned.baseline == 0.0 || learned.samples >= probe_every {
-        (latency, 0)
-    } else {
-        (learned.baseline.min(latency), learned.samples + 1)
-    };
-    let limit = learned.limit;
-    let log = limit.max(1.0).log10().max(1.0);
-    let queue = limit * (1.0 - unloaded / latency);
-    let limit = if queue <= log {
-        limit + 6.0 * log
-    } else if queue < 3.0 * log {
-        limit + log
-    } else if queue > 6.0 * log {
-        limit - log
-    } else {
-        limit
-    };
-    Learned {
-        limit,
-        baseline: unloaded,
-        samples,
+        decreased_at: at.max(1),
         ..learned
     }
 }
@@ -210,136 +207,128 @@ mod tests {
     const MS: Nanos = 1_000_000;
     const BOUNDS: Bounds = Bounds { min: 1, max: 200 };
 
-    fn sample(at: Nanos, latency: Nanos, in_flight: u32, queued: u32) -> Sample {
-        Sample {
-            at,
-            latency,
-            in_flight,
-            queued,
-            overloaded: false,
-        }
-    }
-
-    /// Feeds `n` samples of `latency` with the limit full (every slot in
-    /// use), one per millisecond from `from`.
-    fn feed(
-        mut learned: Learned,
-        algorithm: Algorithm,
-        from: Nanos,
-        n: u64,
-        latency: Nanos,
-    ) -> Learned {
-        for i in 0..n {
-            let full = learned.whole();
-            learned = learn(
-                learned,
-                sample(from + i * MS, latency, full, 1),
-                algorithm,
-                BOUNDS,
-            );
+    /// A limit whose baseline is `baseline`, past its first probe.
+    fn probed_at(limit: u32, baseline: Nanos) -> Learned {
+        let mut learned = Learned::new(limit);
+        for _ in 0..PROBE_CALLS {
+            learned = probed(learned, MS, baseline, 1, BOUNDS);
         }
         learned
     }
 
-    #[test]
-    fn the_limit_rises_while_latency_is_low_and_calls_queue() {
-        for algorithm in [Algorithm::Gradient, Algorithm::Vegas] {
-            let learned = feed(Learned::new(10), algorithm, MS, 50, 10 * MS);
-            assert!(learned.limit > 20.0, "{algorithm:?}: {learned:?}");
+    fn window(latency: Nanos, limiting: bool) -> Window {
+        Window {
+            end: 2 * MS,
+            calls: 10,
+            latency: 10 * latency,
+            limiting,
         }
     }
 
     #[test]
-    fn the_limit_falls_when_latency_rises_past_the_tolerance() {
-        for algorithm in [Algorithm::Gradient, Algorithm::Vegas] {
-            let settled = feed(Learned::new(50), algorithm, MS, 200, 10 * MS);
-            // The backend is saturated: calls now take three times as long.
-            let loaded = feed(settled, algorithm, 300 * MS, 100, 30 * MS);
-            assert!(
-                loaded.limit < settled.limit * 0.7,
-                "{algorithm:?}: {settled:?} -> {loaded:?}"
-            );
+    fn a_fresh_limit_probes_for_its_baseline_first() {
+        let learned = Learned::new(20);
+        assert_eq!(learned.whole(BOUNDS), PROBE_LIMIT);
+        // A call that ends with more in flight than the probe allows is
+        // not one of the probe's.
+        let ignored = probed(learned, MS, 50 * MS, 9, BOUNDS);
+        assert_eq!(ignored, learned);
+        let done = probed_at(20, 10 * MS);
+        assert_eq!(done.baseline, (10 * MS) as f64);
+        assert_eq!(done.whole(BOUNDS), 20);
+    }
+
+    #[test]
+    fn the_limit_rises_while_latency_is_low_and_calls_queue() {
+        let mut learned = probed_at(10, 10 * MS);
+        for _ in 0..20 {
+            learned = learn(learned, window(10 * MS, true), BOUNDS);
         }
+        assert!(learned.limit > 40.0, "{learned:?}");
+    }
+
+    #[test]
+    fn the_limit_falls_when_latency_rises_past_the_buffer() {
+        let settled = probed_at(50, 10 * MS);
+        // The backend queues: calls take three times the baseline.
+        let loaded = learn(settled, window(30 * MS, true), BOUNDS);
+        assert_eq!(
+            loaded.limit,
+            50.0 * (1.0 - SMOOTHING) + 50.0 * 0.5 * SMOOTHING
+        );
+        assert!(loaded.limit < settled.limit);
+    }
+
+    #[test]
+    fn against_a_queueing_backend_the_limit_settles_near_its_workers() {
+        // Ten workers of 10 ms: with more than ten in flight, calls wait.
+        let mut learned = probed_at(1, 10 * MS);
+        for _ in 0..90 {
+            let limit = learned.limit.floor();
+            let latency = (10.0 * MS as f64 * (limit / 10.0).max(1.0)) as Nanos;
+            learned = learn(learned, window(latency, true), BOUNDS);
+        }
+        assert!((10.0..=14.0).contains(&learned.limit), "{learned:?}");
     }
 
     #[test]
     fn an_overload_lowers_the_limit_at_once_and_once_per_baseline() {
-        let settled = feed(Learned::new(50), Algorithm::Gradient, MS, 100, 10 * MS);
+        let settled = probed_at(50, 10 * MS);
         let at = 200 * MS;
-        let failed = Sample {
-            overloaded: true,
-            ..sample(at, 10 * MS, 50, 0)
-        };
-        let once = learn(settled, failed, Algorithm::Gradient, BOUNDS);
-        assert_eq!(once.limit, settled.limit * OVERLOAD_FACTOR);
+        let once = overloaded(settled, at, BOUNDS);
+        assert_eq!(once.limit, 50.0 * OVERLOAD_FACTOR);
         // The calls in flight with it fail too, within one latency: no more.
-        let again = learn(
-            once,
-            Sample {
-                at: at + 5 * MS,
-                ..failed
-            },
-            Algorithm::Gradient,
-            BOUNDS,
+        assert_eq!(overloaded(once, at + 5 * MS, BOUNDS).limit, once.limit);
+        assert_eq!(
+            overloaded(once, at + 11 * MS, BOUNDS).limit,
+            once.limit * OVERLOAD_FACTOR
         );
-        assert_eq!(again.limit, once.limit);
-        let later = learn(
-            once,
-            Sample {
-                at: at + 11 * MS,
-                ..failed
-            },
-            Algorithm::Gradient,
-            BOUNDS,
-        );
-        assert_eq!(later.limit, once.limit * OVERLOAD_FACTOR);
     }
 
     #[test]
     fn the_limit_stays_within_its_bounds() {
         let bounds = Bounds { min: 4, max: 16 };
-        let mut learned = Learned::new(8);
-        for i in 0..1_000 {
-            let full = learned.whole();
-            learned = learn(
-                learned,
-                sample(i * MS, MS, full, 3),
-                Algorithm::Gradient,
-                bounds,
-            );
+        let mut learned = probed_at(8, MS);
+        for _ in 0..100 {
+            learned = learn(learned, window(MS, true), bounds);
             assert!((4.0..=16.0).contains(&learned.limit));
         }
-        assert_eq!(learned.whole(), 16);
-        for i in 0..1_000 {
-            let failed = Sample {
-                overloaded: true,
-                ..sample((2_000 + i * 10) * MS, MS, 1, 0)
-            };
-            learned = learn(learned, failed, Algorithm::Gradient, bounds);
+        assert_eq!(learned.limit, 16.0);
+        for i in 0..100 {
+            learned = overloaded(learned, (1_000 + i * 10) * MS, bounds);
             assert!((4.0..=16.0).contains(&learned.limit));
         }
-        assert_eq!(learned.whole(), 4);
+        assert_eq!(learned.limit, 4.0);
     }
 
     #[test]
     fn an_unused_limit_does_not_grow() {
-        for algorithm in [Algorithm::Gradient, Algorithm::Vegas] {
-            let mut learned = Learned::new(20);
-            // Two calls in flight of twenty allowed, nobody waiting: however
-            // fast they are, they say nothing about twenty-one.
-            for i in 0..1_000 {
-                learned = learn(learned, sample(i * MS, MS, 2, 0), algorithm, BOUNDS);
-            }
-            assert!(learned.limit <= 20.0, "{algorithm:?}: {learned:?}");
+        let mut learned = probed_at(20, 10 * MS);
+        // Fast calls, but the limit held nothing back: they say nothing
+        // about twenty-one.
+        for _ in 0..50 {
+            learned = learn(learned, window(MS, false), BOUNDS);
         }
+        assert!(learned.limit <= 20.0, "{learned:?}");
     }
 
     #[test]
-    fn vegas_probes_for_a_new_unloaded_latency() {
-        // Unloaded at 1 ms; then the backend is slower for good (5 ms)
-        // with nothing queueing at it.
-        let fast = feed(Learned::new(10), Algorithm::Vegas, MS, 20, MS);
-        let slow = feed(fast, Algorithm::Vegas, 100 * MS, 2_000, 5 * MS);
-        assert_eq!(slow.baseline, (5 * MS) as f64);
+    fn a_probe_comes_back_every_thirty_seconds_and_rebases() {
+        let mut learned = probed_at(20, 10 * MS);
+        learned = learn(learned, window(10 * MS, false), BOUNDS);
+        assert_eq!(learned.probe_left, 0);
+        let later = Window {
+            end: MS + PROBE_EVERY,
+            ..window(10 * MS, false)
+        };
+        learned = learn(learned, later, BOUNDS);
+        assert_eq!(learned.probe_left, PROBE_CALLS);
+        assert_eq!(learned.whole(BOUNDS), PROBE_LIMIT);
+        // The backend is slower for good now: the probe finds it.
+        for _ in 0..PROBE_CALLS {
+            learned = probed(learned, 40 * MS, 25 * MS, 2, BOUNDS);
+        }
+        assert_eq!(learned.baseline, (25 * MS) as f64);
+        assert_eq!(learned.whole(BOUNDS), 20);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::adaptive::{Algorithm, Bounds};
+use super::adaptive::Bounds;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
@@ -66,7 +66,7 @@ pub struct BulkheadConfig {
     max_concurrent: u32,
     /// Set for a limit learned between these bounds.
     learned: Option<Learned>,
-    /// `bounds` or `algorithm` set on a fixed limit: an error at `build`.
+    /// `bounds` set on a fixed limit: an error at `build`.
     misplaced: bool,
     max_queued: u32,
     queue_timeout: Option<Duration>,
@@ -77,33 +77,10 @@ pub struct BulkheadConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Learned {
     bounds: Option<(u32, u32)>,
-    algorithm: LimitAlgorithm,
 }
 
 /// The bounds of a learned limit unless [`BulkheadConfig::bounds`] says.
 const DEFAULT_LEARNED_BOUNDS: (u32, u32) = (1, 1_000);
-
-/// Which algorithm learns an adaptive bulkhead's limit
-/// ([`BulkheadConfig::adaptive`]).
-///
-/// ```
-/// use portcullis::BulkheadConfig;
-/// use portcullis::bulkhead::LimitAlgorithm;
-///
-/// let config = BulkheadConfig::adaptive().algorithm(LimitAlgorithm::Vegas);
-/// # drop(config);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum LimitAlgorithm {
-    /// A long-run latency baseline and a gradient, in the style of Netflix's
-    /// Gradient2 and Envoy's adaptive concurrency filter. The default.
-    #[default]
-    Gradient,
-    /// TCP Vegas: the lowest latency seen is the unloaded one, and the
-    /// limit grows while the queue it implies at the backend is short.
-    Vegas,
-}
 
 impl BulkheadConfig {
     /// At most `max_concurrent` calls of a key in flight at once (at least 1).
@@ -130,16 +107,24 @@ impl BulkheadConfig {
 
     /// A limit nobody has to know: each key's limit is learned between
     /// [`bounds`](Self::bounds) (default 1 to 1,000) from its calls'
-    /// latency, from admission to outcome, and their outcomes. It starts
-    /// at the lower bound and grows while calls are as fast as the key's
-    /// baseline, falls as they slow down (the backend is queueing them),
-    /// and takes 20 % off at once on an overload (at most once per
-    /// baseline latency). It grows only while it is what holds calls back:
-    /// calls waiting in the queue, or every slot taken.
+    /// latency, from admission to outcome, and their outcomes.
+    ///
+    /// Now and then (first of all, and every hundred windows of calls) the
+    /// limit is held at 2 for ten calls, and the fastest of them is the
+    /// key's unloaded latency. After each window of calls (at least ten,
+    /// or the limit), the limit moves by `gradient = clamp(1.2 × unloaded /
+    /// mean latency, 0.5, 2)`: to `limit × gradient + √limit`. So it grows
+    /// while calls are as fast as the unloaded ones, and falls in
+    /// proportion once the backend makes them wait. An overload (a
+    /// [`failure`](crate::Permit::failure)) takes 20 % off at once, at most
+    /// once per unloaded latency. It grows only while it is what holds
+    /// calls back: calls waiting in the queue, or every slot taken. A
+    /// neutral outcome (a permit dropped unreported) teaches it nothing.
     ///
     /// The queue, its timeout and overflow policy work as for a fixed
     /// limit. A limit lowered below the calls in flight lets them finish
-    /// and admits no one until they are under it.
+    /// and admits no one until they are under it; one that rises gives its
+    /// new slots to the queue at once.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
@@ -150,17 +135,14 @@ impl BulkheadConfig {
     ///     .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(32))
     ///     .build()?;
     /// let permit = manager.acquire("db", Priority::HIGH).await?;
-    /// assert_eq!(manager.concurrency_limit("db"), Some(1)); // it starts at the lower bound
+    /// assert_eq!(manager.concurrency_limit("db"), Some(1)); // probing first, at its lower bound
     /// permit.success();
     /// # Ok(())
     /// # }
     /// ```
     pub fn adaptive() -> Self {
         Self {
-            learned: Some(Learned {
-                bounds: None,
-                algorithm: LimitAlgorithm::default(),
-            }),
+            learned: Some(Learned { bounds: None }),
             ..Self::new(DEFAULT_LEARNED_BOUNDS.0)
         }
     }
@@ -178,24 +160,6 @@ impl BulkheadConfig {
     pub fn bounds(mut self, min: u32, max: u32) -> Self {
         match &mut self.learned {
             Some(learned) => learned.bounds = Some((min, max)),
-            None => self.misplaced = true,
-        }
-        self
-    }
-
-    /// Which algorithm learns an adaptive limit (default
-    /// [`LimitAlgorithm::Gradient`]). Only for [`adaptive`](Self::adaptive).
-    ///
-    /// ```
-    /// use portcullis::BulkheadConfig;
-    /// use portcullis::bulkhead::LimitAlgorithm;
-    ///
-    /// let config = BulkheadConfig::adaptive().algorithm(LimitAlgorithm::Vegas);
-    /// # drop(config);
-    /// ```
-    pub fn algorithm(mut self, algorithm: LimitAlgorithm) -> Self {
-        match &mut self.learned {
-            Some(learned) => learned.algorithm = algorithm,
             None => self.misplaced = true,
         }
         self
@@ -281,21 +245,19 @@ impl BulkheadConfig {
             if min == 0 {
                 problems.add("bounds", "the lower bound must be at least 1, got 0");
             } else if min > max {
-                problems.add("bounds", format!("the lower bound must not exceed the upper, got {min} and {max}"));
+                problems.add(
+                    "bounds",
+                    format!("the lower bound must not exceed the upper, got {min} and {max}"),
+                );
             }
-            let algorithm = match learned.algorithm {
-                LimitAlgorithm::Gradient => Algorithm::Gradient,
-                LimitAlgorithm::Vegas => Algorithm::Vegas,
-            };
             LearnedSettings {
                 bounds: Bounds { min, max },
-                algorithm,
             }
         });
         if self.misplaced {
             problems.add(
                 "bounds",
-                "bounds and algorithm are for a learned limit (BulkheadConfig::adaptive), not a fixed one",
+                "bounds are for a learned limit (BulkheadConfig::adaptive), not a fixed one",
             );
         }
         if learned.is_none() && self.max_concurrent == 0 {
@@ -330,7 +292,6 @@ pub(crate) struct BulkheadSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LearnedSettings {
     pub(crate) bounds: Bounds,
-    pub(crate) algorithm: Algorithm,
 }
 
 #[cfg(test)]
@@ -354,7 +315,9 @@ mod tests {
         );
         assert_eq!(
             fields(BulkheadConfig::new(4).bounds(1, 10)),
-            ["bulkhead.bounds: bounds and algorithm are for a learned limit (BulkheadConfig::adaptive), not a fixed one"]
+            [
+                "bulkhead.bounds: bounds are for a learned limit (BulkheadConfig::adaptive), not a fixed one"
+            ]
         );
         assert!(fields(BulkheadConfig::adaptive().bounds(1, 200).queue(32)).is_empty());
     }

@@ -29,8 +29,8 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
-use super::adaptive::{self, Learned, Sample};
-use super::config::{BulkheadSettings, LearnedSettings};
+use super::adaptive::{self, Bounds, Learned, Window};
+use super::config::BulkheadSettings;
 use super::queue::{OnFull, WaitQueue, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
@@ -107,21 +107,43 @@ pub(crate) struct Bulkhead {
     learned: Option<Box<LearnedLimit>>,
 }
 
-/// A key's learned limit ([`adaptive`]'s state) in atomics. A sample reads
-/// the state, works out the next, and installs it with one
-/// compare-and-swap of the limit; one that loses the race to another is
-/// dropped (the next sample learns what it would have). No lock.
+/// A key's learned limit ([`adaptive`]'s state). A call's sample adds to
+/// the window in atomics; only the call that completes a window (one in
+/// `window_size`), an overload and a probe's calls take the state's lock,
+/// and with `try_lock`: a sample that finds it taken is dropped, and the
+/// next one learns what it would have. No caller ever waits for it.
 #[derive(Debug)]
 pub(crate) struct LearnedLimit {
     /// The limit in whole calls: what admission reads.
     whole: AtomicU32,
-    /// The limit before rounding, as `f64` bits.
-    limit: AtomicU64,
-    baseline: AtomicU64,
-    decreased_at: AtomicU64,
-    samples: AtomicU32,
+    /// The current window: calls, their latencies summed, and whether the
+    /// limit held calls back (0 or 1).
+    window_calls: AtomicU32,
+    window_latency: AtomicU64,
+    window_limiting: AtomicU32,
+    /// Calls that end the current window.
+    window_size: AtomicU32,
+    /// Whether a probe is on (0 or 1): its calls go to the state.
+    probing: AtomicU32,
     /// Which way the whole limit last moved: 0 never, 1 up, 2 down.
     last_move: AtomicU32,
+    bounds: Bounds,
+    state: Mutex<Learned>,
+}
+
+/// One call's end, as a learned limit sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sample {
+    /// When it ended.
+    at: Nanos,
+    /// From its admission to its outcome.
+    latency: Nanos,
+    /// Calls in flight when it ended, itself included.
+    in_flight: u32,
+    /// Whether the limit was holding calls back then (some queued, or
+    /// every slot taken).
+    limiting: bool,
+    overloaded: bool,
 }
 
 /// What one sample did to a learned limit, in whole calls.
@@ -135,53 +157,90 @@ pub(crate) struct LimitChange {
 }
 
 impl LearnedLimit {
-    fn new(initial: u32) -> Self {
+    fn new(initial: u32, bounds: Bounds) -> Self {
         let fresh = Learned::new(initial);
         Self {
-            whole: AtomicU32::new(fresh.whole()),
-            limit: AtomicU64::new(fresh.limit.to_bits()),
-            baseline: AtomicU64::new(fresh.baseline.to_bits()),
-            decreased_at: AtomicU64::new(fresh.decreased_at),
-            samples: AtomicU32::new(fresh.samples),
+            whole: AtomicU32::new(fresh.whole(bounds)),
+            window_calls: AtomicU32::new(0),
+            window_latency: AtomicU64::new(0),
+            window_limiting: AtomicU32::new(0),
+            window_size: AtomicU32::new(fresh.window_size()),
+            probing: AtomicU32::new(u32::from(fresh.probe_left > 0)),
             last_move: AtomicU32::new(0),
+            bounds,
+            state: Mutex::new(fresh),
         }
     }
 
-    fn learned(&self) -> (u64, Learned) {
-        let bits = self.limit.load(Ordering::Acquire);
-        let learned = Learned {
-            limit: f64::from_bits(bits),
-            baseline: f64::from_bits(self.baseline.load(Ordering::Relaxed)),
-            decreased_at: self.decreased_at.load(Ordering::Relaxed),
-            samples: self.samples.load(Ordering::Relaxed),
-        };
-        (bits, learned)
-    }
-
-    /// Learns from `sample` (nothing, if it loses a race to another).
-    fn learn(&self, sample: Sample, settings: &LearnedSettings) -> LimitChange {
-        let (bits, learned) = self.learned();
-        let next = adaptive::learn(learned, sample, settings.algorithm, settings.bounds);
-        let before = learned.whole();
+    /// Learns from one call's sample.
+    fn learn(&self, sample: Sample) -> LimitChange {
+        let before = self.whole.load(Ordering::Acquire);
+        let bounds = self.bounds;
         let unchanged = LimitChange {
             before,
             after: before,
             turned: false,
         };
-        if self
-            .limit
-            .compare_exchange(bits, next.limit.to_bits(), Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if sample.overloaded {
+            return self.update(before, |learned| {
+                adaptive::overloaded(learned, sample.at, bounds)
+            });
+        }
+        if self.probing.load(Ordering::Acquire) == 1 {
+            return self.update(before, |learned| {
+                adaptive::probed(learned, sample.at, sample.latency, sample.in_flight, bounds)
+            });
+        }
+        if sample.limiting {
+            self.window_limiting.store(1, Ordering::Relaxed);
+        }
+        self.window_latency
+            .fetch_add(sample.latency, Ordering::AcqRel);
+        let calls = self.window_calls.fetch_add(1, Ordering::AcqRel) + 1;
+        if calls < self.window_size.load(Ordering::Acquire) {
             return unchanged;
         }
-        self.baseline.store(next.baseline.to_bits(), Ordering::Relaxed);
-        self.decreased_at.store(next.decreased_at, Ordering::Relaxed);
-        self.samples.store(next.samples, Ordering::Relaxed);
-        let after = next.whole();
+        self.update(before, |learned| {
+            let window = Window {
+                end: sample.at,
+                calls: self.window_calls.swap(0, Ordering::AcqRel),
+                latency: self.window_latency.swap(0, Ordering::AcqRel),
+                limiting: self.window_limiting.swap(0, Ordering::AcqRel) == 1,
+            };
+            adaptive::learn(learned, window, bounds)
+        })
+    }
+
+    /// Moves the state by `step` under its lock, if the lock is free, and
+    /// publishes the new whole limit.
+    fn update(&self, before: u32, step: impl FnOnce(Learned) -> Learned) -> LimitChange {
+        let unchanged = LimitChange {
+            before,
+            after: before,
+            turned: false,
+        };
+        let Ok(mut state) = self.state.try_lock() else {
+            return unchanged;
+        };
+        let next = step(*state);
+        *state = next;
+        drop(state);
+        self.publish(before, next)
+    }
+
+    fn publish(&self, before: u32, next: Learned) -> LimitChange {
+        self.window_size
+            .store(next.window_size(), Ordering::Release);
+        self.probing
+            .store(u32::from(next.probe_left > 0), Ordering::Release);
+        let after = next.whole(self.bounds);
         self.whole.store(after, Ordering::Release);
         if after == before {
-            return unchanged;
+            return LimitChange {
+                before,
+                after,
+                turned: false,
+            };
         }
         let direction = if after > before { 1 } else { 2 };
         let turned = self.last_move.swap(direction, Ordering::AcqRel) != direction;
@@ -193,7 +252,7 @@ impl LearnedLimit {
     }
 }
 
-/// Where a call stands after asking for a slot.
+/// Where a call stands after asking for a slot./// Where a call stands after asking for a slot.
 #[derive(Debug)]
 pub(crate) enum Admission {
     /// It has a slot; this many calls are in flight with it.
@@ -207,9 +266,9 @@ impl Bulkhead {
     /// lower bound, if the settings say so.
     pub(crate) fn new(settings: &BulkheadSettings) -> Self {
         Self {
-            learned: settings
-                .learned
-                .map(|_| Box::new(LearnedLimit::new(settings.max_concurrent))),
+            learned: settings.learned.map(|learned| {
+                Box::new(LearnedLimit::new(settings.max_concurrent, learned.bounds))
+            }),
             ..Self::default()
         }
     }
@@ -244,16 +303,16 @@ impl Bulkhead {
         latency: Nanos,
         overloaded: bool,
     ) -> Option<LimitChange> {
-        let (learned, learned_settings) = (self.learned.as_deref()?, settings.learned.as_ref()?);
+        let learned = self.learned.as_deref()?;
         let load = self.load();
         let sample = Sample {
             at,
             latency,
             in_flight: load.active,
-            queued: load.queued,
+            limiting: load.queued > 0 || load.active >= self.limit(settings),
             overloaded,
         };
-        Some(learned.learn(sample, learned_settings))
+        Some(learned.learn(sample))
     }
 
     /// Takes a free slot if there is one and nobody waits for it; returns

@@ -8,4 +8,4 @@ pub(crate) mod config;
 pub(crate) mod limiter;
 pub(crate) mod queue;
 
-pub use config::{BulkheadConfig, LimitAlgorithm, Overflow};
+pub use config::{BulkheadConfig, Overflow};

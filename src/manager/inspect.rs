@@ -141,7 +141,7 @@ where
     ///     .build()?;
     /// assert_eq!(manager.concurrency_limit("db"), None); // not seen yet
     /// drop(manager.try_acquire("db", Priority::HIGH).unwrap());
-    /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // it starts at the lower bound
+    /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // probing first, at 2
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn concurrency_limit<Q>(&self, key: &Q) -> Option<usize>
