@@ -14,14 +14,15 @@ const SERVICE: Duration = Duration::from_millis(10);
 /// A backend of `workers` workers: a call takes `SERVICE`, stretched by
 /// how far the calls in flight outnumber the workers.
 struct Backend {
-    workers: u32,
+    workers: AtomicU32,
     in_flight: AtomicU32,
 }
 
 impl Backend {
     async fn call(&self) -> Duration {
         let in_flight = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        let latency = SERVICE.mul_f64((f64::from(in_flight) / f64::from(self.workers)).max(1.0));
+        let workers = self.workers.load(Ordering::SeqCst);
+        let latency = SERVICE.mul_f64((f64::from(in_flight) / f64::from(workers)).max(1.0));
         tokio::time::sleep(latency).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         latency
@@ -36,12 +37,23 @@ async fn run(
     length: Duration,
     warm_up: Duration,
 ) -> (Vec<Duration>, Vec<usize>) {
+    run_with(workers, None, callers, length, warm_up).await
+}
+
+/// As [`run`], with the workers changed to `then.1` at `then.0`.
+async fn run_with(
+    workers: u32,
+    then: Option<(Duration, u32)>,
+    callers: usize,
+    length: Duration,
+    warm_up: Duration,
+) -> (Vec<Duration>, Vec<usize>) {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(1_000))
         .build()
         .unwrap();
     let backend = Arc::new(Backend {
-        workers,
+        workers: AtomicU32::new(workers),
         in_flight: AtomicU32::new(0),
     });
     let start = Instant::now();
@@ -64,6 +76,11 @@ async fn run(
     let mut limits = Vec::new();
     while start.elapsed() < length {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Some((at, workers)) = then {
+            if start.elapsed() >= at {
+                backend.workers.store(workers, Ordering::SeqCst);
+            }
+        }
         if start.elapsed() > warm_up {
             limits.push(manager.concurrency_limit("db").unwrap());
         }
@@ -93,5 +110,29 @@ async fn the_limit_settles_near_the_backends_workers() {
         latencies.len()
     );
     assert!(low >= 8 && high <= 16, "limit {low}..={high}");
+    assert!(p99 <= SERVICE * 2, "p99 {p99:?}");
+}
+
+/// Half the workers go at 15 s: within a second the limit has followed
+/// them down, and calls are back near the unloaded latency.
+#[tokio::test(start_paused = true)]
+async fn the_limit_follows_the_backend_when_its_workers_halve() {
+    let (latencies, limits) = run_with(
+        10,
+        Some((Duration::from_secs(15), 5)),
+        64,
+        Duration::from_secs(30),
+        Duration::from_secs(16),
+    )
+    .await;
+    let mut limits = limits;
+    limits.sort();
+    let (low, high) = (
+        limits[limits.len() / 20],
+        limits[limits.len() - 1 - limits.len() / 20],
+    );
+    let p99 = latencies[latencies.len() * 99 / 100];
+    println!("after the drop: limit {low}..={high}, p99 {p99:?}");
+    assert!(low >= 4 && high <= 8, "limit {low}..={high}");
     assert!(p99 <= SERVICE * 2, "p99 {p99:?}");
 }

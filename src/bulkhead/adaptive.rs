@@ -18,7 +18,10 @@
 //!   the buffer;
 //! - an overload (a 429, a 503, a timeout) takes [`OVERLOAD_FACTOR`] off
 //!   the limit at once, at most once per baseline latency (the calls in
-//!   flight when it fell report the same overload);
+//!   flight when it fell report the same overload); from then on it grows
+//!   by at most [`CAREFUL_STEP`] a window (until the next probe): a
+//!   backend that refuses beyond N in flight answers fast, and its latency
+//!   never warns of the next refusal;
 //! - the limit grows only while it is what holds calls back (calls queued,
 //!   or every slot taken in the window), never while the key uses a
 //!   fraction of it: the lesson of the rate's validation.
@@ -30,7 +33,14 @@ use crate::clock::Nanos;
 pub(crate) const BUFFER: f64 = 0.2;
 
 /// What an overload leaves of the limit.
-pub(crate) const OVERLOAD_FACTOR: f64 = 0.8;
+pub(crate) const OVERLOAD_FACTOR: f64 = 0.9;
+
+/// From an overload on (from where it left the limit, up), the limit
+/// grows by at most this much a window: a backend that
+/// refuses beyond N calls in flight answers those refusals fast, so its
+/// latency never warns of the next one (TCP's congestion avoidance after a
+/// loss).
+const CAREFUL_STEP: f64 = 0.25;
 
 /// Calls per window at least: the limit moves once per window, on the
 /// window's mean latency.
@@ -60,6 +70,8 @@ pub(crate) struct Learned {
     pub(crate) baseline: f64,
     /// When an overload last lowered the limit (0: never).
     pub(crate) decreased_at: Nanos,
+    /// The limit when that overload came (0: none since the last probe).
+    pub(crate) overloaded_at_limit: f64,
     /// When the last probe ended.
     pub(crate) probed_at: Nanos,
     /// During a probe, its calls still to come (0: not probing).
@@ -107,6 +119,7 @@ impl Learned {
             limit: f64::from(initial),
             baseline: 0.0,
             decreased_at: 0,
+            overloaded_at_limit: 0.0,
             probed_at: 0,
             probe_left: PROBE_CALLS,
             probe_best: Nanos::MAX,
@@ -152,6 +165,12 @@ pub(crate) fn probed(
             learned.baseline
         },
         probed_at: if left == 0 { at } else { learned.probed_at },
+        // A new baseline, a new start: what overloaded before may not now.
+        overloaded_at_limit: if left == 0 {
+            0.0
+        } else {
+            learned.overloaded_at_limit
+        },
         ..learned
     }
 }
@@ -176,6 +195,11 @@ pub(crate) fn learn(learned: Learned, window: Window, bounds: Bounds) -> Learned
     if limit > learned.limit && !window.limiting {
         limit = learned.limit;
     }
+    let careful = learned.overloaded_at_limit > 0.0
+        && learned.limit >= OVERLOAD_FACTOR * learned.overloaded_at_limit;
+    if careful {
+        limit = limit.min(learned.limit + CAREFUL_STEP);
+    }
     let probe = window.end.saturating_sub(learned.probed_at) >= PROBE_EVERY;
     Learned {
         limit: bounds.clamp(limit),
@@ -196,6 +220,7 @@ pub(crate) fn overloaded(learned: Learned, at: Nanos, bounds: Bounds) -> Learned
     Learned {
         limit: bounds.clamp(learned.limit * OVERLOAD_FACTOR),
         decreased_at: at.max(1),
+        overloaded_at_limit: learned.limit,
         ..learned
     }
 }
@@ -283,6 +308,26 @@ mod tests {
             overloaded(once, at + 11 * MS, BOUNDS).limit,
             once.limit * OVERLOAD_FACTOR
         );
+    }
+
+    #[test]
+    fn after_an_overload_growth_is_careful() {
+        let settled = probed_at(40, 10 * MS);
+        let lowered = overloaded(settled, 100 * MS, BOUNDS);
+        assert_eq!(lowered.limit, 40.0 * OVERLOAD_FACTOR);
+        // Fast calls: a quarter of a call a window, not the gradient's pace.
+        let next = learn(lowered, window(10 * MS, true), BOUNDS);
+        assert_eq!(next.limit, lowered.limit + CAREFUL_STEP);
+        // A probe starts over.
+        let mut probing = Learned {
+            probe_left: PROBE_CALLS,
+            ..next
+        };
+        for _ in 0..PROBE_CALLS {
+            probing = probed(probing, 50 * MS, 10 * MS, 1, BOUNDS);
+        }
+        let free = learn(probing, window(10 * MS, true), BOUNDS);
+        assert!(free.limit > next.limit + 1.0, "{free:?}");
     }
 
     #[test]
