@@ -27,6 +27,16 @@ pub(crate) enum BackendKind {
         max_in_flight: u32,
         service: Duration,
     },
+    /// `workers` serve the calls in flight together: a call takes
+    /// `service`, stretched by how far the calls in flight outnumber the
+    /// workers when it arrives. One that would take longer than `deadline`
+    /// fails after it (its client's timeout). A capacity of `workers /
+    /// service` calls a second, with latency growing with load.
+    Workers {
+        workers: u32,
+        service: Duration,
+        deadline: Duration,
+    },
 }
 
 /// Changes to a backend's capacity during a run.
@@ -36,6 +46,8 @@ pub(crate) struct CapacityPlan {
     pub(crate) outage: Option<Range<Duration>>,
     /// From then on the backend has half its capacity.
     pub(crate) halved_from: Option<Duration>,
+    /// From then on every call takes twice as long (workers backends).
+    pub(crate) slower_from: Option<Duration>,
 }
 
 /// The backend's answer to one call.
@@ -84,6 +96,18 @@ impl Backend {
                 max_in_flight,
                 service,
             } => (f64::from(max_in_flight) * share).floor() / service.as_secs_f64(),
+            BackendKind::Workers {
+                workers, service, ..
+            } => (f64::from(workers) * share).floor() / (service.as_secs_f64() * self.slowdown(at)),
+        }
+    }
+
+    /// How many times its normal service time a call takes at `at`.
+    fn slowdown(&self, at: Duration) -> f64 {
+        if self.plan.slower_from.is_some_and(|from| at >= from) {
+            2.0
+        } else {
+            1.0
         }
     }
 
@@ -142,13 +166,38 @@ impl Backend {
                     (Response::Unavailable, REJECT_LATENCY)
                 }
             }
+            BackendKind::Workers {
+                workers,
+                service,
+                deadline,
+            } => {
+                let workers = (f64::from(workers) * share).max(1.0);
+                self.in_flight += 1;
+                let stretch = (f64::from(self.in_flight) / workers).max(1.0);
+                let took = service.mul_f64(stretch * self.slowdown(now));
+                if took <= deadline {
+                    (Response::Ok, took)
+                } else {
+                    (Response::Unavailable, deadline)
+                }
+            }
         }
     }
 
     /// A call this backend served has ended.
     pub(crate) fn finish(&mut self) {
-        if let BackendKind::Concurrency { .. } = self.kind {
+        if let BackendKind::Concurrency { .. } | BackendKind::Workers { .. } = self.kind {
             self.in_flight = self.in_flight.saturating_sub(1);
+        }
+    }
+
+    /// Whether a call answered `response` holds a place until
+    /// [`finish`](Self::finish) (a workers backend works on a call it
+    /// fails, until its deadline).
+    pub(crate) fn holds(&self, response: Response) -> bool {
+        match self.kind {
+            BackendKind::Workers { .. } => true,
+            _ => response == Response::Ok,
         }
     }
 
@@ -156,6 +205,63 @@ impl Backend {
     #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight
+    }
+}
+
+#[cfg(test)]
+mod workers_tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_backend_slows_with_load_and_fails_past_its_deadline() {
+        let kind = BackendKind::Workers {
+            workers: 2,
+            service: Duration::from_millis(100),
+            deadline: Duration::from_millis(250),
+        };
+        let plan = CapacityPlan {
+            slower_from: Some(Duration::from_secs(10)),
+            ..CapacityPlan::default()
+        };
+        let mut backend = Backend::new(kind, plan, 0.0);
+        let at = Duration::ZERO;
+        assert_eq!(
+            backend.offer(at),
+            (Response::Ok, Duration::from_millis(100))
+        );
+        assert_eq!(
+            backend.offer(at),
+            (Response::Ok, Duration::from_millis(100))
+        );
+        // Three in flight on two workers: half as fast again.
+        assert_eq!(
+            backend.offer(at),
+            (Response::Ok, Duration::from_millis(150))
+        );
+        assert_eq!(
+            backend.offer(at),
+            (Response::Ok, Duration::from_millis(200))
+        );
+        // Five: 250 ms, the deadline; six: past it, failed at the deadline.
+        assert_eq!(
+            backend.offer(at),
+            (Response::Ok, Duration::from_millis(250))
+        );
+        assert_eq!(
+            backend.offer(at),
+            (Response::Unavailable, Duration::from_millis(250))
+        );
+        assert!(backend.holds(Response::Unavailable));
+        for _ in 0..6 {
+            backend.finish();
+        }
+        // Twice as slow from 10 s: a capacity of 2 / 200 ms.
+        let later = Duration::from_secs(10);
+        assert_eq!(
+            backend.offer(later),
+            (Response::Ok, Duration::from_millis(200))
+        );
+        assert_eq!(backend.capacity_per_second(later), 10.0);
     }
 }
 
@@ -282,6 +388,7 @@ mod tests {
         let plan = CapacityPlan {
             outage: Some(Duration::from_secs(10)..Duration::from_secs(20)),
             halved_from: Some(Duration::from_secs(30)),
+            slower_from: None,
         };
         let mut backend = rate_backend(100, plan, 0.0);
         let accepted = accepted_times(&mut backend, 300.0, 40.0, 2);

@@ -49,6 +49,11 @@ pub(crate) struct Series {
     pub(crate) capacity: Vec<f64>,
     /// The key's learned rate at the end of each bucket.
     pub(crate) rate: Vec<Option<f64>>,
+    /// The key's concurrency limit at the end of each bucket.
+    pub(crate) limit: Vec<Option<f64>>,
+    /// Each served call's bucket (of its arrival) and its latency, from
+    /// arrival to answer (waits included).
+    pub(crate) latencies: Vec<(u32, Duration)>,
     /// The learned rate at the end of each [`FINE`] step, and the calls
     /// that reached the backend during it.
     pub(crate) fine_rate: Vec<Option<f64>>,
@@ -72,6 +77,8 @@ impl Series {
             ok_by: per_priority(),
             capacity: vec![0.0; buckets],
             rate: vec![None; buckets],
+            limit: vec![None; buckets],
+            latencies: Vec::new(),
             fine_rate: vec![None; buckets * FINE_PER_BUCKET as usize],
             fine_sent: vec![0; buckets * FINE_PER_BUCKET as usize],
             rejection: vec![vec![None; buckets]; priorities.len()],
@@ -224,6 +231,7 @@ impl Sampler {
         series.capacity[index] = capacity;
         let Some(manager) = &self.manager else { return };
         series.rate[index] = manager.rate(KEY);
+        series.limit[index] = manager.concurrency_limit(KEY).map(|limit| limit as f64);
         for (i, &priority) in series.priorities.iter().enumerate() {
             series.rejection[i][index] = manager.rejection_probability(KEY, priority);
         }
@@ -271,8 +279,16 @@ async fn call(
         (response, took)
     };
     tokio::time::sleep(took).await;
-    if response == Response::Ok {
-        lock(&world).backend.finish();
+    {
+        let mut world = lock(&world);
+        if world.backend.holds(response) {
+            world.backend.finish();
+        }
+        if response == Response::Ok {
+            let bucket = (arrived.as_nanos() / BUCKET.as_nanos()) as u32;
+            let latency = start.elapsed() - arrived;
+            world.series.latencies.push((bucket, latency));
+        }
     }
     if let Some(permit) = permit {
         match response {

@@ -118,10 +118,12 @@ fn simulate(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         std::fs::create_dir_all(out)?;
     }
     let started = Instant::now();
-    let mut progress = Progress::new(scenarios.len() * Strategy::EVERY.len());
+    let runs_in_all: usize = scenarios.iter().map(|s| s.strategies().len()).sum();
+    let mut progress = Progress::new(runs_in_all);
     let mut markdown = report::preamble(options.settings);
     for scenario in &scenarios {
-        let runs: Vec<(Strategy, engine::Series)> = Strategy::EVERY
+        let runs: Vec<(Strategy, engine::Series)> = scenario
+            .strategies()
             .iter()
             .map(|&strategy| {
                 let series = progress.run(scenario, strategy, options.settings);

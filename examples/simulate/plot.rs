@@ -11,6 +11,8 @@ use crate::scenario::Scenario;
 use crate::strategy::Strategy;
 
 const WIDTH: u32 = 1100;
+/// The top of the concurrency limit's panel.
+const LIMIT_MAX: f64 = 50.0;
 const PANEL_HEIGHT: u32 = 260;
 const TITLE_HEIGHT: u32 = 40;
 /// Room right of each panel for its legend.
@@ -24,6 +26,9 @@ fn colour(strategy: Strategy) -> RGBColor {
         Strategy::RateMultiplicative => RGBColor(44, 160, 44),
         Strategy::Throttle => RGBColor(255, 127, 14),
         Strategy::All => RGBColor(214, 39, 40),
+        Strategy::BulkheadSmall => RGBColor(148, 103, 189),
+        Strategy::BulkheadLarge => RGBColor(140, 86, 75),
+        Strategy::BulkheadAdaptive => RGBColor(214, 39, 40),
     }
 }
 
@@ -80,6 +85,7 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
     ];
     let mut goodput = vec![capacity_line(first, 1.2 * peak_capacity)];
     let mut rate = vec![capacity_line(first, 2.0 * peak_capacity)];
+    let mut limit = Vec::new();
     let mut rejection = Vec::new();
     let mut served = Vec::new();
     let several_priorities = first.priorities.len() > 1;
@@ -105,6 +111,13 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
                 label: strategy.name().to_string(),
                 style,
                 points: points(series.rate.iter().copied(), 2.0 * peak_capacity),
+            });
+        }
+        if strategy.has_bulkhead() {
+            limit.push(Line {
+                label: strategy.name().to_string(),
+                style,
+                points: points(series.limit.iter().copied(), LIMIT_MAX),
             });
         }
         if several_priorities {
@@ -135,6 +148,34 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
                 });
             }
         }
+    }
+    let concurrency = runs.iter().any(|(strategy, _)| {
+        matches!(
+            strategy,
+            Strategy::BulkheadAdaptive | Strategy::BulkheadSmall
+        )
+    });
+    if concurrency {
+        return vec![
+            Panel {
+                caption: "Calls reaching the backend",
+                y_label: "calls/s",
+                y_max: load_max,
+                lines: load,
+            },
+            Panel {
+                caption: "Goodput: calls the backend served",
+                y_label: "calls/s",
+                y_max: 1.2 * peak_capacity,
+                lines: goodput,
+            },
+            Panel {
+                caption: "Concurrency limit",
+                y_label: "calls in flight",
+                y_max: LIMIT_MAX,
+                lines: limit,
+            },
+        ];
     }
     let mut panels = vec![
         Panel {

@@ -47,6 +47,74 @@ pub(crate) struct Summary {
     /// learned rate stayed above twice its use (as for `rate_over_used`,
     /// but sampled every [`FINE`] step).
     pub(crate) above_twice_used: Option<Duration>,
+    /// For concurrency scenarios: what the calls were like and what the
+    /// limit did ([`Concurrency`]).
+    pub(crate) concurrency: Option<Concurrency>,
+}
+
+/// How a strategy fared against a workers backend whose capacity changes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Concurrency {
+    /// Latency of the served calls, from arrival to answer: median and
+    /// 99th percentile, over the run.
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
+    /// The same after the change (from 10 s after it); `None` if no call
+    /// was served then.
+    pub(crate) p99_after: Option<Duration>,
+    /// The concurrency limit (median) over the 20 s before the change and
+    /// the last 20 s of the run; `None` without a bulkhead.
+    pub(crate) limit_before: Option<f64>,
+    pub(crate) limit_after: Option<f64>,
+    /// How long after the change until the limit stayed within 20 % of
+    /// where it ended; `Some(None)`: never.
+    pub(crate) followed_after: Option<Option<Duration>>,
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn median(values: &[Option<f64>]) -> Option<f64> {
+    let mut values: Vec<f64> = values.iter().flatten().copied().collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
+}
+
+impl Concurrency {
+    fn of(series: &Series, change: Duration) -> Self {
+        let change = bucket_of(change);
+        let mut all: Vec<Duration> = series.latencies.iter().map(|&(_, l)| l).collect();
+        all.sort();
+        let mut after: Vec<Duration> = series
+            .latencies
+            .iter()
+            .filter(|&&(bucket, _)| bucket as usize >= change + 10)
+            .map(|&(_, l)| l)
+            .collect();
+        after.sort();
+        let buckets = series.buckets();
+        let limit_before = median(&series.limit[change.saturating_sub(20)..change]);
+        let limit_after = median(&series.limit[buckets.saturating_sub(20)..]);
+        let followed_after = limit_after.map(|end| {
+            let near =
+                |i: usize| series.limit[i].is_some_and(|l| (l - end).abs() <= 0.2 * end.max(1.0));
+            (change..buckets)
+                .find(|&i| (i..buckets).all(near))
+                .map(|i| BUCKET * (i - change) as u32)
+        });
+        Self {
+            p50: quantile(&all, 0.5),
+            p99: quantile(&all, 0.99),
+            p99_after: (!after.is_empty()).then(|| quantile(&after, 0.99)),
+            limit_before,
+            limit_after,
+            followed_after,
+        }
+    }
 }
 
 /// The rate every strategy starts at (see `strategy.rs`).
@@ -150,6 +218,15 @@ impl Summary {
             recovered_after: outage.map(|outage| recovered_after(series, outage.start, outage.end)),
             rate_over_used: strategy.has_rate().then(|| rate_over_used(series)),
             above_twice_used: strategy.has_rate().then(|| above_twice_used(series)),
+            concurrency: matches!(
+                scenario.backend,
+                crate::backend::BackendKind::Workers { .. }
+            )
+            .then(|| {
+                let plan = &scenario.plan;
+                let change = plan.halved_from.or(plan.slower_from).unwrap_or_default();
+                Concurrency::of(series, change)
+            }),
         }
     }
 }
@@ -261,9 +338,46 @@ pub(crate) fn max_wait_table(scenario: &Scenario, rows: &[(Duration, Summary)]) 
     out
 }
 
+/// The table of a concurrency scenario: latency and the limit.
+fn concurrency_table(summaries: &[Summary]) -> String {
+    let mut out = String::from(
+        "| strategy | goodput (of capacity) | shed locally | failed at backend | p50 latency | p99 latency | p99 after the change | limit before | limit after | limit followed after |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    let ms = |d: Duration| format!("{} ms", d.as_millis());
+    let limit = |l: Option<f64>| l.map_or("-".to_string(), |l| format!("{l:.0}"));
+    for summary in summaries {
+        let Some(c) = &summary.concurrency else {
+            continue;
+        };
+        let followed = match c.followed_after {
+            None => "-".to_string(),
+            Some(after) => seconds(after),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            summary.strategy.name(),
+            percent(summary.goodput),
+            percent(summary.shed),
+            percent(summary.failed),
+            ms(c.p50),
+            ms(c.p99),
+            c.p99_after.map_or("-".to_string(), ms),
+            limit(c.limit_before),
+            limit(c.limit_after),
+            followed,
+        );
+    }
+    out
+}
+
 /// A Markdown table, one row per strategy, with only the columns that apply
 /// to the scenario.
 pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
+    if summaries.first().is_some_and(|s| s.concurrency.is_some()) {
+        return concurrency_table(summaries);
+    }
     let mut header = vec!["strategy".to_string(), "goodput (of capacity)".to_string()];
     let first = &summaries[0];
     if first.late_goodput.is_some() {

@@ -6,6 +6,7 @@ use portcullis::Priority;
 
 use crate::backend::{BackendKind, CapacityPlan};
 use crate::rng::SplitMix64;
+use crate::strategy::Strategy;
 
 /// Every backend's full capacity, in calls a second.
 pub(crate) const CAPACITY: u32 = 100;
@@ -49,6 +50,14 @@ impl Scenario {
         priorities
     }
 
+    /// The strategies compared on it.
+    pub(crate) fn strategies(&self) -> &'static [Strategy] {
+        match self.backend {
+            BackendKind::Workers { .. } => &Strategy::CONCURRENCY,
+            _ => &Strategy::EVERY,
+        }
+    }
+
     /// The same scenario, shortened to `length` (events after it fall away).
     #[cfg(test)]
     pub(crate) fn truncated(mut self, length: Duration) -> Self {
@@ -68,6 +77,15 @@ fn concurrency_backend() -> BackendKind {
     BackendKind::Concurrency {
         max_in_flight: CAPACITY / 10,
         service: Duration::from_millis(100),
+    }
+}
+
+/// Ten workers of 100 ms (100 calls a second), calls failing past 1 s.
+fn workers_backend() -> BackendKind {
+    BackendKind::Workers {
+        workers: CAPACITY / 10,
+        service: Duration::from_millis(100),
+        deadline: Duration::from_secs(1),
     }
 }
 
@@ -134,7 +152,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             backend: rate_backend(),
             plan: CapacityPlan {
                 outage: Some(secs(40)..secs(70)),
-                halved_from: None,
+                ..CapacityPlan::default()
             },
             demand: steady(0.7),
             mix: MEDIUM_ONLY.to_vec(),
@@ -146,8 +164,8 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             length: secs(120),
             backend: rate_backend(),
             plan: CapacityPlan {
-                outage: None,
                 halved_from: Some(secs(60)),
+                ..CapacityPlan::default()
             },
             demand: steady(1.5),
             mix: MEDIUM_ONLY.to_vec(),
@@ -181,6 +199,32 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(3.0),
             mix: vec![(Priority::HIGH, 0.1), (Priority::LOW, 0.9)],
             settles_from: Some(Duration::ZERO),
+        },
+        Scenario {
+            name: "workers-halve",
+            title: "1.5x demand on 10 workers (100 ms a call, slower when more are in flight), half of them gone at 60 s",
+            length: secs(120),
+            backend: workers_backend(),
+            plan: CapacityPlan {
+                halved_from: Some(secs(60)),
+                ..CapacityPlan::default()
+            },
+            demand: steady(1.5),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: None,
+        },
+        Scenario {
+            name: "service-doubles",
+            title: "1.5x demand on 10 workers, every call twice as slow from 60 s",
+            length: secs(120),
+            backend: workers_backend(),
+            plan: CapacityPlan {
+                slower_from: Some(secs(60)),
+                ..CapacityPlan::default()
+            },
+            demand: steady(1.5),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: None,
         },
     ]
 }

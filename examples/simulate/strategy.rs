@@ -35,15 +35,36 @@ pub(crate) enum Strategy {
     /// Rate (multiplicative), throttle and bulkhead together, with a
     /// shorter `max_wait` for LOW calls.
     All,
+    /// A fixed bulkhead set too small for the backend (4 in flight).
+    BulkheadSmall,
+    /// A fixed bulkhead set too large for it (40 in flight).
+    BulkheadLarge,
+    /// A bulkhead whose limit is learned.
+    BulkheadAdaptive,
+}
+
+/// The queue every bulkhead strategy has: 20 calls, for at most 200 ms.
+fn queued(config: BulkheadConfig) -> BulkheadConfig {
+    config.queue(20).queue_timeout(Duration::from_millis(200))
 }
 
 impl Strategy {
+    /// The strategies of the scenarios about rates and failures.
     pub(crate) const EVERY: [Strategy; 5] = [
         Strategy::None,
         Strategy::RateAdditive,
         Strategy::RateMultiplicative,
         Strategy::Throttle,
         Strategy::All,
+    ];
+
+    /// The strategies of the scenarios about concurrency (workers
+    /// backends).
+    pub(crate) const CONCURRENCY: [Strategy; 4] = [
+        Strategy::None,
+        Strategy::BulkheadSmall,
+        Strategy::BulkheadLarge,
+        Strategy::BulkheadAdaptive,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -53,7 +74,21 @@ impl Strategy {
             Strategy::RateMultiplicative => "rate, multiplicative decrease",
             Strategy::Throttle => "throttle only",
             Strategy::All => "rate + throttle + bulkhead",
+            Strategy::BulkheadSmall => "bulkhead of 4",
+            Strategy::BulkheadLarge => "bulkhead of 40",
+            Strategy::BulkheadAdaptive => "adaptive bulkhead",
         }
+    }
+
+    /// Whether the strategy has a bulkhead (for the plots).
+    pub(crate) fn has_bulkhead(self) -> bool {
+        matches!(
+            self,
+            Strategy::All
+                | Strategy::BulkheadSmall
+                | Strategy::BulkheadLarge
+                | Strategy::BulkheadAdaptive
+        )
     }
 
     /// Whether the strategy learns a rate (for the plots).
@@ -116,6 +151,11 @@ impl Strategy {
                 )
                 // LOW calls give up sooner, so HIGH ones find a short queue.
                 .max_wait_for(Priority::LOW, max_wait / 5),
+            Strategy::BulkheadSmall => builder.bulkhead(queued(BulkheadConfig::new(4))),
+            Strategy::BulkheadLarge => builder.bulkhead(queued(BulkheadConfig::new(40))),
+            Strategy::BulkheadAdaptive => {
+                builder.bulkhead(queued(BulkheadConfig::adaptive().bounds(1, 200)))
+            }
         };
         builder.build().map(Some)
     }

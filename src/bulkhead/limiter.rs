@@ -641,6 +641,164 @@ impl std::fmt::Debug for Waiting<'_> {
     }
 }
 
+/// A learned limit moved at random while calls come, queue, give up and
+/// go: no waiter is stranded (each gets its slot or gives up by itself), and
+/// no call is admitted beyond the limit of its moment (never more in flight
+/// than the highest limit set).
+#[cfg(all(test, not(portcullis_loom)))]
+mod learned_limit_tests {
+    use super::*;
+    use crate::bulkhead::config::{BulkheadConfig, Overflow};
+    use crate::error::Problems;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32 as StdAtomicU32, AtomicUsize};
+    use std::time::Duration;
+
+    impl Bulkhead {
+        /// Sets a learned limit to `whole` calls, as a sample would.
+        fn force_limit(&self, settings: &BulkheadSettings, whole: u32) {
+            let learned = self.learned.as_deref().expect("a learned limit");
+            let before = learned.whole.swap(whole, Ordering::AcqRel);
+            if whole > before {
+                self.grant_waiters(settings);
+            }
+        }
+    }
+
+    fn learned_bulkhead(queue: u32) -> (Bulkhead, BulkheadSettings) {
+        let config = BulkheadConfig::adaptive().bounds(1, 8).queue(queue);
+        let mut found = Vec::new();
+        let settings = config.check(&mut Problems::new("", &mut found)).unwrap();
+        (Bulkhead::new(&settings), settings)
+    }
+
+    fn granted(admission: Admission) -> bool {
+        matches!(admission, Admission::Granted(_))
+    }
+
+    #[test]
+    fn a_lowered_limit_retires_slots_and_a_raised_one_fills_them_from_the_queue() {
+        let (bulkhead, settings) = learned_bulkhead(8);
+        bulkhead.force_limit(&settings, 4);
+        for _ in 0..4 {
+            assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        }
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            match bulkhead.enter(&settings, 0, 1).unwrap() {
+                Admission::Queued(id) => waiters.push(id),
+                Admission::Granted(_) => panic!("past the limit"),
+            }
+        }
+        // Down to 2: the next two slots given back are retired, not handed on.
+        bulkhead.force_limit(&settings, 2);
+        bulkhead.release();
+        bulkhead.release();
+        assert_eq!(
+            bulkhead.load(),
+            Load {
+                active: 2,
+                queued: 3
+            }
+        );
+        // At the limit, a slot given back goes to the queue's head.
+        bulkhead.release();
+        assert_eq!(
+            bulkhead.load(),
+            Load {
+                active: 2,
+                queued: 2
+            }
+        );
+        // Up to 5: three new slots, two waiters: both in at once.
+        bulkhead.force_limit(&settings, 5);
+        assert_eq!(
+            bulkhead.load(),
+            Load {
+                active: 4,
+                queued: 0
+            }
+        );
+        let waker = std::task::Waker::noop();
+        for id in waiters {
+            assert!(bulkhead.poll_waiter(0, id, waker).is_ready());
+        }
+        // One slot left for a newcomer, then none.
+        assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        assert!(!granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn limit_changes_never_strand_a_waiter_or_overfill() {
+        const HIGHEST: u32 = 8;
+        let config = BulkheadConfig::adaptive()
+            .bounds(1, HIGHEST)
+            .queue(1_000)
+            .overflow(Overflow::RejectNew);
+        let mut found = Vec::new();
+        let settings = Arc::new(config.check(&mut Problems::new("", &mut found)).unwrap());
+        let bulkhead = Arc::new(Bulkhead::new(&settings));
+        let in_flight = Arc::new(StdAtomicU32::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for task in 0..16 {
+            let (bulkhead, settings) = (Arc::clone(&bulkhead), Arc::clone(&settings));
+            let (in_flight, done) = (Arc::clone(&in_flight), Arc::clone(&done));
+            tasks.push(tokio::spawn(async move {
+                for round in 0..300 {
+                    let admitted = match bulkhead.enter(&settings, 0, 1).unwrap() {
+                        Admission::Granted(_) => true,
+                        Admission::Queued(id) => {
+                            let waiting = Waiting::new(&bulkhead, 0, id);
+                            // Some give up early (dropped in the queue);
+                            // the rest must get their slot.
+                            let patience = if (task + round) % 7 == 0 {
+                                Duration::from_micros(50)
+                            } else {
+                                Duration::from_secs(10)
+                            };
+                            match tokio::time::timeout(patience, waiting).await {
+                                Ok(granted) => granted.is_ok(),
+                                Err(_) if patience < Duration::from_secs(1) => false,
+                                Err(_) => panic!("a waiter was stranded"),
+                            }
+                        }
+                    };
+                    if admitted {
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(now <= HIGHEST, "{now} in flight");
+                        tokio::task::yield_now().await;
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        bulkhead.release();
+                    }
+                }
+                done.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        let chaos = {
+            let (bulkhead, settings, done) = (
+                Arc::clone(&bulkhead),
+                Arc::clone(&settings),
+                Arc::clone(&done),
+            );
+            tokio::spawn(async move {
+                let mut n: u32 = 1;
+                while done.load(Ordering::SeqCst) < 16 {
+                    n = n.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    bulkhead.force_limit(&settings, 1 + (n >> 16) % HIGHEST);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for task in tasks {
+            task.await.unwrap();
+        }
+        chaos.await.unwrap();
+        let load = bulkhead.load();
+        assert_eq!((load.active, load.queued), (0, 0));
+    }
+}
+
 /// Model checks of the hand-off and of cancellation, every interleaving
 /// loom can find: `RUSTFLAGS="--cfg portcullis_loom" cargo test --release
 /// --lib loom`.
