@@ -136,3 +136,20 @@ async fn the_limit_follows_the_backend_when_its_workers_halve() {
     assert!(low >= 4 && high <= 8, "limit {low}..={high}");
     assert!(p99 <= SERVICE * 2, "p99 {p99:?}");
 }
+
+// ---- The public contract of the issue, as written ----
+
+async fn learned() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(32))
+        .build()?;
+    let permit = manager.acquire("db", Priority::HIGH).await?;
+    permit.success();
+    let _limit: Option<usize> = manager.concurrency_limit("db");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_contract_compiles_and_runs() {
+    learned().await.unwrap();
+}
