@@ -812,6 +812,7 @@ mod loom_tests {
     fn settings() -> BulkheadSettings {
         BulkheadSettings {
             max_concurrent: 1,
+            learned: None,
             max_queued: 2,
             queue_timeout: None,
             overflow: Overflow::RejectNew,
