@@ -5,14 +5,13 @@
 //! Real time, real sockets. `cargo test --test bulkhead_adaptive_http --
 //! --nocapture` prints the figures.
 
+mod support;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
 use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 
 /// What the server takes at once, and how long each request takes.
@@ -21,31 +20,9 @@ const SERVER_LIMIT: usize = 8;
 /// loopback round trip, is a few per cent of it.)
 const SERVICE: Duration = Duration::from_millis(40);
 
-async fn limited(State(in_flight): State<Arc<AtomicUsize>>) -> StatusCode {
-    if in_flight.fetch_add(1, Ordering::AcqRel) >= SERVER_LIMIT {
-        in_flight.fetch_sub(1, Ordering::AcqRel);
-        return StatusCode::SERVICE_UNAVAILABLE;
-    }
-    tokio::time::sleep(SERVICE).await;
-    in_flight.fetch_sub(1, Ordering::AcqRel);
-    StatusCode::OK
-}
-
-async fn start_server() -> String {
-    let app = Router::new()
-        .route("/work", get(limited))
-        .with_state(Arc::new(AtomicUsize::new(0)));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/work")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learned_limit_finds_what_the_server_takes() {
-    let url = start_server().await;
+    let url = support::serve_at_most(SERVER_LIMIT, SERVICE).await;
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(
             BulkheadConfig::adaptive()

@@ -2,40 +2,17 @@
 //! once and answers 503 beyond: with the bulkhead at N, the server never
 //! answers 503; without it, the same load gets 503s.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::get;
 use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 
 const SERVER_LIMIT: usize = 5;
 const REQUESTS: usize = 100;
-
-async fn limited(State(in_flight): State<Arc<AtomicUsize>>) -> StatusCode {
-    if in_flight.fetch_add(1, Ordering::AcqRel) >= SERVER_LIMIT {
-        in_flight.fetch_sub(1, Ordering::AcqRel);
-        return StatusCode::SERVICE_UNAVAILABLE;
-    }
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    in_flight.fetch_sub(1, Ordering::AcqRel);
-    StatusCode::OK
-}
-
-async fn start_server() -> String {
-    let app = Router::new()
-        .route("/work", get(limited))
-        .with_state(Arc::new(AtomicUsize::new(0)));
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/work")
-}
 
 /// Sends `REQUESTS` requests from 25 concurrent workers; returns how many
 /// got 503. With a manager, each request goes through its bulkhead.
@@ -73,7 +50,7 @@ async fn send_all(url: &str, manager: Option<ThrottleManager<String>>) -> usize 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_bulkhead_at_the_servers_limit_nothing_gets_503() {
-    let url = start_server().await;
+    let url = support::serve_at_most(SERVER_LIMIT, Duration::from_millis(10)).await;
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(SERVER_LIMIT as u32).queue(REQUESTS as u32))
         .build()

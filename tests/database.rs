@@ -21,14 +21,15 @@ struct Service {
     url: String,
     pool: SqlitePool,
     manager: ThrottleManager<String>,
+    /// The database file, for connections of the test's own.
+    path: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 async fn start(settings: Settings) -> Service {
     let dir = tempfile::tempdir().unwrap();
-    let pool = app::open(&dir.path().join("events.sqlite"), &settings)
-        .await
-        .unwrap();
+    let path = dir.path().join("events.sqlite");
+    let pool = app::open(&path, &settings).await.unwrap();
     let manager = app::manager(&settings);
     let router = app::router(pool.clone(), Some(manager.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -44,6 +45,7 @@ async fn start(settings: Settings) -> Service {
         url,
         pool,
         manager,
+        path,
         _dir: dir,
     }
 }
@@ -119,24 +121,12 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locked_database_lowers_the_database_rate() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = Settings {
+    let service = start(Settings {
         busy_timeout: Duration::from_millis(50),
         ..Settings::default()
-    };
-    let path = dir.path().join("events.sqlite");
-    let pool = app::open(&path, &settings).await.unwrap();
-    let manager = app::manager(&settings);
-    let router = app::router(pool.clone(), Some(manager.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
+    })
+    .await;
+    let (url, manager, path) = (&service.url, &service.manager, &service.path);
     let client = reqwest::Client::new();
     let write = || {
         client

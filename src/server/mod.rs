@@ -29,6 +29,7 @@ mod answer;
 mod future;
 mod key;
 mod layer;
+mod proxies;
 mod service;
 
 pub use answer::{classify, missing_key, refusal};

@@ -58,3 +58,35 @@ fn lines(bytes: Vec<u8>) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Starts an HTTP server on a loopback port of its own that serves at most
+/// `limit` requests at once, each in `service`, and answers 503 beyond, as
+/// a backend with N workers and no queue does. Returns its URL.
+pub(crate) async fn serve_at_most(limit: usize, service: std::time::Duration) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::extract::State;
+    use axum::http::StatusCode;
+
+    async fn limited(
+        State((in_flight, limit, service)): State<(Arc<AtomicUsize>, usize, std::time::Duration)>,
+    ) -> StatusCode {
+        if in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
+        tokio::time::sleep(service).await;
+        in_flight.fetch_sub(1, Ordering::AcqRel);
+        StatusCode::OK
+    }
+
+    let app = axum::Router::new()
+        .route("/work", axum::routing::get(limited))
+        .with_state((Arc::new(AtomicUsize::new(0)), limit, service));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/work")
+}
