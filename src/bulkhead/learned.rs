@@ -82,7 +82,7 @@ impl LearnedLimit {
     }
 
     /// Sets the whole limit (for tests); returns the one before.
-    #[cfg(test)]
+    #[cfg(all(test, not(portcullis_loom)))]
     pub(crate) fn force(&self, whole: u32) -> u32 {
         self.whole.swap(whole, Ordering::AcqRel)
     }

@@ -434,7 +434,7 @@ impl Bulkhead {
     }
 
     /// Sets a learned limit to `whole` calls, as a sample would.
-    #[cfg(test)]
+    #[cfg(all(test, not(portcullis_loom)))]
     pub(super) fn force_limit(&self, settings: &BulkheadSettings, whole: u32) {
         let learned = self.learned.as_deref().expect("a learned limit");
         if whole > learned.force(whole) {
