@@ -155,28 +155,6 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
             Strategy::BulkheadAdaptive | Strategy::BulkheadSmall
         )
     });
-    if concurrency {
-        return vec![
-            Panel {
-                caption: "Calls reaching the backend",
-                y_label: "calls/s",
-                y_max: load_max,
-                lines: load,
-            },
-            Panel {
-                caption: "Goodput: calls the backend served",
-                y_label: "calls/s",
-                y_max: 1.2 * peak_capacity,
-                lines: goodput,
-            },
-            Panel {
-                caption: "Concurrency limit",
-                y_label: "calls in flight",
-                y_max: LIMIT_MAX,
-                lines: limit,
-            },
-        ];
-    }
     let mut panels = vec![
         Panel {
             caption: "Calls reaching the backend",
@@ -190,6 +168,17 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
             y_max: 1.2 * peak_capacity,
             lines: goodput,
         },
+    ];
+    if concurrency {
+        panels.push(Panel {
+            caption: "Concurrency limit",
+            y_label: "calls in flight",
+            y_max: LIMIT_MAX,
+            lines: limit,
+        });
+        return panels;
+    }
+    panels.extend([
         Panel {
             caption: "Learned rate",
             y_label: "calls/s",
@@ -202,7 +191,7 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
             y_max: 1.0,
             lines: rejection,
         },
-    ];
+    ]);
     if several_priorities {
         panels.push(Panel {
             caption: "Share of calls served, by priority",
