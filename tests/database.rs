@@ -9,7 +9,6 @@
 #[path = "../examples/per_user_db/app.rs"]
 mod app;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -31,16 +30,9 @@ async fn start(settings: Settings) -> Service {
     let path = dir.path().join("events.sqlite");
     let pool = app::open(&path, &settings).await.unwrap();
     let manager = app::manager(&settings);
-    let router = app::router(pool.clone(), Some(manager.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
+    let url = app::serve(app::router(pool.clone(), Some(manager.clone())))
         .await
-    });
+        .unwrap();
     Service {
         url,
         pool,

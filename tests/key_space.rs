@@ -6,6 +6,7 @@ use std::time::Duration;
 use portcullis::clock::ManualClock;
 use portcullis::{
     BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
+    ThrottleManagerBuilder,
 };
 
 fn manager(
@@ -13,16 +14,21 @@ fn manager(
     max_keys: usize,
     idle_ttl: Option<Duration>,
 ) -> ThrottleManager<String> {
-    let builder = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(0.01, 100.0).decrement(1.0))
-        .max_keys(max_keys)
-        .clock(clock.clone());
+    let builder = builder(clock, max_keys);
     match idle_ttl {
         Some(ttl) => builder.idle_ttl(ttl),
         None => builder.keep_idle_keys(),
     }
     .build()
     .unwrap()
+}
+
+/// The key space's tests' manager, before its key-space settings.
+fn builder(clock: &ManualClock, max_keys: usize) -> ThrottleManagerBuilder<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).bounds(0.01, 100.0).decrement(1.0))
+        .max_keys(max_keys)
+        .clock(clock.clone())
 }
 
 #[test]
@@ -257,12 +263,9 @@ fn manager_with_hold(
     max_keys: usize,
     hold: Duration,
 ) -> ThrottleManager<String> {
-    ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(0.01, 100.0).decrement(1.0))
-        .max_keys(max_keys)
+    builder(clock, max_keys)
         .keep_idle_keys()
         .max_hold(hold)
-        .clock(clock.clone())
         .build()
         .unwrap()
 }

@@ -15,24 +15,10 @@ mod app;
 #[path = "../examples/per_user_db/load.rs"]
 mod load;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use app::Settings;
 use load::Load;
-
-async fn serve(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    format!("http://{addr}")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_noisy_user_cannot_starve_the_others() {
@@ -52,13 +38,17 @@ async fn one_noisy_user_cannot_starve_the_others() {
         ..quiet.clone()
     };
 
-    let guarded = serve(app::router(pool.clone(), Some(app::manager(&settings)))).await;
+    let guarded = app::serve(app::router(pool.clone(), Some(app::manager(&settings))))
+        .await
+        .unwrap();
     let alone = load::run(&guarded, &quiet).await;
     load::print("the ordinary users alone", &alone, &quiet);
-    let guarded = serve(app::router(pool.clone(), Some(app::manager(&settings)))).await;
+    let guarded = app::serve(app::router(pool.clone(), Some(app::manager(&settings))))
+        .await
+        .unwrap();
     let with = load::run(&guarded, &noisy).await;
     load::print("a noisy user, with the manager", &with, &noisy);
-    let bare = serve(app::router(pool.clone(), None)).await;
+    let bare = app::serve(app::router(pool.clone(), None)).await.unwrap();
     let without = load::run(&bare, &noisy).await;
     load::print("a noisy user, without the manager", &without, &noisy);
 

@@ -57,6 +57,21 @@ impl Default for Settings {
     }
 }
 
+/// Serves `router` on a loopback port of its own, with each request's peer
+/// address (`ConnectInfo`); returns its base URL.
+pub(crate) async fn serve(router: Router) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+    });
+    Ok(format!("http://{addr}"))
+}
+
 /// Opens (creating if needed) the database file at `path`, and fills its
 /// events table on first start.
 pub(crate) async fn open(path: &Path, settings: &Settings) -> Result<SqlitePool, sqlx::Error> {

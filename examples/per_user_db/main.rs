@@ -28,25 +28,11 @@ mod app;
 #[allow(dead_code)]
 mod load;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use app::Settings;
 use load::Load;
-
-async fn serve(router: axum::Router) -> std::io::Result<String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    Ok(format!("http://{addr}"))
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -74,11 +60,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..quiet.clone()
     };
 
-    let guarded = serve(app::router(pool.clone(), Some(app::manager(&settings)))).await?;
+    let guarded = app::serve(app::router(pool.clone(), Some(app::manager(&settings)))).await?;
     let report = load::run(&guarded, &quiet).await;
     load::print("phase 0: the ordinary users alone", &report, &quiet);
 
-    let bare = serve(app::router(pool.clone(), None)).await?;
+    let bare = app::serve(app::router(pool.clone(), None)).await?;
     let report = load::run(&bare, &noisy).await;
     load::print(
         "phase 1: a noisy user, without the manager",
@@ -87,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let manager = app::manager(&settings);
-    let guarded = serve(app::router(pool.clone(), Some(manager.clone()))).await?;
+    let guarded = app::serve(app::router(pool.clone(), Some(manager.clone()))).await?;
     let report = load::run(&guarded, &noisy).await;
     load::print("phase 2: a noisy user, with the manager", &report, &noisy);
     if let Some(rate) = manager.rate(app::DATABASE) {

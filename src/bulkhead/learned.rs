@@ -57,6 +57,17 @@ pub(crate) struct LimitChange {
     pub(crate) turned: bool,
 }
 
+impl LimitChange {
+    /// The limit stayed at `whole` calls.
+    fn none(whole: u32) -> Self {
+        Self {
+            before: whole,
+            after: whole,
+            turned: false,
+        }
+    }
+}
+
 impl LearnedLimit {
     /// A fresh limit of `initial` calls (after its first probe), within
     /// `bounds`.
@@ -89,13 +100,8 @@ impl LearnedLimit {
 
     /// Learns from one call's sample.
     pub(crate) fn learn(&self, sample: Sample) -> LimitChange {
-        let before = self.whole.load(Ordering::Acquire);
+        let before = self.whole();
         let bounds = self.bounds;
-        let unchanged = LimitChange {
-            before,
-            after: before,
-            turned: false,
-        };
         if sample.overloaded {
             return self.update(before, |learned| {
                 adaptive::overloaded(learned, sample.at, bounds)
@@ -113,7 +119,7 @@ impl LearnedLimit {
             .fetch_add(sample.latency, Ordering::AcqRel);
         let calls = self.window_calls.fetch_add(1, Ordering::AcqRel) + 1;
         if calls < self.window_size.load(Ordering::Acquire) {
-            return unchanged;
+            return LimitChange::none(before);
         }
         self.update(before, |learned| {
             let window = Window {
@@ -129,13 +135,8 @@ impl LearnedLimit {
     /// Moves the state by `step` under its lock, if the lock is free, and
     /// publishes the new whole limit.
     fn update(&self, before: u32, step: impl FnOnce(Learned) -> Learned) -> LimitChange {
-        let unchanged = LimitChange {
-            before,
-            after: before,
-            turned: false,
-        };
         let Ok(mut state) = self.state.try_lock() else {
-            return unchanged;
+            return LimitChange::none(before);
         };
         let next = step(*state);
         *state = next;
@@ -151,11 +152,7 @@ impl LearnedLimit {
         let after = next.whole(self.bounds);
         self.whole.store(after, Ordering::Release);
         if after == before {
-            return LimitChange {
-                before,
-                after,
-                turned: false,
-            };
+            return LimitChange::none(before);
         }
         let direction = if after > before { 1 } else { 2 };
         let turned = self.last_move.swap(direction, Ordering::AcqRel) != direction;
