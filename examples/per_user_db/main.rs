@@ -15,8 +15,9 @@
 //! 1. with the noisy user, **without** the manager: every request goes
 //!    straight to the pool, and the noisy user's queries fill it;
 //! 2. with the noisy user, **with** the manager: each user (keyed by the
-//!    `x-user-id` header) has a quota of 10 requests a second and 2 in
-//!    flight, and every query holds a permit of the database's own key (a
+//!    `x-user-id` header) has a quota of 10 requests a second (2 at once)
+//!    and 1 in flight (1 more may wait 100 ms), and every query holds a
+//!    permit of the database's own key (a
 //!    bulkhead the size of the pool, with an adaptive rate that falls on
 //!    pool timeouts and "database is locked") before it asks the pool.
 //!
