@@ -168,6 +168,9 @@ pub(crate) struct Core {
     /// Shared with the key space: a permit whose key it was the last to
     /// hold tells those waiting for room.
     pub(crate) room: Arc<crate::registry::RoomSignal>,
+    /// Where every key's rate lives when it is shared across processes.
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<Arc<crate::store::RedisStore>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -187,6 +190,17 @@ impl Core {
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
         self.clock.now_nanos()
+    }
+
+    /// The key's rate in force: shared, while a store has answered for it
+    /// and answers, else its own.
+    #[inline]
+    pub(crate) fn rate_in_force(&self, state: &KeyState) -> f64 {
+        #[cfg(feature = "redis")]
+        if let Some(rate) = self.shared_rate(state) {
+            return rate;
+        }
+        state.rate.rate()
     }
 
     /// The key's rate settings, if the key has a rate.
@@ -492,7 +506,7 @@ impl Core {
 
     /// How far ahead a rate token may lie for a caller of `patience`.
     #[inline]
-    fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
+    pub(crate) fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
             Patience::Never | Patience::QueueOnly => 0,
             Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
@@ -604,6 +618,8 @@ impl Core {
             }
             Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
         }
+        #[cfg(feature = "redis")]
+        self.share_outcome(state, times, outcome);
     }
 
     #[inline]

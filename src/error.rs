@@ -284,6 +284,11 @@ pub enum RejectReason {
     /// The call was waiting in the bulkhead's queue and was pushed out by a
     /// newcomer (see [`Overflow`](crate::Overflow)).
     Dropped,
+    /// The key's rate is shared through a store that does not answer, and
+    /// the store refuses calls meanwhile (`store::WhenUnavailable::Refuse`,
+    /// feature `redis`); [`retry_after`](Rejected::retry_after) says when
+    /// the store will be asked again.
+    StoreUnavailable,
 }
 
 impl fmt::Display for RejectReason {
@@ -296,6 +301,7 @@ impl fmt::Display for RejectReason {
             Self::Full => "bulkhead full",
             Self::QueueTimeout => "queue timeout",
             Self::Dropped => "dropped from the queue",
+            Self::StoreUnavailable => "rate store unavailable",
         })
     }
 }

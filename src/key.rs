@@ -36,6 +36,9 @@ struct Extras {
     bulkhead: Option<Bulkhead>,
     /// `None`: the manager's default bulkhead settings.
     bulkhead_settings: Option<Arc<BulkheadSettings>>,
+    /// Present when the key's rate lives in a store.
+    #[cfg(feature = "redis")]
+    shared: Option<crate::store::SharedKey>,
 }
 
 impl KeyState {
@@ -59,9 +62,25 @@ impl KeyState {
                     throttle_settings,
                     bulkhead,
                     bulkhead_settings,
+                    #[cfg(feature = "redis")]
+                    shared: None,
                 })
             }),
         }
+    }
+
+    /// The key with its rate shared through a store, under `shared`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn with_shared(mut self, shared: crate::store::SharedKey) -> Self {
+        self.extras.get_or_insert_with(Box::default).shared = Some(shared);
+        self
+    }
+
+    /// The key's link to the store its rate lives in, if it has one.
+    #[cfg(feature = "redis")]
+    #[inline]
+    pub(crate) fn shared(&self) -> Option<&crate::store::SharedKey> {
+        self.extras.as_ref()?.shared.as_ref()
     }
 
     /// The key's own rate settings; `None` for the manager's default.

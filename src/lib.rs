@@ -112,6 +112,8 @@ pub mod rate;
 mod registry;
 #[cfg(feature = "tower")]
 pub mod server;
+#[cfg(feature = "redis")]
+pub mod store;
 mod sync;
 pub mod throttle;
 

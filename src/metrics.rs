@@ -55,6 +55,7 @@ pub(crate) fn rejected(key: KeyLabel<'_>, reason: RejectReason) {
             RejectReason::Full => "full",
             RejectReason::QueueTimeout => "queue_timeout",
             RejectReason::Dropped => "dropped",
+            RejectReason::StoreUnavailable => "store_unavailable",
         };
         metrics::counter!(
             "portcullis_rejected_total",

@@ -9,6 +9,8 @@
 mod calls;
 mod controls;
 mod keys;
+#[cfg(feature = "redis")]
+mod store;
 
 use std::fmt;
 use std::hash::Hash;
@@ -109,6 +111,9 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) paths: ControlPaths,
     /// Problems found while reading a [`ManagerConfig`], reported by `build`.
     pub(crate) config_problems: Vec<ConfigProblem>,
+    /// Where rates are shared, and how the store names a key.
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<(crate::store::RedisStore, Box<KeyNames<K>>)>,
 }
 
 impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
@@ -186,6 +191,8 @@ where
             metrics_per_key: false,
             paths: ControlPaths::default(),
             config_problems: Vec::new(),
+            #[cfg(feature = "redis")]
+            store: None,
         }
     }
 
@@ -279,9 +286,17 @@ where
                 "needs key names for the label; call .key_names(...) too",
             );
         }
+        #[cfg(feature = "redis")]
+        if let Some((store, _)) = &self.store {
+            store::check(store, rate.is_some(), &mut Problems::new("", &mut found));
+        }
         if !found.is_empty() {
             return Err(ConfigError::new(found));
         }
+        #[cfg(feature = "redis")]
+        let (store, store_names) = self.store.map_or((None, None), |(store, names)| {
+            (Some(Arc::new(store)), Some(names))
+        });
         if let (Some(_), Some(per_key)) = (&rate, self.rate_per_key) {
             rate_overrides.per_key =
                 Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
@@ -320,6 +335,8 @@ where
             max_defer: self.max_defer,
             max_wait,
             room: Arc::clone(&room),
+            #[cfg(feature = "redis")]
+            store,
         };
         Ok(ThrottleManager::from_shared(Shared {
             core: Arc::new(core),
@@ -337,6 +354,8 @@ where
             },
             key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
+            #[cfg(feature = "redis")]
+            store_names,
         }))
     }
 }

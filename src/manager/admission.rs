@@ -42,6 +42,9 @@ enum Wait {
     ForToken(Admitting, Reservation),
     /// In the bulkhead's queue: wait for the slot.
     InQueue(Admitting, WaiterId),
+    /// Its rate is shared: ask the store for the token (a round trip).
+    #[cfg(feature = "redis")]
+    ForSharedToken(Admitting),
 }
 
 impl From<Rejected> for Stop {
@@ -59,6 +62,9 @@ struct Admitting {
     times: CallTimes,
     /// Its rate token, if the key has a rate.
     token: Option<Reservation>,
+    /// Its shared rate token, if the store gave one.
+    #[cfg(feature = "redis")]
+    shared: Option<Box<crate::store::Grant>>,
 }
 
 impl Admitting {
@@ -75,10 +81,16 @@ impl Admitting {
 
     /// The call will not happen: its token goes back if it can.
     #[inline]
-    fn refused(self, rejected: Rejected) -> Rejected {
+    fn refused(self, core: &Core, rejected: Rejected) -> Rejected {
         if let Some(token) = self.token {
             self.state.rate.cancel(token);
         }
+        #[cfg(feature = "redis")]
+        if let Some(grant) = self.shared {
+            core.return_shared(&self.state, *grant);
+        }
+        #[cfg(not(feature = "redis"))]
+        let _ = core;
         rejected
     }
 }
@@ -396,8 +408,26 @@ where
                             call.times.started = core.now();
                             Ok(call.admitted(true))
                         }
-                        Err(rejected) => Err(call.refused(rejected)),
+                        Err(rejected) => Err(call.refused(core, rejected)),
                     };
+                }
+                #[cfg(feature = "redis")]
+                Wait::ForSharedToken(mut call) => {
+                    use crate::store::pipeline::SharedStep;
+                    match core
+                        .take_shared_token(&call.state, call.priority, patience)
+                        .await
+                    {
+                        SharedStep::Token(grant) => {
+                            let answered = core.now();
+                            call.times.started =
+                                core.sleep_for_shared(&call.state, &grant, answered).await;
+                            call.shared = Some(Box::new(grant));
+                            Self::take_slot(core, call, patience)
+                        }
+                        SharedStep::Refused(rejected) => Err(Stop::Refused(rejected)),
+                        SharedStep::Local => Self::rate_then_slot(core, call, patience),
+                    }
                 }
             };
             wait = match decided {
@@ -429,14 +459,33 @@ where
         };
         core.throttle_admits(&state, now, priority, patience, telemetry.span())?;
         core.bulkhead_has_room(&state, priority, patience)?;
-        let token = core.reserve_token(&state, now, priority, patience)?;
-        let mut call = Admitting {
+        let call = Admitting {
             state,
             telemetry,
             priority,
             times: CallTimes::at(now),
             token: None,
+            #[cfg(feature = "redis")]
+            shared: None,
         };
+        // A shared rate is a round trip away: a caller that waits asks the
+        // store; one that never waits decides on the local rate.
+        #[cfg(feature = "redis")]
+        if patience != Patience::Never && core.shared_of(&call.state).is_some() {
+            return Err(Stop::Wait(Wait::ForSharedToken(call)));
+        }
+        Self::rate_then_slot(core, call, patience)
+    }
+
+    /// The rate step on the key's local rate, then the bulkhead.
+    #[inline]
+    fn rate_then_slot(
+        core: &Core,
+        mut call: Admitting,
+        patience: Patience,
+    ) -> Result<Ticket, Stop> {
+        let now = call.times.scheduled;
+        let token = core.reserve_token(&call.state, now, call.priority, patience)?;
         match token {
             Token::Due(token) => {
                 call.token = token;
@@ -455,7 +504,7 @@ where
         match core.enter_bulkhead(&call.state, call.priority, patience, &call.telemetry) {
             Ok(Slot::Queued(id)) => Err(Stop::Wait(Wait::InQueue(call, id))),
             Ok(slot) => Ok(call.admitted(matches!(slot, Slot::Held))),
-            Err(rejected) => Err(Stop::Refused(call.refused(rejected))),
+            Err(rejected) => Err(Stop::Refused(call.refused(core, rejected))),
         }
     }
 
@@ -488,7 +537,7 @@ impl Wait {
             }
             Wait::ForToken(call, token) => {
                 let wait = token.slot.start.saturating_sub(call.times.scheduled);
-                call.refused(Rejected::rate_limited(wait, priority))
+                call.refused(core, Rejected::rate_limited(wait, priority))
             }
             Wait::InQueue(call, id) => {
                 if let Some((bulkhead, _)) = core.bulkhead_of(&call.state) {
@@ -499,8 +548,11 @@ impl Wait {
                         id,
                     ));
                 }
-                call.refused(Rejected::new(RejectReason::Full, priority, None))
+                call.refused(core, Rejected::new(RejectReason::Full, priority, None))
             }
+            // Never asked of a caller that does not wait (see `decide`).
+            #[cfg(feature = "redis")]
+            Wait::ForSharedToken(call) => call.refused(core, Rejected::rate_limited(0, priority)),
         }
     }
 }

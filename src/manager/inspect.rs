@@ -122,7 +122,7 @@ where
         let settings = self.core().rate_of(&state)?;
         let room = state.rate.headroom(self.core().now(), settings.burst);
         Some(RateNow {
-            rate: state.rate.rate(),
+            rate: self.core().rate_in_force(&state),
             burst: settings.burst,
             available: room.available,
             next_in: std::time::Duration::from_nanos(room.next_in),
@@ -199,7 +199,7 @@ where
             })
             .unwrap_or_default();
         KeySnapshot {
-            rate: core.rate_of(state).map(|_| state.rate.rate()),
+            rate: core.rate_of(state).map(|_| core.rate_in_force(state)),
             active: load.map(|load| load.active),
             queued: load.map(|load| load.queued),
             concurrency_limit: core

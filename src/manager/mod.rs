@@ -78,6 +78,9 @@ pub(crate) struct Shared<K> {
     pub(crate) key_names: Option<Box<KeyNames<K>>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).
     pub(crate) metrics_per_key: bool,
+    /// How the rate store names a key (present with a store).
+    #[cfg(feature = "redis")]
+    pub(crate) store_names: Option<Box<KeyNames<K>>>,
 }
 
 impl<K> Clone for ThrottleManager<K> {

@@ -68,6 +68,10 @@ where
         }
         // The pipeline's first and rate steps, waiting without limit.
         let state = self.key_state_waiting(key).await;
+        #[cfg(feature = "redis")]
+        if core.wait_for_shared_token(&state).await {
+            return;
+        }
         if let Ok(Token::Ahead(token)) =
             core.reserve_token(&state, core.now(), Priority::HIGH, Patience::Unbounded)
         {
@@ -177,7 +181,7 @@ where
         let priority = core.outcome_priority();
         let state = entry.value();
         core.record_outcome(state, priority, CallTimes::at(now), outcome, &telemetry);
-        core.rate_of(state).map(|_| state.rate.rate())
+        core.rate_of(state).map(|_| core.rate_in_force(state))
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -198,7 +202,8 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let state = self.shared.keys.get(key)?;
-        self.core().rate_of(&state).map(|_| state.rate.rate())
+        let core = self.core();
+        core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }
 
     /// Pauses `key`'s rate for `pause`, as a server's `Retry-After` asks:
@@ -237,6 +242,8 @@ where
         let settings = core.rate_of(&state)?;
         let until = now.saturating_add(nanos(pause));
         state.rate.pause_until(until, settings.burst);
+        #[cfg(feature = "redis")]
+        core.share_pause(&state, nanos(pause));
         Some(pause)
     }
 }

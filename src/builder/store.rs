@@ -1,0 +1,61 @@
+//! The builder's rate store: every key's rate shared through Redis
+//! (feature `redis`).
+
+use std::fmt::Display;
+use std::hash::Hash;
+
+use super::ThrottleManagerBuilder;
+use crate::error::Problems;
+use crate::store::RedisStore;
+
+/// # Rates shared across processes
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + Display + 'static,
+{
+    /// Keeps every key's rate in `store`, shared with every process that
+    /// uses a store with the same prefix: their calls to a key take tokens
+    /// from one bucket, and their outcomes move one rate. The key's name in
+    /// Redis is the store's prefix, `:`, and the key as `Display` writes
+    /// it. The throttle and the bulkhead stay local. See
+    /// [`store`](crate::store) for the round trips, what happens when Redis
+    /// does not answer, and which calls use the shared rate.
+    ///
+    /// The manager needs a rate ([`rate`](Self::rate) or an override):
+    /// [`build`](Self::build) says so otherwise, and names any store
+    /// setting out of range (`rate_store.deadline`, ...).
+    ///
+    /// ```no_run
+    /// use portcullis::store::RedisStore;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// # async fn shared() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1:6379/", "crawler").await?;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .rate_store(store)
+    ///     .build()?;
+    /// manager.wait("example.com").await;
+    /// manager.increment("example.com");
+    /// let _shared_rate: Option<f64> = manager.rate("example.com");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate_store(mut self, store: RedisStore) -> Self {
+        self.store = Some((store, Box::new(|key: &K| key.to_string())));
+        self
+    }
+}
+
+/// The store's settings, and that there is a rate to share.
+pub(super) fn check(store: &RedisStore, has_rate: bool, problems: &mut Problems<'_>) {
+    if !has_rate {
+        problems.add(
+            "rate_store",
+            "shares a rate, and the manager has none; call .rate(...)",
+        );
+    }
+    for (field, message) in store.problems() {
+        problems.add(field, message);
+    }
+}

@@ -1,0 +1,108 @@
+-- What one outcome does to the shared rate of KEYS[1]: the same rules as
+-- the local rate cell (src/rate/cell.rs, aimd.rs, usage.rs), on Redis's
+-- clock, keeping the bucket's debt (no fresh burst, no forgiven debt).
+--
+-- ARGV: [1] the time in microseconds since the store's epoch, or '' for
+-- Redis's TIME; [2] the kind: 's' success, 'f' failure (overload), 'c' a
+-- token handed back, 'p' a pause; [3] for 's' and 'f', how long ago the
+-- call was scheduled, in microseconds; for 'c', the tat the decision
+-- stored; for 'p', the pause in microseconds; [4] for 's', how long ago
+-- the call started; for 'c', the interval it was taken at; [5] starting
+-- rate; [6] burst; [7] lower bound; [8] upper bound; [9] increment;
+-- [10] 'sub' or 'mul'; [11] the decrement or factor; [12] cooldown in
+-- microseconds; [13] idle TTL in milliseconds; [14] headroom (how far
+-- above its use successes may raise a rate).
+--
+-- Returns the rate after the outcome, as a string.
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local time = redis.call('TIME')
+  now = (tonumber(time[1]) - 1700000000) * 1000000 + tonumber(time[2])
+end
+local function text(x) return string.format('%.17g', x) end
+local key, kind = KEYS[1], ARGV[2]
+local state = redis.call('HMGET', KEYS[1], 't', 'r', 'f', 'd', 'us', 'uc')
+local starting, burst = tonumber(ARGV[5]), tonumber(ARGV[6])
+local lower, upper = tonumber(ARGV[7]), tonumber(ARGV[8])
+local tat = tonumber(state[1]) or now
+local rate = tonumber(state[2]) or starting
+local last_decrease = tonumber(state[4])
+local changes = {}
+
+local function clamp(r) return math.min(math.max(r, lower), upper) end
+
+-- gcra.rs rescale: the tokens owed stay the same; debt of calls already
+-- scheduled is theirs.
+local function rescale(old_rate, new_rate)
+  local old_interval, new_interval = 1000000 / old_rate, 1000000 / new_rate
+  local anchor = math.max(now, tat - old_interval * burst)
+  if tat <= anchor or old_interval == new_interval then return end
+  tat = anchor + (tat - anchor) * new_interval / old_interval
+  table.insert(changes, 't'); table.insert(changes, text(tat))
+end
+
+local function set_rate(new_rate, fell)
+  rescale(rate, new_rate)
+  rate = new_rate
+  table.insert(changes, 'r'); table.insert(changes, text(rate))
+  table.insert(changes, 'f'); table.insert(changes, fell)
+end
+
+if kind == 's' then
+  local scheduled = now - tonumber(ARGV[3])
+  local started = now - tonumber(ARGV[4])
+  if (last_decrease == nil or scheduled >= last_decrease) and rate < upper then
+    -- usage.rs: successes a second over a window of 1 to 2 seconds.
+    local window = 1000000
+    local since = tonumber(state[5]) or started
+    local count = tonumber(state[6]) or 0
+    local elapsed = math.max(started - since, 0)
+    if elapsed >= 2 * window then
+      count = count * window / elapsed
+      since = started - window
+      elapsed = window
+    end
+    count = count + 1
+    local used = count / (elapsed / 1000000 + 1 / rate)
+    table.insert(changes, 'us'); table.insert(changes, text(since))
+    table.insert(changes, 'uc'); table.insert(changes, text(count))
+    local ceiling = math.max(tonumber(ARGV[14]) * used, starting)
+    local new_rate = math.max(math.min(clamp(rate + tonumber(ARGV[9])), ceiling), rate)
+    if new_rate ~= rate then set_rate(new_rate, 0) end
+  end
+elseif kind == 'f' then
+  local scheduled = now - tonumber(ARGV[3])
+  local cooldown = tonumber(ARGV[12])
+  local news = last_decrease == nil or scheduled >= last_decrease
+  if news and (last_decrease == nil or now >= last_decrease + cooldown) then
+    table.insert(changes, 'd'); table.insert(changes, text(now))
+    local step = tonumber(ARGV[11])
+    local lowered
+    if ARGV[10] == 'mul' then lowered = rate * step else lowered = rate - step end
+    local new_rate = clamp(lowered)
+    if new_rate ~= rate then set_rate(new_rate, 1) end
+  end
+elseif kind == 'c' then
+  -- gcra.rs cancel: only the last token taken goes back.
+  if state[1] == ARGV[3] then
+    tat = tat - tonumber(ARGV[4])
+    table.insert(changes, 't'); table.insert(changes, text(tat))
+  end
+elseif kind == 'p' then
+  -- cell.rs pause_until: no call starts before the pause ends.
+  local paused = now + tonumber(ARGV[3]) + (1000000 / rate) * (burst - 1)
+  if paused > tat then
+    tat = paused
+    table.insert(changes, 't'); table.insert(changes, text(tat))
+  end
+end
+if #changes > 0 then
+  if state[2] == false then
+    table.insert(changes, 'r'); table.insert(changes, text(rate))
+  end
+  redis.call('HSET', key, unpack(changes))
+  redis.call('PEXPIRE', key, math.ceil(math.max(tat - now, 0) / 1000) + tonumber(ARGV[13]))
+end
+return text(rate)

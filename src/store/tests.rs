@@ -1,0 +1,294 @@
+//! The scripts against the local rate cell: the same sequence of events,
+//! on a real `redis-server` with its time pinned by the test and on the
+//! local cell with the same times, must give the same decisions and rates.
+
+#[path = "../../tests/support/redis.rs"]
+mod redis_server;
+
+use proptest::prelude::*;
+
+use super::{Decision, RedisStore, Report, SharedKey};
+use crate::clock::Nanos;
+use crate::rate::RateConfig;
+use crate::rate::cell::{RateCell, Reservation};
+use crate::rate::config::RateSettings;
+
+const START: Nanos = 1_000_000_000_000_000; // about 11.6 days, in ns
+
+#[derive(Debug, Clone)]
+enum Op {
+    Check,
+    Wait,
+    WaitUpTo(u64),
+    CancelLast,
+    Success,
+    Failure,
+    Pause(u64),
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Check),
+        3 => Just(Op::Wait),
+        2 => (0u64..500_000).prop_map(Op::WaitUpTo),
+        1 => Just(Op::CancelLast),
+        3 => Just(Op::Success),
+        2 => Just(Op::Failure),
+        1 => (0u64..2_000_000).prop_map(Op::Pause),
+        4 => (1u64..400_000).prop_map(Op::Advance),
+    ]
+}
+
+/// Settings whose upper bound is the starting rate: successes then never
+/// meet rate validation's ceiling (use is measured in the local cell with
+/// millisecond stamps, in the script in exact microseconds; tested apart).
+fn config() -> impl Strategy<Value = RateConfig> {
+    (5.0f64..200.0, 1u32..6, 0.1f64..10.0, 0.2f64..0.9, 0u64..300).prop_map(
+        |(start, burst, increment, factor, cooldown_ms)| {
+            RateConfig::new(start)
+                .burst(burst)
+                .bounds(1.0, start)
+                .increment(increment)
+                .decrease_factor(factor)
+                .decrease_cooldown(std::time::Duration::from_millis(cooldown_ms))
+        },
+    )
+}
+
+fn micros(at: Nanos) -> f64 {
+    at as f64 / 1e3
+}
+
+/// Waits that agree to within a microsecond, or 1e-6 of their length
+/// (the script counts in floating-point microseconds, the cell in
+/// integer nanoseconds).
+fn close(local: Nanos, shared: Nanos) -> bool {
+    let tolerance = 1_000.0 + local as f64 * 1e-6;
+    (local as f64 - shared as f64).abs() <= tolerance
+}
+
+struct Pair {
+    store: RedisStore,
+    shared: SharedKey,
+    cell: RateCell,
+    settings: RateSettings,
+    now: Nanos,
+    /// The last token taken on each side, for `CancelLast`.
+    last: Option<(Reservation, super::Grant)>,
+    /// When the last admitted call was scheduled, for outcomes.
+    scheduled: Nanos,
+}
+
+impl Pair {
+    /// One decision on both sides; `Err` describes a disagreement, and
+    /// `Ok(false)` a tie at the boundary (within the resolution), after
+    /// which the two may part ways.
+    async fn decide(&mut self, max_wait: Option<Nanos>) -> Result<bool, String> {
+        let local = self.cell.reserve(
+            self.now,
+            self.settings.burst,
+            max_wait.unwrap_or(Nanos::MAX),
+        );
+        let shared = self
+            .store
+            .decide(
+                &self.shared,
+                &self.settings,
+                max_wait,
+                0,
+                Some(micros(self.now)),
+            )
+            .await;
+        match (local, shared) {
+            (Ok(reservation), Decision::Granted(grant)) => {
+                let local_wait = reservation.slot.start - self.now;
+                if !close(local_wait, grant.wait) {
+                    return Err(format!("waits {local_wait} and {}", grant.wait));
+                }
+                self.last = Some((reservation, grant));
+                self.scheduled = self.now;
+                Ok(true)
+            }
+            (Err(local_wait), Decision::Refused { wait }) => {
+                if close(local_wait, wait) {
+                    Ok(true)
+                } else {
+                    Err(format!("refusals' waits {local_wait} and {wait}"))
+                }
+            }
+            (local, shared) => {
+                let local_wait = match local {
+                    Ok(reservation) => reservation.slot.start - self.now,
+                    Err(wait) => wait,
+                };
+                let limit = max_wait.unwrap_or(Nanos::MAX);
+                if local_wait.abs_diff(limit) <= 2_000 {
+                    Ok(false)
+                } else {
+                    Err(format!("local {local:?}, shared {shared:?}"))
+                }
+            }
+        }
+    }
+
+    async fn report(&mut self, report: Report) -> Option<f64> {
+        let key = self.shared.redis_key.clone();
+        let pinned = Some(micros(self.now));
+        self.store
+            .send(&key, &report, &self.settings, 0, pinned)
+            .await
+    }
+}
+
+fn same_rate(local: f64, shared: f64) -> bool {
+    (local - shared).abs() <= 1e-9 * local.max(1.0)
+}
+
+impl Pair {
+    async fn new(url: &str, key: &str, config: RateConfig) -> Self {
+        let store = RedisStore::connect(url, "differential").await.unwrap();
+        let settings = RateSettings::for_test(config);
+        Self {
+            shared: SharedKey::new(store.redis_key(key)),
+            store,
+            cell: RateCell::new(settings.starting_rate, START),
+            settings,
+            now: START,
+            last: None,
+            scheduled: START,
+        }
+    }
+}
+
+async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(), String> {
+    let mut pair = Pair::new(url, &case.to_string(), config).await;
+    for (step, op) in ops.into_iter().enumerate() {
+        let agreed = match op.clone() {
+            Op::Check => pair.decide(Some(0)).await?,
+            Op::Wait => pair.decide(None).await?,
+            Op::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
+            Op::CancelLast => {
+                if let Some((reservation, grant)) = pair.last.take() {
+                    pair.cell.cancel(reservation);
+                    pair.report(Report::Cancel(grant)).await;
+                }
+                true
+            }
+            Op::Success => {
+                let ago = pair.now - pair.scheduled;
+                let change =
+                    pair.cell
+                        .increase(|| pair.now, pair.scheduled, pair.scheduled, &pair.settings);
+                let shared = pair
+                    .report(Report::Success {
+                        scheduled_ago: ago,
+                        started_ago: ago,
+                    })
+                    .await
+                    .ok_or("no answer")?;
+                if !same_rate(change.to, shared) {
+                    return Err(format!(
+                        "step {step}: success: rates {} and {shared}",
+                        change.to
+                    ));
+                }
+                true
+            }
+            Op::Failure => {
+                let ago = pair.now - pair.scheduled;
+                let change = pair.cell.decrease(pair.now, pair.scheduled, &pair.settings);
+                let shared = pair
+                    .report(Report::Failure { scheduled_ago: ago })
+                    .await
+                    .ok_or("no answer")?;
+                if !same_rate(change.to, shared) {
+                    return Err(format!(
+                        "step {step}: failure: rates {} and {shared}",
+                        change.to
+                    ));
+                }
+                true
+            }
+            Op::Pause(us) => {
+                let until = pair.now + us * 1_000;
+                pair.cell.pause_until(until, pair.settings.burst);
+                pair.report(Report::Pause(us * 1_000)).await;
+                true
+            }
+            Op::Advance(us) => {
+                pair.now += us * 1_000;
+                true
+            }
+        };
+        if !agreed {
+            return Ok(()); // a tie within the resolution: the two may part
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_scripts_decide_as_the_local_cell_does() {
+    let Some(server) =
+        redis_server::RedisServer::start("the_scripts_decide_as_the_local_cell_does")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(96));
+    let case = std::cell::Cell::new(0);
+    let cases = (config(), proptest::collection::vec(op(), 1..80));
+    runner
+        .run(&cases, |(config, ops)| {
+            case.set(case.get() + 1); // a fresh key each case: cases share no state
+            let result = runtime.block_on(run(&server.url(), case.get(), config, ops));
+            prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
+    let Some(server) =
+        redis_server::RedisServer::start("the_scripts_hold_growth_to_use_as_the_local_cell_does")
+    else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // Calls at 20/s for 10 s, every one a success, from 10/s with
+        // room to 200/s: both stop near 1.5 times the use (30/s).
+        let config = RateConfig::new(10.0).bounds(1.0, 200.0).increment(1.0);
+        let mut pair = Pair::new(&server.url(), "growth", config).await;
+        for call in 0..200 {
+            if call > 0 {
+                pair.now += 50_000_000;
+            }
+            assert!(pair.decide(Some(0)).await.unwrap());
+            let local = pair
+                .cell
+                .increase(|| pair.now, pair.now, pair.now, &pair.settings)
+                .to;
+            let success = Report::Success {
+                scheduled_ago: 0,
+                started_ago: 0,
+            };
+            let shared = pair.report(success).await.unwrap();
+            pair.shared.set_rate(shared);
+            assert!(
+                (local - shared).abs() <= 0.02 * local,
+                "local {local}, shared {shared}"
+            );
+        }
+        let rate = pair.shared.rate().unwrap();
+        assert!((28.0..=33.0).contains(&rate), "shared rate {rate}");
+    });
+}

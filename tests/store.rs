@@ -1,0 +1,278 @@
+//! Rates shared through a real `redis-server` (feature `redis`): managers
+//! with their own connections, as separate processes would have, share one
+//! bucket and one learned rate; Redis killed, restarted or frozen mid-run.
+//!
+//! Redis keeps real time, so these tests do too; each asserts what a
+//! round trip cannot blur (counts within one token, a deadline not a hang).
+//! Real separate processes are in `tests/store_fleet.rs`.
+
+#![cfg(feature = "redis")]
+
+#[path = "support/redis.rs"]
+mod redis_server;
+
+use std::time::Duration;
+
+use portcullis::store::{RedisStore, WhenUnavailable};
+use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+use redis_server::RedisServer;
+use tokio::time::Instant;
+
+async fn manager(url: &str, config: RateConfig) -> ThrottleManager<String> {
+    manager_with(url, config, |store| store).await
+}
+
+async fn manager_with(
+    url: &str,
+    config: RateConfig,
+    store: impl FnOnce(RedisStore) -> RedisStore,
+) -> ThrottleManager<String> {
+    let connected = RedisStore::connect(url, "test").await.unwrap();
+    ThrottleManager::<String>::builder()
+        .rate(config)
+        .rate_store(store(connected))
+        .build()
+        .unwrap()
+}
+
+/// Calls `wait` on `key` in a loop until `until`; how many calls it let go.
+async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
+    let mut calls = 0;
+    loop {
+        manager.wait(key).await;
+        if Instant::now() >= until {
+            return calls;
+        }
+        calls += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_managers_share_one_fixed_quota() {
+    let Some(server) = RedisServer::start("four_managers_share_one_fixed_quota") else {
+        return;
+    };
+    let quota = RateConfig::new(20.0).burst(2).bounds(20.0, 20.0);
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut loops = Vec::new();
+    for _ in 0..4 {
+        let manager = manager(&server.url(), quota.clone()).await;
+        loops.push(tokio::spawn(calls_until(manager, "api", until)));
+    }
+    let mut total = 0;
+    for calls in loops {
+        total += calls.await.unwrap();
+    }
+    // 2 s at 20/s plus the burst: 42, where four unshared quotas let 168 go.
+    assert!((36..=43).contains(&total), "{total} calls in 2 s");
+}
+
+#[tokio::test]
+async fn a_failure_one_manager_sees_lowers_the_rate_for_all() {
+    let Some(server) = RedisServer::start("a_failure_one_manager_sees_lowers_the_rate_for_all")
+    else {
+        return;
+    };
+    let config = RateConfig::new(40.0).bounds(1.0, 40.0).decrease_factor(0.5);
+    let seeing = manager(&server.url(), config.clone()).await;
+    let other = manager(&server.url(), config).await;
+    seeing.wait("host").await;
+    other.wait("host").await;
+    assert_eq!(other.rate("host"), Some(40.0));
+    seeing.decrement("host"); // sent in the background
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while other.rate("host") != Some(20.0) {
+        assert!(Instant::now() < deadline, "rate {:?}", other.rate("host"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        other.wait("host").await; // each decision brings the shared rate back
+    }
+    assert_eq!(seeing.rate("host"), Some(20.0));
+}
+
+#[tokio::test]
+async fn a_cancelled_wait_hands_its_shared_token_back() {
+    let Some(server) = RedisServer::start("a_cancelled_wait_hands_its_shared_token_back") else {
+        return;
+    };
+    let one_a_second = RateConfig::new(1.0).burst(1).bounds(1.0, 1.0);
+    let manager = manager(&server.url(), one_a_second).await;
+    let start = Instant::now();
+    let _first = manager.acquire("api", Priority::HIGH).await.unwrap();
+    // The next token is a second away; this wait gives up after 100 ms.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        manager.acquire("api", Priority::HIGH),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    tokio::time::sleep(Duration::from_millis(50)).await; // the hand-back's round trip
+    let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
+    // Its token was the one given back: one second after the first, not two.
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(950) && waited < Duration::from_millis(1_500),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_run_falls_back_then_rejoins() {
+    let Some(mut server) = RedisServer::start("redis_killed_mid_run_falls_back_then_rejoins")
+    else {
+        return;
+    };
+    let config = RateConfig::new(50.0).bounds(1.0, 100.0);
+    let manager = manager_with(&server.url(), config, |store| {
+        store
+            .deadline(Duration::from_millis(50))
+            .recheck_every(Duration::from_millis(200))
+    })
+    .await;
+    for _ in 0..5 {
+        manager
+            .acquire("host", Priority::HIGH)
+            .await
+            .unwrap()
+            .success();
+    }
+    assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
+
+    server.kill();
+    // Calls go on, paced by the local rate, and no error reaches them.
+    let start = Instant::now();
+    for _ in 0..20 {
+        let permit = manager.acquire("host", Priority::HIGH).await;
+        permit.expect("the local fallback admits").success();
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    let local = manager.rate("host").unwrap();
+    assert!(
+        local > 50.0,
+        "the local rate learned from the successes: {local}"
+    );
+
+    server.restart();
+    assert!(server.command(&["EXISTS", "test:host"]).starts_with(":0"));
+    tokio::time::sleep(Duration::from_millis(300)).await; // past recheck_every
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.command(&["EXISTS", "test:host"]).starts_with(":1") {
+        assert!(Instant::now() < deadline, "never rejoined the shared rate");
+        manager
+            .acquire("host", Priority::HIGH)
+            .await
+            .unwrap()
+            .success();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refusing_mode_refuses_with_its_own_reason() {
+    let Some(mut server) = RedisServer::start("the_refusing_mode_refuses_with_its_own_reason")
+    else {
+        return;
+    };
+    let manager = manager_with(&server.url(), RateConfig::new(50.0), |store| {
+        store
+            .when_unavailable(WhenUnavailable::Refuse)
+            .recheck_every(Duration::from_millis(300))
+    })
+    .await;
+    let _before = manager.acquire("quota", Priority::HIGH).await.unwrap();
+    server.kill();
+    for _ in 0..3 {
+        let refused = manager.acquire("quota", Priority::HIGH).await.unwrap_err();
+        assert_eq!(refused.reason(), RejectReason::StoreUnavailable);
+        assert_eq!(refused.retry_after(), Some(Duration::from_millis(300)));
+    }
+    server.restart();
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while manager.acquire("quota", Priority::HIGH).await.is_err() {
+        assert!(Instant::now() < deadline, "never admitted again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_costs_one_deadline_not_a_hang() {
+    let Some(server) = RedisServer::start("a_frozen_redis_costs_one_deadline_not_a_hang") else {
+        return;
+    };
+    let manager = manager_with(&server.url(), RateConfig::new(100.0), |store| {
+        store
+            .deadline(Duration::from_millis(50))
+            .recheck_every(Duration::from_secs(60))
+    })
+    .await;
+    manager.wait("host").await;
+    server.freeze(true);
+    let start = Instant::now();
+    manager.wait("host").await; // asks, misses the deadline, falls back
+    let first = start.elapsed();
+    let start = Instant::now();
+    for _ in 0..10 {
+        manager.wait("host").await; // marked down: does not ask again
+    }
+    let next = start.elapsed();
+    server.freeze(false);
+    assert!(
+        first >= Duration::from_millis(50) && first < Duration::from_millis(500),
+        "{first:?}"
+    );
+    // Ten calls at the local 100/s: about 100 ms, with no deadline paid.
+    assert!(next < Duration::from_millis(300), "{next:?}");
+}
+
+#[tokio::test]
+async fn calls_that_never_wait_decide_locally() {
+    let Some(server) = RedisServer::start("calls_that_never_wait_decide_locally") else {
+        return;
+    };
+    let manager = manager(&server.url(), RateConfig::new(10.0).burst(2)).await;
+    assert!(manager.check("api").is_ok());
+    assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
+    assert!(
+        manager.check("api").is_err(),
+        "the local bucket's burst is spent"
+    );
+    assert!(
+        server.command(&["EXISTS", "test:api"]).starts_with(":0"),
+        "no round trip was made"
+    );
+}
+
+#[tokio::test]
+async fn the_builder_names_what_a_store_lacks() {
+    let Some(server) = RedisServer::start("the_builder_names_what_a_store_lacks") else {
+        return;
+    };
+    let store = RedisStore::connect(&server.url(), "test").await.unwrap();
+    let error = ThrottleManager::<String>::builder()
+        .bulkhead(portcullis::BulkheadConfig::new(4))
+        .rate_store(store.deadline(Duration::ZERO))
+        .build()
+        .unwrap_err();
+    let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["rate_store", "rate_store.deadline"], "{error}");
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_says_so() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{free}/");
+    let error = RedisStore::connect(&url, "test").await.unwrap_err();
+    assert_eq!(error.field(), "url");
+    assert!(
+        error.to_string().contains("no Redis server answered"),
+        "{error}"
+    );
+}

@@ -1,0 +1,123 @@
+//! A real `redis-server` for the rate store's tests, started by the test
+//! on a free loopback port of its own, with no persistence.
+//!
+//! Without `redis-server` on the PATH the tests say they were skipped and
+//! why, unless `PORTCULLIS_REQUIRE_REDIS` is set (`.ci/run` sets it, after
+//! installing the server): then a missing server fails them.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` process; killed when dropped.
+pub(crate) struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl RedisServer {
+    /// Starts a server, or `None` (after saying why) when `redis-server`
+    /// is not installed and the tests are not required to run.
+    pub(crate) fn start(test: &str) -> Option<Self> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            let required = std::env::var_os("PORTCULLIS_REQUIRE_REDIS").is_some();
+            assert!(
+                !required,
+                "{test}: redis-server is not installed, and PORTCULLIS_REQUIRE_REDIS is set"
+            );
+            eprintln!(
+                "SKIPPED {test}: redis-server is not installed (apt-get install redis-server; \
+                 .ci/run installs it and requires these tests)"
+            );
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let mut server = Self { child: None, port };
+        server.restart();
+        Some(server)
+    }
+
+    /// `redis://127.0.0.1:port/`.
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Starts the server (again) on the same port, empty, and waits until
+    /// it answers.
+    pub(crate) fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server (as a crash would).
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops (`true`) or resumes the server's process: a server that
+    /// accepts connections and answers nothing.
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let child = self.child.as_ref().expect("running");
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// Runs a command on the server with redis-cli-free plain RESP, for
+    /// looking at what a store wrote: the reply's text.
+    pub(crate) fn command(&self, args: &[&str]) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut request = format!("*{}\r\n", args.len());
+        for arg in args {
+            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut reply = vec![0; 4096];
+        let n = stream.read(&mut reply).unwrap();
+        String::from_utf8_lossy(&reply[..n]).into_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A frozen server does not die of SIGKILL's absence of a
+            // handler, but resume it anyway so nothing lingers stopped.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
