@@ -1,0 +1,96 @@
+//! A fleet of crawler processes sharing one host's rate through Redis.
+//!
+//! ```text
+//! cargo run --release --features redis --example fleet
+//! ```
+//!
+//! Starts a rate-limited HTTP server on loopback (50 requests/s, burst 5,
+//! 429 beyond, as nginx's `limit_req` answers), a `redis-server` on a free
+//! port (it must be installed: `apt-get install redis-server`), and N
+//! crawler processes of this same program, for N = 2, 4 and 8. Each crawler
+//! runs two request loops through its own manager, for two kinds of limit:
+//!
+//! - a **fixed quota** of 40 requests/s per manager: alone, N processes
+//!   send N times the quota; sharing it, they send the quota;
+//! - the crate's **adaptive** rate (from 10/s): alone, each process probes
+//!   on its own and refusals grow with the fleet; sharing it, the fleet
+//!   learns one rate.
+//!
+//! For each, the table gives what the server saw once the rates settled
+//! (the last 3 s of a fixed run, the last 6 s of an adaptive one), and the
+//! fewest and most requests one process sent.
+
+#[allow(dead_code)] // shared with tests/store_fleet.rs, which reads more
+mod parts;
+#[path = "../../tests/support/redis.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use parts::{Job, Mode};
+use redis_server::RedisServer;
+
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    if let Some(job) = Job::from_env() {
+        // A crawler, started by the fleet below.
+        let tally = runtime.block_on(parts::crawl(&job))?;
+        parts::report(tally);
+        return Ok(());
+    }
+    let Some(redis) = RedisServer::start("the fleet example") else {
+        return Err("the fleet example needs redis-server on the PATH".into());
+    };
+    runtime.block_on(fleets(&redis))
+}
+
+async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let program = vec![std::env::current_exe()?.to_string_lossy().into_owned()];
+    println!(
+        "a server taking {}/s; each process runs 2 request loops\n",
+        parts::CAPACITY
+    );
+    println!(
+        "{:<9} {:>9} {:<7} {:>11} {:>9} {:>9} {:>18}",
+        "limit", "processes", "rate", "sent/s", "refused", "goodput", "per process"
+    );
+    for mode in [Mode::Fixed, Mode::Adaptive] {
+        let (length, settle) = match mode {
+            Mode::Fixed => (Duration::from_secs(4), Duration::from_secs(1)),
+            Mode::Adaptive => (Duration::from_secs(12), Duration::from_secs(6)),
+        };
+        for processes in [2, 4, 8] {
+            for shared in [false, true] {
+                let (server, seen) = parts::start_server().await?;
+                let job = Job {
+                    server,
+                    redis: shared.then(|| redis.url()),
+                    prefix: format!("fleet-{mode:?}-{processes}"),
+                    mode,
+                    length,
+                    callers: 2,
+                };
+                let crawlers = parts::start_fleet(&program, &job, processes);
+                let start = Instant::now();
+                let tallies = tokio::task::spawn_blocking(move || parts::collect(crawlers)).await?;
+                let figures = seen.between(start + settle, (length - settle).as_secs_f64());
+                let sent = tallies.iter().map(|t| t.requests);
+                let (fewest, most) = (sent.clone().min().unwrap_or(0), sent.max().unwrap_or(0));
+                println!(
+                    "{:<9} {:>9} {:<7} {:>11.1} {:>8.1}% {:>8.0}% {:>18}",
+                    format!("{mode:?}").to_lowercase(),
+                    processes,
+                    if shared { "shared" } else { "alone" },
+                    figures.sent_per_second(),
+                    100.0 * figures.refused(),
+                    100.0 * figures.goodput(),
+                    format!("{fewest} to {most}"),
+                );
+            }
+        }
+    }
+    Ok(())
+}

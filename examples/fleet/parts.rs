@@ -1,0 +1,257 @@
+//! The pieces of a fleet: a rate-limited HTTP server, a crawler process's
+//! work, and how a parent starts crawler processes and reads what they did.
+//!
+//! (Also compiled into `tests/store_fleet.rs`.)
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use portcullis::store::RedisStore;
+use portcullis::{Priority, RateConfig, ThrottleManager, overloaded};
+
+/// What the server takes: requests a second, with a burst of 5, and 429
+/// beyond (as nginx's `limit_req` answers).
+pub(crate) const CAPACITY: u32 = 50;
+
+/// When each request reached the server, and whether it was served.
+#[derive(Default)]
+pub(crate) struct Seen {
+    arrivals: Mutex<Vec<(Instant, bool)>>,
+}
+
+/// What the server saw over a span.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerFigures {
+    pub(crate) requests: usize,
+    pub(crate) served: usize,
+    pub(crate) seconds: f64,
+}
+
+impl ServerFigures {
+    /// The share of requests the server refused.
+    pub(crate) fn refused(&self) -> f64 {
+        1.0 - self.served as f64 / self.requests.max(1) as f64
+    }
+
+    /// Requests a second that reached the server.
+    pub(crate) fn sent_per_second(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+
+    /// Served requests a second, over the server's capacity.
+    pub(crate) fn goodput(&self) -> f64 {
+        self.served as f64 / self.seconds / f64::from(CAPACITY)
+    }
+}
+
+impl Seen {
+    /// What arrived from `from` until `seconds` later.
+    pub(crate) fn between(&self, from: Instant, seconds: f64) -> ServerFigures {
+        let to = from + Duration::from_secs_f64(seconds);
+        let arrivals = self.arrivals.lock().unwrap();
+        let late = arrivals.iter().filter(|(at, _)| (from..to).contains(at));
+        let (requests, served) = late.fold((0, 0), |(n, s), &(_, ok)| (n + 1, s + usize::from(ok)));
+        ServerFigures {
+            requests,
+            served,
+            seconds,
+        }
+    }
+}
+
+/// Starts the rate-limited server on a loopback port.
+pub(crate) async fn start_server() -> std::io::Result<(SocketAddr, Arc<Seen>)> {
+    let limit: DefaultDirectRateLimiter = RateLimiter::direct(
+        Quota::per_second(NonZeroU32::new(CAPACITY).unwrap())
+            .allow_burst(NonZeroU32::new(5).unwrap()),
+    );
+    let seen = Arc::new(Seen::default());
+    let state = (Arc::new(limit), Arc::clone(&seen));
+    let app = Router::new().fallback(
+        |State((limit, seen)): State<(Arc<DefaultDirectRateLimiter>, Arc<Seen>)>| async move {
+            let served = limit.check().is_ok();
+            seen.arrivals.lock().unwrap().push((Instant::now(), served));
+            if served {
+                StatusCode::OK
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app.with_state(state)).await });
+    Ok((addr, seen))
+}
+
+/// How each crawler limits itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A fixed quota of 40 requests a second.
+    Fixed,
+    /// The crate's default adaptive rate, from 10/s.
+    Adaptive,
+}
+
+impl Mode {
+    pub(crate) fn config(self) -> RateConfig {
+        match self {
+            Mode::Fixed => RateConfig::new(40.0).bounds(40.0, 40.0),
+            Mode::Adaptive => RateConfig::new(10.0),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Fixed => "fixed",
+            Mode::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// One crawler process's job, passed to it in its environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub(crate) server: SocketAddr,
+    /// The shared store's URL; `None`: each process on its own.
+    pub(crate) redis: Option<String>,
+    /// The store's prefix: one per run, so runs share nothing.
+    pub(crate) prefix: String,
+    pub(crate) mode: Mode,
+    pub(crate) length: Duration,
+    /// Concurrent request loops in the process.
+    pub(crate) callers: usize,
+}
+
+impl Job {
+    fn to_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("FLEET_SERVER", self.server.to_string()),
+            ("FLEET_REDIS", self.redis.clone().unwrap_or_default()),
+            ("FLEET_PREFIX", self.prefix.clone()),
+            ("FLEET_MODE", self.mode.name().to_owned()),
+            ("FLEET_MILLIS", self.length.as_millis().to_string()),
+            ("FLEET_CALLERS", self.callers.to_string()),
+        ]
+    }
+
+    /// The job this process was started for, if it was started as a
+    /// crawler.
+    pub(crate) fn from_env() -> Option<Self> {
+        let var = |name| std::env::var(name).ok();
+        Some(Self {
+            server: var("FLEET_SERVER")?.parse().ok()?,
+            redis: var("FLEET_REDIS").filter(|url| !url.is_empty()),
+            prefix: var("FLEET_PREFIX")?,
+            mode: match var("FLEET_MODE")?.as_str() {
+                "fixed" => Mode::Fixed,
+                _ => Mode::Adaptive,
+            },
+            length: Duration::from_millis(var("FLEET_MILLIS")?.parse().ok()?),
+            callers: var("FLEET_CALLERS")?.parse().ok()?,
+        })
+    }
+}
+
+/// What one crawler did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Tally {
+    pub(crate) requests: u64,
+    pub(crate) refused: u64,
+}
+
+/// A crawler's work: `callers` loops calling the server through one
+/// manager (sharing its rate through Redis if the job says so) until the
+/// job's length has passed. A 429 is overload.
+pub(crate) async fn crawl(job: &Job) -> Result<Tally, Box<dyn std::error::Error + Send + Sync>> {
+    let mut builder = ThrottleManager::<String>::builder().rate(job.mode.config());
+    if let Some(url) = &job.redis {
+        // Eight processes and Redis on two cores: a round trip can take
+        // longer than the default deadline of 50 ms, and each miss would
+        // put the process on its local rate for a second.
+        let store = RedisStore::connect(url, &job.prefix).await?;
+        builder = builder.rate_store(store.deadline(Duration::from_millis(200)));
+    }
+    let manager = builder.build()?;
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/", job.server);
+    let until = Instant::now() + job.length;
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let mut loops = Vec::new();
+    for _ in 0..job.callers {
+        let (manager, client, url, tally) = (
+            manager.clone(),
+            client.clone(),
+            url.clone(),
+            Arc::clone(&tally),
+        );
+        loops.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                let answer = manager
+                    .call("host", Priority::MEDIUM, || async {
+                        let response = client.get(&url).send().await.map_err(overloaded)?;
+                        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                            return Err(overloaded(std::io::Error::other("429")));
+                        }
+                        Ok(())
+                    })
+                    .await;
+                let mut tally = tally.lock().unwrap();
+                tally.requests += 1;
+                tally.refused += u64::from(answer.is_err());
+            }
+        }));
+    }
+    for task in loops {
+        task.await?;
+    }
+    let tally = *tally.lock().unwrap();
+    Ok(tally)
+}
+
+/// The line a crawler prints for its parent.
+pub(crate) fn report(tally: Tally) {
+    println!("portcullis-fleet {} {}", tally.requests, tally.refused);
+}
+
+/// Starts `processes` crawlers: this program again (`program` with
+/// `args`), each with `job` in its environment.
+pub(crate) fn start_fleet(program: &[String], job: &Job, processes: usize) -> Vec<Child> {
+    (0..processes)
+        .map(|_| {
+            Command::new(&program[0])
+                .args(&program[1..])
+                .envs(job.to_env())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a crawler process starts")
+        })
+        .collect()
+}
+
+/// Waits for every crawler and reads what each did.
+pub(crate) fn collect(fleet: Vec<Child>) -> Vec<Tally> {
+    fleet
+        .into_iter()
+        .map(|child| {
+            let output = child.wait_with_output().expect("a crawler ends");
+            let text = String::from_utf8_lossy(&output.stdout);
+            let line = text
+                .lines()
+                .find_map(|line| line.split("portcullis-fleet ").nth(1))
+                .unwrap_or_else(|| panic!("a crawler failed ({}): {text}", output.status));
+            let mut numbers = line.split(' ').map(|n| n.parse().unwrap_or(0));
+            Tally {
+                requests: numbers.next().unwrap_or(0),
+                refused: numbers.next().unwrap_or(0),
+            }
+        })
+        .collect()
+}

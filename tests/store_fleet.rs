@@ -1,0 +1,127 @@
+//! Real separate processes sharing one rate through a real `redis-server`,
+//! against a real rate-limited HTTP server (50 requests/s, 429 beyond), as
+//! in `examples/fleet`: this test binary starts copies of itself as the
+//! crawlers (`fleet_worker`), each with its own manager and connection.
+//!
+//! `cargo test --all-features --test store_fleet -- --nocapture` prints
+//! the figures.
+
+#![cfg(feature = "redis")]
+
+#[path = "../examples/fleet/parts.rs"]
+mod parts;
+#[path = "support/redis.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use parts::{Job, Mode, ServerFigures, Tally};
+use redis_server::RedisServer;
+
+/// A crawler of the fleet tests: started by them, with its job in its
+/// environment (run by hand, it has none and does nothing).
+#[test]
+#[ignore = "a crawler process, started by the fleet tests"]
+fn fleet_worker() {
+    let Some(job) = Job::from_env() else {
+        eprintln!("fleet_worker: no job in the environment; the fleet tests start it");
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tally = runtime
+        .block_on(parts::crawl(&job))
+        .expect("the crawl runs");
+    parts::report(tally);
+}
+
+/// This test binary, running only `fleet_worker`.
+fn crawler_program() -> Vec<String> {
+    let me = std::env::current_exe().unwrap();
+    [
+        me.to_string_lossy().as_ref(),
+        "fleet_worker",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// `processes` crawlers for `length`; what the server saw after `settle`.
+async fn fleet(
+    redis: Option<&RedisServer>,
+    mode: Mode,
+    processes: usize,
+    length: Duration,
+    settle: Duration,
+) -> (ServerFigures, Vec<Tally>) {
+    let (server, seen) = parts::start_server().await.unwrap();
+    let job = Job {
+        server,
+        redis: redis.map(RedisServer::url),
+        prefix: format!("fleet-{mode:?}-{processes}"),
+        mode,
+        length,
+        callers: 2,
+    };
+    let crawlers = parts::start_fleet(&crawler_program(), &job, processes);
+    // The crawlers count their length from when they are up; the first
+    // call each makes reaches the server about then.
+    let start = Instant::now();
+    let tallies = tokio::task::spawn_blocking(move || parts::collect(crawlers))
+        .await
+        .unwrap();
+    let seconds = (length - settle).as_secs_f64();
+    let figures = seen.between(start + settle, seconds);
+    let shared = if redis.is_some() { "shared" } else { "alone" };
+    println!(
+        "{processes} processes, {mode:?}, {shared}: {:.1} requests/s reached the server, \
+         {:.1} % refused, goodput {:.0} % of its capacity",
+        figures.sent_per_second(),
+        100.0 * figures.refused(),
+        100.0 * figures.goodput()
+    );
+    (figures, tallies)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_hold_one_fixed_quota_between_them() {
+    let Some(redis) = RedisServer::start("four_processes_hold_one_fixed_quota_between_them") else {
+        return;
+    };
+    let (length, settle) = (Duration::from_secs(4), Duration::from_secs(1));
+    let (shared, tallies) = fleet(Some(&redis), Mode::Fixed, 4, length, settle).await;
+    let (alone, _) = fleet(None, Mode::Fixed, 4, length, settle).await;
+    // The server sees the quota of 40/s, not four times it.
+    assert!(shared.sent_per_second() <= 42.0, "{shared:?}");
+    assert!(shared.sent_per_second() >= 36.0, "{shared:?}");
+    assert!(shared.refused() <= 0.02, "{shared:?}");
+    assert!(
+        tallies.iter().all(|t| t.requests > 0),
+        "every process called: {tallies:?}"
+    );
+    // Each on its own, they send 160/s and most are refused.
+    assert!(alone.refused() >= 0.5, "{alone:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_processes_learn_one_rate_with_few_refusals() {
+    let Some(redis) = RedisServer::start("eight_processes_learn_one_rate_with_few_refusals") else {
+        return;
+    };
+    let (length, settle) = (Duration::from_secs(12), Duration::from_secs(6));
+    let (shared, _) = fleet(Some(&redis), Mode::Adaptive, 8, length, settle).await;
+    let (alone, _) = fleet(None, Mode::Adaptive, 8, length, settle).await;
+    assert!(shared.refused() <= 0.08, "{shared:?}");
+    assert!(shared.goodput() >= 0.9, "{shared:?}");
+    // Each learning on its own, they interfere: more refusals.
+    assert!(
+        alone.refused() > shared.refused(),
+        "{alone:?} against {shared:?}"
+    );
+}
