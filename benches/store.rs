@@ -1,0 +1,163 @@
+//! Decisions through Redis on loopback: `acquire` on a manager whose rate
+//! is shared (the decision script), next to a plain GCRA script of the kind
+//! go-redis's `redis_rate` runs (one string key, `GET` and `SET`, Redis's
+//! `TIME`), sent the same way (the redis crate's connection manager, by
+//! hash) in the same run; one caller at a time, and 32 at once. Then the
+//! round trips a decision costs, counted by Redis itself (`INFO
+//! commandstats`).
+//!
+//! Run: `cargo bench --features redis --bench store` (starts its own
+//! `redis-server`, which must be installed). Compare ratios, not times:
+//! these machines are shared and noisy.
+
+#[path = "../tests/support/redis.rs"]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use portcullis::store::RedisStore;
+use portcullis::{Priority, RateConfig, ThrottleManager};
+use redis::aio::ConnectionManager;
+use redis_server::RedisServer;
+use tokio::runtime::Runtime;
+
+/// GCRA in the style of `redis_rate`: the bucket's `tat` in one string key.
+const PLAIN_GCRA: &str = r"
+local time = redis.call('TIME')
+local now = (tonumber(time[1]) - 1700000000) + tonumber(time[2]) / 1000000
+local interval = 1 / tonumber(ARGV[1])
+local tolerance = interval * tonumber(ARGV[2])
+local tat = math.max(tonumber(redis.call('GET', KEYS[1])) or now, now)
+local new_tat = tat + interval
+local wait = new_tat - tolerance - now
+if wait > 0 then
+  return {0, tostring(wait)}
+end
+redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1)
+return {1, '0'}
+";
+
+/// Fast enough that no decision waits.
+const RATE: f64 = 1e6;
+
+/// How long `calls` decisions take with `concurrency` callers at once.
+async fn timed<F, Fut>(calls: u64, concurrency: u64, decide: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let start = Instant::now();
+    let per_caller = calls.div_ceil(concurrency);
+    let callers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let decide = decide.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_caller {
+                    decide().await;
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    start.elapsed()
+}
+
+fn decisions(c: &mut Criterion) {
+    let Some(server) = RedisServer::start("the store bench") else {
+        return;
+    };
+    let runtime = Runtime::new().unwrap();
+    let (manager, plain) = runtime.block_on(async {
+        let store = RedisStore::connect(&server.url(), "bench").await.unwrap();
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(RATE).burst(1_000).bounds(RATE, RATE))
+            .rate_store(store)
+            .build()
+            .unwrap();
+        let client = redis::Client::open(server.url()).unwrap();
+        let plain = ConnectionManager::new(client).await.unwrap();
+        (manager, plain)
+    });
+    let script = redis::Script::new(PLAIN_GCRA);
+
+    let mut group = c.benchmark_group("shared_decision");
+    group.measurement_time(Duration::from_secs(5));
+    for concurrency in [1, 32] {
+        let manager = manager.clone();
+        group.bench_function(format!("portcullis_acquire/{concurrency}"), |b| {
+            b.iter_custom(|calls| {
+                let manager = manager.clone();
+                runtime.block_on(timed(calls, concurrency, move || {
+                    let manager = manager.clone();
+                    async move {
+                        let permit = manager.acquire("host", Priority::HIGH).await.unwrap();
+                        drop(permit); // no outcome: the decision alone
+                    }
+                }))
+            });
+        });
+        let (plain, script) = (plain.clone(), script.clone());
+        group.bench_function(format!("plain_gcra_script/{concurrency}"), |b| {
+            b.iter_custom(|calls| {
+                let (plain, script) = (plain.clone(), script.clone());
+                runtime.block_on(timed(calls, concurrency, move || {
+                    let (mut plain, script) = (plain.clone(), script.clone());
+                    async move {
+                        let answer: (i64, String) = script
+                            .key("bench-plain:host")
+                            .arg(RATE)
+                            .arg(1_000)
+                            .invoke_async(&mut plain)
+                            .await
+                            .unwrap();
+                        assert_eq!(answer.0, 1);
+                    }
+                }))
+            });
+        });
+    }
+    group.finish();
+
+    // Round trips: scripts Redis ran for 1,000 decisions, and for 1,000
+    // decisions each with its outcome reported.
+    let scripts_run = || {
+        let stats = server.command(&["INFO", "commandstats"]);
+        ["cmdstat_evalsha:calls=", "cmdstat_eval:calls="]
+            .iter()
+            .filter_map(|name| {
+                let at = stats.find(name)? + name.len();
+                stats[at..].split(',').next()?.parse::<u64>().ok()
+            })
+            .sum::<u64>()
+    };
+    let before = scripts_run();
+    runtime.block_on(async {
+        for _ in 0..1_000 {
+            drop(manager.acquire("host", Priority::HIGH).await.unwrap());
+        }
+    });
+    let decisions_only = scripts_run() - before;
+    let before = scripts_run();
+    runtime.block_on(async {
+        for _ in 0..1_000 {
+            manager
+                .acquire("host", Priority::HIGH)
+                .await
+                .unwrap()
+                .success();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await; // outcomes land
+    });
+    let with_outcomes = scripts_run() - before;
+    println!(
+        "round trips: {:.2} per decision; {:.2} per decision with its outcome",
+        decisions_only as f64 / 1_000.0,
+        with_outcomes as f64 / 1_000.0
+    );
+}
+
+criterion_group!(benches, decisions);
+criterion_main!(benches);
