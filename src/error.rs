@@ -469,8 +469,10 @@ impl Rejected {
 
     /// When the call could go, where that is known: the next token for
     /// [`RateLimited`](RejectReason::RateLimited), the first evictable key
-    /// for [`KeySpaceFull`](RejectReason::KeySpaceFull); `None` for a
-    /// throttled call, whose chances improve only as its backend recovers.
+    /// for [`KeySpaceFull`](RejectReason::KeySpaceFull), the next time a
+    /// store is asked for [`StoreUnavailable`](RejectReason::StoreUnavailable);
+    /// `None` for a throttled call, whose chances improve only as its
+    /// backend recovers.
     ///
     /// ```
     /// # use portcullis::*;
