@@ -276,3 +276,43 @@ async fn connecting_to_nothing_says_so() {
         "{error}"
     );
 }
+
+/// Two replicas of an API, each with its own manager and server layer,
+/// hold one tenant to one quota: a burst of 5 between them, then 429s
+/// with `Retry-After`.
+#[cfg(feature = "tower")]
+#[tokio::test]
+async fn two_server_replicas_hold_a_tenant_to_one_quota() {
+    use portcullis::server::{KeyExtractor, ThrottleLayer};
+    use tower::ServiceExt;
+
+    let Some(server) = RedisServer::start("two_server_replicas_hold_a_tenant_to_one_quota") else {
+        return;
+    };
+    // One call every 5 s: the ten calls take far less than that.
+    let quota = RateConfig::new(0.2).burst(5).bounds(0.2, 0.2);
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let manager = manager(&server.url(), quota.clone()).await;
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "hello" }))
+            .layer(ThrottleLayer::new(
+                manager,
+                KeyExtractor::header("x-api-key"),
+            ));
+        replicas.push(app);
+    }
+    let mut statuses = Vec::new();
+    for call in 0..10 {
+        let request = axum::http::Request::get("/")
+            .header("x-api-key", "tenant-1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let answer = replicas[call % 2].clone().oneshot(request).await.unwrap();
+        if answer.status() == 429 {
+            assert!(answer.headers().contains_key("retry-after"));
+        }
+        statuses.push(answer.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429, 429, 429]);
+}

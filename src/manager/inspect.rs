@@ -111,7 +111,9 @@ where
     }
 
     /// `key`'s rate and what its bucket holds now, if the key is live and
-    /// has a rate. Does not create the key.
+    /// has a rate of its own. Does not create the key. A shared rate's
+    /// bucket is in the store, a round trip away: `None` for it (the layer
+    /// then sends `Retry-After` alone).
     #[cfg(feature = "tower")]
     pub(crate) fn rate_now<Q>(&self, key: &Q) -> Option<RateNow>
     where
@@ -119,10 +121,14 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let state = self.shared.keys.get(key)?;
+        #[cfg(feature = "redis")]
+        if self.core().shared_rate(&state).is_some() {
+            return None;
+        }
         let settings = self.core().rate_of(&state)?;
         let room = state.rate.headroom(self.core().now(), settings.burst);
         Some(RateNow {
-            rate: self.core().rate_in_force(&state),
+            rate: state.rate.rate(),
             burst: settings.burst,
             available: room.available,
             next_in: std::time::Duration::from_nanos(room.next_in),
