@@ -316,3 +316,17 @@ async fn two_server_replicas_hold_a_tenant_to_one_quota() {
     }
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429, 429, 429]);
 }
+
+#[tokio::test]
+async fn scripts_the_server_forgot_are_loaded_again() {
+    let Some(server) = RedisServer::start("scripts_the_server_forgot_are_loaded_again") else {
+        return;
+    };
+    let config = RateConfig::new(10.0).bounds(1.0, 100.0);
+    let manager = manager(&server.url(), config).await;
+    manager.wait("host").await;
+    assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
+    assert!(server.command(&["DEL", "test:host"]).starts_with(":1"));
+    manager.wait("host").await; // EVALSHA answers NOSCRIPT; the script is sent again
+    assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
+}
