@@ -10,6 +10,7 @@
 
 #[path = "support/redis.rs"]
 mod redis_server;
+mod support;
 
 use std::time::Duration;
 
@@ -329,4 +330,36 @@ async fn scripts_the_server_forgot_are_loaded_again() {
     assert!(server.command(&["DEL", "test:host"]).starts_with(":1"));
     manager.wait("host").await; // EVALSHA answers NOSCRIPT; the script is sent again
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
+}
+
+#[tokio::test]
+async fn losing_and_regaining_redis_is_reported() {
+    let Some(mut server) = RedisServer::start("losing_and_regaining_redis_is_reported") else {
+        return;
+    };
+    let (events, _guard) = support::Captured::on_this_thread();
+    let manager = manager_with(&server.url(), RateConfig::new(100.0), |store| {
+        store
+            .deadline(Duration::from_millis(50))
+            .recheck_every(Duration::from_millis(100))
+    })
+    .await;
+    manager.wait("host").await;
+    server.kill();
+    manager.wait("host").await;
+    manager.wait("host").await; // marked down: no second report
+    server.restart();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    manager.wait("host").await;
+    let lines = events.lines();
+    let count = |text: &str| lines.iter().filter(|line| line.contains(text)).count();
+    let lost = "rate store unavailable: each key falls back to its local rate";
+    assert_eq!(count(lost), 1, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(lost) && l.contains("WARN") && l.contains("prefix=\"test\"")),
+        "{lines:#?}"
+    );
+    assert_eq!(count("rate store available again"), 1, "{lines:#?}");
 }

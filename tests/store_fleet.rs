@@ -8,6 +8,8 @@
 
 #![cfg(feature = "redis")]
 
+#[path = "support/limited_server.rs"]
+mod limited_server;
 #[path = "../examples/fleet/parts.rs"]
 mod parts;
 #[path = "support/redis.rs"]
@@ -15,7 +17,8 @@ mod redis_server;
 
 use std::time::{Duration, Instant};
 
-use parts::{Job, Mode, ServerFigures, Tally};
+use limited_server::ServerFigures;
+use parts::{Job, Mode, Tally};
 use redis_server::RedisServer;
 
 /// A crawler of the fleet tests: started by them, with its job in its
@@ -60,7 +63,7 @@ async fn fleet(
     length: Duration,
     settle: Duration,
 ) -> (ServerFigures, Vec<Tally>) {
-    let (server, seen) = parts::start_server().await.unwrap();
+    let (server, seen) = limited_server::start_server().await.unwrap();
     let job = Job {
         server,
         redis: redis.map(RedisServer::url),

@@ -20,6 +20,8 @@
 //! (the last 3 s of a fixed run, the last 6 s of an adaptive one), and the
 //! fewest and most requests one process sent.
 
+#[path = "../../tests/support/limited_server.rs"]
+mod limited_server;
 #[allow(dead_code)] // shared with tests/store_fleet.rs, which reads more
 mod parts;
 #[path = "../../tests/support/redis.rs"]
@@ -51,7 +53,7 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
     let program = vec![std::env::current_exe()?.to_string_lossy().into_owned()];
     println!(
         "a server taking {}/s; each process runs 2 request loops\n",
-        parts::CAPACITY
+        limited_server::CAPACITY
     );
     println!(
         "{:<9} {:>9} {:<7} {:>11} {:>9} {:>9} {:>18}",
@@ -64,7 +66,7 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
         };
         for processes in [2, 4, 8] {
             for shared in [false, true] {
-                let (server, seen) = parts::start_server().await?;
+                let (server, seen) = limited_server::start_server().await?;
                 let job = Job {
                     server,
                     redis: shared.then(|| redis.url()),

@@ -1,95 +1,17 @@
-//! The pieces of a fleet: a rate-limited HTTP server, a crawler process's
-//! work, and how a parent starts crawler processes and reads what they did.
+//! The pieces of a fleet: a crawler process's work, and how a parent
+//! starts crawler processes and reads what they did. The rate-limited
+//! server they call is `tests/support/limited_server.rs`.
 //!
 //! (Also compiled into `tests/store_fleet.rs`.)
 
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
 use axum::http::StatusCode;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use portcullis::store::RedisStore;
 use portcullis::{Priority, RateConfig, ThrottleManager, overloaded};
-
-/// What the server takes: requests a second, with a burst of 5, and 429
-/// beyond (as nginx's `limit_req` answers).
-pub(crate) const CAPACITY: u32 = 50;
-
-/// When each request reached the server, and whether it was served.
-#[derive(Default)]
-pub(crate) struct Seen {
-    arrivals: Mutex<Vec<(Instant, bool)>>,
-}
-
-/// What the server saw over a span.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ServerFigures {
-    pub(crate) requests: usize,
-    pub(crate) served: usize,
-    pub(crate) seconds: f64,
-}
-
-impl ServerFigures {
-    /// The share of requests the server refused.
-    pub(crate) fn refused(&self) -> f64 {
-        1.0 - self.served as f64 / self.requests.max(1) as f64
-    }
-
-    /// Requests a second that reached the server.
-    pub(crate) fn sent_per_second(&self) -> f64 {
-        self.requests as f64 / self.seconds
-    }
-
-    /// Served requests a second, over the server's capacity.
-    pub(crate) fn goodput(&self) -> f64 {
-        self.served as f64 / self.seconds / f64::from(CAPACITY)
-    }
-}
-
-impl Seen {
-    /// What arrived from `from` until `seconds` later.
-    pub(crate) fn between(&self, from: Instant, seconds: f64) -> ServerFigures {
-        let to = from + Duration::from_secs_f64(seconds);
-        let arrivals = self.arrivals.lock().unwrap();
-        let late = arrivals.iter().filter(|(at, _)| (from..to).contains(at));
-        let (requests, served) = late.fold((0, 0), |(n, s), &(_, ok)| (n + 1, s + usize::from(ok)));
-        ServerFigures {
-            requests,
-            served,
-            seconds,
-        }
-    }
-}
-
-/// Starts the rate-limited server on a loopback port.
-pub(crate) async fn start_server() -> std::io::Result<(SocketAddr, Arc<Seen>)> {
-    let limit: DefaultDirectRateLimiter = RateLimiter::direct(
-        Quota::per_second(NonZeroU32::new(CAPACITY).unwrap())
-            .allow_burst(NonZeroU32::new(5).unwrap()),
-    );
-    let seen = Arc::new(Seen::default());
-    let state = (Arc::new(limit), Arc::clone(&seen));
-    let app = Router::new().fallback(
-        |State((limit, seen)): State<(Arc<DefaultDirectRateLimiter>, Arc<Seen>)>| async move {
-            let served = limit.check().is_ok();
-            seen.arrivals.lock().unwrap().push((Instant::now(), served));
-            if served {
-                StatusCode::OK
-            } else {
-                StatusCode::TOO_MANY_REQUESTS
-            }
-        },
-    );
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, app.with_state(state)).await });
-    Ok((addr, seen))
-}
 
 /// How each crawler limits itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,22 +1,15 @@
 -- One call's rate token from the shared bucket of KEYS[1]: the same GCRA
 -- as the local rate cell (src/rate/gcra.rs), on Redis's clock.
 --
--- ARGV: [1] the time in microseconds since the store's epoch, or '' for
--- Redis's own TIME (only tests pin it); [2] the starting rate (calls a
--- second) of a key Redis has no state for; [3] the burst; [4] how long the
--- caller waits at most, in microseconds (-1: however long); [5] how long an
--- idle key's state is kept, in milliseconds.
+-- Runs after now.lua (`now`, `text`). ARGV: [1] the pinned time, or '';
+-- [2] the starting rate (calls a second) of a key Redis has no state for;
+-- [3] the burst; [4] how long the caller waits at most, in microseconds
+-- (-1: however long); [5] how long an idle key's state is kept, in
+-- milliseconds.
 --
 -- Returns {admitted (1 or 0), wait in microseconds, rate, tat after the
 -- call or '', now}; numbers that are not whole are sent as strings, since
 -- Redis turns a Lua number into an integer. A refused call takes nothing.
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local time = redis.call('TIME')
-  now = (tonumber(time[1]) - 1700000000) * 1000000 + tonumber(time[2])
-end
 local state = redis.call('HMGET', KEYS[1], 't', 'r')
 local tat = tonumber(state[1]) or now
 local rate = tonumber(state[2]) or tonumber(ARGV[2])
@@ -26,7 +19,6 @@ local interval = 1000000 / rate
 local new_tat = math.max(tat, now) + interval
 local start = math.max(new_tat - interval * burst, now)
 local wait = start - now
-local function text(x) return string.format('%.17g', x) end
 if max_wait >= 0 and wait > max_wait then
   return {0, text(wait), text(rate), '', text(now)}
 end

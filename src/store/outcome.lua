@@ -2,9 +2,9 @@
 -- the local rate cell (src/rate/cell.rs, aimd.rs, usage.rs), on Redis's
 -- clock, keeping the bucket's debt (no fresh burst, no forgiven debt).
 --
--- ARGV: [1] the time in microseconds since the store's epoch, or '' for
--- Redis's TIME; [2] the kind: 's' success, 'f' failure (overload), 'c' a
--- token handed back, 'p' a pause; [3] for 's' and 'f', how long ago the
+-- Runs after now.lua (`now`, `text`). ARGV: [1] the pinned time, or '';
+-- [2] the kind: 's' success, 'f' failure (overload), 'c' a token handed
+-- back, 'p' a pause; [3] for 's' and 'f', how long ago the
 -- call was scheduled, in microseconds; for 'c', the tat the decision
 -- stored; for 'p', the pause in microseconds; [4] for 's', how long ago
 -- the call started; for 'c', the interval it was taken at; [5] starting
@@ -14,14 +14,6 @@
 -- above its use successes may raise a rate).
 --
 -- Returns the rate after the outcome, as a string.
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local time = redis.call('TIME')
-  now = (tonumber(time[1]) - 1700000000) * 1000000 + tonumber(time[2])
-end
-local function text(x) return string.format('%.17g', x) end
 local key, kind = KEYS[1], ARGV[2]
 local state = redis.call('HMGET', KEYS[1], 't', 'r', 'f', 'd', 'us', 'uc')
 local starting, burst = tonumber(ARGV[5]), tonumber(ARGV[6])

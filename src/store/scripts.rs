@@ -19,8 +19,14 @@ pub(super) struct Scripts {
 impl Scripts {
     pub(super) fn new() -> Self {
         Self {
-            decide: redis::Script::new(include_str!("decide.lua")),
-            outcome: redis::Script::new(include_str!("outcome.lua")),
+            decide: redis::Script::new(concat!(
+                include_str!("now.lua"),
+                include_str!("decide.lua")
+            )),
+            outcome: redis::Script::new(concat!(
+                include_str!("now.lua"),
+                include_str!("outcome.lua")
+            )),
         }
     }
 }

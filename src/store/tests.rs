@@ -141,6 +141,13 @@ impl Pair {
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn same_rate(local: f64, shared: f64) -> bool {
     (local - shared).abs() <= 1e-9 * local.max(1.0)
 }
@@ -235,10 +242,7 @@ fn the_scripts_decide_as_the_local_cell_does() {
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(96));
     let case = std::cell::Cell::new(0);
     let cases = (config(), proptest::collection::vec(op(), 1..80));
@@ -259,10 +263,7 @@ fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         // Calls at 20/s for 10 s, every one a success, from 10/s with
         // room to 200/s: both stop near 1.5 times the use (30/s).

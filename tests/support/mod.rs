@@ -36,6 +36,21 @@ impl Captured {
         captured
     }
 
+    /// A subscriber at debug level for this thread only, until the guard
+    /// is dropped, writing into a new buffer (for a test on a
+    /// current-thread runtime, whose tasks all run on its thread).
+    pub(crate) fn on_this_thread() -> (Self, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || writer.clone())
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
     /// Every line written so far.
     pub(crate) fn lines(&self) -> Vec<String> {
         lines(self.0.lock().unwrap().clone())
