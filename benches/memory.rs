@@ -1,6 +1,9 @@
 //! Bytes per idle key: 1,000,000 String keys, resident memory before and
 //! after, each library measured in a fresh process of its own so neither
-//! inherits the other's freed memory.
+//! inherits the other's freed memory. Keys are made by one `check` each,
+//! and for the last row by one call with its success at one priority
+//! (what a key that has been used holds: its throttle counts that
+//! priority).
 //!
 //! Run: `cargo bench --bench memory`.
 
@@ -8,7 +11,7 @@ use std::num::NonZeroU32;
 use std::process::Command;
 
 use governor::{Quota, RateLimiter};
-use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 const KEYS: usize = 1_000_000;
 
@@ -29,7 +32,10 @@ fn measure(which: &str) {
     let keys = keys();
     let before = resident_bytes();
     match which {
-        "portcullis" | "portcullis+throttle" | "portcullis+throttle+bulkhead" => {
+        "portcullis"
+        | "portcullis+throttle"
+        | "portcullis+throttle+bulkhead"
+        | "portcullis+used" => {
             let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::new(10.0))
                 .max_keys(KEYS);
@@ -42,7 +48,12 @@ fn measure(which: &str) {
             };
             let manager = builder.build().unwrap();
             for key in &keys {
-                manager.check(key.as_str()).unwrap();
+                if which == "portcullis+used" {
+                    let permit = manager.try_acquire(key.as_str(), Priority::MEDIUM).unwrap();
+                    permit.success();
+                } else {
+                    manager.check(key.as_str()).unwrap();
+                }
             }
             assert_eq!(manager.len(), KEYS);
             report(before);
@@ -84,6 +95,7 @@ fn main() {
     let portcullis = run("portcullis");
     let throttled = run("portcullis+throttle");
     let all_three = run("portcullis+throttle+bulkhead");
+    let used = run("portcullis+used");
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
     println!("  governor keyed (DashMap)         {governor:>6.0} B");
     println!(
@@ -97,5 +109,9 @@ fn main() {
     println!(
         "  portcullis, all three controls   {all_three:>6.0} B   {:.2}x governor",
         all_three / governor
+    );
+    println!(
+        "  all three, one success a key     {used:>6.0} B   {:.2}x governor",
+        used / governor
     );
 }

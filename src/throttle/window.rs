@@ -13,9 +13,13 @@
 //! window under a lock (once per bucket length per key): it clears the
 //! expired buckets and recomputes the closed sums. An outcome counted into a
 //! bucket just as it closes reaches the closed sums at the next rotation.
+//!
+//! A priority's counters are allocated when it first counts an outcome:
+//! most keys see one or two of a manager's priorities, and a key that has
+//! counted nothing yet (one only `check`ed) holds no counters at all.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use super::config::ThrottleSettings;
 use super::probability::{self, Counts};
@@ -65,39 +69,35 @@ pub(crate) struct ThrottleWindow {
     /// Whether the last decision shed a call: to report the turns only.
     shedding: AtomicBool,
     rotating: Mutex<()>,
-    levels: usize,
-    /// One allocation for all counters. First the buckets,
-    /// `[slot * levels + priority]`: requests and accepts, packed. Then the
-    /// closed sums, `[BUCKETS * levels + priority * 2]` requests and `+ 1`
-    /// accepts: the sums of every bucket but the newest, as of the last
-    /// rotation.
-    counters: Box<[AtomicU64]>,
+    /// By priority, its counters, once it has counted an outcome.
+    priorities: Box<[OnceLock<Box<Counters>>]>,
+}
+
+/// One priority's counts over the window.
+#[derive(Debug, Default)]
+struct Counters {
+    /// By slot (`bucket % BUCKETS`): requests and accepts, packed.
+    buckets: [AtomicU64; BUCKETS],
+    /// The sums of every bucket but the newest, as of the last rotation:
+    /// requests, then accepts.
+    closed: [AtomicU64; 2],
 }
 
 impl ThrottleWindow {
     /// An empty window for `levels` priorities, its newest bucket `now`'s.
     pub(crate) fn new(levels: u8, now: Nanos, settings: &ThrottleSettings) -> Self {
-        let levels = usize::from(levels);
         Self {
             head: AtomicU64::new(now / settings.bucket),
             clean_from: AtomicU64::new(0),
             shedding: AtomicBool::new(false),
             rotating: Mutex::new(()),
-            levels,
-            counters: (0..(BUCKETS + 2) * levels)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
+            priorities: (0..levels).map(|_| OnceLock::new()).collect(),
         }
     }
 
-    /// The packed counts of `priority` in the bucket at `slot`.
-    fn bucket(&self, slot: usize, priority: usize) -> &AtomicU64 {
-        &self.counters[slot + priority]
-    }
-
-    /// A closed sum of `priority`: `0` requests, `1` accepts.
-    fn closed(&self, priority: usize, which: usize) -> &AtomicU64 {
-        &self.counters[BUCKETS * self.levels + priority * 2 + which]
+    /// The counters of `priority`, if it has counted anything.
+    fn counters(&self, priority: usize) -> Option<&Counters> {
+        self.priorities.get(priority)?.get().map(|c| &**c)
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
@@ -129,7 +129,11 @@ impl ThrottleWindow {
             self.clean_from
                 .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
         }
-        let bucket = self.bucket(self.slot(head), priority);
+        let Some(counters) = self.priorities.get(priority) else {
+            return; // resolved priorities are within the levels
+        };
+        let counters = counters.get_or_init(Box::default);
+        let bucket = &counters.buckets[slot(head)];
         // Accepts never exceed requests, so the requests' half saturates
         // first; past it the bucket keeps what it has (its share of the
         // window is already 2^31 outcomes).
@@ -149,7 +153,7 @@ impl ThrottleWindow {
     /// rejection probability, at `now`: for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
         let head = self.rotate_to(now / settings.bucket);
-        (0..self.levels)
+        (0..self.priorities.len())
             .map(|p| {
                 let probability = if head >= self.clean_from.load(Ordering::Acquire) {
                     0.0
@@ -167,7 +171,8 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(head, self.levels - 1), settings) > 0.0;
+            && probability::rejection(self.seen_by(head, self.priorities.len() - 1), settings)
+                > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {
@@ -184,19 +189,15 @@ impl ThrottleWindow {
     }
 
     fn counts(&self, head: u64, priority: usize) -> Counts {
-        let newest = self
-            .bucket(self.slot(head), priority)
-            .load(Ordering::Acquire);
-        let closed = |i: usize| self.closed(priority, i).load(Ordering::Acquire);
+        let Some(counters) = self.counters(priority) else {
+            return Counts::default();
+        };
+        let newest = counters.buckets[slot(head)].load(Ordering::Acquire);
+        let closed = |i: usize| counters.closed[i].load(Ordering::Acquire);
         Counts {
             requests: (closed(0) + (newest & u64::from(u32::MAX))) as f64,
             accepts: (closed(1) + (newest >> ACCEPT_SHIFT)) as f64,
         }
-    }
-
-    /// Index of the first counter of `bucket`'s slot.
-    fn slot(&self, bucket: u64) -> usize {
-        (bucket % BUCKETS as u64) as usize * self.levels
     }
 
     /// Makes `bucket` the newest, expiring the buckets that fall out of the
@@ -214,29 +215,36 @@ impl ThrottleWindow {
         // The slots of buckets head+1 ..= bucket hold buckets that have now
         // left the window; at most all BUCKETS of them.
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
-        for expired in first..=bucket {
-            let slot = self.slot(expired);
-            for priority in 0..self.levels {
-                self.bucket(slot, priority).store(0, Ordering::Release);
+        let counted = self.priorities.iter().filter_map(OnceLock::get);
+        for counters in counted.clone() {
+            for expired in first..=bucket {
+                counters.buckets[slot(expired)].store(0, Ordering::Release);
             }
         }
         self.head.store(bucket, Ordering::Release);
-        let newest = self.slot(bucket);
-        for priority in 0..self.levels {
+        let newest = slot(bucket);
+        for counters in counted {
             let (mut requests, mut accepts) = (0, 0);
-            for slot in (0..BUCKETS)
-                .map(|b| b * self.levels)
-                .filter(|s| *s != newest)
+            for (_, bucket) in counters
+                .buckets
+                .iter()
+                .enumerate()
+                .filter(|(s, _)| *s != newest)
             {
-                let packed = self.bucket(slot, priority).load(Ordering::Acquire);
+                let packed = bucket.load(Ordering::Acquire);
                 requests += packed & u64::from(u32::MAX);
                 accepts += packed >> ACCEPT_SHIFT;
             }
-            self.closed(priority, 0).store(requests, Ordering::Release);
-            self.closed(priority, 1).store(accepts, Ordering::Release);
+            counters.closed[0].store(requests, Ordering::Release);
+            counters.closed[1].store(accepts, Ordering::Release);
         }
         bucket
     }
+}
+
+/// The slot of `bucket` in a priority's ring of buckets.
+fn slot(bucket: u64) -> usize {
+    (bucket % BUCKETS as u64) as usize
 }
 
 #[cfg(test)]
@@ -259,11 +267,9 @@ mod tests {
         let s = settings();
         let window = ThrottleWindow::new(4, 0, &s);
         window.record(SECOND, 0, Count::Request, &s);
-        let slot = window.slot(window.head.load(Ordering::Acquire));
+        let slot = slot(window.head.load(Ordering::Acquire));
         // As if 2^32 - 1 calls had failed in this bucket.
-        window
-            .bucket(slot, 0)
-            .store(u64::from(u32::MAX), Ordering::Release);
+        window.counters(0).unwrap().buckets[slot].store(u64::from(u32::MAX), Ordering::Release);
         for _ in 0..10 {
             window.record(SECOND, 0, Count::Request, &s);
             window.record(SECOND, 0, Count::Accepted, &s);
