@@ -87,7 +87,9 @@
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
 //! With feature `reqwest`, `client` holds the HTTP client middleware; with
 //! feature `tower`, `server` holds the HTTP server layer; with feature
-//! `sqlx`, `database` says which database errors are overload.
+//! `sqlx`, `database` says which database errors are overload; with
+//! feature `redis`, `store` shares each key's rate across processes through
+//! Redis.
 
 #![forbid(unsafe_code)]
 
