@@ -404,6 +404,26 @@ async fn a_bulkhead_rejection_gives_the_rate_token_back() {
 }
 
 paused_test! {
+async fn a_try_acquire_the_bulkhead_refuses_takes_no_rate_token() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).burst(2).bounds(1.0, 1.0))
+        .bulkhead(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    let busy = manager.try_acquire("db", Priority::HIGH).unwrap(); // token 1 and the slot
+    for _ in 0..3 {
+        let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+        assert_eq!(rejected.reason(), RejectReason::Full);
+    }
+    drop(busy);
+    assert!(
+        manager.try_acquire("db", Priority::HIGH).is_ok(),
+        "token 2 is still there"
+    );
+}
+}
+
+paused_test! {
 async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
