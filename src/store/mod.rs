@@ -45,6 +45,23 @@
 //! never wait, not even for a round trip: they decide on the key's local
 //! rate, as under the fallback.
 //!
+//! # Cancel safety
+//!
+//! As locally: a call dropped while it sleeps for its shared token hands
+//! the token back (one more script, sent without waiting), if no later
+//! token was taken since. A call dropped during the round trip itself may
+//! leave its token taken, since the script may or may not have run: one
+//! call's worth of the rate is lost to the fleet, never given twice.
+//!
+//! # Processes that share a prefix
+//!
+//! They should share the rate's config. Each decision and outcome carries
+//! the config of the process that sends it: the starting rate applies to a
+//! key Redis has no state for, and the bounds and steps to that outcome.
+//! Keys from untrusted input (client addresses behind the server layer)
+//! cost Redis one small hash each until they have been idle for the
+//! store's `idle_ttl`.
+//!
 //! [`check`]: crate::ThrottleManager::check
 //! [`try_acquire`]: crate::ThrottleManager::try_acquire
 
