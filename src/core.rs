@@ -84,6 +84,18 @@ pub(crate) enum Token {
     Ahead(Reservation),
 }
 
+/// A free slot, from [`Core::take_free_slot`].
+#[derive(Debug)]
+pub(crate) enum FreeSlot {
+    NoBulkhead,
+    /// Taken; `filled`: the calls in flight, if it was the last free one.
+    Taken {
+        filled: Option<u32>,
+    },
+    /// None free: the refusal of a call that does not queue.
+    None(Refusal),
+}
+
 /// A call's place in its key's bulkhead, from [`Core::enter_bulkhead`].
 #[derive(Debug)]
 pub(crate) enum Slot {
@@ -467,6 +479,41 @@ impl Core {
                 Ok(Slot::Held)
             }
             Admission::Queued(id) => Ok(Slot::Queued(id)),
+        }
+    }
+
+    /// Steps 3 and 5 at once, for a call that goes on now or not at all:
+    /// a free slot of the key's bulkhead, taken without queueing (no slot
+    /// is free while anyone waits for one). The `bulkhead full` event is
+    /// left to [`Core::slot_taken`], once the call is admitted.
+    #[inline]
+    pub(crate) fn take_free_slot(&self, state: &KeyState) -> FreeSlot {
+        if self.bulkhead.is_none() {
+            return FreeSlot::NoBulkhead;
+        }
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return FreeSlot::NoBulkhead;
+        };
+        match bulkhead.try_acquire(settings) {
+            Ok(active) => FreeSlot::Taken {
+                filled: (active == bulkhead.limit(settings)).then_some(active),
+            },
+            Err(refusal) => FreeSlot::None(refusal),
+        }
+    }
+
+    /// A call admitted with a slot from [`Core::take_free_slot`]: reports
+    /// the bulkhead filling up if the slot was the last (`filled`: the
+    /// calls then in flight).
+    #[inline]
+    pub(crate) fn slot_taken(
+        &self,
+        priority: Priority,
+        filled: Option<u32>,
+        telemetry: &KeyTelemetry,
+    ) {
+        if let Some(active) = filled {
+            events::bulkhead_filled(telemetry.span(), priority, active);
         }
     }
 

@@ -17,7 +17,7 @@ use super::ThrottleManager;
 use crate::bulkhead::limiter::Waiting;
 use crate::bulkhead::queue::WaiterId;
 use crate::clock::Nanos;
-use crate::core::{CallTimes, Core, KeyTelemetry, Patience, Slot, Token};
+use crate::core::{CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Slot, Token};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::metrics;
@@ -476,58 +476,73 @@ where
             #[cfg(feature = "redis")]
             shared: None,
         };
-        if patience == Patience::Never {
-            return Self::slot_then_rate(core, call);
-        }
-        core.bulkhead_has_room(&call.state, priority, patience)?;
         // A shared rate is a round trip away: a caller that waits asks the
-        // store; one that never waits decides on the local rate.
+        // store (the long way); one that never waits decides locally.
         #[cfg(feature = "redis")]
-        if patience != Patience::Never && core.shared_of(&call.state).is_some() {
+        let shared = patience != Patience::Never && core.shared_of(&call.state).is_some();
+        #[cfg(not(feature = "redis"))]
+        let shared = false;
+        let call = if shared {
+            call
+        } else {
+            match Self::free_slot_then_rate(core, call, patience) {
+                Ok(decided) => return decided,
+                Err(call) => call,
+            }
+        };
+        core.bulkhead_has_room(&call.state, priority, patience)?;
+        #[cfg(feature = "redis")]
+        if shared {
             return Err(Stop::Wait(Wait::ForSharedToken(call)));
         }
         Self::rate_then_slot(core, call, patience)
     }
 
-    /// Steps 3 to 5 for a caller that never waits. Nothing can happen
-    /// between the bulkhead's check (step 3) and its slot (step 5) when
-    /// neither the rate nor the queue is waited for, so they are one step:
-    /// the slot is taken before the rate's token and handed back if the
-    /// rate refuses. What the caller sees is what the order above gives (a
-    /// full bulkhead refuses before the rate, and a call it refuses takes
-    /// no token), for one check of the bulkhead instead of two.
+    /// Steps 3 to 5 while the key's bulkhead has a free slot: the healthy
+    /// key's common case. Nothing can happen between the bulkhead's check
+    /// (step 3) and its slot (step 5) when the slot is free and the token
+    /// due now, so the free slot is taken first, and handed back if the
+    /// token is not due now. What the caller sees is what the order above
+    /// gives (a full bulkhead refuses before the rate, a call it refuses
+    /// takes no token, a call that waits for its token holds no slot
+    /// meanwhile), for one look at the bulkhead instead of two.
+    ///
+    /// `Err(call)`: no slot is free and the caller may queue; go the long
+    /// way, with nothing taken.
     #[inline]
-    fn slot_then_rate(core: &Core, mut call: Admitting) -> Result<Ticket, Stop> {
-        let slot =
-            core.enter_bulkhead(&call.state, call.priority, Patience::Never, &call.telemetry)?;
-        let holds_slot = matches!(slot, Slot::Held);
+    fn free_slot_then_rate(
+        core: &Core,
+        mut call: Admitting,
+        patience: Patience,
+    ) -> Result<Result<Ticket, Stop>, Admitting> {
+        let filled = match core.take_free_slot(&call.state) {
+            FreeSlot::NoBulkhead => return Ok(Self::rate_then_slot(core, call, patience)),
+            FreeSlot::Taken { filled } => filled,
+            FreeSlot::None(refusal) if patience == Patience::Never => {
+                return Ok(Err(Stop::Refused(refusal.rejected(call.priority))));
+            }
+            FreeSlot::None(_) => return Err(call),
+        };
         let now = call.times.scheduled;
-        match core.reserve_token(&call.state, now, call.priority, Patience::Never) {
-            // A caller that never waits is given only a token due now.
+        let token = core.reserve_token(&call.state, now, call.priority, patience);
+        Ok(match token {
             Ok(Token::Due(token)) => {
+                core.slot_taken(call.priority, filled, &call.telemetry);
                 call.token = token;
-                Ok(call.admitted(holds_slot))
+                Ok(call.admitted(true))
             }
             Ok(Token::Ahead(token)) => {
-                // Not given to a caller that never waits (a token not due
-                // now is refused); refused all the same.
-                let wait = token.slot.start.saturating_sub(now);
-                let priority = call.priority;
+                // The call waits for its token without a slot, and takes
+                // one (or a place in the queue) once the token is due.
+                call.give_back_slot();
                 call.token = Some(token);
-                if holds_slot {
-                    call.give_back_slot();
-                }
-                Err(Stop::Refused(
-                    call.refused(core, Rejected::rate_limited(wait, priority)),
-                ))
+                Err(Stop::Wait(Wait::ForToken(call, token)))
             }
             Err(rejected) => {
-                if holds_slot {
-                    call.give_back_slot();
-                }
+                call.give_back_slot();
                 Err(Stop::Refused(rejected))
             }
-        }
+        })
     }
 
     /// The rate step on the key's local rate, then the bulkhead.
