@@ -1,0 +1,310 @@
+//! The steps of admitting one call, in the one order they run.
+
+use std::time::Duration;
+
+use tracing::Span;
+
+use super::{Core, FreeSlot, KeyTelemetry, Patience, Slot, Token};
+use crate::bulkhead::limiter::{Admission, Refusal, Waiting};
+use crate::bulkhead::queue::WaiterId;
+use crate::clock::{Nanos, nanos};
+use crate::error::{RejectReason, Rejected};
+use crate::events;
+use crate::key::KeyState;
+use crate::metrics;
+use crate::priority::Priority;
+use crate::rate::cell::Reservation;
+use crate::throttle::window::Count;
+
+/// # Admission: the steps of one call, in the one order they run
+///
+/// The manager's pipeline (`manager/admission.rs`) calls these in turn:
+/// throttle, bulkhead room, rate token, bulkhead slot. Each step takes the
+/// caller's [`Patience`] and decides at once; the two that may have to
+/// wait say so, and their waiting half (`sleep_for_token`,
+/// `wait_in_queue`) is a separate async function, so a call that waits for
+/// nothing runs no async machinery. None waits under [`Patience::Never`].
+impl Core {
+    /// Step 1: whether the throttle lets a call through; a shed call is
+    /// counted as a request, as in the SRE book.
+    ///
+    /// A call the throttle would shed, but whose rate token lies further
+    /// ahead than the caller would wait, is refused by the rate instead and
+    /// not counted: the throttle counts the calls that would otherwise have
+    /// gone to the backend. Otherwise, while a rate at its lower bound turns
+    /// most calls away, every one the throttle shed first would count as a
+    /// request the backend did not accept, and keep the throttle shedding
+    /// long after the backend has recovered. Only the shedding path reads
+    /// the rate.
+    #[inline]
+    pub(crate) fn throttle_admits(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+        span: &Span,
+    ) -> Result<(), Rejected> {
+        let Some((window, settings)) = self.throttle_of(state) else {
+            return Ok(());
+        };
+        let level = usize::from(priority.level());
+        let probability = window.rejection(now, level, settings);
+        if probability == 0.0 {
+            if window.note_shedding(false) {
+                events::shedding(span, priority, probability, false);
+            }
+            return Ok(());
+        }
+        self.maybe_shed(state, now, priority, patience, span, probability)
+    }
+
+    /// Step 1 for a key whose throttle may shed: draws, and sheds or not.
+    fn maybe_shed(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+        span: &Span,
+        probability: f64,
+    ) -> Result<(), Rejected> {
+        if self.draw() >= probability {
+            return Ok(());
+        }
+        let Some((window, settings)) = self.throttle_of(state) else {
+            return Ok(());
+        };
+        if let Some(rate) = self.rate_of(state) {
+            let wait = state.rate.wait(now, rate.burst);
+            if wait > self.patience_for_token(priority, patience) {
+                return Err(Rejected::rate_limited(wait, priority));
+            }
+        }
+        let level = usize::from(priority.level());
+        window.record(now, level, Count::Request, settings);
+        if window.note_shedding(true) {
+            events::shedding(span, priority, probability, true);
+        }
+        Err(Rejected::new(RejectReason::Throttled, priority, None))
+    }
+
+    /// Step 2: a call the bulkhead would turn away anyway is refused before
+    /// it takes a rate token.
+    #[inline]
+    pub(crate) fn bulkhead_has_room(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(), Rejected> {
+        if self.bulkhead.is_none() {
+            return Ok(());
+        }
+        self.bulkhead_room(state, priority, patience)
+    }
+
+    fn bulkhead_room(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<(), Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(());
+        };
+        let refusal = match patience {
+            Patience::Never => bulkhead.has_no_free_slot(settings),
+            _ => bulkhead.would_refuse(settings, usize::from(priority.level())),
+        };
+        refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
+    }
+
+    /// Step 3: the key's next rate token, if the caller waits as long as
+    /// it lies ahead. A token further ahead than that is not taken: the
+    /// rejection says how far ahead it was. Without a rate, no token.
+    #[inline]
+    pub(crate) fn reserve_token(
+        &self,
+        state: &KeyState,
+        now: Nanos,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<Token, Rejected> {
+        let Some(settings) = self.rate_of(state) else {
+            return Ok(Token::Due(None));
+        };
+        let patience = self.patience_for_token(priority, patience);
+        let reservation = state
+            .rate
+            .reserve(now, settings.burst, patience)
+            .map_err(|wait| Rejected::rate_limited(wait, priority))?;
+        Ok(if reservation.slot.start <= now {
+            Token::Due(Some(reservation))
+        } else {
+            Token::Ahead(reservation)
+        })
+    }
+
+    /// Step 3, when the token lies ahead: sleeps until it is due, and
+    /// returns that time. Dropped before then, it hands the token back.
+    pub(crate) async fn sleep_for_token(
+        &self,
+        state: &KeyState,
+        reservation: Reservation,
+    ) -> Nanos {
+        let pending = PendingToken {
+            state,
+            reservation: Some(reservation),
+        };
+        self.clock
+            .sleep_until(Duration::from_nanos(reservation.slot.start))
+            .await;
+        pending.started();
+        reservation.slot.start
+    }
+
+    /// Step 4: a slot of the key's bulkhead, or (if the caller waits) a
+    /// place in its queue. Reports the bulkhead filling up.
+    #[inline]
+    pub(crate) fn enter_bulkhead(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+        telemetry: &KeyTelemetry,
+    ) -> Result<Slot, Rejected> {
+        if self.bulkhead.is_none() {
+            return Ok(Slot::NoBulkhead);
+        }
+        self.take_bulkhead_slot(state, priority, patience, telemetry)
+    }
+
+    fn take_bulkhead_slot(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+        telemetry: &KeyTelemetry,
+    ) -> Result<Slot, Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(Slot::NoBulkhead);
+        };
+        let admission = match patience {
+            Patience::Never => bulkhead.try_acquire(settings).map(Admission::Granted),
+            _ => {
+                let levels = usize::from(self.priorities.levels);
+                bulkhead.enter(settings, usize::from(priority.level()), levels)
+            }
+        };
+        match admission.map_err(|refusal| refusal.rejected(priority))? {
+            Admission::Granted(active) => {
+                if active == bulkhead.limit(settings) {
+                    events::bulkhead_filled(telemetry.span(), priority, active);
+                }
+                Ok(Slot::Held)
+            }
+            Admission::Queued(id) => Ok(Slot::Queued(id)),
+        }
+    }
+
+    /// Steps 3 and 5 at once, for a call that goes on now or not at all:
+    /// a free slot of the key's bulkhead, taken without queueing (no slot
+    /// is free while anyone waits for one). The `bulkhead full` event is
+    /// left to [`Core::slot_taken`], once the call is admitted.
+    #[inline]
+    pub(crate) fn take_free_slot(&self, state: &KeyState) -> FreeSlot {
+        if self.bulkhead.is_none() {
+            return FreeSlot::NoBulkhead;
+        }
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return FreeSlot::NoBulkhead;
+        };
+        match bulkhead.try_acquire(settings) {
+            Ok(active) => FreeSlot::Taken {
+                filled: (active == bulkhead.limit(settings)).then_some(active),
+            },
+            Err(refusal) => FreeSlot::None(refusal),
+        }
+    }
+
+    /// A call admitted with a slot from [`Core::take_free_slot`]: reports
+    /// the bulkhead filling up if the slot was the last (`filled`: the
+    /// calls then in flight).
+    #[inline]
+    pub(crate) fn slot_taken(
+        &self,
+        priority: Priority,
+        filled: Option<u32>,
+        telemetry: &KeyTelemetry,
+    ) {
+        if let Some(active) = filled {
+            events::bulkhead_filled(telemetry.span(), priority, active);
+        }
+    }
+
+    /// Step 4, for a call in the bulkhead's queue: waits for its slot, up
+    /// to the queue timeout (counted from `since`). Dropped while waiting,
+    /// it leaves the queue, handing on a slot it was given meanwhile.
+    pub(crate) async fn wait_in_queue(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        id: WaiterId,
+        since: Nanos,
+        telemetry: &KeyTelemetry,
+    ) -> Result<(), Rejected> {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return Ok(()); // unreachable: only a bulkhead queues
+        };
+        let refused = |refusal: Refusal| refusal.rejected(priority);
+        let _queued = metrics::Queued::enter(telemetry.label());
+        let mut waiting = Waiting::new(bulkhead, usize::from(priority.level()), id);
+        let Some(timeout) = settings.queue_timeout else {
+            return (&mut waiting).await.map_err(refused);
+        };
+        match self
+            .before(since.saturating_add(timeout), &mut waiting)
+            .await
+        {
+            Some(outcome) => outcome.map_err(refused),
+            None => waiting
+                .give_up(RejectReason::QueueTimeout)
+                .map_err(|refusal| {
+                    events::queue_timed_out(telemetry.span(), priority, refusal.load);
+                    refused(refusal)
+                }),
+        }
+    }
+
+    /// How far ahead a rate token may lie for a caller of `patience`.
+    #[inline]
+    pub(crate) fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
+        match patience {
+            Patience::Never | Patience::QueueOnly => 0,
+            Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
+            Patience::Unbounded => Nanos::MAX,
+        }
+    }
+}
+
+/// A token taken for a call that has not started: if dropped before it
+/// starts, hands the token back.
+struct PendingToken<'a> {
+    state: &'a KeyState,
+    reservation: Option<Reservation>,
+}
+
+impl PendingToken<'_> {
+    fn started(mut self) {
+        self.reservation = None;
+    }
+}
+
+impl Drop for PendingToken<'_> {
+    fn drop(&mut self) {
+        if let Some(reservation) = self.reservation.take() {
+            self.state.rate.cancel(reservation);
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The part of a manager that does not know the key type: the clock, each
+//! control's default settings, the priorities, the classifier, and how one
+//! key's controls admit a call and count its outcome.
+//!
+//! Permits talk to this [`Core`], never to the generic manager, so
+//! [`Permit`](crate::Permit) has no key type parameter (tokio's
+//! `SemaphorePermit` holds its `batch_semaphore` the same way). The manager
+//! (`crate::manager`) finds a key's state and hands it here.
+//!
+//! This file holds the types the steps share, the `Core` and how it reads a
+//! key's controls; `admission` the steps of admitting a call, `outcomes`
+//! how a call's end is counted.
+
+mod admission;
+mod outcomes;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tracing::Span;
+
+use crate::bulkhead::config::BulkheadSettings;
+use crate::bulkhead::limiter::{Bulkhead, Refusal};
+use crate::bulkhead::queue::WaiterId;
+use crate::clock::{Clock, Nanos};
+use crate::error::{RejectReason, Rejected};
+use crate::key::KeyState;
+use crate::outcome::Classifier;
+use crate::priority::{Priorities, Priority};
+use crate::rate::cell::Reservation;
+use crate::rate::config::RateSettings;
+use crate::throttle::config::ThrottleSettings;
+use crate::throttle::window::ThrottleWindow;
+
+pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
+
+/// One control of a manager: present when any key may have it. A key has it
+/// with its own settings (kept in its state) or, without them, these.
+#[derive(Debug)]
+pub(crate) struct Control<S> {
+    /// `None`: only keys with their own settings have the control.
+    pub(crate) default: Option<Arc<S>>,
+}
+
+impl<S> Control<S> {
+    /// A key's settings: its own, else the default, if any.
+    #[inline]
+    pub(crate) fn settings<'s>(&'s self, own: Option<&'s S>) -> Option<&'s S> {
+        own.or(self.default.as_deref())
+    }
+}
+
+/// How long a caller would wait: the one difference between
+/// [`try_acquire`](crate::ThrottleManager::try_acquire) and
+/// [`acquire`](crate::ThrottleManager::acquire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// Not at all: no waiting for room in the key space, for a rate token or
+    /// in the bulkhead's queue.
+    Never,
+    /// For room in the key space, for a rate token up to the priority's
+    /// `max_wait`, and in the bulkhead's queue as configured.
+    AsConfigured,
+    /// As configured, but for a rate token however far ahead it lies:
+    /// [`wait`](crate::ThrottleManager::wait).
+    Unbounded,
+    /// In the bulkhead's queue as configured, and nowhere else: no waiting
+    /// for room in the key space or for a rate token. A server answers a
+    /// client over its quota at once rather than hold its connection.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))] // the server layer's
+    QueueOnly,
+}
+
+impl Patience {
+    /// Whether a new key in a full key space waits for room.
+    pub(crate) fn waits_for_room(self) -> bool {
+        matches!(self, Patience::AsConfigured | Patience::Unbounded)
+    }
+}
+
+/// A call's rate token, from [`Core::reserve_token`].
+#[derive(Debug)]
+pub(crate) enum Token {
+    /// Due now (`None`: the key has no rate).
+    Due(Option<Reservation>),
+    /// Taken, but not due until its slot starts: sleep for it.
+    Ahead(Reservation),
+}
+
+/// A free slot, from [`Core::take_free_slot`].
+#[derive(Debug)]
+pub(crate) enum FreeSlot {
+    NoBulkhead,
+    /// Taken; `filled`: the calls in flight, if it was the last free one.
+    Taken {
+        filled: Option<u32>,
+    },
+    /// None free: the refusal of a call that does not queue.
+    None(Refusal),
+}
+
+/// A call's place in its key's bulkhead, from [`Core::enter_bulkhead`].
+#[derive(Debug)]
+pub(crate) enum Slot {
+    NoBulkhead,
+    Held,
+    /// In the queue: wait for the slot with [`Core::wait_in_queue`].
+    Queued(WaiterId),
+}
+
+/// When a permitted call was scheduled by the rate and when it was let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallTimes {
+    /// When the call took its place in the rate's queue: its outcome moves
+    /// the rate only if that was after the rate's last decrease.
+    pub(crate) scheduled: Nanos,
+    /// When the call was admitted: its outcome counts in the throttle's
+    /// bucket of that time.
+    pub(crate) started: Nanos,
+}
+
+impl CallTimes {
+    /// A call scheduled and admitted at the same moment.
+    pub(crate) fn at(now: Nanos) -> Self {
+        Self {
+            scheduled: now,
+            started: now,
+        }
+    }
+}
+
+/// How events and metrics name a key: a span (only while debug events are
+/// enabled) and a metrics label (only with per-key metrics). One pointer,
+/// null on the hot path of a manager with neither.
+#[derive(Debug, Default)]
+pub(crate) struct KeyTelemetry(Option<Box<Names>>);
+
+#[derive(Debug)]
+struct Names {
+    span: Option<Span>,
+    label: Option<String>,
+}
+
+impl KeyTelemetry {
+    pub(crate) fn new(span: Option<Span>, label: Option<String>) -> Self {
+        if span.is_none() && label.is_none() {
+            return Self(None);
+        }
+        Self(Some(Box::new(Names { span, label })))
+    }
+
+    #[inline]
+    pub(crate) fn span(&self) -> &Span {
+        static NO_SPAN: Span = Span::none();
+        let names = self.0.as_deref();
+        names.and_then(|n| n.span.as_ref()).unwrap_or(&NO_SPAN)
+    }
+
+    #[inline]
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.0.as_deref()?.label.as_deref()
+    }
+}
+
+/// What every clone of a manager, and every permit, shares.
+pub(crate) struct Core {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) rate: Option<Control<RateSettings>>,
+    pub(crate) throttle: Option<Control<ThrottleSettings>>,
+    pub(crate) bulkhead: Option<Control<BulkheadSettings>>,
+    pub(crate) priorities: Priorities,
+    /// `None`: the built-in per-thread generator.
+    pub(crate) random: Option<Box<RandomSource>>,
+    /// Judges unmarked errors of `call`; `None`: all neutral.
+    pub(crate) classifier: Option<Box<Classifier>>,
+    /// The default timeout of `call`.
+    pub(crate) call_timeout: Option<Duration>,
+    /// The longest pause `defer` accepts.
+    pub(crate) max_defer: Duration,
+    /// By priority level, the longest `acquire` and `call` wait for a rate
+    /// token; `None`: no limit.
+    pub(crate) max_wait: Box<[Option<Duration>]>,
+    /// Shared with the key space: a permit whose key it was the last to
+    /// hold tells those waiting for room.
+    pub(crate) room: Arc<crate::registry::RoomSignal>,
+    /// Where every key's rate lives when it is shared across processes.
+    #[cfg(feature = "redis")]
+    pub(crate) store: Option<Arc<crate::store::RedisStore>>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("rate", &self.rate)
+            .field("throttle", &self.throttle)
+            .field("bulkhead", &self.bulkhead)
+            .field("priorities", &self.priorities)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// # Reading a key's controls
+impl Core {
+    #[inline]
+    pub(crate) fn now(&self) -> Nanos {
+        self.clock.now_nanos()
+    }
+
+    /// The key's rate in force: shared, while a store has answered for it
+    /// and answers, else its own.
+    #[inline]
+    pub(crate) fn rate_in_force(&self, state: &KeyState) -> f64 {
+        #[cfg(feature = "redis")]
+        if let Some(rate) = self.shared_rate(state) {
+            return rate;
+        }
+        state.rate.rate()
+    }
+
+    /// The key's rate settings, if the key has a rate.
+    #[inline]
+    pub(crate) fn rate_of<'s>(&'s self, state: &'s KeyState) -> Option<&'s RateSettings> {
+        self.rate.as_ref()?.settings(state.rate_settings())
+    }
+
+    /// The key's throttle window and its settings, if the key has a
+    /// throttle.
+    #[inline]
+    pub(crate) fn throttle_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
+        let control = self.throttle.as_ref()?;
+        let (window, own) = state.throttle_with_settings()?;
+        Some((window, control.settings(own)?))
+    }
+
+    /// The key's bulkhead and its settings, if the key has a bulkhead.
+    #[inline]
+    pub(crate) fn bulkhead_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
+        let control = self.bulkhead.as_ref()?;
+        let (bulkhead, own) = state.bulkhead_with_settings()?;
+        Some((bulkhead, control.settings(own)?))
+    }
+
+    /// The priority a call is judged at, or the rejection for it.
+    #[inline]
+    pub(crate) fn resolve(&self, asked: Priority) -> Result<Priority, Rejected> {
+        self.priorities
+            .resolve(asked)
+            .ok_or_else(|| Rejected::new(RejectReason::InvalidPriority, asked, None))
+    }
+
+    /// The longest a call at `priority` (resolved) waits for its token.
+    #[inline]
+    pub(crate) fn max_wait(&self, priority: Priority) -> Option<Duration> {
+        let levels = &self.max_wait;
+        levels[usize::from(priority.level()).min(levels.len() - 1)]
+    }
+
+    /// The priority that outcomes reported without a permit count at: the
+    /// task's, else [`Priority::HIGH`].
+    #[inline]
+    pub(crate) fn outcome_priority(&self) -> Priority {
+        let asked = Priority::current().unwrap_or(Priority::HIGH);
+        self.priorities.clamp(asked)
+    }
+
+    #[inline]
+    fn draw(&self) -> f64 {
+        match &self.random {
+            Some(random) => random(),
+            None => crate::throttle::random_unit(),
+        }
+    }
+
+    /// `future`'s output, or `None` if the clock reaches `deadline` first
+    /// (then `future` is dropped unfinished).
+    pub(crate) async fn before<F: Future>(&self, deadline: Nanos, future: F) -> Option<F::Output> {
+        let mut timer = self.clock.sleep_until(Duration::from_nanos(deadline));
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await
+    }
+}

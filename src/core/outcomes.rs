@@ -1,0 +1,126 @@
+//! How the end of a call is counted: the throttle's window, the rate, a
+//! learned concurrency limit, and the bulkhead's slot.
+
+use super::{CallTimes, Core, KeyTelemetry};
+use crate::clock::Nanos;
+use crate::events;
+use crate::key::KeyState;
+use crate::metrics;
+use crate::outcome::Outcome;
+use crate::priority::Priority;
+use crate::throttle::window::Count;
+
+/// # Outcomes
+impl Core {
+    /// A call admitted at `started` that held a slot of its key's bulkhead
+    /// ended as `outcome`: a learned limit learns from it (reading the
+    /// clock; a fixed limit does not), then the slot goes back, to the head
+    /// of the queue if anyone waits; a limit that rose hands its new slots
+    /// to the queue too.
+    #[inline]
+    pub(crate) fn release_slot(
+        &self,
+        state: &KeyState,
+        started: Nanos,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let Some(bulkhead) = state.bulkhead() else {
+            return;
+        };
+        if bulkhead.is_learned() {
+            return self.release_learned_slot(state, started, outcome, telemetry);
+        }
+        bulkhead.release();
+        metrics::active(telemetry.label(), -1.0);
+    }
+
+    fn release_learned_slot(
+        &self,
+        state: &KeyState,
+        started: Nanos,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+            return;
+        };
+        let changed = match outcome {
+            Outcome::Neutral => None, // says nothing about capacity
+            Outcome::Success | Outcome::Overloaded => {
+                let now = self.now();
+                let overloaded = outcome == Outcome::Overloaded;
+                bulkhead.learn(settings, now, now.saturating_sub(started), overloaded)
+            }
+        };
+        bulkhead.release();
+        metrics::active(telemetry.label(), -1.0);
+        if let Some(change) = changed {
+            if change.after != change.before {
+                metrics::concurrency_limit(telemetry.label(), change.after);
+            }
+            if change.turned {
+                events::concurrency_limit_turned(telemetry.span(), change.before, change.after);
+            }
+            if change.after > change.before {
+                bulkhead.grant_waiters(settings);
+            }
+        }
+    }
+
+    /// Counts the outcome of a call scheduled and admitted at `times`. The
+    /// throttle counts a call when its outcome is known: a call still in
+    /// flight is not yet a request, so a healthy call costs it one
+    /// `fetch_add`.
+    #[inline]
+    pub(crate) fn record_outcome(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        times: CallTimes,
+        outcome: Outcome,
+        telemetry: &KeyTelemetry,
+    ) {
+        let label = telemetry.label();
+        metrics::outcome(label, outcome);
+        match outcome {
+            Outcome::Success => {
+                // The window puts the count in its newest bucket, and a rate
+                // at its upper bound does not change: a healthy key's success
+                // reads no clock.
+                self.count(state, times.started, priority, Count::Accepted);
+                if let Some(settings) = self.rate_of(state) {
+                    let change = state.rate.increase(
+                        || self.now(),
+                        times.scheduled,
+                        times.started,
+                        settings,
+                    );
+                    events::rate_changed(telemetry.span(), change);
+                    if change.from != change.to {
+                        metrics::rate(label, change.to);
+                    }
+                }
+            }
+            Outcome::Overloaded => {
+                let now = self.now();
+                self.count(state, now, priority, Count::Request);
+                if let Some(settings) = self.rate_of(state) {
+                    let change = state.rate.decrease(now, times.scheduled, settings);
+                    events::rate_changed(telemetry.span(), change);
+                    metrics::rate(label, change.to);
+                }
+            }
+            Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
+        }
+        #[cfg(feature = "redis")]
+        self.share_outcome(state, times, outcome);
+    }
+
+    #[inline]
+    fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
+        if let Some((window, settings)) = self.throttle_of(state) {
+            window.record(now, usize::from(priority.level()), count, settings);
+        }
+    }
+}
