@@ -8,7 +8,7 @@
 -- milliseconds.
 --
 -- Returns {admitted (1 or 0), wait in microseconds, rate, tat after the
--- call or '', now}; numbers that are not whole are sent as strings, since
+-- call or ''}; numbers that are not whole are sent as strings, since
 -- Redis turns a Lua number into an integer. A refused call takes nothing.
 local state = redis.call('HMGET', KEYS[1], 't', 'r')
 local tat = tonumber(state[1]) or now
@@ -20,7 +20,7 @@ local new_tat = math.max(tat, now) + interval
 local start = math.max(new_tat - interval * burst, now)
 local wait = start - now
 if max_wait >= 0 and wait > max_wait then
-  return {0, text(wait), text(rate), '', text(now)}
+  return {0, text(wait), text(rate), ''}
 end
 local stored = text(new_tat)
 if state[1] then
@@ -30,4 +30,4 @@ else
   redis.call('HSET', KEYS[1], 't', stored, 'r', text(rate), 'us', text(now), 'uc', 0)
 end
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + tonumber(ARGV[5]))
-return {1, text(wait), text(rate), stored, text(now)}
+return {1, text(wait), text(rate), stored}

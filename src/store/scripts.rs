@@ -108,15 +108,15 @@ impl RedisStore {
         let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,
-            invocation.invoke_async::<(i64, String, String, String, String)>(&mut connection),
+            invocation.invoke_async::<(i64, String, String, String)>(&mut connection),
         )
         .await;
         match self.settle(answer, now) {
-            Some((admitted, wait, rate, tat, _)) => {
-                shared.set_rate(rate.parse().unwrap_or(0.0));
+            Some((admitted, wait, rate, tat)) => {
+                let rate: f64 = rate.parse().unwrap_or(0.0);
+                shared.set_rate(rate);
                 let wait = nanos_of(&wait);
                 if admitted == 1 {
-                    let rate: f64 = rate.parse().unwrap_or(f64::MAX);
                     Decision::Granted(Grant {
                         wait,
                         tat,
