@@ -109,7 +109,7 @@ pub struct ThrottleManagerBuilder<K> {
     /// code (`rate.burst`), `default.rate` when read from a file
     /// (`default.rate.burst`).
     pub(crate) paths: ControlPaths,
-    /// Problems found while reading a [`ManagerConfig`], reported by `build`.
+    /// Problems found while reading a [`ManagerConfig`](crate::ManagerConfig), reported by `build`.
     pub(crate) config_problems: Vec<ConfigProblem>,
     /// Where rates are shared, and how the store names a key.
     #[cfg(feature = "redis")]

@@ -1,5 +1,5 @@
 //! A key's learned concurrency limit, enforced: the state of
-//! [`adaptive`](super::adaptive) in atomics, and what one call's end does
+//! [`super::adaptive`] in atomics, and what one call's end does
 //! to it.
 
 use std::sync::atomic::Ordering;

@@ -231,8 +231,7 @@ impl Bulkhead {
 
     /// Takes a free slot, or a place in the queue, or is refused (queue
     /// full); may displace a waiter, per the overflow policy. A queued call
-    /// must then be driven by [`wait`](Self::wait) or given up with
-    /// [`leave`](Self::leave).
+    /// must then be waited for through a [`Waiting`], or given up.
     pub(crate) fn enter(
         &self,
         settings: &BulkheadSettings,

@@ -113,7 +113,7 @@ where
     /// marked with [`overloaded`](crate::overloaded) lowers the rate and
     /// counts no accept; so does any error the manager's
     /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
-    /// [`Outcome::Overloaded`](crate::Outcome::Overloaded); every other error is neutral (no shedding, the
+    /// [`Outcome::Overloaded`]; every other error is neutral (no shedding, the
     /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever.
@@ -122,7 +122,7 @@ where
     /// `anyhow::Error`, a `Box<dyn Error + Send + Sync>`, or a
     /// [`Failure`](crate::outcome::Failure) (what `?` makes of any error next
     /// to [`overloaded`](crate::overloaded)); see
-    /// [`CallFailure`](crate::outcome::CallFailure). `CallError` of each is
+    /// [`CallFailure`]. `CallError` of each is
     /// a `std::error::Error`, so `?` takes it into `anyhow::Result` or
     /// `Box<dyn Error>`.
     ///
@@ -136,7 +136,7 @@ where
     ///
     /// Cancel-safe. Dropped while waiting, it takes nothing (as `acquire`);
     /// dropped while the call runs, the call is dropped with it and its slot
-    /// freed, and the outcome counts as [`Outcome::Neutral`](crate::Outcome::Neutral): nothing is left
+    /// freed, and the outcome counts as [`Outcome::Neutral`]: nothing is left
     /// held or half-recorded.
     ///
     /// ```
