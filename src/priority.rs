@@ -164,11 +164,17 @@ impl Priorities {
     /// # Panics
     ///
     /// Under [`OutOfRange::Panic`], for a priority out of range.
+    #[inline]
     pub(crate) fn resolve(&self, asked: Priority) -> Option<Priority> {
         let priority = Priority::current().unwrap_or(asked);
         if priority.0 < self.levels {
             return Some(priority);
         }
+        self.out_of_range(priority)
+    }
+
+    #[cold]
+    fn out_of_range(&self, priority: Priority) -> Option<Priority> {
         match self.out_of_range {
             OutOfRange::ClampToLowest => Some(Priority(self.levels - 1)),
             OutOfRange::Reject => None,

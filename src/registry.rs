@@ -253,6 +253,7 @@ where
     ///
     /// [`Full`] when the key is new, the registry is at its cap and no key can
     /// be evicted.
+    #[inline]
     pub(crate) fn get_or_insert_with<Q>(
         &self,
         key: &Q,
@@ -266,6 +267,21 @@ where
         if let Some(state) = self.map.get(key) {
             return Ok(state);
         }
+        self.insert_with(key, now, make)
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with) for a key not found.
+    #[cold]
+    fn insert_with<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        make: impl FnOnce(&K) -> S,
+    ) -> Result<Ref<'_, K, Arc<S>>, Full>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
         self.reserve_room(now)?;
         // Until the key is in the map, the room goes back if anything fails:
         // another thread creating it first, or a panic in the key's

@@ -27,9 +27,21 @@ use crate::rate::cell::Reservation;
 
 /// Why the pipeline stopped short of admitting a call: refused, or a step
 /// that must wait before the call can go on.
+///
+/// A wait is boxed: it holds the call on its way, and a healthy call's
+/// result (this or its ticket) is returned through several steps, so
+/// keeping it small saves copies on every call; a call that waits pays
+/// one allocation, small next to the wait.
 enum Stop {
     Refused(Rejected),
-    Wait(Wait),
+    Wait(Box<Wait>),
+}
+
+impl Stop {
+    #[cold]
+    fn wait(wait: Wait) -> Self {
+        Stop::Wait(Box::new(wait))
+    }
 }
 
 /// A step that must wait, and what the call holds meanwhile.
@@ -367,11 +379,13 @@ where
         let admitted = match self.decide(key, priority, patience) {
             Ok(ticket) => Ok(ticket),
             Err(Stop::Refused(rejected)) => Err(rejected),
-            Err(Stop::Wait(wait @ Wait::ForRoom(_))) if !patience.waits_for_room() => {
+            Err(Stop::Wait(wait))
+                if matches!(*wait, Wait::ForRoom(_)) && !patience.waits_for_room() =>
+            {
                 Err(wait.refused(self.core(), priority))
             }
             Err(Stop::Wait(wait)) => {
-                Box::pin(self.wait_then_admit(key, priority, patience, wait)).await
+                Box::pin(self.wait_then_admit(key, priority, patience, *wait)).await
             }
         };
         self.count(key, &admitted);
@@ -442,7 +456,7 @@ where
             wait = match decided {
                 Ok(ticket) => return Ok(ticket),
                 Err(Stop::Refused(rejected)) => return Err(rejected),
-                Err(Stop::Wait(next)) => next,
+                Err(Stop::Wait(next)) => *next,
             };
         }
     }
@@ -461,7 +475,7 @@ where
         let (state, telemetry) = match self.key_state(key, now) {
             Ok(found) => found,
             Err(full) => {
-                return Err(Stop::Wait(Wait::ForRoom(
+                return Err(Stop::wait(Wait::ForRoom(
                     now.saturating_add(full.retry_after),
                 )));
             }
@@ -495,7 +509,7 @@ where
         core.bulkhead_has_room(&call.state, priority, patience)?;
         #[cfg(feature = "redis")]
         if shared {
-            return Err(Stop::Wait(Wait::ForSharedToken(call)));
+            return Err(Stop::wait(Wait::ForSharedToken(call)));
         }
         Self::rate_then_slot(core, call, patience)
     }
@@ -538,7 +552,7 @@ where
                 // one (or a place in the queue) once the token is due.
                 call.give_back_slot();
                 call.token = Some(token);
-                Err(Stop::Wait(Wait::ForToken(call, token)))
+                Err(Stop::wait(Wait::ForToken(call, token)))
             }
             Err(rejected) => {
                 call.give_back_slot();
@@ -560,22 +574,32 @@ where
         let now = call.times.scheduled;
         let token = core.reserve_token(&call.state, now, call.priority, patience)?;
         match token {
+            // Without a bulkhead nothing can refuse the call from here:
+            // the token is not kept to be handed back.
+            Token::Due(_) if core.bulkhead.is_none() => Ok(call.admitted(false)),
             Token::Due(token) => {
                 call.token = token;
-                Self::take_slot(core, call, patience)
+                Self::enter_bulkhead(core, call, patience)
             }
             Token::Ahead(token) => {
                 call.token = Some(token);
-                Err(Stop::Wait(Wait::ForToken(call, token)))
+                Err(Stop::wait(Wait::ForToken(call, token)))
             }
         }
     }
 
     /// The last step, once the call's token is due: its bulkhead slot.
-    #[inline]
+    #[inline(always)]
     fn take_slot(core: &Core, call: Admitting, patience: Patience) -> Result<Ticket, Stop> {
+        if core.bulkhead.is_none() {
+            return Ok(call.admitted(false));
+        }
+        Self::enter_bulkhead(core, call, patience)
+    }
+
+    fn enter_bulkhead(core: &Core, call: Admitting, patience: Patience) -> Result<Ticket, Stop> {
         match core.enter_bulkhead(&call.state, call.priority, patience, &call.telemetry) {
-            Ok(Slot::Queued(id)) => Err(Stop::Wait(Wait::InQueue(call, id))),
+            Ok(Slot::Queued(id)) => Err(Stop::wait(Wait::InQueue(call, id))),
             Ok(slot) => Ok(call.admitted(matches!(slot, Slot::Held))),
             Err(rejected) => Err(Stop::Refused(call.refused(core, rejected))),
         }

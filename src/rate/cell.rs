@@ -69,6 +69,7 @@ impl RateCell {
     }
 
     /// The current rate, in calls per second.
+    #[inline]
     pub(crate) fn rate(&self) -> f64 {
         f64::from_bits(self.rate.load(Ordering::Acquire) & !FELL)
     }

@@ -101,6 +101,7 @@ impl ThrottleWindow {
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
+    #[inline]
     pub(crate) fn rejection(
         &self,
         now: Nanos,
@@ -144,6 +145,7 @@ impl ThrottleWindow {
     }
 
     /// Records whether the key is shedding; true if that changed.
+    #[inline]
     pub(crate) fn note_shedding(&self, shedding: bool) -> bool {
         self.shedding.load(Ordering::Relaxed) != shedding
             && self.shedding.swap(shedding, Ordering::AcqRel) != shedding
@@ -202,11 +204,19 @@ impl ThrottleWindow {
 
     /// Makes `bucket` the newest, expiring the buckets that fall out of the
     /// window; returns the newest bucket. One load when nothing changes.
+    #[inline]
     fn rotate_to(&self, bucket: u64) -> u64 {
         let head = self.head.load(Ordering::Acquire);
         if head >= bucket {
             return head;
         }
+        self.rotate(bucket)
+    }
+
+    /// [`rotate_to`](Self::rotate_to) when time has crossed into a new
+    /// bucket: once per bucket length.
+    #[cold]
+    fn rotate(&self, bucket: u64) -> u64 {
         let _rotating = self.rotating.lock().unwrap_or_else(|e| e.into_inner());
         let head = self.head.load(Ordering::Acquire);
         if head >= bucket {
