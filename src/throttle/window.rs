@@ -108,7 +108,7 @@ impl ThrottleWindow {
         priority: usize,
         settings: &ThrottleSettings,
     ) -> f64 {
-        let head = self.rotate_to(now / settings.bucket);
+        let head = self.head_at(now, settings.bucket);
         if head >= self.clean_from.load(Ordering::Acquire) {
             return 0.0;
         }
@@ -124,7 +124,7 @@ impl ThrottleWindow {
         count: Count,
         settings: &ThrottleSettings,
     ) {
-        let head = self.rotate_to(now / settings.bucket);
+        let head = self.head_at(now, settings.bucket);
         if count == Count::Request {
             // Set before counting, so no reader sees the count as clean.
             self.clean_from
@@ -154,7 +154,7 @@ impl ThrottleWindow {
     /// Per priority, the requests and accepts over the window and the
     /// rejection probability, at `now`: for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
-        let head = self.rotate_to(now / settings.bucket);
+        let head = self.head_at(now, settings.bucket);
         (0..self.priorities.len())
             .map(|p| {
                 let probability = if head >= self.clean_from.load(Ordering::Acquire) {
@@ -200,6 +200,20 @@ impl ThrottleWindow {
             requests: (closed(0) + (newest & u64::from(u32::MAX))) as f64,
             accepts: (closed(1) + (newest >> ACCEPT_SHIFT)) as f64,
         }
+    }
+
+    /// The newest bucket at `now`, buckets being `length` long: rotates
+    /// to `now`'s bucket if time has crossed into it. While it has not, one
+    /// load and one multiplication (a healthy call does this twice, and a
+    /// 64-bit division costs several times as much).
+    #[inline]
+    fn head_at(&self, now: Nanos, length: Nanos) -> u64 {
+        let head = self.head.load(Ordering::Acquire);
+        // `now / length <= head`, without dividing.
+        if now < head.saturating_add(1).saturating_mul(length) {
+            return head;
+        }
+        self.rotate_to(now / length)
     }
 
     /// Makes `bucket` the newest, expiring the buckets that fall out of the
@@ -380,6 +394,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The newest bucket found without dividing is the bucket of the
+        /// latest time seen, `now / length` (a stale time leaves it), at
+        /// every distance from a bucket's edge and for times far from the
+        /// clock's origin.
+        #[test]
+        fn the_newest_bucket_is_the_bucket_of_the_latest_time(
+            length in 1u64..1 << 40,
+            start in 0u64..1 << 62,
+            steps in proptest::collection::vec((0u64..4, -2i64..=2), 1..50),
+        ) {
+            let s = ThrottleSettings::for_test(ThrottleConfig::new());
+            let window = ThrottleWindow::new(1, 0, &s);
+            window.head.store(start / length, Ordering::Relaxed);
+            let (mut now, mut latest) = (start, start);
+            for (buckets, nudge) in steps {
+                // On, just before or just after a bucket's edge, or a
+                // little back in time.
+                let edge = (now / length + buckets).saturating_mul(length);
+                now = edge.saturating_add_signed(nudge).min(u64::MAX / 2);
+                latest = latest.max(now);
+                proptest::prop_assert_eq!(window.head_at(now, length), latest / length);
+            }
+        }
+
         /// The window against a plain model: a list of every outcome with
         /// its bucket, summed over the last `BUCKETS` buckets. Times only move
         /// forward, by steps that cross zero, one or many buckets, so every
