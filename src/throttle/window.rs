@@ -18,8 +18,10 @@
 //! most keys see one or two of a manager's priorities, and a key that has
 //! counted nothing yet (one only `check`ed) holds no counters at all.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+
+use once_cell::race::OnceBox;
 
 use super::config::ThrottleSettings;
 use super::probability::{self, Counts};
@@ -70,7 +72,55 @@ pub(crate) struct ThrottleWindow {
     shedding: AtomicBool,
     rotating: Mutex<()>,
     /// By priority, its counters, once it has counted an outcome.
-    priorities: Box<[OnceLock<Box<Counters>>]>,
+    priorities: Levels,
+}
+
+/// Priorities whose counters a window finds from itself: the default
+/// number of levels.
+const NEAR_LEVELS: usize = 4;
+
+/// By priority, its counters once it has counted an outcome: one pointer
+/// each, the first [`NEAR_LEVELS`] in the window itself and any more (a
+/// manager with more levels) in a table. An outcome then reaches its
+/// counters in two steps from the key, not three, and a key with the
+/// default levels holds no table (an empty one allocates nothing).
+#[derive(Debug)]
+struct Levels {
+    near: [OnceBox<Counters>; NEAR_LEVELS],
+    far: Box<[OnceBox<Counters>]>,
+    count: usize,
+}
+
+impl Levels {
+    fn new(count: u8) -> Self {
+        let count = usize::from(count);
+        Self {
+            near: Default::default(),
+            far: (NEAR_LEVELS..count).map(|_| OnceBox::new()).collect(),
+            count,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The place of `priority`'s counters, if it is one of the levels.
+    #[inline]
+    fn get(&self, priority: usize) -> Option<&OnceBox<Counters>> {
+        if priority >= self.count {
+            return None;
+        }
+        self.near
+            .get(priority)
+            .or_else(|| self.far.get(priority - NEAR_LEVELS))
+    }
+
+    /// The counters of every priority that has counted an outcome.
+    fn counted(&self) -> impl Iterator<Item = &Counters> + Clone {
+        let levels = self.near.iter().chain(self.far.iter()).take(self.count);
+        levels.filter_map(OnceBox::get)
+    }
 }
 
 /// One priority's counts over the window.
@@ -91,13 +141,13 @@ impl ThrottleWindow {
             clean_from: AtomicU64::new(0),
             shedding: AtomicBool::new(false),
             rotating: Mutex::new(()),
-            priorities: (0..levels).map(|_| OnceLock::new()).collect(),
+            priorities: Levels::new(levels),
         }
     }
 
     /// The counters of `priority`, if it has counted anything.
     fn counters(&self, priority: usize) -> Option<&Counters> {
-        self.priorities.get(priority)?.get().map(|c| &**c)
+        self.priorities.get(priority)?.get()
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
@@ -239,7 +289,7 @@ impl ThrottleWindow {
         // The slots of buckets head+1 ..= bucket hold buckets that have now
         // left the window; at most all BUCKETS of them.
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
-        let counted = self.priorities.iter().filter_map(OnceLock::get);
+        let counted = self.priorities.counted();
         for counters in counted.clone() {
             for expired in first..=bucket {
                 counters.buckets[slot(expired)].store(0, Ordering::Release);
@@ -313,6 +363,54 @@ mod tests {
         assert_eq!(window.rejection(2 * SECOND, 0, &s), 0.625);
         // Priority 1 inherits priority 0's failures.
         assert_eq!(window.rejection(2 * SECOND, 1, &s), 0.625);
+    }
+
+    /// Past the levels a window keeps by itself: every level counts apart,
+    /// expires with the window and reads its own counts, and the least
+    /// important inherits the failures of all above it.
+    #[test]
+    fn levels_beyond_the_near_ones_count_like_the_others() {
+        let s = settings(); // buckets of 6 s
+        let levels = 7;
+        let window = ThrottleWindow::new(levels, 0, &s);
+        for level in 0..usize::from(levels) {
+            for _ in 0..=level {
+                window.record(SECOND, level, Count::Accepted, &s);
+            }
+        }
+        for _ in 0..100 {
+            window.record(SECOND, 5, Count::Request, &s);
+        }
+        // Rotated, so every count is in the closed sums too.
+        let head = window.head_at(7 * SECOND, s.bucket);
+        for level in 0..usize::from(levels) {
+            let accepts = (level + 1) as f64;
+            let failures = if level == 5 { 100.0 } else { 0.0 };
+            let counts = window.counts(head, level);
+            assert_eq!(
+                (counts.requests, counts.accepts),
+                (accepts + failures, accepts)
+            );
+        }
+        assert_eq!(window.rejection(7 * SECOND, 4, &s), 0.0);
+        let five = window.rejection(7 * SECOND, 5, &s);
+        assert!(five > 0.5, "{five}");
+        let six = window.rejection(7 * SECOND, 6, &s);
+        assert!(
+            six > 0.5,
+            "level 6, which failed nothing, sees level 5's failures: {six}"
+        );
+        assert_eq!(window.report(7 * SECOND, &s).len(), usize::from(levels));
+        // A level out of range counts nothing and reads as empty.
+        window.record(SECOND, 7, Count::Request, &s);
+        assert!(window.counters(7).is_none());
+        // The whole window later: every level forgotten.
+        let later = 70 * SECOND;
+        for level in 0..usize::from(levels) {
+            assert_eq!(window.rejection(later, level, &s), 0.0);
+            let counts = window.counts(window.head_at(later, s.bucket), level);
+            assert_eq!((counts.requests, counts.accepts), (0.0, 0.0));
+        }
     }
 
     #[test]
