@@ -14,31 +14,38 @@ use crate::throttle::window::ThrottleWindow;
 /// space and by every permit and waiter of the key.
 ///
 /// A key of a manager with only a rate, at its default settings, is just its
-/// rate cell and a null pointer: 32 bytes. Everything else lives in one
-/// optional allocation.
+/// rate cell and two null pointers: 48 bytes. The controls beyond the rate
+/// live in one optional allocation, and the key's own settings (for the few
+/// keys that have them) in another. (The second pointer sits here, not with
+/// the controls, because here it fits in the allocator's rounding.)
 #[derive(Debug)]
 pub(crate) struct KeyState {
     pub(crate) rate: RateCell,
     extras: Option<Box<Extras>>,
+    /// The key's own settings, where any differ from the manager's
+    /// defaults.
+    own: Option<Box<OwnSettings>>,
 }
 
 /// What a key holds beyond its rate cell, when it holds anything.
 #[derive(Debug, Default)]
 struct Extras {
-    /// `None`: the manager's default rate settings.
-    rate_settings: Option<Arc<RateSettings>>,
     /// Present when the manager has a throttle.
     throttle: Option<ThrottleWindow>,
-    /// `None`: the manager's default throttle settings.
-    throttle_settings: Option<Arc<ThrottleSettings>>,
     /// Present when the manager has a bulkhead. Calls in flight or queued
     /// hold the key's `Arc`, which keeps the key from being evicted.
     bulkhead: Option<Bulkhead>,
-    /// `None`: the manager's default bulkhead settings.
-    bulkhead_settings: Option<Arc<BulkheadSettings>>,
     /// Present when the key's rate lives in a store.
     #[cfg(feature = "redis")]
     shared: Option<crate::store::SharedKey>,
+}
+
+/// A key's own settings; `None`: the manager's default for that control.
+#[derive(Debug, Default)]
+struct OwnSettings {
+    rate: Option<Arc<RateSettings>>,
+    throttle: Option<Arc<ThrottleSettings>>,
+    bulkhead: Option<Arc<BulkheadSettings>>,
 }
 
 impl KeyState {
@@ -50,22 +57,26 @@ impl KeyState {
         throttle: Option<(ThrottleWindow, Option<Arc<ThrottleSettings>>)>,
         bulkhead: Option<(Bulkhead, Option<Arc<BulkheadSettings>>)>,
     ) -> Self {
-        let needed = rate_settings.is_some() || throttle.is_some() || bulkhead.is_some();
+        let needed = throttle.is_some() || bulkhead.is_some();
         let (throttle, throttle_settings) = throttle.map_or((None, None), |(w, s)| (Some(w), s));
         let (bulkhead, bulkhead_settings) = bulkhead.map_or((None, None), |(b, s)| (Some(b), s));
+        let own = OwnSettings {
+            rate: rate_settings,
+            throttle: throttle_settings,
+            bulkhead: bulkhead_settings,
+        };
+        let any_own = own.rate.is_some() || own.throttle.is_some() || own.bulkhead.is_some();
         Self {
             rate,
             extras: needed.then(|| {
                 Box::new(Extras {
-                    rate_settings,
                     throttle,
-                    throttle_settings,
                     bulkhead,
-                    bulkhead_settings,
                     #[cfg(feature = "redis")]
                     shared: None,
                 })
             }),
+            own: any_own.then(|| Box::new(own)),
         }
     }
 
@@ -83,9 +94,15 @@ impl KeyState {
         self.extras.as_ref()?.shared.as_ref()
     }
 
+    /// The key's own settings, if any differ from the manager's defaults.
+    #[inline]
+    fn own(&self) -> Option<&OwnSettings> {
+        self.own.as_deref()
+    }
+
     /// The key's own rate settings; `None` for the manager's default.
     pub(crate) fn rate_settings(&self) -> Option<&RateSettings> {
-        self.extras.as_ref()?.rate_settings.as_deref()
+        self.own()?.rate.as_deref()
     }
 
     /// The key's throttle window and its own settings (`None`: the
@@ -97,7 +114,7 @@ impl KeyState {
         let extras = self.extras.as_deref()?;
         Some((
             extras.throttle.as_ref()?,
-            extras.throttle_settings.as_deref(),
+            self.own().and_then(|own| own.throttle.as_deref()),
         ))
     }
 
@@ -108,7 +125,7 @@ impl KeyState {
         let extras = self.extras.as_deref()?;
         Some((
             extras.bulkhead.as_ref()?,
-            extras.bulkhead_settings.as_deref(),
+            self.own().and_then(|own| own.bulkhead.as_deref()),
         ))
     }
 

@@ -70,58 +70,21 @@ pub(crate) struct ThrottleWindow {
     clean_from: AtomicU64,
     /// Whether the last decision shed a call: to report the turns only.
     shedding: AtomicBool,
+    /// How many priority levels the window counts.
+    levels: u8,
     rotating: Mutex<()>,
-    /// By priority, its counters, once it has counted an outcome.
-    priorities: Levels,
+    /// By priority, its counters once it has counted an outcome: one
+    /// pointer each, the first [`NEAR_LEVELS`] here and any more (a manager
+    /// with more levels) in `far`. An outcome reaches its counters in two
+    /// steps from the key, not three, and a key with the default levels
+    /// holds no table (an empty one allocates nothing).
+    near: [OnceBox<Counters>; NEAR_LEVELS],
+    far: Box<[OnceBox<Counters>]>,
 }
 
 /// Priorities whose counters a window finds from itself: the default
 /// number of levels.
 const NEAR_LEVELS: usize = 4;
-
-/// By priority, its counters once it has counted an outcome: one pointer
-/// each, the first [`NEAR_LEVELS`] in the window itself and any more (a
-/// manager with more levels) in a table. An outcome then reaches its
-/// counters in two steps from the key, not three, and a key with the
-/// default levels holds no table (an empty one allocates nothing).
-#[derive(Debug)]
-struct Levels {
-    near: [OnceBox<Counters>; NEAR_LEVELS],
-    far: Box<[OnceBox<Counters>]>,
-    count: usize,
-}
-
-impl Levels {
-    fn new(count: u8) -> Self {
-        let count = usize::from(count);
-        Self {
-            near: Default::default(),
-            far: (NEAR_LEVELS..count).map(|_| OnceBox::new()).collect(),
-            count,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.count
-    }
-
-    /// The place of `priority`'s counters, if it is one of the levels.
-    #[inline]
-    fn get(&self, priority: usize) -> Option<&OnceBox<Counters>> {
-        if priority >= self.count {
-            return None;
-        }
-        self.near
-            .get(priority)
-            .or_else(|| self.far.get(priority - NEAR_LEVELS))
-    }
-
-    /// The counters of every priority that has counted an outcome.
-    fn counted(&self) -> impl Iterator<Item = &Counters> + Clone {
-        let levels = self.near.iter().chain(self.far.iter()).take(self.count);
-        levels.filter_map(OnceBox::get)
-    }
-}
 
 /// One priority's counts over the window.
 #[derive(Debug, Default)]
@@ -141,13 +104,34 @@ impl ThrottleWindow {
             clean_from: AtomicU64::new(0),
             shedding: AtomicBool::new(false),
             rotating: Mutex::new(()),
-            priorities: Levels::new(levels),
+            levels,
+            near: Default::default(),
+            far: (NEAR_LEVELS..usize::from(levels))
+                .map(|_| OnceBox::new())
+                .collect(),
         }
     }
 
     /// The counters of `priority`, if it has counted anything.
     fn counters(&self, priority: usize) -> Option<&Counters> {
-        self.priorities.get(priority)?.get()
+        self.level(priority)?.get()
+    }
+
+    /// The place of `priority`'s counters, if it is one of the levels.
+    #[inline]
+    fn level(&self, priority: usize) -> Option<&OnceBox<Counters>> {
+        if priority >= usize::from(self.levels) {
+            return None;
+        }
+        self.near
+            .get(priority)
+            .or_else(|| self.far.get(priority - NEAR_LEVELS))
+    }
+
+    /// The counters of every priority that has counted an outcome.
+    fn counted(&self) -> impl Iterator<Item = &Counters> + Clone {
+        let levels = self.near.iter().chain(self.far.iter());
+        levels.take(self.levels.into()).filter_map(OnceBox::get)
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
@@ -180,7 +164,7 @@ impl ThrottleWindow {
             self.clean_from
                 .fetch_max(head + BUCKETS as u64, Ordering::AcqRel);
         }
-        let Some(counters) = self.priorities.get(priority) else {
+        let Some(counters) = self.level(priority) else {
             return; // resolved priorities are within the levels
         };
         let counters = counters.get_or_init(Box::default);
@@ -205,7 +189,7 @@ impl ThrottleWindow {
     /// rejection probability, at `now`: for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
         let head = self.head_at(now, settings.bucket);
-        (0..self.priorities.len())
+        (0..usize::from(self.levels))
             .map(|p| {
                 let probability = if head >= self.clean_from.load(Ordering::Acquire) {
                     0.0
@@ -223,7 +207,7 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(head, self.priorities.len() - 1), settings)
+            && probability::rejection(self.seen_by(head, usize::from(self.levels) - 1), settings)
                 > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
@@ -289,7 +273,7 @@ impl ThrottleWindow {
         // The slots of buckets head+1 ..= bucket hold buckets that have now
         // left the window; at most all BUCKETS of them.
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
-        let counted = self.priorities.counted();
+        let counted = self.counted();
         for counters in counted.clone() {
             for expired in first..=bucket {
                 counters.buckets[slot(expired)].store(0, Ordering::Release);
