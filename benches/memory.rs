@@ -1,9 +1,9 @@
 //! Bytes per idle key: 1,000,000 String keys, resident memory before and
 //! after, each library measured in a fresh process of its own so neither
-//! inherits the other's freed memory. Keys are made by one `check` each,
-//! and for the last row by one call with its success at one priority
+//! inherits the other's freed memory. Keys are made by one `check` each;
+//! for the last two rows by one call with its success at one priority
 //! (what a key that has been used holds: its throttle counts that
-//! priority).
+//! priority), and by one at each of the four (every priority counted).
 //!
 //! Run: `cargo bench --bench memory`.
 
@@ -35,9 +35,16 @@ fn measure(which: &str) {
         "portcullis"
         | "portcullis+throttle"
         | "portcullis+throttle+bulkhead"
-        | "portcullis+used" => {
+        | "portcullis+used"
+        | "portcullis+every-priority" => {
+            // A burst of 4 lets a key take a call at each priority at once.
+            let burst = if which == "portcullis+every-priority" {
+                4
+            } else {
+                1
+            };
             let builder = ThrottleManager::<String>::builder()
-                .rate(RateConfig::new(10.0))
+                .rate(RateConfig::new(10.0).burst(burst))
                 .max_keys(KEYS);
             let builder = match which {
                 "portcullis" => builder,
@@ -48,11 +55,21 @@ fn measure(which: &str) {
             };
             let manager = builder.build().unwrap();
             for key in &keys {
-                if which == "portcullis+used" {
-                    let permit = manager.try_acquire(key.as_str(), Priority::MEDIUM).unwrap();
-                    permit.success();
-                } else {
-                    manager.check(key.as_str()).unwrap();
+                match which {
+                    "portcullis+used" => {
+                        let permit = manager.try_acquire(key.as_str(), Priority::MEDIUM).unwrap();
+                        permit.success();
+                    }
+                    "portcullis+every-priority" => {
+                        for level in 0..4 {
+                            let priority = Priority::new(level);
+                            manager
+                                .try_acquire(key.as_str(), priority)
+                                .unwrap()
+                                .success();
+                        }
+                    }
+                    _ => manager.check(key.as_str()).unwrap(),
                 }
             }
             assert_eq!(manager.len(), KEYS);
@@ -96,6 +113,7 @@ fn main() {
     let throttled = run("portcullis+throttle");
     let all_three = run("portcullis+throttle+bulkhead");
     let used = run("portcullis+used");
+    let every_priority = run("portcullis+every-priority");
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
     println!("  governor keyed (DashMap)         {governor:>6.0} B");
     println!(
@@ -113,5 +131,9 @@ fn main() {
     println!(
         "  all three, one success a key     {used:>6.0} B   {:.2}x governor",
         used / governor
+    );
+    println!(
+        "  all three, a success a priority  {every_priority:>6.0} B   {:.2}x governor",
+        every_priority / governor
     );
 }
