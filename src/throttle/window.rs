@@ -7,12 +7,11 @@
 //! the last call would).
 //!
 //! The hot path is cheap: a call's outcome is one `fetch_add` on the newest
-//! bucket (requests and accepts of a priority share one word), and the
-//! probability reads the sums of the closed buckets plus the newest one.
-//! When time crosses into a new bucket, the first call to notice rotates the
-//! window under a lock (once per bucket length per key): it clears the
-//! expired buckets and recomputes the closed sums. An outcome counted into a
-//! bucket just as it closes reaches the closed sums at the next rotation.
+//! bucket (requests and accepts of a priority share one word), and a
+//! healthy key's probability is two loads (see `clean_from`); a key with
+//! failures in its window sums its buckets. When time crosses into a new
+//! bucket, the first call to notice rotates the window under a lock (once
+//! per bucket length per key): it clears the expired buckets.
 //!
 //! A priority's counters are allocated when it first counts an outcome:
 //! most keys see one or two of a manager's priorities, and a key that has
@@ -89,11 +88,10 @@ const NEAR_LEVELS: usize = 4;
 /// One priority's counts over the window.
 #[derive(Debug, Default)]
 struct Counters {
-    /// By slot (`bucket % BUCKETS`): requests and accepts, packed.
+    /// By slot (`bucket % BUCKETS`): requests and accepts, packed. Summed
+    /// when read: sums kept beside them would cost 16 bytes a priority on
+    /// every key, for reads that only a key with failures makes.
     buckets: [AtomicU64; BUCKETS],
-    /// The sums of every bucket but the newest, as of the last rotation:
-    /// requests, then accepts.
-    closed: [AtomicU64; 2],
 }
 
 impl ThrottleWindow {
@@ -129,7 +127,7 @@ impl ThrottleWindow {
     }
 
     /// The counters of every priority that has counted an outcome.
-    fn counted(&self) -> impl Iterator<Item = &Counters> + Clone {
+    fn counted(&self) -> impl Iterator<Item = &Counters> {
         let levels = self.near.iter().chain(self.far.iter());
         levels.take(self.levels.into()).filter_map(OnceBox::get)
     }
@@ -146,7 +144,7 @@ impl ThrottleWindow {
         if head >= self.clean_from.load(Ordering::Acquire) {
             return 0.0;
         }
-        probability::rejection(self.seen_by(head, priority), settings)
+        probability::rejection(self.seen_by(priority), settings)
     }
 
     /// Counts one outcome of `priority` at `now`, into the newest bucket
@@ -194,9 +192,9 @@ impl ThrottleWindow {
                 let probability = if head >= self.clean_from.load(Ordering::Acquire) {
                     0.0
                 } else {
-                    probability::rejection(self.seen_by(head, p), settings)
+                    probability::rejection(self.seen_by(p), settings)
                 };
-                (self.counts(head, p), probability)
+                (self.counts(p), probability)
             })
             .collect()
     }
@@ -207,7 +205,7 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(head, usize::from(self.levels) - 1), settings)
+            && probability::rejection(self.seen_by(usize::from(self.levels) - 1), settings)
                 > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
@@ -219,20 +217,26 @@ impl ThrottleWindow {
 
     /// The window's counts as `priority` sees them, `head` being the newest
     /// bucket.
-    fn seen_by(&self, head: u64, priority: usize) -> Counts {
-        let above = (0..priority).map(|p| self.counts(head, p));
-        probability::seen_by(above, self.counts(head, priority))
+    fn seen_by(&self, priority: usize) -> Counts {
+        let above = (0..priority).map(|p| self.counts(p));
+        probability::seen_by(above, self.counts(priority))
     }
 
-    fn counts(&self, head: u64, priority: usize) -> Counts {
+    /// The counts of `priority` over the window. (Every bucket in it is
+    /// counted: a rotation clears those that left the window.)
+    fn counts(&self, priority: usize) -> Counts {
         let Some(counters) = self.counters(priority) else {
             return Counts::default();
         };
-        let newest = counters.buckets[slot(head)].load(Ordering::Acquire);
-        let closed = |i: usize| counters.closed[i].load(Ordering::Acquire);
+        let (mut requests, mut accepts) = (0, 0);
+        for bucket in &counters.buckets {
+            let packed = bucket.load(Ordering::Acquire);
+            requests += packed & u64::from(u32::MAX);
+            accepts += packed >> ACCEPT_SHIFT;
+        }
         Counts {
-            requests: (closed(0) + (newest & u64::from(u32::MAX))) as f64,
-            accepts: (closed(1) + (newest >> ACCEPT_SHIFT)) as f64,
+            requests: requests as f64,
+            accepts: accepts as f64,
         }
     }
 
@@ -273,29 +277,12 @@ impl ThrottleWindow {
         // The slots of buckets head+1 ..= bucket hold buckets that have now
         // left the window; at most all BUCKETS of them.
         let first = (head + 1).max(bucket.saturating_sub(BUCKETS as u64 - 1));
-        let counted = self.counted();
-        for counters in counted.clone() {
+        for counters in self.counted() {
             for expired in first..=bucket {
                 counters.buckets[slot(expired)].store(0, Ordering::Release);
             }
         }
         self.head.store(bucket, Ordering::Release);
-        let newest = slot(bucket);
-        for counters in counted {
-            let (mut requests, mut accepts) = (0, 0);
-            for (_, bucket) in counters
-                .buckets
-                .iter()
-                .enumerate()
-                .filter(|(s, _)| *s != newest)
-            {
-                let packed = bucket.load(Ordering::Acquire);
-                requests += packed & u64::from(u32::MAX);
-                accepts += packed >> ACCEPT_SHIFT;
-            }
-            counters.closed[0].store(requests, Ordering::Release);
-            counters.closed[1].store(accepts, Ordering::Release);
-        }
         bucket
     }
 }
@@ -332,7 +319,7 @@ mod tests {
             window.record(SECOND, 0, Count::Request, &s);
             window.record(SECOND, 0, Count::Accepted, &s);
         }
-        let counts = window.counts(window.head.load(Ordering::Acquire), 0);
+        let counts = window.counts(0);
         assert_eq!(counts.accepts, 0.0, "requests carried into accepts");
         assert!(window.rejection(SECOND, 0, &s) > 0.99);
     }
@@ -365,12 +352,12 @@ mod tests {
         for _ in 0..100 {
             window.record(SECOND, 5, Count::Request, &s);
         }
-        // Rotated, so every count is in the closed sums too.
-        let head = window.head_at(7 * SECOND, s.bucket);
+        // Into the next bucket: the counts stay in the window.
+        window.head_at(7 * SECOND, s.bucket);
         for level in 0..usize::from(levels) {
             let accepts = (level + 1) as f64;
             let failures = if level == 5 { 100.0 } else { 0.0 };
-            let counts = window.counts(head, level);
+            let counts = window.counts(level);
             assert_eq!(
                 (counts.requests, counts.accepts),
                 (accepts + failures, accepts)
@@ -392,7 +379,8 @@ mod tests {
         let later = 70 * SECOND;
         for level in 0..usize::from(levels) {
             assert_eq!(window.rejection(later, level, &s), 0.0);
-            let counts = window.counts(window.head_at(later, s.bucket), level);
+            window.head_at(later, s.bucket);
+            let counts = window.counts(level);
             assert_eq!((counts.requests, counts.accepts), (0.0, 0.0));
         }
     }
@@ -413,7 +401,7 @@ mod tests {
         // (101 - 0) / (101 + 60), then (1 - 0) / (1 + 60).
         assert_eq!(window.rejection(59_999_999_999, 0, &s), 101.0 / 161.0);
         assert_eq!(window.rejection(60 * SECOND, 0, &s), 1.0 / 61.0);
-        assert_eq!(window.counts(10, 0).requests, 1.0);
+        assert_eq!(window.counts(0).requests, 1.0);
         // And bucket 5's request leaves when bucket 15 starts.
         assert_eq!(window.rejection(89_999_999_999, 0, &s), 1.0 / 61.0);
         assert_eq!(window.rejection(90 * SECOND, 0, &s), 0.0);
@@ -429,7 +417,7 @@ mod tests {
         assert!(window.rejection(0, 1, &s) > 0.0);
         assert_eq!(window.rejection(3_600 * SECOND, 1, &s), 0.0);
         assert_eq!(
-            window.counts(window.head.load(Ordering::Acquire), 1),
+            window.counts(1),
             Counts::default()
         );
     }
@@ -467,12 +455,10 @@ mod tests {
                 });
             }
         });
-        // Nothing has expired yet (all within the first 30 s). A count made
-        // with a stale time lands in the newest bucket, so rotate once more
-        // to fold everything into the closed sums.
-        let head = window.rotate_to(5);
-        assert_eq!(window.counts(head, 0).requests, 20_000.0);
-        assert_eq!(window.counts(head, 1).requests, 20_000.0);
+        // Nothing has expired yet (all within the first 30 s), and a count
+        // made with a stale time still lands in a bucket of the window.
+        assert_eq!(window.counts(0).requests, 20_000.0);
+        assert_eq!(window.counts(1).requests, 20_000.0);
     }
 
     proptest::proptest! {
@@ -532,8 +518,8 @@ mod tests {
                         expected.requests += 1.0;
                         expected.accepts += f64::from(u8::from(count == Count::Accepted));
                     }
-                    proptest::prop_assert_eq!(window.counts(head, p), expected, "priority {}", p);
-                    let above = (0..p).map(|q| window.counts(head, q));
+                    proptest::prop_assert_eq!(window.counts(p), expected, "priority {}", p);
+                    let above = (0..p).map(|q| window.counts(q));
                     let want = probability::rejection(probability::seen_by(above, expected), &s);
                     proptest::prop_assert_eq!(window.rejection(now, p, &s), want);
                 }
