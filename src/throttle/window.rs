@@ -205,8 +205,7 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(usize::from(self.levels) - 1), settings)
-                > 0.0;
+            && probability::rejection(self.seen_by(usize::from(self.levels) - 1), settings) > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {
@@ -416,10 +415,7 @@ mod tests {
         }
         assert!(window.rejection(0, 1, &s) > 0.0);
         assert_eq!(window.rejection(3_600 * SECOND, 1, &s), 0.0);
-        assert_eq!(
-            window.counts(1),
-            Counts::default()
-        );
+        assert_eq!(window.counts(1), Counts::default());
     }
 
     #[test]
