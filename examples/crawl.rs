@@ -199,6 +199,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("{:>3}s  {}", started.elapsed().as_secs(), line.join(" | "));
         }
     }
+    // Goodput counts the successes up to the end of the run, not those of
+    // the calls still queued then, which finish after it.
+    let ended = Instant::now();
+    let ok_at_end: HashMap<&str, u64> = HOSTS
+        .iter()
+        .map(|(h, _)| (*h, stats[h].ok.load(Ordering::Relaxed)))
+        .collect();
     for worker in workers {
         worker.await?;
     }
@@ -227,13 +234,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "rate/used"
     );
     let (half_time, ok_half) = ok_at_half.unwrap_or_else(|| (started, HashMap::new()));
-    let secs = half_time.elapsed().as_secs_f64();
+    let secs = ended.duration_since(half_time).as_secs_f64();
     for (host, capacity) in HOSTS {
         let s = &stats[host];
         let (sum, n) = learned.get(host).copied().unwrap_or((0.0, 1));
         let learned_rate = sum / f64::from(n.max(1));
         let ok = s.ok.load(Ordering::Relaxed);
-        let ok_settled = ok - ok_half.get(host).copied().unwrap_or(0);
+        let ok_settled = ok_at_end[host] - ok_half.get(host).copied().unwrap_or(0);
         println!(
             "{:<13} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}% {:>9.1}x",
             host,

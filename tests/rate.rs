@@ -539,9 +539,11 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
         manager.increment("quiet");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    // One step: a new key's first success has no history, and counts as
-    // use at the rate. Thirty seconds of successes after it add nothing.
-    assert_eq!(manager.rate("quiet"), Some(11.0));
+    // A new key's first success has no history and counts as use at the
+    // rate, so it raises the rate one step; the successes after it show 4/s
+    // used, which validates no more than the starting rate, and bring the
+    // rate back to it.
+    assert_eq!(manager.rate("quiet"), Some(10.0));
 
     // Calls back to back: each waits for its token, so the rate limits them,
     // and rises with every success (never above 1.5x the use).
@@ -556,4 +558,39 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
     let used = f64::from(calls) / 5.0;
     assert!(rate > 50.0, "rate {rate}/s after 5 s of back-to-back calls");
     assert!(rate <= 1.5 * used * 2.0, "rate {rate}/s for {used}/s used");
+}
+
+/// A rate follows its use down as well as up: a key that learned a fast rate
+/// and is then called slowly keeps no more than 1.5x what it uses (or its
+/// starting rate), so the next burst starts from what was last tested.
+#[tokio::test(start_paused = true)]
+async fn a_rate_falls_back_to_what_its_calls_use() {
+    let manager = manager(RateConfig::new(10.0).bounds(1.0, 1_000.0).increment(1.0));
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        manager.wait("host").await;
+        manager.increment("host");
+    }
+    let learned = manager.rate("host").unwrap();
+    assert!(learned > 50.0, "learned {learned}/s");
+
+    // Five seconds at 20/s: at most 1.5x that, and still above it.
+    for _ in 0..100 {
+        manager.wait("host").await;
+        manager.increment("host");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rate = manager.rate("host").unwrap();
+    assert!(
+        (20.0..=1.5 * 20.0 * 1.1).contains(&rate),
+        "rate {rate}/s at 20/s used"
+    );
+
+    // Five seconds at 2/s: the starting rate, not below it.
+    for _ in 0..10 {
+        manager.wait("host").await;
+        manager.increment("host");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(manager.rate("host"), Some(10.0));
 }

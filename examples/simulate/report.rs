@@ -136,13 +136,21 @@ fn rate_over_used(series: &Series) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// The span "used" is measured over in [`above_twice_used`]: the longest
+/// window over which the rate measures its own use (`src/rate/usage.rs`
+/// keeps one to two seconds). One second alone is mostly chance at the
+/// quiet rates that matter here: at 20 calls/s, a second of random arrivals
+/// holds 11 one time in 40, and a rate at 1.4x the mean is then "above
+/// twice" for as long as the lull lasts.
+const USE_WINDOW: Duration = Duration::from_secs(2);
+
 /// The longest run of [`FINE`] steps with the rate above its start and
 /// above twice the calls that reached the backend per second over the
-/// second before. (A longer window would lag: after a quiet phase, a rate
-/// rising with its use would stay above twice a five-second mean for
+/// [`USE_WINDOW`] before. (A longer window would lag: after a quiet phase,
+/// a rate rising with its use would stay above twice a five-second mean for
 /// seconds while never above twice what it was being used at.)
 fn above_twice_used(series: &Series) -> Duration {
-    let window = (BUCKET.as_nanos() / FINE.as_nanos()) as usize;
+    let window = (USE_WINDOW.as_nanos() / FINE.as_nanos()) as usize;
     let (mut longest, mut current) = (0u32, 0u32);
     let mut recent: u32 = 0;
     for (i, rate) in series.fine_rate.iter().enumerate() {
@@ -290,8 +298,11 @@ pub(crate) fn preamble(settings: Settings) -> String {
          reached the backend per second over the {SMOOTHING} seconds before, while \
          the rate was above its start of {STARTING_RATE:.0}/s, sampled each second; \
          \"above 2x used\" is the longest the rate stayed above twice the calls \
-         that reached the backend in the second before, sampled every {fine} ms \
-         (a decrease's cooldown is 500 ms).\n\n",
+         that reached the backend per second over the {use_window} seconds before \
+         (the span over which the rate measures its use; one second of random \
+         arrivals at 20/s holds 20 ± 4.5), sampled every {fine} ms (a decrease's \
+         cooldown is 500 ms).\n\n",
+        use_window = USE_WINDOW.as_secs(),
         seed = settings.seed,
         fine = FINE.as_millis(),
         max_wait = settings.max_wait.as_millis(),

@@ -9,26 +9,43 @@ pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
     clamp(rate + settings.increment, settings)
 }
 
-/// How far above a key's use successes may raise its rate: a rate that
-/// limits the key's calls runs at its use, so it may grow; one this far
-/// above it does not limit them, and learns nothing from them. Below 2 by a
-/// margin, so that a use measured high by chance (a second of a random
-/// stream holds ±20 % around its mean at 20/s) still keeps the rate within
-/// twice the true use.
+/// How far above a key's use its rate may be: a rate that limits the key's
+/// calls runs at its use, so successes may raise it; one this far above it
+/// does not limit them, and learns nothing from them. Below 2 by a margin,
+/// so that a use measured high by chance (a second of a random stream holds
+/// ±20 % around its mean at 20/s) still keeps the rate within twice the
+/// true use.
 pub(crate) const HEADROOM: f64 = 1.5;
 
-/// How high successes may raise a rate while the key's calls succeed at
-/// `used` per second: [`HEADROOM`] times that, or the starting rate if
-/// higher. A rate that is not what limits the key's calls learns nothing
-/// from them.
+/// The highest rate that calls succeeding at `used` per second validate:
+/// [`HEADROOM`] times that, or the starting rate if higher.
 pub(crate) fn validated_ceiling(used: f64, settings: &RateSettings) -> f64 {
     (HEADROOM * used).max(settings.starting_rate)
 }
 
-/// The rate after one success, within `ceiling` (from
-/// [`validated_ceiling`]); a rate already above it stays where it is.
-pub(crate) fn increased_within(rate: f64, ceiling: f64, settings: &RateSettings) -> f64 {
-    increased(rate, settings).min(ceiling).max(rate)
+/// The rate after one success, for a key whose successes validate rates up
+/// to `ceiling` (from [`validated_ceiling`]).
+///
+/// A success that is news (see [`is_news`]) raises the rate by the
+/// increment, up to the ceiling. Any success brings a rate above the
+/// ceiling down to it: a rate the key's calls no longer use is one they no
+/// longer test. Without that, a rate learned at 100/s stayed there through
+/// an hour at 10/s, and a rate on a random stream ratcheted up to
+/// [`HEADROOM`] times the busiest second it had ever seen.
+pub(crate) fn after_success(rate: f64, ceiling: f64, news: bool, settings: &RateSettings) -> f64 {
+    let raised = if news {
+        increased(rate, settings)
+    } else {
+        rate
+    };
+    raised.min(ceiling)
+}
+
+/// Whether no success can move `rate`: it is at the upper bound, where
+/// growth stops, and at or below the starting rate, where validation stops
+/// (a fixed rate: starting rate and upper bound the same).
+pub(crate) fn success_cannot_move(rate: f64, settings: &RateSettings) -> bool {
+    rate >= settings.upper_bound && rate <= settings.starting_rate
 }
 
 /// The rate after one failure, ignoring the cooldown.
@@ -124,6 +141,33 @@ mod tests {
             RateSettings::for_test(RateConfig::new(16.0).bounds(3.0, 20.0).decrease_factor(0.5));
         assert_eq!(decreased(16.0, &s), 8.0);
         assert_eq!(decreased(5.0, &s), 3.0);
+    }
+
+    #[test]
+    fn a_success_raises_up_to_the_ceiling_and_brings_a_rate_above_it_down() {
+        let s = seed(); // starts at 10, bounds 1 to 20, +2
+        assert_eq!(after_success(10.0, 20.0, true, &s), 12.0);
+        assert_eq!(after_success(11.0, 12.0, true, &s), 12.0);
+        // Old news does not raise the rate, but its use still counts.
+        assert_eq!(after_success(10.0, 20.0, false, &s), 10.0);
+        assert_eq!(after_success(18.0, 15.0, false, &s), 15.0);
+        assert_eq!(after_success(18.0, 15.0, true, &s), 15.0);
+        // The ceiling never drops below the starting rate.
+        assert_eq!(validated_ceiling(1.0, &s), 10.0);
+        assert_eq!(
+            after_success(18.0, validated_ceiling(1.0, &s), true, &s),
+            10.0
+        );
+        assert_eq!(validated_ceiling(10.0, &s), 15.0);
+    }
+
+    #[test]
+    fn only_a_fixed_rate_at_its_bound_is_beyond_any_success() {
+        let fixed = RateSettings::for_test(RateConfig::new(20.0).bounds(1.0, 20.0));
+        assert!(success_cannot_move(20.0, &fixed));
+        assert!(!success_cannot_move(19.0, &fixed));
+        // Learned up to the bound from below: it may still fall to its use.
+        assert!(!success_cannot_move(20.0, &seed()));
     }
 
     #[test]

@@ -22,8 +22,7 @@ pub(crate) struct RateCell {
     /// One more than the time of the last decrease; 0: never.
     decreased_at: AtomicU64,
     /// How fast calls have recently succeeded ([`usage`]), for rate
-    /// validation. Written only by successes while the rate is below its
-    /// upper bound.
+    /// validation. Written by every success, unless the rate is fixed.
     used: AtomicU64,
 }
 
@@ -150,13 +149,13 @@ impl RateCell {
     }
 
     /// A success of a call scheduled at `scheduled_at` and started at
-    /// `started_at`: the rate rises by the increment, within bounds, unless
-    /// the call was scheduled before the last decrease (see
-    /// [`aimd::is_news`]), and only while the rate is what limits the key:
-    /// never above twice the key's recent successes per second (or its
-    /// starting rate, if that is higher; see [`usage`]). Reads the time only
-    /// if the rate changes (a rate at its upper bound needs no clock, and
-    /// counts no use).
+    /// `started_at`: counted in the key's use ([`usage`]); the rate rises by
+    /// the increment unless the call was scheduled before the last decrease
+    /// (see [`aimd::is_news`]), and ends at most [`aimd::HEADROOM`] times
+    /// the key's recent successes per second (or its starting rate, if that
+    /// is higher): see [`aimd::after_success`]. Reads the time only if the
+    /// rate changes; a rate no success can move (fixed: at its upper bound
+    /// and starting rate) counts no use.
     pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
@@ -164,16 +163,14 @@ impl RateCell {
         started_at: Nanos,
         settings: &RateSettings,
     ) -> RateChange {
-        if !aimd::is_news(scheduled_at, self.last_decrease()) {
-            return self.unchanged();
-        }
         let rate = self.rate();
-        if rate >= settings.upper_bound {
+        if aimd::success_cannot_move(rate, settings) {
             return self.unchanged();
         }
         let ceiling = aimd::validated_ceiling(self.record_use(started_at, rate), settings);
+        let news = aimd::is_news(scheduled_at, self.last_decrease());
         self.change_rate(now, settings.burst, |rate| {
-            aimd::increased_within(rate, ceiling, settings)
+            aimd::after_success(rate, ceiling, news, settings)
         })
     }
 

@@ -45,7 +45,8 @@ end
 if kind == 's' then
   local scheduled = now - tonumber(ARGV[3])
   local started = now - tonumber(ARGV[4])
-  if (last_decrease == nil or scheduled >= last_decrease) and rate < upper then
+  -- aimd.rs success_cannot_move: a fixed rate at its bound counts no use.
+  if not (rate >= upper and rate <= starting) then
     -- usage.rs: successes a second over a window of 1 to 2 seconds.
     local window = 1000000
     local since = tonumber(state[5]) or started
@@ -60,9 +61,15 @@ if kind == 's' then
     local used = count / (elapsed / 1000000 + 1 / rate)
     table.insert(changes, 'us'); table.insert(changes, text(since))
     table.insert(changes, 'uc'); table.insert(changes, text(count))
+    -- aimd.rs after_success: news raises the rate by the increment; any
+    -- success brings it down to the ceiling its use validates.
     local ceiling = math.max(tonumber(ARGV[14]) * used, starting)
-    local new_rate = math.max(math.min(clamp(rate + tonumber(ARGV[9])), ceiling), rate)
-    if new_rate ~= rate then set_rate(new_rate, 0) end
+    local raised = rate
+    if last_decrease == nil or scheduled >= last_decrease then
+      raised = clamp(rate + tonumber(ARGV[9]))
+    end
+    local new_rate = math.min(raised, ceiling)
+    if new_rate ~= rate then set_rate(new_rate, new_rate < rate and 1 or 0) end
   end
 elseif kind == 'f' then
   local scheduled = now - tonumber(ARGV[3])

@@ -185,14 +185,7 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
     let mut pair = Pair::new(url, &case.to_string(), config).await;
     for (step, op) in ops.into_iter().enumerate() {
         let agreed = match op.clone() {
-            Op::Check => {
-                eprintln!(
-                    "  local tat {} rate {}",
-                    pair.cell.full_from() as f64 / 1e3 - 1e12,
-                    pair.cell.rate()
-                );
-                pair.decide(Some(0)).await?
-            }
+            Op::Check => pair.decide(Some(0)).await?,
             Op::Wait => pair.decide(None).await?,
             Op::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
             Op::CancelLast => {
@@ -288,12 +281,14 @@ fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
     let runtime = runtime();
     runtime.block_on(async {
         // Calls at 20/s for 10 s, every one a success, from 10/s with
-        // room to 200/s: both stop near 1.5 times the use (30/s).
+        // room to 200/s: both stop near 1.5 times the use (30/s). Then
+        // 10 s at 4/s: both fall back to the starting rate.
         let config = RateConfig::new(10.0).bounds(1.0, 200.0).increment(1.0);
         let mut pair = Pair::new(&server.url(), "growth", config).await;
-        for call in 0..200 {
+        let mut peak = 0.0f64;
+        for call in 0..240 {
             if call > 0 {
-                pair.now += 50_000_000;
+                pair.now += if call < 200 { 50_000_000 } else { 250_000_000 };
             }
             assert!(pair.decide(Some(0)).await.unwrap());
             let local = pair
@@ -306,12 +301,22 @@ fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
             };
             let shared = pair.report(success).await.unwrap();
             pair.shared.set_rate(shared);
+            // Growth is within 2 %. A fall goes to 1.5x the use estimate
+            // itself, and the two estimates fold their windows at different
+            // calls (the cell's stamps are 1.05 ms, the script's exact), so
+            // they part by up to 10 % between folds (a model of both in
+            // floating point shows the same): within 12 %.
+            let tolerance = if call < 200 { 0.02 } else { 0.12 };
             assert!(
-                (local - shared).abs() <= 0.02 * local,
-                "local {local}, shared {shared}"
+                (local - shared).abs() <= tolerance * local,
+                "call {call}: local {local}, shared {shared}"
             );
+            if call == 199 {
+                peak = shared;
+            }
         }
-        let rate = pair.shared.rate().unwrap();
-        assert!((28.0..=33.0).contains(&rate), "shared rate {rate}");
+        assert!((28.0..=33.0).contains(&peak), "shared rate {peak} at 20/s");
+        assert_eq!(pair.shared.rate(), Some(10.0));
+        assert_eq!(pair.cell.rate(), 10.0);
     });
 }
