@@ -594,3 +594,73 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
     }
     assert_eq!(manager.rate("host"), Some(10.0));
 }
+
+/// Calls already waiting for their tokens when the rate falls leave at the
+/// new pace, in their order: a backend that just said "too fast" does not
+/// get the queue at the pace it refused. A rise and another fall at once
+/// do not stretch the queue twice.
+#[tokio::test(start_paused = true)]
+async fn a_fall_moves_the_calls_already_waiting_to_the_new_pace() {
+    let manager = manager(
+        RateConfig::new(10.0)
+            .burst(1)
+            .bounds(1.0, 100.0)
+            .increment(5.0)
+            .decrease_factor(0.5)
+            .decrease_cooldown(Duration::ZERO),
+    );
+    manager.wait("host").await; // the burst's one token, at 0
+    let start = Instant::now();
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        let manager = manager.clone();
+        waiters.push(tokio::spawn(async move {
+            manager.wait("host").await;
+            start.elapsed()
+        }));
+    }
+    // Each waiter takes its token: due at 100, 200, 300 and 400 ms.
+    tokio::task::yield_now().await;
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(manager.decrement("host"), Some(5.0));
+    assert_eq!(manager.increment("host"), Some(10.0));
+    assert_eq!(manager.decrement("host"), Some(5.0));
+    let mut started = Vec::new();
+    for waiter in waiters {
+        started.push(waiter.await.unwrap().as_millis());
+    }
+    assert_eq!(started, [200, 400, 600, 800]);
+    // The next call goes one interval at 5/s after the last of them.
+    manager.wait("host").await;
+    assert_eq!(start.elapsed().as_millis(), 1_000);
+}
+
+/// A call that waited for its token was limited by the rate: its success
+/// may raise the rate to twice the key's measured use (a measure that lags
+/// a climb by a second or two), where a call that took a token at once
+/// holds it to 1.5 times.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_waited_for_its_token_lets_the_rate_climb_further() {
+    let config = RateConfig::new(10.0)
+        .burst(1)
+        .bounds(1.0, 1_000.0)
+        .increment(2.0);
+    let limited = manager(config.clone());
+    let measured = manager(config);
+    for _ in 0..30 {
+        let permit = limited.acquire("host", portcullis::Priority::MEDIUM).await;
+        permit.unwrap().success();
+    }
+    // The same calls back to back, but nothing tells the rate they waited.
+    for _ in 0..30 {
+        measured.wait("host").await;
+        measured.increment("host");
+    }
+    let (limited, measured) = (
+        limited.rate("host").unwrap(),
+        measured.rate("host").unwrap(),
+    );
+    assert!(limited > 1.25 * measured, "{limited}/s and {measured}/s");
+}

@@ -383,6 +383,10 @@ mod tests {
         assert!(all.late_goodput.unwrap() >= 0.93, "{all:?}");
         assert!(all.failed < 0.1, "{all:?}");
         assert!(all.shed > 0.6, "{all:?}");
-        assert!(all.mean_wait <= crate::strategy::MAX_WAIT, "{all:?}");
+        // A fall moves the calls already waiting back by up to 1 / 0.8.
+        assert!(
+            all.mean_wait <= crate::strategy::MAX_WAIT.mul_f64(1.25),
+            "{all:?}"
+        );
     }
 }

@@ -325,9 +325,9 @@ pub(crate) fn section(scenario: &Scenario, summaries: &[Summary]) -> String {
 pub(crate) fn max_wait_table(scenario: &Scenario, rows: &[(Duration, Summary)]) -> String {
     let mut out = format!(
         "## How deep a queue: `max_wait` ({})\n\n\
-         A rate change acts on calls not yet scheduled: calls already waiting keep \
-         their start times. The deeper the queue of waiters, the later the rate's \
-         reactions reach the backend.\n\n\
+         A fall of the rate moves the calls already waiting to the new pace; a rise \
+         does not (it would have to wake them early). The deeper the queue of \
+         waiters, the longer it leaves at the pace of the last fall.\n\n\
          | max_wait | strategy | goodput | backend load | failed at backend | mean wait | settled after |\n\
          | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
         scenario.name

@@ -164,6 +164,11 @@ where
     /// [`try_acquire`](crate::ThrottleManager::try_acquire)). [`wait`](crate::ThrottleManager::wait)
     /// always waits.
     ///
+    /// The bound holds at the rate in force when the call takes its token.
+    /// If the rate falls while calls wait, they move back with the rest of
+    /// the queue, so that they leave at the new pace: a fall by a factor of
+    /// 0.7 can lengthen a wait by up to 1 / 0.7.
+    ///
     /// ```
     /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
     /// use std::time::Duration;

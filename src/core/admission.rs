@@ -147,7 +147,9 @@ impl Core {
     }
 
     /// Step 3, when the token lies ahead: sleeps until it is due, and
-    /// returns that time. Dropped before then, it hands the token back.
+    /// returns that time. A fall of the rate meanwhile makes it due later:
+    /// the calls queued at the old pace leave at the new one. Dropped
+    /// before then, it hands the token back.
     pub(crate) async fn sleep_for_token(
         &self,
         state: &KeyState,
@@ -157,11 +159,19 @@ impl Core {
             state,
             reservation: Some(reservation),
         };
-        self.clock
-            .sleep_until(Duration::from_nanos(reservation.slot.start))
-            .await;
+        let (mut start, mut moves_seen) = (reservation.slot.start, reservation.moves_seen);
+        loop {
+            self.clock.sleep_until(Duration::from_nanos(start)).await;
+            // A fall of the rate while it slept moves it back, with the
+            // rest of the bucket's debt (see `rate::falls`).
+            let moved = state.rate.moved_start(start, &mut moves_seen);
+            if moved == start {
+                break;
+            }
+            start = moved;
+        }
         pending.started();
-        reservation.slot.start
+        start
     }
 
     /// Step 4: a slot of the key's bulkhead, or (if the caller waits) a

@@ -119,6 +119,10 @@ pub(crate) struct CallTimes {
     /// When the call was admitted: its outcome counts in the throttle's
     /// bucket of that time.
     pub(crate) started: Nanos,
+    /// Whether the call waited for its rate token: the rate was what
+    /// limited it, so its success may raise the rate whatever the key's
+    /// measured use (see `rate::aimd::validated_ceiling`).
+    pub(crate) waited_for_token: bool,
 }
 
 impl CallTimes {
@@ -127,6 +131,7 @@ impl CallTimes {
         Self {
             scheduled: now,
             started: now,
+            waited_for_token: false,
         }
     }
 }

@@ -17,10 +17,27 @@ pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
 /// true use.
 pub(crate) const HEADROOM: f64 = 1.5;
 
-/// The highest rate that calls succeeding at `used` per second validate:
-/// [`HEADROOM`] times that, or the starting rate if higher.
-pub(crate) fn validated_ceiling(used: f64, settings: &RateSettings) -> f64 {
-    (HEADROOM * used).max(settings.starting_rate)
+/// How far above a key's use a success of a call that waited for its
+/// token may raise the rate: the rate limited that call, so the use
+/// (measured over one to two seconds) lags a rate that is climbing, not one
+/// that nothing tests. Still a bound: under overload every call waits, and
+/// without one an additive rate climbed past four times what it was used
+/// at, far faster than its steps of decrease could bring it back.
+pub(crate) const LIMITED_HEADROOM: f64 = 2.0;
+
+/// The highest rate one success validates, for a key whose calls succeed
+/// at `used` per second: [`LIMITED_HEADROOM`] times that if the call
+/// `waited` for its token (the rate was what limited it, as TCP's window
+/// is "cwnd-limited" in RFC 7661), [`HEADROOM`] times it otherwise; or the
+/// starting rate if higher.
+///
+/// The wait is the direct signal that the rate limits: during a climb the
+/// use (measured over one to two seconds) lags the rate, and a ceiling of
+/// 1.5 times it held a climb from 10/s to 50/s to 8.6 s against a real
+/// server (to the first refusal); with the waits, 7.5 s.
+pub(crate) fn validated_ceiling(used: f64, waited: bool, settings: &RateSettings) -> f64 {
+    let headroom = if waited { LIMITED_HEADROOM } else { HEADROOM };
+    (headroom * used).max(settings.starting_rate)
 }
 
 /// The rate after one success, for a key whose successes validate rates up
@@ -153,12 +170,17 @@ mod tests {
         assert_eq!(after_success(18.0, 15.0, false, &s), 15.0);
         assert_eq!(after_success(18.0, 15.0, true, &s), 15.0);
         // The ceiling never drops below the starting rate.
-        assert_eq!(validated_ceiling(1.0, &s), 10.0);
+        assert_eq!(validated_ceiling(1.0, false, &s), 10.0);
         assert_eq!(
-            after_success(18.0, validated_ceiling(1.0, &s), true, &s),
+            after_success(18.0, validated_ceiling(1.0, false, &s), true, &s),
             10.0
         );
-        assert_eq!(validated_ceiling(10.0, &s), 15.0);
+        assert_eq!(validated_ceiling(10.0, false, &s), 15.0);
+        // A call that waited for its token: the rate limited it, so the
+        // ceiling is twice the use, not 1.5 times.
+        assert_eq!(validated_ceiling(8.0, true, &s), 16.0);
+        assert_eq!(validated_ceiling(8.0, false, &s), 12.0);
+        assert_eq!(validated_ceiling(1.0, true, &s), 10.0);
     }
 
     #[test]

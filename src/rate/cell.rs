@@ -1,14 +1,19 @@
 //! One key's rate, enforced: the GCRA state and the current rate in atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use once_cell::race::OnceBox;
 
 use super::aimd;
 use super::config::RateSettings;
+use super::falls;
 use super::gcra::{self, Slot};
 use super::usage;
 use crate::clock::Nanos;
 
-/// The rate state of one key: 32 bytes, lock-free.
+/// The rate state of one key: 40 bytes, lock-free but for falls of the
+/// rate while calls wait for their tokens (see [`falls`]).
 ///
 /// The rate is the source of truth (an `f64` in an `AtomicU64`), and the
 /// emission interval is derived from it on each call, so the two can never
@@ -24,7 +29,34 @@ pub(crate) struct RateCell {
     /// How fast calls have recently succeeded ([`usage`]), for rate
     /// validation. Written by every success, unless the rate is fixed.
     used: AtomicU64,
+    /// The falls of the rate that moved calls waiting for their tokens
+    /// ([`falls`]); allocated by the first such fall.
+    queue: OnceBox<Queue>,
 }
+
+/// The falls that moved a key's waiting calls, for those calls to find when
+/// they wake.
+#[derive(Debug, Default)]
+struct Queue {
+    /// How many falls moved the queue: a waiter that saw this number when it
+    /// took its token has nowhere to move while it stays the same.
+    moves: AtomicU64,
+    falls: Mutex<QueueFalls>,
+}
+
+#[derive(Debug, Default)]
+struct QueueFalls {
+    /// What the last fall set the queue's pace to.
+    paced: Option<falls::Paced>,
+    /// The falls whose moved calls may still be waiting, oldest first, each
+    /// with its number.
+    recent: Vec<(u64, falls::Fall)>,
+}
+
+/// At most this many falls that moved calls are kept for them to find; a
+/// fall beyond them, with its calls still waiting, leaves them where they
+/// are (as falls did before they moved waiters).
+const RECENT_FALLS: usize = 64;
 
 /// The sign bit of the stored rate (rates are positive) records whether the
 /// last change was a decrease, so turns can be reported without more state.
@@ -54,6 +86,10 @@ pub(crate) struct RateChange {
 pub(crate) struct Reservation {
     pub(crate) slot: Slot,
     interval: Nanos,
+    /// For a call not due yet: how many falls had moved the queue before
+    /// its token was taken ([`RateCell::moved_start`] moves it by the ones
+    /// since).
+    pub(crate) moves_seen: u64,
 }
 
 impl RateCell {
@@ -64,6 +100,7 @@ impl RateCell {
             rate: AtomicU64::new(starting_rate.to_bits()),
             decreased_at: AtomicU64::new(0),
             used: AtomicU64::new(usage::fresh(now)),
+            queue: OnceBox::new(),
         }
     }
 
@@ -124,14 +161,51 @@ impl RateCell {
             if wait > max_wait {
                 return Err(wait);
             }
+            // Read before the token is taken: a fall after this read and
+            // before the token may or may not have moved it, and
+            // `Fall::moved` tells which.
+            let moves_seen = if wait > 0 { self.moves() } else { 0 };
             match self
                 .tat
                 .compare_exchange_weak(tat, slot.tat, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return Ok(Reservation { slot, interval }),
+                Ok(_) => {
+                    return Ok(Reservation {
+                        slot,
+                        interval,
+                        moves_seen,
+                    });
+                }
                 Err(actual) => tat = actual,
             }
         }
+    }
+
+    /// How many falls have moved the queue so far.
+    fn moves(&self) -> u64 {
+        self.queue
+            .get()
+            .map_or(0, |queue| queue.moves.load(Ordering::Acquire))
+    }
+
+    /// Where a call due at `start`, which had seen `seen` falls move the
+    /// queue, is due now: later by each fall since that moved it
+    /// ([`falls::Fall::moved`]). Updates `seen`.
+    pub(crate) fn moved_start(&self, start: Nanos, seen: &mut u64) -> Nanos {
+        let Some(queue) = self.queue.get() else {
+            return start;
+        };
+        if queue.moves.load(Ordering::Acquire) == *seen {
+            return start;
+        }
+        let falls = lock(&queue.falls);
+        let since = *seen;
+        *seen = queue.moves.load(Ordering::Acquire);
+        falls
+            .recent
+            .iter()
+            .filter(|(number, _)| *number > since)
+            .fold(start, |start, (_, fall)| fall.moved(start))
     }
 
     /// Hands back a reservation whose call will not happen, if no later one
@@ -149,25 +223,29 @@ impl RateCell {
     }
 
     /// A success of a call scheduled at `scheduled_at` and started at
-    /// `started_at`: counted in the key's use ([`usage`]); the rate rises by
-    /// the increment unless the call was scheduled before the last decrease
-    /// (see [`aimd::is_news`]), and ends at most [`aimd::HEADROOM`] times
+    /// `started_at`, which `waited` for its token or not: counted in the
+    /// key's use ([`usage`]); the rate rises by the increment unless the
+    /// call was scheduled before the last decrease (see [`aimd::is_news`]),
+    /// and, unless the call waited, ends at most [`aimd::HEADROOM`] times
     /// the key's recent successes per second (or its starting rate, if that
-    /// is higher): see [`aimd::after_success`]. Reads the time only if the
-    /// rate changes; a rate no success can move (fixed: at its upper bound
-    /// and starting rate) counts no use.
+    /// is higher): see [`aimd::validated_ceiling`] and
+    /// [`aimd::after_success`]. Reads the time only if the rate changes; a
+    /// rate no success can move (fixed: at its upper bound and starting
+    /// rate) counts no use.
     pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
         scheduled_at: Nanos,
         started_at: Nanos,
+        waited: bool,
         settings: &RateSettings,
     ) -> RateChange {
         let rate = self.rate();
         if aimd::success_cannot_move(rate, settings) {
             return self.unchanged();
         }
-        let ceiling = aimd::validated_ceiling(self.record_use(started_at, rate), settings);
+        let used = self.record_use(started_at, rate);
+        let ceiling = aimd::validated_ceiling(used, waited, settings);
         let news = aimd::is_news(scheduled_at, self.last_decrease());
         self.change_rate(now, settings.burst, |rate| {
             aimd::after_success(rate, ceiling, news, settings)
@@ -266,7 +344,13 @@ impl RateCell {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.rescale_debt(now(), gcra::interval(old), gcra::interval(new), burst);
+                    let (now, old_interval) = (now(), gcra::interval(old));
+                    let new_interval = gcra::interval(new);
+                    if fell {
+                        self.fall(now, old_interval, new_interval, burst);
+                    } else {
+                        self.rescale_debt(now, old_interval, new_interval, burst);
+                    }
                     let had_fallen = old_bits & FELL != 0;
                     let turned = match (had_fallen, fell) {
                         (false, true) => Some(Turn::Down),
@@ -280,6 +364,50 @@ impl RateCell {
                     };
                 }
                 Err(actual) => old_bits = actual,
+            }
+        }
+    }
+
+    /// The interval grew at `now`: the debt is rescaled, and calls waiting
+    /// for their tokens move with it ([`falls`]).
+    fn fall(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos, burst: u32) {
+        let tail = old_interval.saturating_mul(u64::from(burst));
+        if self.tat.load(Ordering::Acquire).saturating_sub(tail) <= now {
+            // Nobody waits: the common case, without a lock.
+            return self.rescale_debt(now, old_interval, new_interval, burst);
+        }
+        let queue = self.queue.get_or_init(Box::default);
+        let mut falls = lock(&queue.falls);
+        // Falls whose moved calls have all started are of no more use.
+        falls.recent.retain(|(_, fall)| fall.moved_until() > now);
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let last_waiter = tat.saturating_sub(tail);
+            let moved = (last_waiter > now && falls.recent.len() < RECENT_FALLS)
+                .then(|| {
+                    falls::Fall::new(now, last_waiter, old_interval, new_interval, falls.paced)
+                })
+                .filter(|(fall, _)| fall.moves_anyone());
+            let new_tat = match moved {
+                Some((fall, _)) => fall.tat(tat, old_interval, new_interval),
+                None => gcra::rescale(tat, now, old_interval, new_interval, burst),
+            };
+            match self
+                .tat
+                .compare_exchange_weak(tat, new_tat, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if let Some((fall, paced)) = moved {
+                        // Counted after the debt moved: a waiter that sees
+                        // the number finds the fall.
+                        let number = queue.moves.load(Ordering::Acquire) + 1;
+                        falls.paced = Some(paced);
+                        falls.recent.push((number, fall));
+                        queue.moves.store(number, Ordering::Release);
+                    }
+                    return;
+                }
+                Err(actual) => tat = actual,
             }
         }
     }
@@ -326,6 +454,15 @@ impl RateCell {
     }
 }
 
+/// The queue's lock. A panic elsewhere while it was held leaves nothing half
+/// done that a fall or a waiter could trip on (each change is one push), so
+/// a poisoned lock is used as it is.
+fn lock(falls: &Mutex<QueueFalls>) -> MutexGuard<'_, QueueFalls> {
+    falls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,7 +489,7 @@ mod tests {
         assert_eq!(cell.check(0, 5), Err(100 * MS));
         // A quarter more rate shortens the wait for the owed token by a
         // fifth, no more.
-        assert_eq!(cell.increase(|| 0, 0, 0, &s).to, 12.5);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).to, 12.5);
         assert_eq!(cell.check(0, 5), Err(80 * MS));
     }
 
@@ -402,9 +539,15 @@ mod tests {
         assert_eq!(cell.decrease(50 * MS, 0, &s).to, 32.0);
         // The others were paced at 64/s too: old news, either way.
         assert_eq!(cell.decrease(60 * MS, 10 * MS, &s).to, 32.0);
-        assert_eq!(cell.increase(|| 70 * MS, 20 * MS, 70 * MS, &s).to, 32.0);
+        assert_eq!(
+            cell.increase(|| 70 * MS, 20 * MS, 70 * MS, false, &s).to,
+            32.0
+        );
         // A call scheduled after the decrease is news.
-        assert_eq!(cell.increase(|| 80 * MS, 50 * MS, 80 * MS, &s).to, 33.0);
+        assert_eq!(
+            cell.increase(|| 80 * MS, 50 * MS, 80 * MS, false, &s).to,
+            33.0
+        );
         assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
         // Another call scheduled alongside it: the decrease answered it.
         assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
@@ -511,6 +654,28 @@ mod properties {
         started: Nanos,
     }
 
+    /// The waiters due by `now` wake, as `Core::sleep_for_token` does: each
+    /// moves by the falls it has not seen, and sleeps again if that takes
+    /// it past `now`.
+    fn wake(
+        cell: &RateCell,
+        pending: &mut Vec<(Reservation, usize, u64)>,
+        admitted: &mut [Admitted],
+        now: Nanos,
+    ) {
+        pending.retain_mut(|(_, index, seen)| {
+            let call = &mut admitted[*index];
+            while call.started <= now {
+                let moved = cell.moved_start(call.started, seen);
+                if moved == call.started {
+                    return false;
+                }
+                call.started = moved;
+            }
+            true
+        });
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -523,7 +688,9 @@ mod properties {
             let cell = RateCell::new(settings.starting_rate, 0);
             let mut now: Nanos = 0;
             let mut admitted: Vec<Admitted> = Vec::new();
-            let mut pending: Vec<(Reservation, usize)> = Vec::new();
+            // Calls waiting for their tokens: what they took, their index
+            // in `admitted`, and the falls they have seen move the queue.
+            let mut pending: Vec<(Reservation, usize, u64)> = Vec::new();
             // (time, rate from then on)
             let mut rates: Vec<(Nanos, f64)> = vec![(0, settings.starting_rate)];
             for op in ops {
@@ -537,25 +704,29 @@ mod properties {
                         let reservation = cell.reserve(now, settings.burst, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
                         admitted.push(Admitted { decided: now, started: reservation.slot.start });
-                        pending.push((reservation, admitted.len() - 1));
+                        pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
                     }
                     Op::CancelLastWait => {
-                        if let Some((reservation, index)) = pending.pop() {
+                        if let Some((reservation, index, _)) = pending.pop() {
                             if admitted[index].started > now {
                                 cell.cancel(reservation);
                                 admitted.remove(index);
-                                pending.retain(|(_, i)| *i < index);
+                                pending.retain(|(_, i, _)| *i < index);
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(|| now, now, now, &settings).to)),
+                    Op::Increase => rates.push((now, cell.increase(|| now, now, now, false, &settings).to)),
                     Op::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
-                    Op::Advance(by) => now += by,
+                    Op::Advance(by) => {
+                        now += by;
+                        wake(&cell, &mut pending, &mut admitted, now);
+                    }
                 }
                 let rate = cell.rate();
                 prop_assert!(rate.is_finite());
                 prop_assert!((settings.lower_bound..=settings.upper_bound).contains(&rate));
             }
+            wake(&cell, &mut pending, &mut admitted, Nanos::MAX);
             admitted.sort_by_key(|a| a.started);
             for first in 0..admitted.len() {
                 let mut decided_from = admitted[first].decided;
@@ -664,10 +835,10 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(|| 0, 0, 0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, None);
         assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
         assert_eq!(cell.decrease(0, 0, &s).turned, None);
-        assert_eq!(cell.increase(|| 0, 0, 0, &s).turned, Some(Turn::Up));
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, Some(Turn::Up));
         assert_eq!(
             cell.rate(),
             10.0,

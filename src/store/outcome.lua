@@ -10,8 +10,9 @@
 -- the call started; for 'c', the interval it was taken at; [5] starting
 -- rate; [6] burst; [7] lower bound; [8] upper bound; [9] increment;
 -- [10] 'sub' or 'mul'; [11] the decrement or factor; [12] cooldown in
--- microseconds; [13] idle TTL in milliseconds; [14] headroom (how far
--- above its use successes may raise a rate).
+-- microseconds; [13] idle TTL in milliseconds; [14] for 's', the headroom
+-- (how far above its use this success may raise the rate: further if the
+-- call waited for its token, aimd.rs validated_ceiling).
 --
 -- Returns the rate after the outcome, as a string.
 local key, kind = KEYS[1], ARGV[2]
@@ -26,7 +27,9 @@ local changes = {}
 local function clamp(r) return math.min(math.max(r, lower), upper) end
 
 -- gcra.rs rescale: the tokens owed stay the same; debt of calls already
--- scheduled is theirs.
+-- scheduled is theirs. (The local cell moves its own waiters on a fall,
+-- falls.rs; calls waiting on this script's decisions are in other
+-- processes, and keep their places.)
 local function rescale(old_rate, new_rate)
   local old_interval, new_interval = 1000000 / old_rate, 1000000 / new_rate
   local anchor = math.max(now, tat - old_interval * burst)

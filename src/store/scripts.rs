@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use super::{MAX_OUTCOMES_IN_FLIGHT, RedisStore, SharedKey};
 use crate::clock::Nanos;
 use crate::events;
-use crate::rate::aimd::HEADROOM;
+use crate::rate::aimd::{HEADROOM, LIMITED_HEADROOM};
 use crate::rate::config::{Decrease, RateSettings};
 
 /// The scripts, sent by hash (`EVALSHA`) and loaded again on `NOSCRIPT`.
@@ -62,6 +62,8 @@ pub(crate) enum Report {
     Success {
         scheduled_ago: Nanos,
         started_ago: Nanos,
+        /// Whether the call waited for its token.
+        waited: bool,
     },
     /// A capacity failure of a call scheduled that long ago.
     Failure { scheduled_ago: Nanos },
@@ -173,18 +175,22 @@ impl RedisStore {
         now: Nanos,
         pinned: Option<f64>,
     ) -> Option<f64> {
-        let (kind, first, second) = match report {
+        let (kind, first, second, waited) = match report {
             Report::Success {
                 scheduled_ago,
                 started_ago,
+                waited,
             } => (
                 "s",
                 micros(*scheduled_ago).to_string(),
                 micros(*started_ago),
+                *waited,
             ),
-            Report::Failure { scheduled_ago } => ("f", micros(*scheduled_ago).to_string(), 0.0),
-            Report::Cancel(grant) => ("c", grant.tat.clone(), grant.interval_us),
-            Report::Pause(pause) => ("p", micros(*pause).to_string(), 0.0),
+            Report::Failure { scheduled_ago } => {
+                ("f", micros(*scheduled_ago).to_string(), 0.0, false)
+            }
+            Report::Cancel(grant) => ("c", grant.tat.clone(), grant.interval_us, false),
+            Report::Pause(pause) => ("p", micros(*pause).to_string(), 0.0, false),
         };
         let (decrease, step) = match settings.decrease {
             Decrease::Subtract(step) => ("sub", step),
@@ -205,7 +211,7 @@ impl RedisStore {
             .arg(step)
             .arg(micros(settings.cooldown))
             .arg(self.settings.idle_ttl.as_millis() as u64)
-            .arg(HEADROOM);
+            .arg(if waited { LIMITED_HEADROOM } else { HEADROOM });
         let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,
