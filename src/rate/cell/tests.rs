@@ -1,0 +1,382 @@
+//! The rate cell's tests: unit tests of each operation, the invariant of a
+//! moving rate as a property, the whole range of valid rates, and turns.
+
+mod operations {
+    use super::super::*;
+    use crate::RateConfig;
+
+    const MS: Nanos = 1_000_000;
+
+    fn settings(config: RateConfig) -> RateSettings {
+        RateSettings::for_test(config)
+    }
+
+    #[test]
+    fn an_increase_grants_no_fresh_burst() {
+        let s = settings(
+            RateConfig::new(10.0)
+                .burst(5)
+                .bounds(1.0, 100.0)
+                .increment(2.5),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        for _ in 0..5 {
+            assert!(cell.check(0, 5).is_ok());
+        }
+        assert_eq!(cell.check(0, 5), Err(100 * MS));
+        // A quarter more rate shortens the wait for the owed token by a
+        // fifth, no more.
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).to, 12.5);
+        assert_eq!(cell.check(0, 5), Err(80 * MS));
+    }
+
+    #[test]
+    fn a_decrease_forgives_no_debt() {
+        let s = settings(
+            RateConfig::new(10.0)
+                .burst(1)
+                .bounds(1.0, 100.0)
+                .decrement(5.0),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        assert!(cell.check(0, 1).is_ok());
+        assert_eq!(cell.check(0, 1), Err(100 * MS));
+        assert_eq!(cell.decrease(0, 0, &s).to, 5.0);
+        assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+
+    #[test]
+    fn a_burst_of_failures_within_the_cooldown_lowers_the_rate_once() {
+        let s = settings(
+            RateConfig::new(64.0)
+                .bounds(1.0, 64.0)
+                .decrease_factor(0.5)
+                .decrease_cooldown(std::time::Duration::from_millis(100)),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        for _ in 0..10 {
+            cell.decrease(10 * MS, 10 * MS, &s);
+        }
+        assert_eq!(cell.rate(), 32.0);
+        cell.decrease(110 * MS, 110 * MS, &s);
+        assert_eq!(cell.rate(), 16.0);
+    }
+
+    #[test]
+    fn outcomes_of_calls_scheduled_before_the_last_decrease_leave_the_rate_alone() {
+        let s = settings(
+            RateConfig::new(64.0)
+                .bounds(1.0, 64.0)
+                .increment(1.0)
+                .decrease_factor(0.5)
+                .decrease_cooldown(std::time::Duration::ZERO),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        // Three calls scheduled at 0, 10 and 20 ms; the first fails at 50 ms.
+        assert_eq!(cell.decrease(50 * MS, 0, &s).to, 32.0);
+        // The others were paced at 64/s too: old news, either way.
+        assert_eq!(cell.decrease(60 * MS, 10 * MS, &s).to, 32.0);
+        assert_eq!(
+            cell.increase(|| 70 * MS, 20 * MS, 70 * MS, false, &s).to,
+            32.0
+        );
+        // A call scheduled after the decrease is news.
+        assert_eq!(
+            cell.increase(|| 80 * MS, 50 * MS, 80 * MS, false, &s).to,
+            33.0
+        );
+        assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
+        // Another call scheduled alongside it: the decrease answered it.
+        assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
+        // Without a cooldown, the next call scheduled after it counts at once.
+        assert_eq!(cell.decrease(90 * MS, 90 * MS, &s).to, 8.25);
+    }
+
+    #[test]
+    fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
+        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let cell = RateCell::new(s.starting_rate, 0);
+        let first = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        assert_eq!(first.slot.start, 0);
+        let second = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        let third = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        assert_eq!((second.slot.start, third.slot.start), (100 * MS, 200 * MS));
+        cell.cancel(second); // not last: the gap stays, the third keeps its time
+        assert_eq!(cell.check(0, 1), Err(300 * MS));
+        cell.cancel(third); // last: handed back
+        assert_eq!(cell.check(0, 1), Err(200 * MS));
+    }
+
+    #[test]
+    fn a_reservation_beyond_max_wait_takes_nothing() {
+        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let cell = RateCell::new(s.starting_rate, 0);
+        for expected in [0, 100 * MS, 200 * MS] {
+            assert_eq!(cell.reserve(0, 1, 200 * MS).unwrap().slot.start, expected);
+        }
+        assert_eq!(cell.reserve(0, 1, 200 * MS), Err(300 * MS));
+        assert_eq!(
+            cell.reserve(0, 1, 200 * MS),
+            Err(300 * MS),
+            "the refusal took no token"
+        );
+        assert_eq!(
+            cell.reserve(100 * MS, 1, 200 * MS).unwrap().slot.start,
+            300 * MS
+        );
+    }
+}
+
+mod properties {
+    //! The invariant of a rate that moves: over any interval, the calls
+    //! admitted never exceed what the fastest rate in force could allow plus
+    //! one burst, whatever interleaving of calls, waits, cancellations and
+    //! rate changes led there.
+
+    use super::super::*;
+    use crate::rate::RateConfig;
+    use crate::rate::config::Decrease;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Check,
+        Wait,
+        CancelLastWait,
+        Increase,
+        Decrease,
+        Advance(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Check),
+            3 => Just(Op::Wait),
+            1 => Just(Op::CancelLastWait),
+            2 => Just(Op::Increase),
+            2 => Just(Op::Decrease),
+            3 => (1u64..2_000_000_000).prop_map(Op::Advance),
+        ]
+    }
+
+    fn config() -> impl Strategy<Value = RateConfig> {
+        (
+            0.5f64..50.0,
+            1u32..8,
+            0.0f64..20.0,
+            prop_oneof![
+                (0.0f64..30.0).prop_map(Decrease::Subtract),
+                (0.05f64..1.0).prop_map(Decrease::Multiply),
+            ],
+            0u64..500,
+        )
+            .prop_map(|(start, burst, increment, decrease, cooldown_ms)| {
+                let config = RateConfig::new(start)
+                    .burst(burst)
+                    .bounds(0.5, 100.0)
+                    .increment(increment)
+                    .decrease_cooldown(std::time::Duration::from_millis(cooldown_ms));
+                match decrease {
+                    Decrease::Subtract(step) => config.decrement(step),
+                    Decrease::Multiply(factor) => config.decrease_factor(factor),
+                }
+            })
+    }
+
+    /// A call that was let through: when it was decided and when it started.
+    #[derive(Debug, Clone, Copy)]
+    struct Admitted {
+        decided: Nanos,
+        started: Nanos,
+    }
+
+    /// The waiters due by `now` wake, as `Core::sleep_for_token` does: each
+    /// moves by the falls it has not seen, and sleeps again if that takes
+    /// it past `now`.
+    fn wake(
+        cell: &RateCell,
+        pending: &mut Vec<(Reservation, usize, u64)>,
+        admitted: &mut [Admitted],
+        now: Nanos,
+    ) {
+        pending.retain_mut(|(_, index, seen)| {
+            let call = &mut admitted[*index];
+            while call.started <= now {
+                let moved = cell.moved_start(call.started, seen);
+                if moved == call.started {
+                    return false;
+                }
+                call.started = moved;
+            }
+            true
+        });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn admitted_calls_never_exceed_the_fastest_rate_plus_one_burst(
+            config in config(),
+            ops in proptest::collection::vec(op(), 1..200),
+        ) {
+            let settings = RateSettings::for_test(config);
+            let cell = RateCell::new(settings.starting_rate, 0);
+            let mut now: Nanos = 0;
+            let mut admitted: Vec<Admitted> = Vec::new();
+            // Calls waiting for their tokens: what they took, their index
+            // in `admitted`, and the falls they have seen move the queue.
+            let mut pending: Vec<(Reservation, usize, u64)> = Vec::new();
+            // (time, rate from then on)
+            let mut rates: Vec<(Nanos, f64)> = vec![(0, settings.starting_rate)];
+            for op in ops {
+                match op {
+                    Op::Check => {
+                        if cell.check(now, settings.burst).is_ok() {
+                            admitted.push(Admitted { decided: now, started: now });
+                        }
+                    }
+                    Op::Wait => {
+                        let reservation = cell.reserve(now, settings.burst, Nanos::MAX).unwrap();
+                        prop_assert!(reservation.slot.start >= now);
+                        admitted.push(Admitted { decided: now, started: reservation.slot.start });
+                        pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
+                    }
+                    Op::CancelLastWait => {
+                        if let Some((reservation, index, _)) = pending.pop() {
+                            if admitted[index].started > now {
+                                cell.cancel(reservation);
+                                admitted.remove(index);
+                                pending.retain(|(_, i, _)| *i < index);
+                            }
+                        }
+                    }
+                    Op::Increase => rates.push((now, cell.increase(|| now, now, now, false, &settings).to)),
+                    Op::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
+                    Op::Advance(by) => {
+                        now += by;
+                        wake(&cell, &mut pending, &mut admitted, now);
+                    }
+                }
+                let rate = cell.rate();
+                prop_assert!(rate.is_finite());
+                prop_assert!((settings.lower_bound..=settings.upper_bound).contains(&rate));
+            }
+            wake(&cell, &mut pending, &mut admitted, Nanos::MAX);
+            admitted.sort_by_key(|a| a.started);
+            for first in 0..admitted.len() {
+                let mut decided_from = admitted[first].decided;
+                for last in first..admitted.len() {
+                    decided_from = decided_from.min(admitted[last].decided);
+                    let until = admitted[last].started;
+                    let span = (until - admitted[first].started) as f64 / 1e9;
+                    // The fastest rate in force from the earliest decision to the last start.
+                    let fastest = rates
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (from, _))| {
+                            *from <= until
+                                && rates.get(i + 1).is_none_or(|(next, _)| *next >= decided_from)
+                        })
+                        .map(|(_, (_, rate))| *rate)
+                        .fold(0.0, f64::max);
+                    let calls = (last - first + 1) as f64;
+                    let allowed = fastest * span * (1.0 + 1e-6) + f64::from(settings.burst);
+                    prop_assert!(
+                        calls <= allowed + 1e-9,
+                        "{calls} calls in {span}s at most {fastest}/s with burst {}",
+                        settings.burst
+                    );
+                }
+            }
+        }
+    }
+}
+
+mod slowest_rates {
+    //! The whole valid range of rates, down to the slowest one: no rate a
+    //! config can hold turns limiting off.
+
+    use super::super::*;
+    use crate::rate::{RateConfig, slowest_rate};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Calls at random times, some years apart, against a rate between
+        /// the slowest valid one and a million times that: in any span T,
+        /// at most burst + rate * T + 1 are admitted.
+        #[test]
+        fn admitted_calls_stay_within_the_rate_down_to_the_slowest(
+            burst in 1u32..64,
+            times_slowest in 1.0f64..1e6,
+            gaps in proptest::collection::vec(0u64..(1 << 54), 1..200),
+        ) {
+            let rate = slowest_rate(burst) * times_slowest;
+            let config = RateConfig::new(rate).burst(burst).bounds(rate, rate);
+            let settings = RateSettings::for_test(config);
+            let cell = RateCell::new(settings.starting_rate, 0);
+            let mut now: Nanos = 0;
+            let mut admitted: Vec<Nanos> = Vec::new();
+            for gap in gaps {
+                now += gap;
+                if cell.check(now, burst).is_ok() {
+                    admitted.push(now);
+                }
+            }
+            for (i, &first) in admitted.iter().enumerate() {
+                for (j, &last) in admitted.iter().enumerate().skip(i) {
+                    let calls = (j - i + 1) as f64;
+                    let span = (last - first) as f64 / 1e9;
+                    let allowed = f64::from(burst) + rate * span * (1.0 + 1e-9) + 1.0;
+                    prop_assert!(calls <= allowed, "{calls} calls in {span}s at {rate}/s, burst {burst}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rate_too_slow_to_count_is_refused_naming_the_smallest() {
+        let error = RateConfig::new(1e-9).burst(20).validate().unwrap_err();
+        let problems = error.problems();
+        assert_eq!(problems.len(), 1, "{error}");
+        assert_eq!(problems[0].field(), "rate.starting_rate");
+        assert!(
+            problems[0]
+                .message()
+                .contains(&format!("{:e}", slowest_rate(20))),
+            "{error}"
+        );
+        let error = RateConfig::new(1.0)
+            .bounds(1e-12, 2.0)
+            .validate()
+            .unwrap_err();
+        assert_eq!(error.problems()[0].field(), "rate.lower_bound");
+    }
+}
+
+mod turns {
+    use super::super::*;
+    use crate::RateConfig;
+
+    #[test]
+    fn a_change_reports_a_turn_only_when_it_reverses_the_last() {
+        let s = RateSettings::for_test(
+            RateConfig::new(10.0)
+                .bounds(1.0, 20.0)
+                .increment(1.0)
+                .decrement(1.0),
+        );
+        let cell = RateCell::new(s.starting_rate, 0);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, None);
+        assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
+        assert_eq!(cell.decrease(0, 0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, Some(Turn::Up));
+        assert_eq!(
+            cell.rate(),
+            10.0,
+            "the direction bit never shows in the rate"
+        );
+    }
+}
