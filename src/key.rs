@@ -14,17 +14,13 @@ use crate::throttle::window::ThrottleWindow;
 /// space and by every permit and waiter of the key.
 ///
 /// A key of a manager with only a rate, at its default settings, is just its
-/// rate cell and two null pointers: 48 bytes. The controls beyond the rate
+/// rate cell and a null pointer: 48 bytes. The controls beyond the rate
 /// live in one optional allocation, and the key's own settings (for the few
-/// keys that have them) in another. (The second pointer sits here, not with
-/// the controls, because here it fits in the allocator's rounding.)
+/// keys that have them) in another, reached through the first.
 #[derive(Debug)]
 pub(crate) struct KeyState {
     pub(crate) rate: RateCell,
     extras: Option<Box<Extras>>,
-    /// The key's own settings, where any differ from the manager's
-    /// defaults.
-    own: Option<Box<OwnSettings>>,
 }
 
 /// What a key holds beyond its rate cell, when it holds anything.
@@ -38,6 +34,9 @@ struct Extras {
     /// Present when the key's rate lives in a store.
     #[cfg(feature = "redis")]
     shared: Option<crate::store::SharedKey>,
+    /// The key's own settings, where any differ from the manager's
+    /// defaults.
+    own: Option<Box<OwnSettings>>,
 }
 
 /// A key's own settings; `None`: the manager's default for that control.
@@ -57,7 +56,6 @@ impl KeyState {
         throttle: Option<(ThrottleWindow, Option<Arc<ThrottleSettings>>)>,
         bulkhead: Option<(Bulkhead, Option<Arc<BulkheadSettings>>)>,
     ) -> Self {
-        let needed = throttle.is_some() || bulkhead.is_some();
         let (throttle, throttle_settings) = throttle.map_or((None, None), |(w, s)| (Some(w), s));
         let (bulkhead, bulkhead_settings) = bulkhead.map_or((None, None), |(b, s)| (Some(b), s));
         let own = OwnSettings {
@@ -66,6 +64,7 @@ impl KeyState {
             bulkhead: bulkhead_settings,
         };
         let any_own = own.rate.is_some() || own.throttle.is_some() || own.bulkhead.is_some();
+        let needed = throttle.is_some() || bulkhead.is_some() || any_own;
         Self {
             rate,
             extras: needed.then(|| {
@@ -74,9 +73,9 @@ impl KeyState {
                     bulkhead,
                     #[cfg(feature = "redis")]
                     shared: None,
+                    own: any_own.then(|| Box::new(own)),
                 })
             }),
-            own: any_own.then(|| Box::new(own)),
         }
     }
 
@@ -97,7 +96,7 @@ impl KeyState {
     /// The key's own settings, if any differ from the manager's defaults.
     #[inline]
     fn own(&self) -> Option<&OwnSettings> {
-        self.own.as_deref()
+        self.extras.as_deref()?.own.as_deref()
     }
 
     /// The key's own rate settings; `None` for the manager's default.
@@ -114,7 +113,10 @@ impl KeyState {
         let extras = self.extras.as_deref()?;
         Some((
             extras.throttle.as_ref()?,
-            self.own().and_then(|own| own.throttle.as_deref()),
+            extras
+                .own
+                .as_deref()
+                .and_then(|own| own.throttle.as_deref()),
         ))
     }
 
@@ -125,7 +127,10 @@ impl KeyState {
         let extras = self.extras.as_deref()?;
         Some((
             extras.bulkhead.as_ref()?,
-            self.own().and_then(|own| own.bulkhead.as_deref()),
+            extras
+                .own
+                .as_deref()
+                .and_then(|own| own.bulkhead.as_deref()),
         ))
     }
 

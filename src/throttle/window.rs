@@ -17,6 +17,7 @@
 //! most keys see one or two of a manager's priorities, and a key that has
 //! counted nothing yet (one only `check`ed) holds no counters at all.
 
+use std::num::NonZeroU8;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -69,17 +70,23 @@ pub(crate) struct ThrottleWindow {
     clean_from: AtomicU64,
     /// Whether the last decision shed a call: to report the turns only.
     shedding: AtomicBool,
-    /// How many priority levels the window counts.
-    levels: u8,
+    /// How many priority levels the window counts. Never 0, which leaves
+    /// `Option<ThrottleWindow>` a niche: 8 bytes a key less.
+    levels: NonZeroU8,
     rotating: Mutex<()>,
     /// By priority, its counters once it has counted an outcome: one
     /// pointer each, the first [`NEAR_LEVELS`] here and any more (a manager
     /// with more levels) in `far`. An outcome reaches its counters in two
     /// steps from the key, not three, and a key with the default levels
-    /// holds no table (an empty one allocates nothing).
+    /// holds no table: one null pointer (a thin one, 8 bytes a key less
+    /// than a slice's).
     near: [OnceBox<Counters>; NEAR_LEVELS],
-    far: Box<[OnceBox<Counters>]>,
+    far: Option<Box<FarLevels>>,
 }
+
+/// The counters' places of the levels past [`NEAR_LEVELS`].
+#[derive(Debug)]
+struct FarLevels(Box<[OnceBox<Counters>]>);
 
 /// Priorities whose counters a window finds from itself: the default
 /// number of levels.
@@ -102,11 +109,13 @@ impl ThrottleWindow {
             clean_from: AtomicU64::new(0),
             shedding: AtomicBool::new(false),
             rotating: Mutex::new(()),
-            levels,
+            // The manager's levels are validated to be at least one.
+            levels: NonZeroU8::new(levels).unwrap_or(NonZeroU8::MIN),
             near: Default::default(),
-            far: (NEAR_LEVELS..usize::from(levels))
-                .map(|_| OnceBox::new())
-                .collect(),
+            far: (usize::from(levels) > NEAR_LEVELS).then(|| {
+                let far = (NEAR_LEVELS..usize::from(levels)).map(|_| OnceBox::new());
+                Box::new(FarLevels(far.collect()))
+            }),
         }
     }
 
@@ -115,21 +124,28 @@ impl ThrottleWindow {
         self.level(priority)?.get()
     }
 
+    /// How many priority levels the window counts.
+    #[inline]
+    fn level_count(&self) -> usize {
+        usize::from(self.levels.get())
+    }
+
     /// The place of `priority`'s counters, if it is one of the levels.
     #[inline]
     fn level(&self, priority: usize) -> Option<&OnceBox<Counters>> {
-        if priority >= usize::from(self.levels) {
+        if priority >= self.level_count() {
             return None;
         }
         self.near
             .get(priority)
-            .or_else(|| self.far.get(priority - NEAR_LEVELS))
+            .or_else(|| self.far.as_ref()?.0.get(priority - NEAR_LEVELS))
     }
 
     /// The counters of every priority that has counted an outcome.
     fn counted(&self) -> impl Iterator<Item = &Counters> {
-        let levels = self.near.iter().chain(self.far.iter());
-        levels.take(self.levels.into()).filter_map(OnceBox::get)
+        let far = self.far.iter().flat_map(|far| far.0.iter());
+        let levels = self.near.iter().chain(far);
+        levels.take(self.level_count()).filter_map(OnceBox::get)
     }
 
     /// The probability of rejecting a call of `priority` at `now`.
@@ -187,7 +203,7 @@ impl ThrottleWindow {
     /// rejection probability, at `now`: for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
         let head = self.head_at(now, settings.bucket);
-        (0..usize::from(self.levels))
+        (0..self.level_count())
             .map(|p| {
                 let probability = if head >= self.clean_from.load(Ordering::Acquire) {
                     0.0
@@ -205,7 +221,7 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(usize::from(self.levels) - 1), settings) > 0.0;
+            && probability::rejection(self.seen_by(self.level_count() - 1), settings) > 0.0;
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {
