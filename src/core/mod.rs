@@ -119,10 +119,19 @@ pub(crate) struct CallTimes {
     /// When the call was admitted: its outcome counts in the throttle's
     /// bucket of that time.
     pub(crate) started: Nanos,
-    /// Whether the call waited for its rate token: the rate was what
-    /// limited it, so its success may raise the rate whatever the key's
-    /// measured use (see `rate::aimd::validated_ceiling`).
-    pub(crate) waited_for_token: bool,
+}
+
+impl CallTimes {
+    /// Whether the call waited between its place in the queue and its
+    /// start: for its rate token (the rate was what limited it, so its
+    /// success may raise the rate further above the key's measured use; see
+    /// `rate::aimd::validated_ceiling`), in the bulkhead's queue, or for a
+    /// shared rate's answer. Told from the two times, not kept beside them:
+    /// 8 bytes more in every permit made a healthy `try_acquire` about a
+    /// fifth slower.
+    pub(crate) fn waited(&self) -> bool {
+        self.started > self.scheduled
+    }
 }
 
 impl CallTimes {
@@ -131,7 +140,6 @@ impl CallTimes {
         Self {
             scheduled: now,
             started: now,
-            waited_for_token: false,
         }
     }
 }

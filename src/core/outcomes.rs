@@ -94,7 +94,7 @@ impl Core {
                         || self.now(),
                         times.scheduled,
                         times.started,
-                        times.waited_for_token,
+                        times.waited(),
                         settings,
                     );
                     events::rate_changed(telemetry.span(), change);

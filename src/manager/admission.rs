@@ -414,7 +414,6 @@ where
                 }
                 Wait::ForToken(mut call, token) => {
                     call.times.started = core.sleep_for_token(&call.state, token).await;
-                    call.times.waited_for_token = true;
                     Self::take_slot(core, call, patience)
                 }
                 Wait::InQueue(call, id) => {
@@ -446,7 +445,6 @@ where
                             let answered = core.now();
                             call.times.started =
                                 core.sleep_for_shared(&call.state, &grant, answered).await;
-                            call.times.waited_for_token = call.times.started > answered;
                             call.shared = Some(Box::new(grant));
                             Self::take_slot(core, call, patience)
                         }

@@ -27,9 +27,11 @@ pub(crate) const LIMITED_HEADROOM: f64 = 2.0;
 
 /// The highest rate one success validates, for a key whose calls succeed
 /// at `used` per second: [`LIMITED_HEADROOM`] times that if the call
-/// `waited` for its token (the rate was what limited it, as TCP's window
-/// is "cwnd-limited" in RFC 7661), [`HEADROOM`] times it otherwise; or the
-/// starting rate if higher.
+/// `waited` between taking its place and starting (for its token: the rate
+/// was what limited it, as TCP's window is "cwnd-limited" in RFC 7661; or
+/// in a bulkhead's queue, or for a shared rate's answer, which the manager
+/// does not tell apart), [`HEADROOM`] times it otherwise; or the starting
+/// rate if higher.
 ///
 /// The wait is the direct signal that the rate limits: during a climb the
 /// use (measured over one to two seconds) lags the rate, and a ceiling of

@@ -133,7 +133,7 @@ impl Core {
             Outcome::Success => Report::Success {
                 scheduled_ago,
                 started_ago: now.saturating_sub(times.started),
-                waited: times.waited_for_token,
+                waited: times.waited(),
             },
             Outcome::Overloaded => Report::Failure { scheduled_ago },
             Outcome::Neutral => return,
