@@ -38,8 +38,12 @@ pub(crate) struct RateCell {
 /// they wake.
 #[derive(Debug, Default)]
 struct Queue {
-    /// How many falls moved the queue: a waiter that saw this number when it
-    /// took its token has nowhere to move while it stays the same.
+    /// Twice the number of falls that moved the queue, plus one while a
+    /// fall is being applied: a waiter that saw this number when it took
+    /// its token has nowhere to move while it stays the same and even. An
+    /// odd number sends a waiter to the lock, which the fall holds, so none
+    /// starts unmoved between the debt's stretch and the fall's record (its
+    /// predecessors would move past it).
     moves: AtomicU64,
     falls: Mutex<QueueFalls>,
 }
@@ -195,7 +199,8 @@ impl RateCell {
         let Some(queue) = self.queue.get() else {
             return start;
         };
-        if queue.moves.load(Ordering::Acquire) == *seen {
+        let current = queue.moves.load(Ordering::Acquire);
+        if current == *seen && current % 2 == 0 {
             return start;
         }
         let falls = lock(&queue.falls);
@@ -380,6 +385,8 @@ impl RateCell {
         let mut falls = lock(&queue.falls);
         // Falls whose moved calls have all started are of no more use.
         falls.recent.retain(|(_, fall)| fall.moved_until() > now);
+        // Odd while this fall is applied (see `Queue::moves`).
+        let before = queue.moves.fetch_add(1, Ordering::AcqRel);
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let last_waiter = tat.saturating_sub(tail);
@@ -397,14 +404,13 @@ impl RateCell {
                 .compare_exchange_weak(tat, new_tat, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
+                    let mut after = before;
                     if let Some((fall, paced)) = moved {
-                        // Counted after the debt moved: a waiter that sees
-                        // the number finds the fall.
-                        let number = queue.moves.load(Ordering::Acquire) + 1;
+                        after = before + 2;
                         falls.paced = Some(paced);
-                        falls.recent.push((number, fall));
-                        queue.moves.store(number, Ordering::Release);
+                        falls.recent.push((after, fall));
                     }
+                    queue.moves.store(after, Ordering::Release);
                     return;
                 }
                 Err(actual) => tat = actual,

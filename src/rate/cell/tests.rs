@@ -380,3 +380,141 @@ mod turns {
         );
     }
 }
+
+mod concurrent_falls {
+    //! Real threads on a clock they share: calls wait for their tokens and
+    //! move at falls of the rate, while the rate falls and rises under
+    //! them. The single-threaded property above, under real interleavings.
+    //! (Its bound counts the fastest rate since a window's earliest
+    //! decision, so it is loose for calls placed before a fall: moving
+    //! twice, which the single-threaded property catches, passes here.
+    //! What this adds is the interleavings.)
+
+    use super::super::*;
+    use crate::rate::RateConfig;
+    use std::sync::Mutex as StdMutex;
+
+    /// Virtual time a tick.
+    const STEP: Nanos = 200_000;
+    /// The last time a waiter takes a token.
+    const END: Nanos = 2_000_000_000;
+    const WAITERS: usize = 6;
+
+    #[test]
+    fn waiters_moved_by_concurrent_falls_never_exceed_the_fastest_rate_plus_one_burst() {
+        let settings = RateSettings::for_test(
+            RateConfig::new(400.0)
+                .burst(4)
+                .bounds(50.0, 1_000.0)
+                .increment(30.0)
+                .decrease_factor(0.7)
+                .decrease_cooldown(std::time::Duration::ZERO),
+        );
+        let cell = RateCell::new(settings.starting_rate, 0);
+        let clock = AtomicU64::new(0);
+        // When each waiter is next due (`Nanos::MAX`: gone). Time moves only
+        // once no waiter is due and not yet woken.
+        let due: Vec<AtomicU64> = (0..WAITERS).map(|_| AtomicU64::new(0)).collect();
+        // (decided, started) of every call, and (time, rate from then on).
+        let calls = StdMutex::new(Vec::new());
+        let rates = StdMutex::new(vec![(0, settings.starting_rate)]);
+        std::thread::scope(|scope| {
+            for due in &due {
+                let (cell, clock, calls, settings) = (&cell, &clock, &calls, &settings);
+                scope.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let decided = clock.load(Ordering::Acquire);
+                        if decided >= END {
+                            break;
+                        }
+                        let reservation =
+                            cell.reserve(decided, settings.burst, Nanos::MAX).unwrap();
+                        let (mut start, mut seen) =
+                            (reservation.slot.start, reservation.moves_seen);
+                        loop {
+                            due.store(start, Ordering::Release);
+                            while clock.load(Ordering::Acquire) < start {
+                                std::thread::yield_now();
+                            }
+                            let moved = cell.moved_start(start, &mut seen);
+                            if moved == start {
+                                break;
+                            }
+                            start = moved;
+                        }
+                        mine.push((decided, start));
+                    }
+                    calls.lock().unwrap().extend(mine);
+                    due.store(Nanos::MAX, Ordering::Release);
+                });
+            }
+            // A change of the rate comes right after each tick, while the
+            // waiters it woke look again.
+            scope.spawn(|| {
+                let mut state = 0x9E37_79B9_7F4A_7C15u64;
+                loop {
+                    let now = clock.load(Ordering::Acquire);
+                    while due.iter().any(|due| due.load(Ordering::Acquire) <= now) {
+                        std::thread::yield_now();
+                    }
+                    if due
+                        .iter()
+                        .all(|due| due.load(Ordering::Acquire) == Nanos::MAX)
+                    {
+                        break;
+                    }
+                    let now = clock.fetch_add(STEP, Ordering::AcqRel) + STEP;
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let change = match state % 32 {
+                        0 => cell.decrease(now, now, &settings),
+                        1..=3 => cell.increase(|| now, now, now, true, &settings),
+                        _ => continue,
+                    };
+                    if change.to != change.from {
+                        rates.lock().unwrap().push((now, change.to));
+                    }
+                }
+            });
+        });
+        let mut calls = calls.into_inner().unwrap();
+        let rates = rates.into_inner().unwrap();
+        calls.sort_by_key(|&(_, started)| started);
+        // About 280 calls, 1,300 changes and 135 falls that moved waiters
+        // in a run (`moves` counts two a fall): the test is about the moves.
+        assert!(calls.len() > 150, "{} calls", calls.len());
+        assert!(
+            cell.moves() > 80,
+            "{} (two a fall that moved waiters)",
+            cell.moves()
+        );
+        for first in 0..calls.len() {
+            let mut decided_from = calls[first].0;
+            for last in first..calls.len() {
+                decided_from = decided_from.min(calls[last].0);
+                let until = calls[last].1;
+                let span = (until - calls[first].1) as f64 / 1e9;
+                let fastest = rates
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (from, _))| {
+                        *from <= until
+                            && rates
+                                .get(i + 1)
+                                .is_none_or(|(next, _)| *next >= decided_from)
+                    })
+                    .map(|(_, (_, rate))| *rate)
+                    .fold(0.0, f64::max);
+                let count = (last - first + 1) as f64;
+                let allowed = fastest * span * (1.0 + 1e-6) + f64::from(settings.burst);
+                assert!(
+                    count <= allowed + 1e-9,
+                    "{count} calls in {span}s at most {fastest}/s with burst {}",
+                    settings.burst
+                );
+            }
+        }
+    }
+}
