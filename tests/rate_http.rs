@@ -61,9 +61,9 @@ fn quick_start() -> RateConfig {
 /// calls that reach the server after the run are not counted), the share
 /// of requests the server refused and its capacity used.
 ///
-/// The goodput measured this way is 94 % for both configs (a learner that
-/// probes spends about its refusals); the bar below is 92 %, under the
-/// 95 % asked of it, which it does not reach (see issue 19's notes).
+/// Measured this way: 1.0 % refused and 98.3 % of the capacity used, for
+/// both configs (they are the same steps). The bars are what a polite
+/// client should meet: at most 5 % refused, at least 95 % used.
 async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {
     let manager = ThrottleManager::<String>::builder()
         .rate(config)
@@ -88,14 +88,14 @@ async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {
 async fn the_quick_start_gets_the_capacity_with_few_refusals() {
     let (refused, goodput) = settled_figures(quick_start(), "quick start").await;
     assert!(refused <= 0.05, "refused {refused:.3}");
-    assert!(goodput >= 0.92, "goodput {goodput:.3}");
+    assert!(goodput >= 0.95, "goodput {goodput:.3}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_defaults_get_the_capacity_with_few_refusals() {
     let (refused, goodput) = settled_figures(RateConfig::new(10.0), "defaults").await;
     assert!(refused <= 0.05, "refused {refused:.3}");
-    assert!(goodput >= 0.92, "goodput {goodput:.3}");
+    assert!(goodput >= 0.95, "goodput {goodput:.3}");
 }
 
 /// 5/s for 8 s, then 16 callers as fast as they may: after the quiet phase
