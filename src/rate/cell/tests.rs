@@ -212,6 +212,45 @@ mod properties {
         });
     }
 
+    /// Over any span between two starts, the calls admitted never exceed
+    /// what the fastest rate in force from the earliest decision among them
+    /// to the last start allows, plus one burst. `calls`: (decided,
+    /// started); `rates`: (from, rate), in time order.
+    pub(super) fn within_the_fastest_rate_plus_one_burst(
+        mut calls: Vec<(Nanos, Nanos)>,
+        rates: &[(Nanos, f64)],
+        burst: u32,
+    ) -> Result<(), String> {
+        calls.sort_by_key(|&(_, started)| started);
+        for first in 0..calls.len() {
+            let mut decided_from = calls[first].0;
+            for last in first..calls.len() {
+                decided_from = decided_from.min(calls[last].0);
+                let until = calls[last].1;
+                let span = (until - calls[first].1) as f64 / 1e9;
+                let fastest = rates
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (from, _))| {
+                        *from <= until
+                            && rates
+                                .get(i + 1)
+                                .is_none_or(|(next, _)| *next >= decided_from)
+                    })
+                    .map(|(_, (_, rate))| *rate)
+                    .fold(0.0, f64::max);
+                let count = (last - first + 1) as f64;
+                let allowed = fastest * span * (1.0 + 1e-6) + f64::from(burst);
+                if count > allowed + 1e-9 {
+                    return Err(format!(
+                        "{count} calls in {span}s at most {fastest}/s with burst {burst}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -263,32 +302,10 @@ mod properties {
                 prop_assert!((settings.lower_bound..=settings.upper_bound).contains(&rate));
             }
             wake(&cell, &mut pending, &mut admitted, Nanos::MAX);
-            admitted.sort_by_key(|a| a.started);
-            for first in 0..admitted.len() {
-                let mut decided_from = admitted[first].decided;
-                for last in first..admitted.len() {
-                    decided_from = decided_from.min(admitted[last].decided);
-                    let until = admitted[last].started;
-                    let span = (until - admitted[first].started) as f64 / 1e9;
-                    // The fastest rate in force from the earliest decision to the last start.
-                    let fastest = rates
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, (from, _))| {
-                            *from <= until
-                                && rates.get(i + 1).is_none_or(|(next, _)| *next >= decided_from)
-                        })
-                        .map(|(_, (_, rate))| *rate)
-                        .fold(0.0, f64::max);
-                    let calls = (last - first + 1) as f64;
-                    let allowed = fastest * span * (1.0 + 1e-6) + f64::from(settings.burst);
-                    prop_assert!(
-                        calls <= allowed + 1e-9,
-                        "{calls} calls in {span}s at most {fastest}/s with burst {}",
-                        settings.burst
-                    );
-                }
-            }
+            let admitted: Vec<(Nanos, Nanos)> =
+                admitted.iter().map(|a| (a.decided, a.started)).collect();
+            let within = within_the_fastest_rate_plus_one_burst(admitted, &rates, settings.burst);
+            prop_assert!(within.is_ok(), "{}", within.unwrap_err());
         }
     }
 }
@@ -391,6 +408,7 @@ mod concurrent_falls {
     //! What this adds is the interleavings.)
 
     use super::super::*;
+    use super::properties::within_the_fastest_rate_plus_one_burst;
     use crate::rate::RateConfig;
     use std::sync::Mutex as StdMutex;
 
@@ -479,9 +497,8 @@ mod concurrent_falls {
                 }
             });
         });
-        let mut calls = calls.into_inner().unwrap();
+        let calls = calls.into_inner().unwrap();
         let rates = rates.into_inner().unwrap();
-        calls.sort_by_key(|&(_, started)| started);
         // About 280 calls, 1,300 changes and 135 falls that moved waiters
         // in a run (`moves` counts two a fall): the test is about the moves.
         assert!(calls.len() > 150, "{} calls", calls.len());
@@ -490,31 +507,7 @@ mod concurrent_falls {
             "{} (two a fall that moved waiters)",
             cell.moves()
         );
-        for first in 0..calls.len() {
-            let mut decided_from = calls[first].0;
-            for last in first..calls.len() {
-                decided_from = decided_from.min(calls[last].0);
-                let until = calls[last].1;
-                let span = (until - calls[first].1) as f64 / 1e9;
-                let fastest = rates
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, (from, _))| {
-                        *from <= until
-                            && rates
-                                .get(i + 1)
-                                .is_none_or(|(next, _)| *next >= decided_from)
-                    })
-                    .map(|(_, (_, rate))| *rate)
-                    .fold(0.0, f64::max);
-                let count = (last - first + 1) as f64;
-                let allowed = fastest * span * (1.0 + 1e-6) + f64::from(settings.burst);
-                assert!(
-                    count <= allowed + 1e-9,
-                    "{count} calls in {span}s at most {fastest}/s with burst {}",
-                    settings.burst
-                );
-            }
-        }
+        let within = within_the_fastest_rate_plus_one_burst(calls, &rates, settings.burst);
+        assert!(within.is_ok(), "{}", within.unwrap_err());
     }
 }
