@@ -61,7 +61,7 @@ fn quick_start() -> RateConfig {
 /// calls that reach the server after the run are not counted), the share
 /// of requests the server refused and its capacity used.
 ///
-/// Measured this way: 1.0 % refused and 98.3 % of the capacity used, for
+/// Measured this way: 1.0 % refused and 99.3 % of the capacity used, for
 /// both configs (they are the same steps). The bars are what a polite
 /// client should meet: at most 5 % refused, at least 95 % used.
 async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {

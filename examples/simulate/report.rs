@@ -325,8 +325,8 @@ pub(crate) fn section(scenario: &Scenario, summaries: &[Summary]) -> String {
 pub(crate) fn max_wait_table(scenario: &Scenario, rows: &[(Duration, Summary)]) -> String {
     let mut out = format!(
         "## How deep a queue: `max_wait` ({})\n\n\
-         A fall of the rate moves the calls already waiting to the new pace; a rise \
-         does not (it would have to wake them early). The deeper the queue of \
+         A fall of the rate moves the calls already waiting halfway to the new pace; \
+         a rise does not (it would have to wake them early). The deeper the queue of \
          waiters, the longer it leaves at the pace of the last fall.\n\n\
          | max_wait | strategy | goodput | backend load | failed at backend | mean wait | settled after |\n\
          | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",

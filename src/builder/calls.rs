@@ -166,8 +166,9 @@ where
     ///
     /// The bound holds at the rate in force when the call takes its token.
     /// If the rate falls while calls wait, they move back with the rest of
-    /// the queue, so that they leave at the new pace: a fall by a factor of
-    /// 0.7 can lengthen a wait by up to 1 / 0.7.
+    /// the queue, so that they leave halfway to the new pace: a fall by a
+    /// factor of 0.7 can lengthen a wait by up to (1 + 1 / 0.7) / 2, 1.21
+    /// times.
     ///
     /// ```
     /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
