@@ -19,7 +19,7 @@
 
 use std::num::NonZeroU8;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use once_cell::race::OnceBox;
 
@@ -31,12 +31,21 @@ use crate::clock::Nanos;
 pub(crate) const BUCKETS: usize = 10;
 
 /// Requests count in the low half of a bucket's word, accepts in the high.
-const ACCEPT_SHIFT: u32 = 32;
+const ACCEPT_SHIFT: u32 = 16;
 
-/// A bucket counts no more than this many requests: far below 2^32, so
-/// that concurrent adders that all pass the check still cannot carry the
-/// requests into the accepts (a failing key would then read as healthy).
-const SATURATED: u64 = 1 << 31;
+/// The requests' half of a bucket's word.
+const REQUESTS: u32 = (1 << ACCEPT_SHIFT) - 1;
+
+/// A bucket whose requests reach this many halves both its counts before
+/// it counts more: its share accepted, which is what the formula reads,
+/// stays, and it still weighs at least 24,576 outcomes in the window
+/// (against which `min_rate`'s floor, 60 in a minute's window by default,
+/// is little). A priority of a key past 8,000 outcomes a second in a
+/// minute's window gets there. A quarter of the half-word is left above
+/// it, so that 16,383 adders that all passed the check at once still
+/// cannot carry the requests into the accepts (a failing key would then
+/// read as healthy).
+const HALVE_AT: u32 = 3 << (ACCEPT_SHIFT - 2);
 
 /// What one outcome adds to a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +59,7 @@ pub(crate) enum Count {
 
 impl Count {
     /// What it adds to a bucket's packed word.
-    fn packed(self) -> u64 {
+    fn packed(self) -> u32 {
         match self {
             Self::Request => 1,
             Self::Accepted => 1 | 1 << ACCEPT_SHIFT,
@@ -92,13 +101,14 @@ struct FarLevels(Box<[OnceBox<Counters>]>);
 /// number of levels.
 const NEAR_LEVELS: usize = 4;
 
-/// One priority's counts over the window.
+/// One priority's counts over the window: 40 bytes.
 #[derive(Debug, Default)]
 struct Counters {
-    /// By slot (`bucket % BUCKETS`): requests and accepts, packed. Summed
-    /// when read: sums kept beside them would cost 16 bytes a priority on
-    /// every key, for reads that only a key with failures makes.
-    buckets: [AtomicU64; BUCKETS],
+    /// By slot (`bucket % BUCKETS`): requests and accepts, 16 bits each,
+    /// halved at [`HALVE_AT`]. Summed when read: sums kept beside them
+    /// would cost 16 bytes a priority on every key, for reads that only a
+    /// key with failures makes.
+    buckets: [AtomicU32; BUCKETS],
 }
 
 impl ThrottleWindow {
@@ -183,11 +193,10 @@ impl ThrottleWindow {
         };
         let counters = counters.get_or_init(Box::default);
         let bucket = &counters.buckets[slot(head)];
-        // Accepts never exceed requests, so the requests' half saturates
-        // first; past it the bucket keeps what it has (its share of the
-        // window is already 2^31 outcomes).
-        if bucket.load(Ordering::Relaxed) & u64::from(u32::MAX) >= SATURATED {
-            return;
+        // Accepts never exceed requests, so the requests' half fills
+        // first.
+        if bucket.load(Ordering::Relaxed) & REQUESTS >= HALVE_AT {
+            halve(bucket);
         }
         bucket.fetch_add(count.packed(), Ordering::AcqRel);
     }
@@ -246,8 +255,8 @@ impl ThrottleWindow {
         let (mut requests, mut accepts) = (0, 0);
         for bucket in &counters.buckets {
             let packed = bucket.load(Ordering::Acquire);
-            requests += packed & u64::from(u32::MAX);
-            accepts += packed >> ACCEPT_SHIFT;
+            requests += u64::from(packed & REQUESTS);
+            accepts += u64::from(packed >> ACCEPT_SHIFT);
         }
         Counts {
             requests: requests as f64,
@@ -302,6 +311,18 @@ impl ThrottleWindow {
     }
 }
 
+/// Halves both counts of a bucket whose requests reached [`HALVE_AT`]
+/// (once, however many callers find it there: the others see it below).
+/// Rounding down keeps accepts at most requests.
+#[cold]
+fn halve(bucket: &AtomicU32) {
+    let _ = bucket.fetch_update(Ordering::AcqRel, Ordering::Acquire, |packed| {
+        let (requests, accepts) = (packed & REQUESTS, packed >> ACCEPT_SHIFT);
+        let halved = (requests / 2) | (accepts / 2) << ACCEPT_SHIFT;
+        (requests >= HALVE_AT).then_some(halved)
+    });
+}
+
 /// The slot of `bucket` in a priority's ring of buckets.
 fn slot(bucket: u64) -> usize {
     (bucket % BUCKETS as u64) as usize
@@ -319,24 +340,53 @@ mod tests {
         ThrottleSettings::for_test(ThrottleConfig::new().window(Duration::from_secs(60)))
     }
 
-    /// A bucket full of failures stays a bucket of failures: its requests
-    /// saturate instead of carrying into its accepts (once, a key failing
-    /// 100 % read as healthy after 2^32 outcomes in one bucket).
+    /// A bucket full of failures stays a bucket of failures: its counts
+    /// halve instead of carrying the requests into the accepts (once, a
+    /// key failing 100 % read as healthy after 2^32 outcomes in one
+    /// bucket).
     #[test]
-    fn a_full_bucket_saturates_instead_of_carrying() {
+    fn a_full_bucket_halves_instead_of_carrying() {
         let s = settings();
         let window = ThrottleWindow::new(4, 0, &s);
         window.record(SECOND, 0, Count::Request, &s);
         let slot = slot(window.head.load(Ordering::Acquire));
-        // As if 2^32 - 1 calls had failed in this bucket.
-        window.counters(0).unwrap().buckets[slot].store(u64::from(u32::MAX), Ordering::Release);
+        // As if 65,535 calls had failed in this bucket.
+        window.counters(0).unwrap().buckets[slot].store(REQUESTS, Ordering::Release);
         for _ in 0..10 {
             window.record(SECOND, 0, Count::Request, &s);
             window.record(SECOND, 0, Count::Accepted, &s);
         }
         let counts = window.counts(0);
-        assert_eq!(counts.accepts, 0.0, "requests carried into accepts");
+        assert_eq!(counts.requests, f64::from(REQUESTS / 2 + 20));
+        assert_eq!(counts.accepts, 10.0, "requests carried into accepts");
         assert!(window.rejection(SECOND, 0, &s) > 0.99);
+    }
+
+    /// A busy bucket halves its counts at [`HALVE_AT`] requests and goes
+    /// on counting: the share accepted, which the formula reads, stays.
+    #[test]
+    fn a_busy_bucket_keeps_its_share_accepted_past_sixteen_bits() {
+        let s = settings();
+        let window = ThrottleWindow::new(1, 0, &s);
+        // 200,000 outcomes in one bucket, three in four failed.
+        for i in 0..200_000 {
+            let count = if i % 4 == 0 {
+                Count::Accepted
+            } else {
+                Count::Request
+            };
+            window.record(SECOND, 0, count, &s);
+        }
+        let counts = window.counts(0);
+        assert!(counts.requests >= f64::from(HALVE_AT / 2), "{counts:?}");
+        assert!(counts.requests < f64::from(HALVE_AT), "{counts:?}");
+        let accepted = counts.accepts / counts.requests;
+        assert!((accepted - 0.25).abs() < 0.001, "{counts:?}");
+        // K = 2, min_rate 1 over 60 s, exact counts: 0.49985. The floor
+        // of 60 weighs a little more against halved counts.
+        let exact = (200_000.0 - 2.0 * 50_000.0) / (200_000.0 + 60.0);
+        let rejection = window.rejection(2 * SECOND, 0, &s);
+        assert!((rejection - exact).abs() < 0.002, "{rejection} {counts:?}");
     }
 
     #[test]
