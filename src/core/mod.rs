@@ -13,6 +13,8 @@
 
 mod admission;
 mod outcomes;
+#[cfg(feature = "redis")]
+pub(crate) mod shared;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -436,7 +436,7 @@ where
                 }
                 #[cfg(feature = "redis")]
                 Wait::ForSharedToken(mut call) => {
-                    use crate::store::pipeline::SharedStep;
+                    use crate::core::shared::SharedStep;
                     match core
                         .take_shared_token(&call.state, call.priority, patience)
                         .await

@@ -74,7 +74,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::clock::Nanos;
 
-pub(crate) mod pipeline;
 mod scripts;
 
 pub(crate) use scripts::{Decision, Grant, Report};
@@ -304,6 +303,12 @@ impl RedisStore {
     /// ```
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Whether Redis answers within the deadline (else keys decide on
+    /// their local rates, or are refused, as configured).
+    pub(crate) fn is_up(&self) -> bool {
+        self.health.is_up()
     }
 
     /// The Redis key of the manager's key named `name`.

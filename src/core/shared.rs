@@ -1,17 +1,18 @@
 //! The store's step in the admission pipeline, and the outcomes it shares:
-//! what [`Core`] does for a key whose rate lives in the store.
+//! what [`Core`] does for a key whose rate lives in the store
+//! ([`crate::store`] is the client; this is the core's use of it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Decision, Grant, RedisStore, Report, SharedKey, WhenUnavailable};
+use super::{CallTimes, Core, Patience};
 use crate::clock::Nanos;
-use crate::core::{CallTimes, Core, Patience};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 use crate::rate::config::RateSettings;
+use crate::store::{Decision, Grant, RedisStore, Report, SharedKey, WhenUnavailable};
 
 /// What the store's step gave a call.
 #[derive(Debug)]
@@ -152,7 +153,7 @@ impl Core {
     /// answers; `None` otherwise (the local rate is in force).
     pub(crate) fn shared_rate(&self, state: &KeyState) -> Option<f64> {
         let (store, shared, _) = self.shared_of(state)?;
-        store.health.is_up().then(|| shared.rate())?
+        store.is_up().then(|| shared.rate())?
     }
 }
 
