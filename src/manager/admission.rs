@@ -276,6 +276,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
+    // Always inlined, as is `admit_now`: the pipeline itself (`decide`)
+    // stays one call, and the permit is built where the caller keeps it.
+    // Returned from a call instead, it went through three copies of 56
+    // bytes, and `try_acquire` + `success()` took 91 ns where inlined it
+    // takes 81 (interleaved medians, 1,000 keys, all three controls).
+    #[inline(always)]
     pub fn try_acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
@@ -305,6 +311,7 @@ where
     /// assert_eq!(manager.rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
+    #[inline(always)]
     pub fn try_acquire_owned<Q>(&self, key: &Q, priority: Priority) -> Result<OwnedPermit, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
@@ -348,7 +355,7 @@ where
 
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
-    #[inline]
+    #[inline(always)]
     fn admit_now<Q>(&self, key: &Q, priority: Priority) -> Result<Ticket, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
