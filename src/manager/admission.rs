@@ -44,6 +44,11 @@ impl Stop {
     }
 }
 
+/// Where a call admitted by [`admit_at_once`](ThrottleManager::admit_at_once)
+/// must wait, for [`admit_after`](ThrottleManager::admit_after) to go on
+/// from.
+pub(super) struct MustWait(Box<Wait>);
+
 /// A step that must wait, and what the call holds meanwhile.
 enum Wait {
     /// The key is new and the key space full: nothing was taken; run the
@@ -383,6 +388,27 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
+        match self.admit_at_once(key, priority, patience) {
+            Ok(admitted) => admitted,
+            Err(wait) => self.admit_after(key, priority, patience, wait).await,
+        }
+    }
+
+    /// The pipeline as far as it goes without waiting: the call admitted or
+    /// refused (and counted), or where it must wait. Inlined, so that an
+    /// async caller admitted at once keeps its ticket in its own state
+    /// instead of receiving it through a nested future.
+    #[inline(always)]
+    pub(super) fn admit_at_once<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<Result<Ticket, Rejected>, MustWait>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
         let admitted = match self.decide(key, priority, patience) {
             Ok(ticket) => Ok(ticket),
             Err(Stop::Refused(rejected)) => Err(rejected),
@@ -391,10 +417,26 @@ where
             {
                 Err(wait.refused(self.core(), priority))
             }
-            Err(Stop::Wait(wait)) => {
-                Box::pin(self.wait_then_admit(key, priority, patience, *wait)).await
-            }
+            Err(Stop::Wait(wait)) => return Err(MustWait(wait)),
         };
+        self.count(key, &admitted);
+        Ok(admitted)
+    }
+
+    /// The pipeline from where [`admit_at_once`](Self::admit_at_once) had
+    /// to wait, in the async driver.
+    pub(super) async fn admit_after<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+        MustWait(wait): MustWait,
+    ) -> Result<Ticket, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let admitted = Box::pin(self.wait_then_admit(key, priority, patience, *wait)).await;
         self.count(key, &admitted);
         admitted
     }

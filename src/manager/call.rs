@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use super::ThrottleManager;
 use crate::clock::nanos;
+use crate::core::Patience;
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
+use crate::permit::Permit;
 use crate::priority::Priority;
 
 /// Why a [`call`](crate::ThrottleManager::call) did not return a value.
@@ -305,7 +307,16 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let permit = self.acquire(key, priority).await?;
+        // As `acquire`, with the ticket of a call admitted at once kept in
+        // this future's state (see `admit_at_once`).
+        let ticket = match self.admit_at_once(key, priority, Patience::AsConfigured) {
+            Ok(admitted) => admitted?,
+            Err(wait) => {
+                self.admit_after(key, priority, Patience::AsConfigured, wait)
+                    .await?
+            }
+        };
+        let permit = Permit::borrowed(self.core(), ticket);
         let result = match timeout {
             None => call().await,
             Some(timeout) => {
