@@ -44,9 +44,9 @@ impl Stop {
     }
 }
 
-/// Where a call admitted by [`admit_at_once`](ThrottleManager::admit_at_once)
-/// must wait, for [`admit_after`](ThrottleManager::admit_after) to go on
-/// from.
+/// Where a call that [`admit_at_once`](ThrottleManager::admit_at_once)
+/// could not decide at once must wait, for
+/// [`admit_after`](ThrottleManager::admit_after) to go on from.
 pub(super) struct MustWait(Box<Wait>);
 
 /// A step that must wait, and what the call holds meanwhile.
@@ -121,230 +121,13 @@ impl Admitting {
     }
 }
 
-/// # Admission: permits for calls
+/// # Admission: the pipeline behind permits and `call`
 impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Waits until one call to `key` at `priority` may go through every
-    /// control the manager has, and returns the permit for it.
-    ///
-    /// The controls are applied in one order, the same for every way in
-    /// (`try_acquire`, `acquire`, `call`):
-    /// 1. the key's state: a new key in a full key space waits for room;
-    /// 2. the **throttle** decides at once whether to shed the call (waiting
-    ///    would not make the backend healthier). A call it would shed whose
-    ///    rate token lies beyond its
-    ///    [`max_wait`](crate::ThrottleManagerBuilder::max_wait) is refused by
-    ///    the rate instead, and not counted: the throttle counts only calls
-    ///    that would otherwise have reached the backend;
-    /// 3. a **bulkhead** that would turn the call away anyway (queue full)
-    ///    does so before the call takes a rate token;
-    /// 4. the **rate**: the call waits for its token, as
-    ///    [`wait`](Self::wait) does;
-    /// 5. the **bulkhead**: a free slot, or a place in its queue.
-    ///
-    /// A call refused at any step leaves no trace in the steps after it, and
-    /// a rate token taken for a call the bulkhead then refuses goes back if
-    /// no later call has taken one. The task-local priority
-    /// ([`with_priority`](crate::with_priority)), if set, replaces `priority`.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] with reason [`Throttled`](crate::RejectReason::Throttled);
-    /// [`RateLimited`](crate::RejectReason::RateLimited) only when the
-    /// manager has a [`max_wait`](crate::ThrottleManagerBuilder::max_wait)
-    /// and the token is further ahead than that; the bulkhead's reasons
-    /// ([`Full`](crate::RejectReason::Full),
-    /// [`QueueTimeout`](crate::RejectReason::QueueTimeout),
-    /// [`Dropped`](crate::RejectReason::Dropped)); under
-    /// [`OutOfRange::Reject`](crate::priority::OutOfRange::Reject),
-    /// [`InvalidPriority`](crate::RejectReason::InvalidPriority). A full key
-    /// space is waited out, like the rate.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe. Dropped while waiting for its token, it takes no token
-    /// (as [`wait`](Self::wait)); dropped in the bulkhead's queue, it leaves
-    /// the queue, handing on a slot it was given meanwhile; the throttle
-    /// counts nothing.
-    ///
-    /// # Panics
-    ///
-    /// Under [`OutOfRange::Panic`](crate::priority::OutOfRange::Panic), for a
-    /// priority out of range; and as [`wait`](Self::wait) does.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .throttle(ThrottleConfig::new().ratio(2.0).min_rate(1.0).window(Duration::from_secs(60)))
-    ///     .build()?;
-    /// match manager.acquire("db-7", Priority::LOW).await {
-    ///     Ok(permit) => {
-    ///         // make the call, then report what happened:
-    ///         permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout)
-    ///     }
-    ///     Err(rejected) => {
-    ///         let _why = rejected.reason();
-    ///         let _hint = rejected.retry_after();
-    ///     }
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let ticket = self.admit(key, priority, Patience::AsConfigured).await?;
-        Ok(Permit::borrowed(self.core(), ticket))
-    }
-
-    /// [`acquire`](Self::acquire), for a permit that can move into a spawned
-    /// task on its own ([`OwnedPermit`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Panics
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
-    /// let permit = manager.acquire_owned("db", Priority::HIGH).await?;
-    /// let task = tokio::spawn(async move {
-    ///     // ... the call, holding one of db's four slots ...
-    ///     permit.success();
-    /// });
-    /// task.await?;
-    /// assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire_owned<Q>(
-        &self,
-        key: &Q,
-        priority: Priority,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        self.admit_owned(key, priority, Patience::AsConfigured)
-            .await
-    }
-
-    /// Like [`acquire`](Self::acquire), but never waits: a call without a
-    /// rate token now, a free bulkhead slot now or room in the key space now
-    /// is rejected. The same pipeline, in the same order.
-    ///
-    /// # Errors
-    ///
-    /// [`Rejected`] with reason [`Throttled`](crate::RejectReason::Throttled),
-    /// [`RateLimited`](crate::RejectReason::RateLimited) (with the time until
-    /// the next token), [`Full`](crate::RejectReason::Full),
-    /// [`KeySpaceFull`](crate::RejectReason::KeySpaceFull), or
-    /// [`InvalidPriority`](crate::RejectReason::InvalidPriority). A rejected
-    /// call leaves no trace in the controls that did not reject it.
-    ///
-    /// # Panics
-    ///
-    /// Under [`OutOfRange::Panic`](crate::priority::OutOfRange::Panic), for a
-    /// priority out of range.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(2.0)).build()?;
-    /// let permit = manager.try_acquire("api", Priority::MEDIUM).unwrap();
-    /// permit.success();
-    /// let rejected = manager.try_acquire("api", Priority::MEDIUM).unwrap_err();
-    /// assert_eq!(rejected.reason(), RejectReason::RateLimited);
-    /// # Ok(())
-    /// # }
-    /// ```
-    // Always inlined, as is `admit_now`: the pipeline itself (`decide`)
-    // stays one call, and the permit is built where the caller keeps it.
-    // Returned from a call instead, it went through three copies of 56
-    // bytes, and `try_acquire` + `success()` took 91 ns where inlined it
-    // takes 81 (interleaved medians, 1,000 keys, all three controls).
-    #[inline(always)]
-    pub fn try_acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let ticket = self.admit_now(key, priority)?;
-        Ok(Permit::borrowed(self.core(), ticket))
-    }
-
-    /// [`try_acquire`](Self::try_acquire), for a permit that can move into a
-    /// spawned task on its own ([`OwnedPermit`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Panics
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
-    /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
-    /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert_eq!(manager.rate("api"), Some(10.3));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn try_acquire_owned<Q>(&self, key: &Q, priority: Priority) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let ticket = self.admit_now(key, priority)?;
-        Ok(Permit::owned(&self.shared.core, ticket))
-    }
-
-    /// The pipeline for a server answering a request: waits in the
-    /// bulkhead's queue as configured, but for neither room in the key
-    /// space nor a rate token (refused at once, with the wait as
-    /// `retry_after`).
-    #[cfg(feature = "tower")]
-    pub(crate) async fn acquire_for_request<Q>(
-        &self,
-        key: &Q,
-        priority: Priority,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        self.admit_owned(key, priority, Patience::QueueOnly).await
-    }
-
     /// The pipeline at `patience`, for an [`OwnedPermit`].
-    async fn admit_owned<Q>(
+    pub(super) async fn admit_owned<Q>(
         &self,
         key: &Q,
         priority: Priority,
@@ -361,7 +144,7 @@ where
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
     #[inline(always)]
-    fn admit_now<Q>(&self, key: &Q, priority: Priority) -> Result<Ticket, Rejected>
+    pub(super) fn admit_now<Q>(&self, key: &Q, priority: Priority) -> Result<Ticket, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -378,7 +161,7 @@ where
     /// The pipeline, waiting where a step says to. A call that waits for
     /// nothing never enters the async driver; one that does pays for it (one
     /// allocation, small next to the wait), which keeps this future small.
-    async fn admit<Q>(
+    pub(super) async fn admit<Q>(
         &self,
         key: &Q,
         priority: Priority,

@@ -3,7 +3,8 @@
 //!
 //! One file per concern, each adding its own `impl` block:
 //! - `keys`: finding or creating a key's state, and how a key is named;
-//! - `admission`: the one pipeline of `try_acquire` and `acquire`;
+//! - `permits`: `acquire`, `try_acquire` and their owned forms;
+//! - `admission`: the one pipeline behind them and `call`;
 //! - `call`: `call` and its variants, around the pipeline;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
 //! - `inspect`: snapshots for health endpoints.
@@ -24,6 +25,7 @@ mod admission;
 mod call;
 mod inspect;
 mod keys;
+mod permits;
 mod rate_only;
 
 pub use call::CallError;
