@@ -149,13 +149,16 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let admitted = match self.decide(key, priority, Patience::Never) {
-            Ok(ticket) => Ok(ticket),
-            Err(Stop::Refused(rejected)) => Err(rejected),
-            Err(Stop::Wait(wait)) => Err(wait.refused(self.core(), priority)),
-        };
-        self.count(key, &admitted);
-        admitted
+        match self.admit_at_once(key, priority, Patience::Never) {
+            Ok(admitted) => admitted,
+            // `Patience::Never` waits for nothing, so `admit_at_once` has
+            // refused every wait already; this arm only keeps the types.
+            Err(MustWait(wait)) => {
+                let refused = Err(wait.refused(self.core(), priority));
+                self.count(key, &refused);
+                refused
+            }
+        }
     }
 
     /// The pipeline, waiting where a step says to. A call that waits for
@@ -195,9 +198,7 @@ where
         let admitted = match self.decide(key, priority, patience) {
             Ok(ticket) => Ok(ticket),
             Err(Stop::Refused(rejected)) => Err(rejected),
-            Err(Stop::Wait(wait))
-                if matches!(*wait, Wait::ForRoom(_)) && !patience.waits_for_room() =>
-            {
+            Err(Stop::Wait(wait)) if !wait.is_waited_for_by(patience) => {
                 Err(wait.refused(self.core(), priority))
             }
             Err(Stop::Wait(wait)) => return Err(MustWait(wait)),
@@ -452,6 +453,15 @@ where
 }
 
 impl Wait {
+    /// Whether a caller of `patience` waits this out; otherwise it is
+    /// refused at once ([`refused`](Self::refused)).
+    fn is_waited_for_by(&self, patience: Patience) -> bool {
+        match self {
+            Wait::ForRoom(_) => patience.waits_for_room(),
+            _ => !matches!(patience, Patience::Never),
+        }
+    }
+
     /// For a caller that does not wait for this: the refusal this wait
     /// stands for, with anything taken given back. (Under
     /// [`Patience::Never`] the rate and the bulkhead refuse rather than ask
