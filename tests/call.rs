@@ -262,6 +262,36 @@ async fn dropping_a_running_call_leaves_nothing_held_or_half_recorded() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_does_nothing_until_polled_and_can_be_spawned() {
+    let manager = std::sync::Arc::new(
+        ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(1.0).burst(1))
+            .bulkhead(BulkheadConfig::new(1))
+            .build()
+            .unwrap(),
+    );
+    // Built and dropped unpolled: no token, no slot, not even the key.
+    let never_polled = manager.call("db", Priority::HIGH, || async {
+        Ok::<_, std::io::Error>(())
+    });
+    drop(never_polled);
+    assert!(manager.snapshot("db").is_none());
+    // The future is `Send`: it runs on another task, and takes the token.
+    let spawned = std::sync::Arc::clone(&manager);
+    let result = tokio::spawn(async move {
+        spawned
+            .call("db", Priority::HIGH, || async {
+                Ok::<_, std::io::Error>(7)
+            })
+            .await
+    })
+    .await
+    .unwrap();
+    assert_eq!(result.unwrap(), 7);
+    assert!(manager.check("db").is_err(), "the one token was spent");
+}
+
+#[tokio::test(start_paused = true)]
 async fn retry_after_pauses_the_key_and_is_capped() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(100.0).burst(10))
