@@ -100,11 +100,16 @@ impl Inner {
 /// The concurrency limit of one key: 32 bytes until the first call has to
 /// queue, when the queue is allocated; a learned limit is one more
 /// allocation.
+///
+/// `repr(C)` with `state`, the word every call writes, last: the key keeps
+/// it off the cache line of what its other controls read (see the key's
+/// `Extras`).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct Bulkhead {
-    state: AtomicU64,
     inner: Mutex<Option<Box<Inner>>>,
     learned: Option<Box<LearnedLimit>>,
+    state: AtomicU64,
 }
 
 /// Where a call stands after asking for a slot.
@@ -117,6 +122,13 @@ pub(crate) enum Admission {
 }
 
 impl Bulkhead {
+    /// The addresses of the word every call writes: for the key's layout
+    /// test.
+    #[cfg(test)]
+    pub(crate) fn written_by_every_call(&self) -> std::ops::Range<usize> {
+        crate::sync::bytes_of(&self.state)
+    }
+
     /// A bulkhead for `settings`: with a learned limit, starting at its
     /// lower bound, if the settings say so.
     pub(crate) fn new(settings: &BulkheadSettings) -> Self {

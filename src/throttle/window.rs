@@ -68,7 +68,13 @@ impl Count {
 }
 
 /// Requests and accepts per priority over the last window.
+///
+/// `repr(C)`, in this order: what every call reads (from `head` to the end
+/// of `near`) comes first, in the first 56 bytes, so that the key's
+/// bulkhead, which every call writes, can be kept off its cache line (see
+/// the key's `Extras`).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct ThrottleWindow {
     /// The newest bucket (numbered from the clock's origin) rotated in.
     head: AtomicU64,
@@ -77,12 +83,11 @@ pub(crate) struct ThrottleWindow {
     /// `requests == accepts`, so (`ratio >= 1`) the probability is 0 and a
     /// healthy key's check is two loads.
     clean_from: AtomicU64,
-    /// Whether the last decision shed a call: to report the turns only.
-    shedding: AtomicBool,
     /// How many priority levels the window counts. Never 0, which leaves
     /// `Option<ThrottleWindow>` a niche: 8 bytes a key less.
     levels: NonZeroU8,
-    rotating: Mutex<()>,
+    /// Whether the last decision shed a call: to report the turns only.
+    shedding: AtomicBool,
     /// By priority, its counters once it has counted an outcome: one
     /// pointer each, the first [`NEAR_LEVELS`] here and any more (a manager
     /// with more levels) in `far`. An outcome reaches its counters in two
@@ -91,6 +96,7 @@ pub(crate) struct ThrottleWindow {
     /// than a slice's).
     near: [OnceBox<Counters>; NEAR_LEVELS],
     far: Option<Box<FarLevels>>,
+    rotating: Mutex<()>,
 }
 
 /// The counters' places of the levels past [`NEAR_LEVELS`].
@@ -127,6 +133,23 @@ impl ThrottleWindow {
                 Box::new(FarLevels(far.collect()))
             }),
         }
+    }
+
+    /// The addresses of the fields every call reads (the newest bucket, the
+    /// clean mark, the levels, the shedding flag and the counters' places),
+    /// from the first byte to past the last: for the key's layout test.
+    #[cfg(test)]
+    pub(crate) fn read_by_every_call(&self) -> std::ops::Range<usize> {
+        let fields = [
+            crate::sync::bytes_of(&self.head),
+            crate::sync::bytes_of(&self.clean_from),
+            crate::sync::bytes_of(&self.levels),
+            crate::sync::bytes_of(&self.shedding),
+            crate::sync::bytes_of(&self.near),
+        ];
+        let start = fields.iter().map(|f| f.start).min().unwrap_or(0);
+        let end = fields.iter().map(|f| f.end).max().unwrap_or(0);
+        start..end
     }
 
     /// The counters of `priority`, if it has counted anything.
