@@ -28,9 +28,16 @@ pub(crate) fn key_span(name: Option<&str>) -> Span {
 }
 
 /// Reports `change` if it reversed the key's direction (`span` names the
-/// key).
+/// key). Inlined: most changes are no turn, and cost one comparison.
+#[inline]
 pub(crate) fn rate_changed(span: &Span, change: RateChange) {
-    let Some(turn) = change.turned else { return };
+    if let Some(turn) = change.turned {
+        rate_turned(span, change, turn);
+    }
+}
+
+#[cold]
+fn rate_turned(span: &Span, change: RateChange, turn: Turn) {
     let (from, to) = (change.from, change.to);
     match turn {
         Turn::Down => tracing::debug!(parent: span, from, to, "rate turned down"),

@@ -113,6 +113,7 @@ impl KeyState {
     }
 
     /// The key's own rate settings; `None` for the manager's default.
+    #[inline]
     pub(crate) fn rate_settings(&self) -> Option<&RateSettings> {
         self.own()?.rate.as_deref()
     }

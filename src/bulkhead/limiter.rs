@@ -365,7 +365,8 @@ impl Bulkhead {
     }
 
     /// Gives a slot back: to the head of the queue if anyone waits, else
-    /// free.
+    /// free. Inlined: with no one queued, one compare-and-swap.
+    #[inline]
     pub(crate) fn release(&self) {
         let mut state = self.state.load(Ordering::Acquire);
         while queued(state) == 0 {
@@ -380,6 +381,13 @@ impl Bulkhead {
                 Err(actual) => state = actual,
             }
         }
+        self.release_to_queue();
+    }
+
+    /// [`release`](Self::release) with someone queued: under the lock, to
+    /// the head of the queue.
+    #[cold]
+    fn release_to_queue(&self) {
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
         let waker = self.hand_off_or_free(inner);

@@ -237,6 +237,7 @@ impl RateCell {
     /// [`aimd::after_success`]. Reads the time only if the rate changes; a
     /// rate no success can move (fixed: at its upper bound and starting
     /// rate) counts no use.
+    #[inline]
     pub(crate) fn increase(
         &self,
         now: impl FnOnce() -> Nanos,
@@ -247,8 +248,25 @@ impl RateCell {
     ) -> RateChange {
         let rate = self.rate();
         if aimd::success_cannot_move(rate, settings) {
-            return self.unchanged();
+            return RateChange {
+                from: rate,
+                to: rate,
+                turned: None,
+            };
         }
+        self.increase_from(rate, now, scheduled_at, started_at, waited, settings)
+    }
+
+    /// [`increase`](Self::increase) of a rate a success can move.
+    fn increase_from(
+        &self,
+        rate: f64,
+        now: impl FnOnce() -> Nanos,
+        scheduled_at: Nanos,
+        started_at: Nanos,
+        waited: bool,
+        settings: &RateSettings,
+    ) -> RateChange {
         let used = self.record_use(started_at, rate);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
         let news = aimd::is_news(scheduled_at, self.last_decrease());

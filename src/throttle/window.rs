@@ -198,6 +198,7 @@ impl ThrottleWindow {
 
     /// Counts one outcome of `priority` at `now`, into the newest bucket
     /// (an outcome timed before it counts as of now).
+    #[inline]
     pub(crate) fn record(
         &self,
         now: Nanos,
