@@ -254,19 +254,6 @@ impl RateCell {
                 turned: None,
             };
         }
-        self.increase_from(rate, now, scheduled_at, started_at, waited, settings)
-    }
-
-    /// [`increase`](Self::increase) of a rate a success can move.
-    fn increase_from(
-        &self,
-        rate: f64,
-        now: impl FnOnce() -> Nanos,
-        scheduled_at: Nanos,
-        started_at: Nanos,
-        waited: bool,
-        settings: &RateSettings,
-    ) -> RateChange {
         let used = self.record_use(started_at, rate);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
         let news = aimd::is_news(scheduled_at, self.last_decrease());
