@@ -31,14 +31,25 @@ fn portcullis(keys: &[String]) -> ThrottleManager<String> {
     portcullis_with(keys, ThrottleManager::<String>::builder())
 }
 
+/// A manager from `builder`, each key's rate at its upper bound.
 fn portcullis_with(
     keys: &[String],
     builder: ThrottleManagerBuilder<String>,
 ) -> ThrottleManager<String> {
+    portcullis_starting_at(keys, builder, RATE)
+}
+
+/// A manager from `builder`, each key's rate starting at `rate` (at most
+/// its upper bound, `RATE`), with `keys` in its key space.
+fn portcullis_starting_at(
+    keys: &[String],
+    builder: ThrottleManagerBuilder<String>,
+    rate: u32,
+) -> ThrottleManager<String> {
     let manager = builder
         .rate(
-            RateConfig::new(f64::from(RATE))
-                .burst(RATE)
+            RateConfig::new(f64::from(rate))
+                .burst(rate)
                 .bounds(1.0, f64::from(RATE)),
         )
         .max_keys(keys.len().max(1))
@@ -150,12 +161,13 @@ fn try_acquire_healthy(c: &mut Criterion) {
 
 /// A manager with all three controls, healthy on every key.
 fn all_three(keys: &[String]) -> ThrottleManager<String> {
-    portcullis_with(
-        keys,
-        ThrottleManager::builder()
-            .throttle(ThrottleConfig::new())
-            .bulkhead(BulkheadConfig::new(1_000).queue(10)),
-    )
+    portcullis_with(keys, all_three_builder())
+}
+
+fn all_three_builder() -> ThrottleManagerBuilder<String> {
+    ThrottleManager::builder()
+        .throttle(ThrottleConfig::new())
+        .bulkhead(BulkheadConfig::new(1_000).queue(10))
 }
 
 /// `try_acquire` and release through all three controls of a healthy key,
@@ -205,6 +217,23 @@ fn full_healthy_path(c: &mut Criterion) {
         },
     );
     drop(manager);
+    // The same, on keys whose rate is still below its upper bound: each
+    // success raises it (and counts in its recent use), the common case of
+    // a learning rate. Half the bound at the start: the bench's successes
+    // cannot reach it.
+    let growing = portcullis_starting_at(&keys, all_three_builder(), RATE / 2);
+    group.bench_function(
+        BenchmarkId::new("portcullis_all_three_try_acquire_success_rate_growing", n),
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % n;
+                if let Ok(permit) = growing.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
+                    permit.success();
+                }
+            })
+        },
+    );
+    drop(growing);
     let limiter = governor(&keys);
     bench_governor(&mut group, &limiter, &keys);
     let semaphore = Semaphore::new(1_000);
