@@ -84,6 +84,18 @@ pub(crate) struct RateChange {
     pub(crate) turned: Option<Turn>,
 }
 
+impl RateChange {
+    /// No change: the rate stays at `rate`.
+    #[inline]
+    fn none(rate: f64) -> Self {
+        Self {
+            from: rate,
+            to: rate,
+            turned: None,
+        }
+    }
+}
+
 /// A call placed in the bucket by [`RateCell::reserve`], which may start at
 /// `slot.start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,11 +260,7 @@ impl RateCell {
     ) -> RateChange {
         let rate = self.rate();
         if aimd::success_cannot_move(rate, settings) {
-            return RateChange {
-                from: rate,
-                to: rate,
-                turned: None,
-            };
+            return RateChange::none(rate);
         }
         let used = self.record_use(started_at, rate);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
@@ -320,12 +328,7 @@ impl RateCell {
     }
 
     fn unchanged(&self) -> RateChange {
-        let rate = self.rate();
-        RateChange {
-            from: rate,
-            to: rate,
-            turned: None,
-        }
+        RateChange::none(self.rate())
     }
 
     fn change_rate(
@@ -339,11 +342,7 @@ impl RateCell {
             let old = f64::from_bits(old_bits & !FELL);
             let new = step(old);
             if new.to_bits() == old.to_bits() {
-                return RateChange {
-                    from: old,
-                    to: new,
-                    turned: None,
-                };
+                return RateChange::none(old);
             }
             let fell = new < old;
             let new_bits = new.to_bits() | if fell { FELL } else { 0 };
