@@ -70,6 +70,24 @@ fn governor(keys: &[String]) -> DefaultKeyedRateLimiter<String> {
     limiter
 }
 
+/// `try_acquire` + `success()` on `manager`, over `keys` in turn.
+fn bench_try_acquire_success(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    manager: &ThrottleManager<String>,
+    keys: &[String],
+) {
+    let mut i = 0;
+    group.bench_function(BenchmarkId::new(name, keys.len()), |b| {
+        b.iter(|| {
+            i = (i + 1) % keys.len();
+            if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
+                permit.success();
+            }
+        })
+    });
+}
+
 /// governor's `check_key` over `keys` in turn: the baseline of each group.
 fn bench_governor(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
@@ -142,16 +160,11 @@ fn try_acquire_healthy(c: &mut Criterion) {
             )
         })
     });
-    group.bench_function(
-        BenchmarkId::new("portcullis_rate_throttle_success", n),
-        |b| {
-            b.iter(|| {
-                i = (i + 1) % n;
-                if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
-                    permit.success();
-                }
-            })
-        },
+    bench_try_acquire_success(
+        &mut group,
+        "portcullis_rate_throttle_success",
+        &manager,
+        &keys,
     );
     drop(manager);
     let limiter = governor(&keys);
@@ -179,16 +192,11 @@ fn full_healthy_path(c: &mut Criterion) {
     let keys = keys(n);
     let manager = all_three(&keys);
     let mut i = 0;
-    group.bench_function(
-        BenchmarkId::new("portcullis_all_three_try_acquire_success", n),
-        |b| {
-            b.iter(|| {
-                i = (i + 1) % n;
-                if let Ok(permit) = manager.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
-                    permit.success();
-                }
-            })
-        },
+    bench_try_acquire_success(
+        &mut group,
+        "portcullis_all_three_try_acquire_success",
+        &manager,
+        &keys,
     );
     group.bench_function(BenchmarkId::new("portcullis_all_three_call", n), |b| {
         // `call` polled to completion by hand: the closure is ready at once,
@@ -222,16 +230,11 @@ fn full_healthy_path(c: &mut Criterion) {
     // a learning rate. Half the bound at the start: the bench's successes
     // cannot reach it.
     let growing = portcullis_starting_at(&keys, all_three_builder(), RATE / 2);
-    group.bench_function(
-        BenchmarkId::new("portcullis_all_three_try_acquire_success_rate_growing", n),
-        |b| {
-            b.iter(|| {
-                i = (i + 1) % n;
-                if let Ok(permit) = growing.try_acquire(keys[i].as_str(), Priority::MEDIUM) {
-                    permit.success();
-                }
-            })
-        },
+    bench_try_acquire_success(
+        &mut group,
+        "portcullis_all_three_try_acquire_success_rate_growing",
+        &growing,
+        &keys,
     );
     drop(growing);
     let limiter = governor(&keys);
