@@ -21,7 +21,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0).bounds(1.0, 200.0).increment(1.0).decrement(5.0))
+//!     .rate(RateConfig::new(10.0).bounds(1.0, 200.0).increment(0.3).decrease_factor(0.7))
 //!     .throttle(ThrottleConfig::new())
 //!     .bulkhead(BulkheadConfig::new(8).queue(32))
 //!     .build()?;
@@ -48,7 +48,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(2.0).decrement(1.0))
+//!     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(1.0).decrement(2.0))
 //!     .build()?; // Result<_, portcullis::ConfigError>
 //! manager.wait("example.com").await;
 //! let may_go_now: bool = manager.check("example.com").is_ok();
@@ -56,7 +56,7 @@
 //! manager.decrement("example.com");
 //! let current: Option<f64> = manager.rate("example.com");
 //! # assert!(may_go_now);
-//! # assert_eq!(current, Some(11.0));
+//! # assert_eq!(current, Some(9.0));
 //! # Ok(())
 //! # }
 //! ```

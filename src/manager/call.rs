@@ -147,7 +147,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+    ///     .rate(RateConfig::new(10.0).increment(1.0).decrease_factor(0.5))
     ///     .build()?;
     /// async fn fetch(status: u16) -> Result<String, std::io::Error> {
     ///     Ok(format!("status {status}"))
@@ -170,7 +170,7 @@ where
     ///     })
     ///     .await;
     /// assert!(matches!(failed, Err(CallError::Inner(_))));
-    /// assert_eq!(manager.rate("api.example.com"), Some(6.0));
+    /// assert_eq!(manager.rate("api.example.com"), Some(5.5));
     /// # Ok(())
     /// # }
     /// ```

@@ -52,7 +52,7 @@ pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(2.0).decrement(1.0))
+///     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(1.0).decrement(2.0))
 ///     .build()?;
 /// manager.wait("example.com").await; // before each call to example.com
 /// let ok = true; // ... make the call ...
@@ -61,7 +61,7 @@ pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
 /// } else {
 ///     manager.decrement("example.com");
 /// }
-/// assert_eq!(manager.rate("example.com"), Some(12.0));
+/// assert_eq!(manager.rate("example.com"), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```
