@@ -240,6 +240,38 @@ async fn retry_after_as_an_http_date_holds_the_host_and_no_other() {
     retry_after_holds_the_host(date, Duration::from_secs(2)).await;
 }
 
+/// A reset too large for a `Duration` (a hostile or broken server) is read
+/// as the longest wait there is and capped at `max_defer`: the request task
+/// gets its response instead of a panic, and the host is held no longer
+/// than `max_defer`.
+#[tokio::test]
+async fn a_reset_too_large_for_a_duration_pauses_the_host_for_max_defer() {
+    for (remaining, reset, value) in [
+        ("x-ratelimit-remaining", "x-ratelimit-reset", "1e300"),
+        ("x-ratelimit-remaining", "x-ratelimit-reset", "2e19"),
+        ("ratelimit-remaining", "ratelimit-reset", "5e20"),
+    ] {
+        let max_defer = Duration::from_secs(3);
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(10.0))
+            .max_defer(max_defer)
+            .build()
+            .unwrap();
+        let server = Server::first(
+            StatusCode::OK,
+            vec![(remaining, "0".into()), (reset, value.into())],
+        )
+        .await;
+        let response = client(&manager).get(server.url()).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{reset}: {value}");
+        let held = manager.check(&server.key()).unwrap_err().retry_after();
+        assert!(
+            held > max_defer - Duration::from_secs(1) && held <= max_defer,
+            "{reset}: {value} held the host {held:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_spent_ratelimit_quota_holds_the_host_before_any_429() {
     let manager = manager(RateConfig::new(20.0));

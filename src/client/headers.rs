@@ -182,11 +182,15 @@ fn reset_in(name: &'static str, value: &str, now: SystemTime) -> Result<Duration
                 "seconds, or a Unix time, not negative",
             )
         })?;
+    // `seconds` is finite and not negative, so the only way to fail is a
+    // number past `Duration::MAX`: the longest wait there is, which the
+    // manager caps at its `max_defer`.
+    let reset = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
     if seconds < UNIX_TIME_FROM {
-        return Ok(Duration::from_secs_f64(seconds));
+        return Ok(reset);
     }
     let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    Ok(Duration::from_secs_f64(seconds).saturating_sub(since_epoch))
+    Ok(reset.saturating_sub(since_epoch))
 }
 
 fn reset_name(name: &str) -> &'static str {
@@ -394,6 +398,28 @@ mod tests {
         assert_eq!(pause(429, &all).0, Some(secs(9)));
     }
 
+    /// A reset past what a `Duration` holds (the server's number, or its
+    /// Unix time) is the longest wait there is, never a panic.
+    #[test]
+    fn a_reset_too_large_for_a_duration_is_the_longest_wait() {
+        for (remaining, reset, value) in [
+            ("x-ratelimit-remaining", "x-ratelimit-reset", "1e300"),
+            ("x-ratelimit-remaining", "x-ratelimit-reset", "2e19"),
+            ("ratelimit-remaining", "ratelimit-reset", "5e20"),
+            (
+                "ratelimit-remaining",
+                "ratelimit-reset",
+                "1.8446744073709552e19",
+            ),
+        ] {
+            let (found, invalid) = pause(200, &[(remaining, "0"), (reset, value)]);
+            // Read as a Unix time, less the time since the epoch.
+            let found = found.unwrap_or_default();
+            assert!(found > secs(u64::MAX / 2), "{reset}: {value} is {found:?}");
+            assert!(invalid.is_empty(), "{invalid:?}");
+        }
+    }
+
     #[test]
     fn unreadable_values_are_reported_and_skipped() {
         let (found, invalid) = pause(
@@ -416,5 +442,72 @@ mod tests {
                 "invalid X-RateLimit-Reset header \"-3\": expected seconds, or a Unix time, not negative",
             ]
         );
+    }
+
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// What a hostile or broken server may put in a header: any text,
+        /// and numbers of every shape (huge, tiny, negative, exponents,
+        /// fractions, NaN and infinity spelled out), and dates.
+        fn header_value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<String>(),
+                "[ -~]{0,40}",
+                any::<f64>().prop_map(|x| x.to_string()),
+                any::<f64>().prop_map(|x| format!("{x:e}")),
+                any::<u64>().prop_map(|x| x.to_string()),
+                any::<i64>().prop_map(|x| x.to_string()),
+                "[0-9]{1,400}",
+                "-?[0-9]{0,30}(\\.[0-9]{0,30})?(e[+-]?[0-9]{1,4})?",
+                Just("NaN".to_owned()),
+                Just("inf".to_owned()),
+                Just("-inf".to_owned()),
+                "(Sun|Mon), [0-9]{2} (Nov|Feb) [0-9]{1,6} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT",
+                "\"[a-z,;]{0,5}\";r=[0-9-]{0,25};t=[0-9e.-]{0,25}",
+            ]
+        }
+
+        fn status() -> impl Strategy<Value = u16> {
+            prop_oneof![Just(200), Just(429), Just(503), 100u16..1000]
+        }
+
+        proptest! {
+            /// No value of any header the client reads panics it, whatever
+            /// the clock says.
+            #[test]
+            fn no_header_value_panics_the_reader(
+                status in status(),
+                values in proptest::collection::vec(header_value(), 7),
+                now in any::<u64>(),
+            ) {
+                let names = [
+                    "retry-after",
+                    "ratelimit",
+                    "ratelimit-remaining",
+                    "ratelimit-reset",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-reset",
+                    "ratelimit",
+                ];
+                let mut map = HeaderMap::new();
+                for (name, value) in names.into_iter().zip(&values) {
+                    // The reset headers only count with nothing remaining.
+                    let value = if name.ends_with("remaining") && value.len() % 2 == 0 {
+                        "0"
+                    } else {
+                        value
+                    };
+                    if let Ok(value) = HeaderValue::from_str(value) {
+                        map.append(name, value);
+                    }
+                }
+                let now = UNIX_EPOCH + Duration::from_secs(now % (1 << 40));
+                let status = StatusCode::from_u16(status).unwrap();
+                let _ = requested_pause(status, &map, now, |_| {});
+                let _ = retry_after(&values[0], now);
+            }
+        }
     }
 }
