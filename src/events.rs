@@ -79,31 +79,3 @@ pub(crate) fn queue_timed_out(span: &Span, priority: Priority, load: Load) {
     let (active, queued) = (load.active, load.queued);
     tracing::debug!(parent: span, priority, active, queued, "bulkhead queue timeout");
 }
-
-/// The rate store stopped answering (at `warn`: every key of every
-/// manager on the store is affected until it answers again).
-#[cfg(feature = "redis")]
-pub(crate) fn store_unavailable(prefix: &str, problem: &str, fallback: bool) {
-    if fallback {
-        tracing::warn!(
-            prefix,
-            problem,
-            "rate store unavailable: each key falls back to its local rate"
-        );
-    } else {
-        tracing::warn!(
-            prefix,
-            problem,
-            "rate store unavailable: calls that need it are refused"
-        );
-    }
-}
-
-/// The rate store answers again: keys are back on their shared rates.
-#[cfg(feature = "redis")]
-pub(crate) fn store_restored(prefix: &str) {
-    tracing::info!(
-        prefix,
-        "rate store available again: keys use their shared rates"
-    );
-}

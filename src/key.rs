@@ -7,6 +7,7 @@ use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
 use crate::rate::cell::RateCell;
 use crate::rate::config::RateSettings;
+use crate::store::StoreKey;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::window::ThrottleWindow;
 
@@ -31,11 +32,8 @@ pub(crate) struct KeyState {
 /// word, which every call writes twice, sits at 112. From any 16-byte
 /// aligned address (what the allocator gives) the two never share a cache
 /// line, so a slot taken on one core does not evict the throttle's fields
-/// from the other's cache. Left to the compiler's field order, whether they
-/// did depended on where the allocator put the extras: in one process two
-/// threads on one key with all three controls took 400 ns a call, and with
-/// this layout 230 (governor: 134). The size stays 120 bytes (a 128-byte
-/// chunk).
+/// from the other's cache, wherever the allocator puts the extras. The
+/// size stays 120 bytes (a 128-byte chunk).
 #[derive(Debug, Default)]
 #[repr(C)]
 struct Extras {
@@ -44,20 +42,21 @@ struct Extras {
     own: Option<Box<OwnSettings>>,
     /// Present when the manager has a throttle.
     throttle: Option<ThrottleWindow>,
-    /// Present when the key's rate lives in a store.
-    #[cfg(feature = "redis")]
-    shared: Option<crate::store::SharedKey>,
     /// Present when the manager has a bulkhead. Calls in flight or queued
     /// hold the key's `Arc`, which keeps the key from being evicted.
     bulkhead: Option<Bulkhead>,
 }
 
-/// A key's own settings; `None`: the manager's default for that control.
+/// A key's own settings (`None`: the manager's default for that control),
+/// and its link to the store its rate lives in, if it has one (rare, like
+/// the settings: kept off the extras that every key with a bulkhead or a
+/// throttle has).
 #[derive(Debug, Default)]
 struct OwnSettings {
     rate: Option<Arc<RateSettings>>,
     throttle: Option<Arc<ThrottleSettings>>,
     bulkhead: Option<Arc<BulkheadSettings>>,
+    store_key: Option<StoreKey>,
 }
 
 impl KeyState {
@@ -75,6 +74,7 @@ impl KeyState {
             rate: rate_settings,
             throttle: throttle_settings,
             bulkhead: bulkhead_settings,
+            store_key: None,
         };
         let any_own = own.rate.is_some() || own.throttle.is_some() || own.bulkhead.is_some();
         let needed = throttle.is_some() || bulkhead.is_some() || any_own;
@@ -84,26 +84,23 @@ impl KeyState {
                 Box::new(Extras {
                     throttle,
                     bulkhead,
-                    #[cfg(feature = "redis")]
-                    shared: None,
                     own: any_own.then(|| Box::new(own)),
                 })
             }),
         }
     }
 
-    /// The key with its rate shared through a store, under `shared`.
-    #[cfg(feature = "redis")]
-    pub(crate) fn with_shared(mut self, shared: crate::store::SharedKey) -> Self {
-        self.extras.get_or_insert_with(Box::default).shared = Some(shared);
+    /// The key with its rate in a store, under `store_key`.
+    pub(crate) fn with_store_key(mut self, store_key: StoreKey) -> Self {
+        let extras = self.extras.get_or_insert_with(Box::default);
+        extras.own.get_or_insert_with(Box::default).store_key = Some(store_key);
         self
     }
 
     /// The key's link to the store its rate lives in, if it has one.
-    #[cfg(feature = "redis")]
     #[inline]
-    pub(crate) fn shared(&self) -> Option<&crate::store::SharedKey> {
-        self.extras.as_ref()?.shared.as_ref()
+    pub(crate) fn store_key(&self) -> Option<&StoreKey> {
+        self.own()?.store_key.as_ref()
     }
 
     /// The key's own settings, if any differ from the manager's defaults.
@@ -200,8 +197,6 @@ mod tests {
         let extras = Box::new(Extras {
             own: None,
             throttle: Some(ThrottleWindow::new(4, 0, &settings)),
-            #[cfg(feature = "redis")]
-            shared: None,
             bulkhead: Some(Bulkhead::default()),
         });
         let base = bytes_of(&*extras).start;
@@ -224,10 +219,6 @@ mod tests {
                 );
             }
         }
-        #[cfg(feature = "redis")]
-        let shared = std::mem::size_of::<Option<crate::store::SharedKey>>();
-        #[cfg(not(feature = "redis"))]
-        let shared = 0;
-        assert!(std::mem::size_of::<Extras>() - shared <= 120);
+        assert!(std::mem::size_of::<Extras>() <= 120);
     }
 }

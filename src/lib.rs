@@ -114,7 +114,6 @@ pub mod rate;
 mod registry;
 #[cfg(feature = "tower")]
 pub mod server;
-#[cfg(feature = "redis")]
 pub mod store;
 mod sync;
 pub mod throttle;

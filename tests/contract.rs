@@ -34,6 +34,19 @@ fn secret_keys() -> anyhow::Result<()> {
     Ok(())
 }
 
+// The seams issue's contract: any store, no feature needed.
+use portcullis::ConfigError;
+
+fn with_store<S>(store: S) -> Result<ThrottleManager<String>, ConfigError>
+where
+    S: portcullis::store::RateStore + Send + Sync + 'static,
+{
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .rate_store(store)
+        .build()
+}
+
 // ---- The contract above, exercised ----
 
 use portcullis::{CallError, RejectReason, overloaded};
@@ -119,6 +132,19 @@ async fn arc_str_keys_are_looked_up_by_str() {
     assert_eq!(manager.rate(&*key), Some(10.3));
     assert_eq!(manager.rate("example.com"), Some(10.3));
     assert_eq!(manager.len(), 1);
+}
+
+#[path = "support/memory_store.rs"]
+mod memory_store;
+
+#[tokio::test(start_paused = true)]
+async fn any_store_written_against_the_trait_holds_the_rate() {
+    let store = std::sync::Arc::new(memory_store::MemoryStore::new(
+        portcullis::store::WhenUnavailable::UseLocalRate,
+    ));
+    let manager = with_store(std::sync::Arc::clone(&store)).unwrap();
+    manager.wait("example.com").await;
+    assert_eq!(store.rate("example.com"), Some(10.0));
 }
 
 #[test]

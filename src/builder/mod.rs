@@ -9,7 +9,6 @@
 mod calls;
 mod controls;
 mod keys;
-#[cfg(feature = "redis")]
 mod store;
 
 use std::fmt;
@@ -27,6 +26,7 @@ use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::{RateConfig, ValidRateConfig};
 use crate::registry::{Quiet, Registry, RoomSignal};
+use crate::store::StoreHandle;
 use crate::throttle::ThrottleConfig;
 
 type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
@@ -112,8 +112,7 @@ pub struct ThrottleManagerBuilder<K> {
     /// Problems found while reading a [`ManagerConfig`](crate::ManagerConfig), reported by `build`.
     pub(crate) config_problems: Vec<ConfigProblem>,
     /// Where rates are shared, and how the store names a key.
-    #[cfg(feature = "redis")]
-    pub(crate) store: Option<(crate::store::RedisStore, Box<KeyNames<K>>)>,
+    pub(crate) store: Option<StoreWithNames<K>>,
 }
 
 impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
@@ -191,7 +190,6 @@ where
             metrics_per_key: false,
             paths: ControlPaths::default(),
             config_problems: Vec::new(),
-            #[cfg(feature = "redis")]
             store: None,
         }
     }
@@ -286,16 +284,18 @@ where
                 "needs key names for the label; call .key_names(...) too",
             );
         }
-        #[cfg(feature = "redis")]
         if let Some((store, _)) = &self.store {
-            store::check(store, rate.is_some(), &mut Problems::new("", &mut found));
+            store::check(
+                store.as_ref(),
+                rate.is_some(),
+                &mut Problems::new("", &mut found),
+            );
         }
         if !found.is_empty() {
             return Err(ConfigError::new(found));
         }
-        #[cfg(feature = "redis")]
         let (store, store_names) = self.store.map_or((None, None), |(store, names)| {
-            (Some(Arc::new(store)), Some(names))
+            (Some(Arc::new(StoreHandle::new(store))), Some(names))
         });
         if let (Some(_), Some(per_key)) = (&rate, self.rate_per_key) {
             rate_overrides.per_key =
@@ -335,7 +335,6 @@ where
             max_defer: self.max_defer,
             max_wait,
             room: Arc::clone(&room),
-            #[cfg(feature = "redis")]
             store,
         };
         Ok(ThrottleManager::from_shared(Shared {
@@ -354,11 +353,13 @@ where
             },
             key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
-            #[cfg(feature = "redis")]
             store_names,
         }))
     }
 }
+
+/// A rate store, and how it names the manager's keys.
+pub(crate) type StoreWithNames<K> = (Box<dyn crate::store::RateStore>, Box<KeyNames<K>>);
 
 /// Where each default control is named in errors.
 #[derive(Debug, Clone, Copy)]

@@ -1,12 +1,12 @@
-//! The builder's rate store: every key's rate shared through Redis
-//! (feature `redis`).
+//! The builder's rate store: every key's rate shared through a
+//! [`RateStore`] (Redis, or any other implementation).
 
 use std::fmt::Display;
 use std::hash::Hash;
 
 use super::ThrottleManagerBuilder;
 use crate::error::Problems;
-use crate::store::RedisStore;
+use crate::store::RateStore;
 
 /// # Rates shared across processes
 impl<K> ThrottleManagerBuilder<K>
@@ -14,12 +14,12 @@ where
     K: Hash + Eq + Send + Sync + Display + 'static,
 {
     /// Keeps every key's rate in `store`, shared with every process that
-    /// uses a store with the same prefix: their calls to a key take tokens
-    /// from one bucket, and their outcomes move one rate. The key's name in
-    /// Redis is the store's prefix, `:`, and the key as `Display` writes
-    /// it. The throttle and the bulkhead stay local. See
-    /// [`store`](crate::store) for the round trips, what happens when Redis
-    /// does not answer, and which calls use the shared rate.
+    /// uses the same store: their calls to a key take tokens from one
+    /// bucket, and their outcomes move one rate. The key's name in the
+    /// store is the key as `Display` writes it (Redis's store puts its
+    /// prefix and `:` before it). The throttle and the bulkhead stay local.
+    /// See [`store`](crate::store) for the round trips, what happens when
+    /// the store does not answer, and which calls use the shared rate.
     ///
     /// The manager needs a rate ([`rate`](Self::rate) or an override):
     /// [`build`](Self::build) says so otherwise, and names any store
@@ -41,21 +41,25 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn rate_store(mut self, store: RedisStore) -> Self {
-        self.store = Some((store, Box::new(|key: &K| key.to_string())));
+    ///
+    pub fn rate_store<S>(mut self, store: S) -> Self
+    where
+        S: RateStore + 'static,
+    {
+        self.store = Some((Box::new(store), Box::new(|key: &K| key.to_string())));
         self
     }
 }
 
 /// The store's settings, and that there is a rate to share.
-pub(super) fn check(store: &RedisStore, has_rate: bool, problems: &mut Problems<'_>) {
+pub(super) fn check(store: &dyn RateStore, has_rate: bool, problems: &mut Problems<'_>) {
     if !has_rate {
         problems.add(
             "rate_store",
             "shares a rate, and the manager has none; call .rate(...)",
         );
     }
-    for (field, message) in store.problems() {
-        problems.add(field, message);
+    for (field, message) in store.invalid_settings() {
+        problems.add(&format!("rate_store.{field}"), message);
     }
 }

@@ -13,8 +13,7 @@
 
 mod admission;
 mod outcomes;
-#[cfg(feature = "redis")]
-pub(crate) mod shared;
+pub(crate) mod store;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -201,8 +200,7 @@ pub(crate) struct Core {
     /// hold tells those waiting for room.
     pub(crate) room: Arc<crate::registry::RoomSignal>,
     /// Where every key's rate lives when it is shared across processes.
-    #[cfg(feature = "redis")]
-    pub(crate) store: Option<Arc<crate::store::RedisStore>>,
+    pub(crate) store: Option<Arc<crate::store::StoreHandle>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -228,7 +226,6 @@ impl Core {
     /// and answers, else its own.
     #[inline]
     pub(crate) fn rate_in_force(&self, state: &KeyState) -> f64 {
-        #[cfg(feature = "redis")]
         if let Some(rate) = self.shared_rate(state) {
             return rate;
         }

@@ -114,7 +114,6 @@ impl Core {
             }
             Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
         }
-        #[cfg(feature = "redis")]
         self.share_outcome(state, times, outcome);
     }
 

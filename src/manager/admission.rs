@@ -17,6 +17,7 @@ use super::ThrottleManager;
 use crate::bulkhead::limiter::Waiting;
 use crate::bulkhead::queue::WaiterId;
 use crate::clock::Nanos;
+use crate::core::store::{StoreStep, StoreToken};
 use crate::core::{CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Slot, Token};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
@@ -59,9 +60,8 @@ enum Wait {
     ForToken(Admitting, Reservation),
     /// In the bulkhead's queue: wait for the slot.
     InQueue(Admitting, WaiterId),
-    /// Its rate is shared: ask the store for the token (a round trip).
-    #[cfg(feature = "redis")]
-    ForSharedToken(Admitting),
+    /// Its rate is in a store: ask the store for the token (a round trip).
+    ForStoreToken(Admitting),
 }
 
 impl From<Rejected> for Stop {
@@ -80,8 +80,7 @@ struct Admitting {
     /// Its rate token, if the key has a rate.
     token: Option<Reservation>,
     /// Its shared rate token, if the store gave one.
-    #[cfg(feature = "redis")]
-    shared: Option<Box<crate::store::Grant>>,
+    store_token: Option<Box<StoreToken>>,
 }
 
 impl Admitting {
@@ -111,12 +110,9 @@ impl Admitting {
         if let Some(token) = self.token {
             self.state.rate.cancel(token);
         }
-        #[cfg(feature = "redis")]
-        if let Some(grant) = self.shared {
-            core.return_shared(&self.state, *grant);
+        if let Some(token) = self.store_token {
+            core.return_store_token(&self.state, *token);
         }
-        #[cfg(not(feature = "redis"))]
-        let _ = core;
         rejected
     }
 }
@@ -267,22 +263,21 @@ where
                         Err(rejected) => Err(call.refused(core, rejected)),
                     };
                 }
-                #[cfg(feature = "redis")]
-                Wait::ForSharedToken(mut call) => {
-                    use crate::core::shared::SharedStep;
+                Wait::ForStoreToken(mut call) => {
                     match core
-                        .take_shared_token(&call.state, call.priority, patience)
+                        .take_store_token(&call.state, call.priority, patience)
                         .await
                     {
-                        SharedStep::Token(grant) => {
+                        StoreStep::Token(token) => {
                             let answered = core.now();
-                            call.times.started =
-                                core.sleep_for_shared(&call.state, &grant, answered).await;
-                            call.shared = Some(Box::new(grant));
+                            call.times.started = core
+                                .sleep_for_store_token(&call.state, &token, answered)
+                                .await;
+                            call.store_token = Some(Box::new(token));
                             Self::take_slot(core, call, patience)
                         }
-                        SharedStep::Refused(rejected) => Err(Stop::Refused(rejected)),
-                        SharedStep::Local => Self::rate_then_slot(core, call, patience),
+                        StoreStep::Refused(rejected) => Err(Stop::Refused(rejected)),
+                        StoreStep::Local => Self::rate_then_slot(core, call, patience),
                     }
                 }
             };
@@ -320,16 +315,12 @@ where
             priority,
             times: CallTimes::at(now),
             token: None,
-            #[cfg(feature = "redis")]
-            shared: None,
+            store_token: None,
         };
-        // A shared rate is a round trip away: a caller that waits asks the
-        // store (the long way); one that never waits decides locally.
-        #[cfg(feature = "redis")]
-        let shared = patience != Patience::Never && core.shared_of(&call.state).is_some();
-        #[cfg(not(feature = "redis"))]
-        let shared = false;
-        let call = if shared {
+        // A rate in a store is a round trip away: a caller that waits asks
+        // the store (the long way); one that never waits decides locally.
+        let in_store = patience != Patience::Never && core.store_of(&call.state).is_some();
+        let call = if in_store {
             call
         } else if core.bulkhead.is_none() {
             return Self::rate_then_slot(core, call, patience);
@@ -340,9 +331,8 @@ where
             }
         };
         core.bulkhead_has_room(&call.state, priority, patience)?;
-        #[cfg(feature = "redis")]
-        if shared {
-            return Err(Stop::wait(Wait::ForSharedToken(call)));
+        if in_store {
+            return Err(Stop::wait(Wait::ForStoreToken(call)));
         }
         Self::rate_then_slot(core, call, patience)
     }
@@ -490,8 +480,7 @@ impl Wait {
                 call.refused(core, Rejected::new(RejectReason::Full, priority, None))
             }
             // Never asked of a caller that does not wait (see `decide`).
-            #[cfg(feature = "redis")]
-            Wait::ForSharedToken(call) => call.refused(core, Rejected::rate_limited(0, priority)),
+            Wait::ForStoreToken(call) => call.refused(core, Rejected::rate_limited(0, priority)),
         }
     }
 }

@@ -121,7 +121,6 @@ where
         Q: Hash + Eq + ?Sized,
     {
         let state = self.shared.keys.get(key)?;
-        #[cfg(feature = "redis")]
         if self.core().shared_rate(&state).is_some() {
             return None;
         }

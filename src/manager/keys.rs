@@ -197,7 +197,6 @@ where
             let bulkhead = Bulkhead::new(control.settings(own.as_deref())?);
             Some((bulkhead, own))
         });
-        #[cfg(feature = "redis")]
         let has_rate = starting.is_some();
         let state = KeyState::new(
             RateCell::new(starting.map_or(1.0, |s| s.starting_rate), now),
@@ -205,11 +204,8 @@ where
             throttle,
             bulkhead,
         );
-        #[cfg(feature = "redis")]
-        if let (Some(store), Some(names), true) = (&core.store, &self.shared.store_names, has_rate)
-        {
-            let redis_key = store.redis_key(&names(key));
-            return state.with_shared(crate::store::SharedKey::new(redis_key));
+        if let (Some(_), Some(names), true) = (&core.store, &self.shared.store_names, has_rate) {
+            return state.with_store_key(crate::store::StoreKey::new(names(key)));
         }
         state
     }

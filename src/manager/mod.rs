@@ -81,7 +81,6 @@ pub(crate) struct Shared<K> {
     /// Whether metrics carry a `key` label (then `key_names` is set).
     pub(crate) metrics_per_key: bool,
     /// How the rate store names a key (present with a store).
-    #[cfg(feature = "redis")]
     pub(crate) store_names: Option<Box<KeyNames<K>>>,
 }
 

@@ -68,8 +68,7 @@ where
         }
         // The pipeline's first and rate steps, waiting without limit.
         let state = self.key_state_waiting(key).await;
-        #[cfg(feature = "redis")]
-        if core.wait_for_shared_token(&state).await {
+        if core.wait_for_store_token(&state).await {
             return;
         }
         if let Ok(Token::Ahead(token)) =
@@ -242,8 +241,7 @@ where
         let settings = core.rate_of(&state)?;
         let until = now.saturating_add(nanos(pause));
         state.rate.pause_until(until, settings.burst);
-        #[cfg(feature = "redis")]
-        core.share_pause(&state, nanos(pause));
+        core.share_pause(&state, pause);
         Some(pause)
     }
 }

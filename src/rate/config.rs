@@ -38,9 +38,18 @@ pub fn slowest_rate(burst: u32) -> f64 {
 }
 
 /// How a failure lowers a key's rate: set by [`RateConfig::decrement`] or
-/// [`RateConfig::decrease_factor`].
+/// [`RateConfig::decrease_factor`]; a [store](crate::store) reads it in
+/// [`RateRules`](crate::store::RateRules).
+///
+/// ```
+/// use portcullis::rate::Decrease;
+///
+/// let halve = Decrease::Multiply(0.5);
+/// assert_ne!(halve, Decrease::Subtract(0.5));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Decrease {
+#[non_exhaustive]
+pub enum Decrease {
     /// `rate -= step`: additive decrease.
     Subtract(f64),
     /// `rate *= factor`, with `0 < factor <= 1` (TCP-style AIMD).
@@ -485,6 +494,21 @@ pub(crate) struct RateSettings {
     pub(crate) increment: f64,
     pub(crate) decrease: Decrease,
     pub(crate) cooldown: Nanos,
+}
+
+impl RateSettings {
+    /// The rules a [store](crate::store) applies for these settings.
+    pub(crate) fn rules(&self) -> crate::store::RateRules {
+        crate::store::RateRules {
+            starting_rate: self.starting_rate,
+            burst: self.burst,
+            lower_bound: self.lower_bound,
+            upper_bound: self.upper_bound,
+            increment: self.increment,
+            decrease: self.decrease,
+            cooldown: std::time::Duration::from_nanos(self.cooldown),
+        }
+    }
 }
 
 #[cfg(test)]

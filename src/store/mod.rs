@@ -1,43 +1,39 @@
-//! Rates shared by many processes through Redis (feature `redis`).
+//! Rates shared by many processes: the [`RateStore`] trait, which a
+//! shared backend implements, and [`RedisStore`] (feature `redis`), the
+//! one this crate ships.
 //!
-//! A [`RedisStore`] given to the builder
-//! ([`rate_store`](crate::ThrottleManagerBuilder::rate_store)) moves the
-//! **rate** of every key into Redis, under the store's prefix: each
-//! process's calls to a key take their tokens from one shared bucket, and
-//! every process's outcomes move one shared rate. A fixed quota held by N
-//! replicas is then the quota, not N times it, and N crawlers learning one
-//! host's rate learn it together instead of each probing on its own.
-//!
-//! Each decision is one round trip: a Lua script on the server runs the
-//! same GCRA as the local rate cell (same burst, same `max_wait`, same
-//! hand-back of a cancelled wait's token), reading the time from Redis's
-//! `TIME`, so the processes' clocks do not matter. Each outcome is one more
-//! script, sent without waiting for it, which moves the shared rate by the
-//! same rules as locally: additive increase while the rate is what limits
-//! the key's calls, decrease with its cooldown, outcomes of calls scheduled
-//! before the last decrease left out, bounds, and the bucket's debt kept
-//! across a change. Scripts go by hash, loaded again when the server does
-//! not know them; each touches one Redis key (so Redis Cluster routes it),
-//! which expires once the key has been idle for the store's
-//! [`idle_ttl`](RedisStore::idle_ttl) and owes nothing.
+//! A store given to the builder
+//! ([`rate_store`](crate::ThrottleManagerBuilder::rate_store)) holds the
+//! **rate** of every key: each process's calls to a key take their tokens
+//! from one shared bucket, and every process's outcomes move one shared
+//! rate. A fixed quota held by N replicas is then the quota, not N times
+//! it, and N crawlers learning one host's rate learn it together instead
+//! of each probing on its own.
 //!
 //! The **throttle** and the **bulkhead** stay in each process: the SRE
 //! throttle is client-side by design (each client sheds from what it has
 //! seen itself), and calls in flight are a process's own.
 //!
-//! # When Redis is unreachable or slow
+//! # What the manager asks of a store
 //!
-//! Every round trip has a [`deadline`](RedisStore::deadline). A round trip
-//! that fails or misses it marks the store unavailable for
-//! [`recheck_every`](RedisStore::recheck_every) (a `warn` event says so),
-//! and meanwhile, by default, each key falls back to its local rate: each
-//! process limits itself alone, from the rate its own outcomes taught it.
-//! The first round trip that succeeds after that returns every key to the
-//! shared rate (an `info` event). With
-//! [`WhenUnavailable::Refuse`] calls are refused instead, with
-//! [`RejectReason::StoreUnavailable`](crate::RejectReason::StoreUnavailable).
+//! Two things, both through [`RateStore`]:
+//! - [`take_token`](RateStore::take_token): a token for a key's next call,
+//!   if it can be used within the caller's patience
+//!   ([`TokenRequest::max_wait`]); the answer says how long until it may be
+//!   used ([`TokenAnswer`]). One round trip a call.
+//! - [`report`](RateStore::report): what happened since ([`RateEvent`]):
+//!   a success or an overload of a call (which move the rate by the key's
+//!   [`RateRules`]), a token handed back by a call cancelled before it
+//!   started, a pause a server asked for. The manager sends reports
+//!   without waiting for them, on a task of the current tokio runtime, a
+//!   few thousand at most at once; beyond that an outcome moves only the
+//!   key's local rate.
 //!
-//! # Which calls use the shared rate
+//! A store that cannot answer says so ([`TokenAnswer::Unavailable`]), and
+//! the key falls back to its local rate, or is refused, as the store's
+//! [`when_unavailable`](RateStore::when_unavailable) says.
+//!
+//! # Which calls use the store
 //!
 //! Those that may wait for it: [`wait`](crate::ThrottleManager::wait),
 //! [`acquire`](crate::ThrottleManager::acquire), `call` and its variants,
@@ -47,36 +43,330 @@
 //!
 //! # Cancel safety
 //!
-//! As locally: a call dropped while it sleeps for its shared token hands
-//! the token back (one more script, sent without waiting), if no later
-//! token was taken since. A call dropped during the round trip itself may
-//! leave its token taken, since the script may or may not have run: one
-//! call's worth of the rate is lost to the fleet, never given twice.
+//! A call dropped while it sleeps for its shared token hands the token
+//! back ([`RateEvent::Cancelled`]). A call dropped during the round trip
+//! itself may leave its token taken, since the store may or may not have
+//! taken it: one call's worth of the rate is lost to the fleet, never
+//! given twice.
 //!
-//! # Processes that share a prefix
+//! # Writing a store
 //!
-//! They should share the rate's config. Each decision and outcome carries
-//! the config of the process that sends it: the starting rate applies to a
-//! key Redis has no state for, and the bounds and steps to that outcome.
-//! Keys from untrusted input (client addresses behind the server layer)
-//! cost Redis one small hash each until they have been idle for the
-//! store's `idle_ttl`.
+//! A store is a `Send + Sync` value whose methods return boxed futures
+//! ([`StoreFuture`]), so the manager holds any store behind one pointer.
+//! This one keeps every key's rate in a map in memory (a fixed rate: it
+//! ignores outcomes), which is enough for two managers in one process to
+//! share their keys' rates, or for a test:
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::sync::Mutex;
+//! use std::time::{Duration, Instant};
+//!
+//! use portcullis::store::{RateEvent, RateStore, StoreFuture, TokenAnswer, TokenReceipt, TokenRequest};
+//! use portcullis::{RateConfig, ThrottleManager};
+//!
+//! /// Each key's next free time, on a clock of the store's own.
+//! #[derive(Default)]
+//! struct InMemory {
+//!     next_free: Mutex<HashMap<String, Duration>>,
+//!     start: std::sync::OnceLock<Instant>,
+//! }
+//!
+//! impl RateStore for InMemory {
+//!     fn take_token<'a>(&'a self, key: &'a str, request: TokenRequest) -> StoreFuture<'a, TokenAnswer> {
+//!         let now = self.start.get_or_init(Instant::now).elapsed();
+//!         let rate = request.rules.starting_rate;
+//!         let interval = Duration::from_secs_f64(1.0 / rate);
+//!         let mut next_free = self.next_free.lock().unwrap();
+//!         let free = next_free.entry(key.to_owned()).or_default();
+//!         let start = (*free).max(now);
+//!         let wait = start - now;
+//!         let answer = if request.max_wait.is_some_and(|max| wait > max) {
+//!             TokenAnswer::Refused { wait, rate }
+//!         } else {
+//!             *free = start + interval;
+//!             TokenAnswer::Granted { wait, receipt: TokenReceipt::new(""), rate }
+//!         };
+//!         Box::pin(async move { answer })
+//!     }
+//!
+//!     fn report<'a>(&'a self, _key: &'a str, _event: RateEvent, rules: portcullis::store::RateRules) -> StoreFuture<'a, Option<f64>> {
+//!         Box::pin(async move { Some(rules.starting_rate) })
+//!     }
+//! }
+//!
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::new(10.0))
+//!     .rate_store(InMemory::default())
+//!     .build()?;
+//! # drop(manager);
+//! # Ok::<(), portcullis::ConfigError>(())
+//! ```
 //!
 //! [`check`]: crate::ThrottleManager::check
 //! [`try_acquire`]: crate::ThrottleManager::try_acquire
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+pub use crate::rate::Decrease;
 
-use crate::clock::Nanos;
+#[cfg(feature = "redis")]
+mod redis;
 
-mod scripts;
+#[cfg(feature = "redis")]
+pub use self::redis::{ConnectError, RedisStore};
 
-pub(crate) use scripts::{Decision, Grant, Report};
+/// The future a [`RateStore`] method returns: boxed, so that the manager
+/// holds any store behind one pointer.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The most outcome reports of one manager on their way to its store at
+/// once. Beyond it (a store much slower than the calls' outcomes come), an
+/// outcome moves only the key's local rate, and the shared rate learns
+/// from the others.
+pub(crate) const MAX_REPORTS_IN_FLIGHT: u64 = 4_096;
+
+/// A backend that holds every key's rate for many processes: what the
+/// manager asks of it. See the [module](self) for when each method is
+/// called, and an example.
+///
+/// Keys reach the store by name: the manager's key as `Display` writes it
+/// (or what [`key_names`](crate::ThrottleManagerBuilder::key_names) says).
+/// A store that shares one backend among several fleets keeps them apart
+/// itself (a prefix, as [`RedisStore`] does).
+///
+/// The rules to apply come with every request and report
+/// ([`RateRules`], the key's validated [`RateConfig`](crate::RateConfig)):
+/// the starting rate for a key the store has no state for, the burst, and
+/// how outcomes move the rate.
+pub trait RateStore: Send + Sync {
+    /// A token for the next call of `key`, if it can be used within
+    /// `request.max_wait` (`None`: however far ahead); the store takes it
+    /// only then.
+    ///
+    /// # Cancel safety
+    ///
+    /// The manager may drop the future at any point (its caller gave up).
+    /// A store that cannot tell whether the token was taken should take it
+    /// rather than give it twice.
+    fn take_token<'a>(
+        &'a self,
+        key: &'a str,
+        request: TokenRequest,
+    ) -> StoreFuture<'a, TokenAnswer>;
+
+    /// Applies `event` to `key`'s shared rate under `rules`, and returns
+    /// the rate after it (`None`: the store did not answer). The manager
+    /// sends reports on their own task and does not wait for them.
+    ///
+    /// # Cancel safety
+    ///
+    /// A report dropped before it resolves may or may not have been
+    /// applied.
+    fn report<'a>(
+        &'a self,
+        key: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>>;
+
+    /// What calls get while the store cannot answer. Default: each key
+    /// falls back to its local rate.
+    fn when_unavailable(&self) -> WhenUnavailable {
+        WhenUnavailable::UseLocalRate
+    }
+
+    /// Whether the store answers now; while it does not, a key's rate as
+    /// [`rate`](crate::ThrottleManager::rate) and snapshots report it is
+    /// the local one, which is in force. Default: always.
+    fn is_available(&self) -> bool {
+        true
+    }
+
+    /// The store's settings that cannot work, each as the setting's name
+    /// and what is wrong with it; [`build`](crate::ThrottleManagerBuilder::build)
+    /// reports each as `rate_store.<name>`. Default: none.
+    fn invalid_settings(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}
+
+/// A store behind an `Arc` is a store: several managers (hosts and a
+/// database, say) can share one connection. They share its key names too,
+/// so their keys must not collide.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use portcullis::store::RedisStore;
+/// use portcullis::{RateConfig, ThrottleManager};
+///
+/// # async fn two() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let store = Arc::new(RedisStore::connect("redis://127.0.0.1/", "fleet").await?);
+/// let hosts = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0))
+///     .rate_store(Arc::clone(&store))
+///     .build()?;
+/// let tenants = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(100.0))
+///     .rate_store(store)
+///     .build()?;
+/// # drop((hosts, tenants));
+/// # Ok(())
+/// # }
+/// ```
+impl<S: RateStore + ?Sized> RateStore for Arc<S> {
+    fn take_token<'a>(
+        &'a self,
+        key: &'a str,
+        request: TokenRequest,
+    ) -> StoreFuture<'a, TokenAnswer> {
+        (**self).take_token(key, request)
+    }
+
+    fn report<'a>(
+        &'a self,
+        key: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>> {
+        (**self).report(key, event, rules)
+    }
+
+    fn when_unavailable(&self) -> WhenUnavailable {
+        (**self).when_unavailable()
+    }
+
+    fn is_available(&self) -> bool {
+        (**self).is_available()
+    }
+
+    fn invalid_settings(&self) -> Vec<(&'static str, String)> {
+        (**self).invalid_settings()
+    }
+}
+
+/// What a call asks of the store: a token under the key's rules, within
+/// its patience.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct TokenRequest {
+    /// The key's rate rules.
+    pub rules: RateRules,
+    /// The longest wait the caller takes: a token due later is refused.
+    /// `None`: however far ahead.
+    pub max_wait: Option<Duration>,
+}
+
+/// A key's rate rules as the store applies them: its validated
+/// [`RateConfig`](crate::RateConfig).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RateRules {
+    /// Calls a second for a key the store has no state for.
+    pub starting_rate: f64,
+    /// Calls that may start at once after the key has been quiet.
+    pub burst: u32,
+    /// The rate never falls below this.
+    pub lower_bound: f64,
+    /// The rate never rises above this.
+    pub upper_bound: f64,
+    /// What a success adds to the rate (while the rate is what limits the
+    /// key's calls).
+    pub increment: f64,
+    /// What an overload does to the rate.
+    pub decrease: Decrease,
+    /// The rate falls at most once in this long.
+    pub cooldown: Duration,
+}
+
+/// The store's answer to a [`TokenRequest`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TokenAnswer {
+    /// A token, which the call may use `wait` from now. `receipt` is what
+    /// the store needs to take it back ([`RateEvent::Cancelled`]); `rate`
+    /// the key's shared rate.
+    Granted {
+        /// How long until the call may start.
+        wait: Duration,
+        /// What identifies the token to the store.
+        receipt: TokenReceipt,
+        /// The key's shared rate, calls a second.
+        rate: f64,
+    },
+    /// No token within the caller's patience: it would have been `wait`
+    /// from now. Nothing was taken.
+    Refused {
+        /// How long until a token would have been free.
+        wait: Duration,
+        /// The key's shared rate, calls a second.
+        rate: f64,
+    },
+    /// The store cannot answer now, and will not be asked again for
+    /// `retry_after` (the hint a refused caller gets).
+    Unavailable {
+        /// When the store is worth asking again.
+        retry_after: Duration,
+    },
+}
+
+/// What a store needs to take back a token it granted: any text the store
+/// chooses (its bucket's state after the token, an id).
+///
+/// ```
+/// use portcullis::store::TokenReceipt;
+///
+/// let receipt = TokenReceipt::new("1700000000.25");
+/// assert_eq!(receipt.as_str(), "1700000000.25");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenReceipt(Arc<str>);
+
+impl TokenReceipt {
+    /// A receipt holding `text`.
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        Self(text.into())
+    }
+
+    /// The text the store put in it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What happened to a key, for its shared rate.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RateEvent {
+    /// A call succeeded: the rate may rise.
+    Success {
+        /// How long ago (as the report was made) the call's token was
+        /// taken. A call scheduled before the rate's last fall says
+        /// nothing of the rate after it.
+        scheduled_ago: Duration,
+        /// How long ago the call started.
+        started_ago: Duration,
+        /// Whether the call waited for its token: the rate was then what
+        /// limited the key's calls.
+        waited: bool,
+    },
+    /// A call met an overloaded backend: the rate falls.
+    Overloaded {
+        /// How long ago (as the report was made) the call's token was
+        /// taken.
+        scheduled_ago: Duration,
+    },
+    /// A call cancelled before it started hands its token back, if the
+    /// store has granted no later token since.
+    Cancelled(TokenReceipt),
+    /// No call of the key starts for this long (a server's `Retry-After`).
+    Paused(Duration),
+}
 
 /// What calls get while the store is unavailable.
 ///
@@ -89,374 +379,36 @@ pub(crate) use scripts::{Decision, Grant, Report};
 #[non_exhaustive]
 pub enum WhenUnavailable {
     /// Each key falls back to its local rate: every process limits itself
-    /// alone, from what its own outcomes taught it, until Redis answers
-    /// again. No call fails because Redis did.
+    /// alone, from what its own outcomes taught it, until the store
+    /// answers again. No call fails because the store did.
     #[default]
     UseLocalRate,
     /// Calls that would take a shared token are refused with
     /// [`RejectReason::StoreUnavailable`](crate::RejectReason::StoreUnavailable)
     /// (and [`wait`](crate::ThrottleManager::wait), which cannot refuse,
-    /// waits until Redis answers). For quotas that must never be exceeded,
-    /// even by N processes each on its own.
+    /// waits until the store answers). For quotas that must never be
+    /// exceeded, even by N processes each on its own.
     Refuse,
 }
 
-/// Each key's rate shared through Redis; see the [module](self) for what
-/// is shared and what happens when Redis is down.
-///
-/// # Example
-///
-/// ```no_run
-/// use portcullis::store::RedisStore;
-/// use portcullis::{RateConfig, ThrottleManager};
-/// use std::time::Duration;
-///
-/// # async fn shared() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-/// let store = RedisStore::connect("redis://127.0.0.1:6379/", "crawler")
-///     .await?
-///     .deadline(Duration::from_millis(20));
-/// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0))
-///     .rate_store(store)
-///     .build()?;
-/// manager.wait("example.com").await; // one round trip to Redis
-/// manager.increment("example.com"); // sent in the background
-/// # Ok(())
-/// # }
-/// ```
-pub struct RedisStore {
-    connection: ConnectionManager,
-    prefix: String,
-    pub(crate) settings: StoreSettings,
-    scripts: scripts::Scripts,
-    health: Health,
-    /// Outcome scripts on their way; beyond [`MAX_OUTCOMES_IN_FLIGHT`] an
-    /// outcome is counted only locally.
-    outcomes_in_flight: AtomicU64,
-}
-
-/// The outcome scripts one store sends at once at most. Beyond it (Redis
-/// much slower than the calls' outcomes come), outcomes move only the local
-/// rate, and the shared rate learns from the others.
-const MAX_OUTCOMES_IN_FLIGHT: u64 = 4_096;
-
-/// How a store behaves: its deadlines and what it does without Redis.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StoreSettings {
-    pub(crate) deadline: Duration,
-    pub(crate) when_unavailable: WhenUnavailable,
-    pub(crate) recheck_every: Duration,
-    pub(crate) idle_ttl: Duration,
-}
-
-/// The default [`RedisStore::deadline`].
-const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
-/// The default [`RedisStore::recheck_every`].
-const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
-/// The default [`RedisStore::idle_ttl`].
-const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
-
-impl RedisStore {
-    /// Connects to the Redis server at `url` (`redis://host:port/db`, or
-    /// `rediss://` with TLS where the redis crate has it), keeping every
-    /// key's rate under `prefix` (`prefix:key`). Processes that share a
-    /// prefix share their rates; use one prefix per fleet and purpose.
-    ///
-    /// The connection reconnects on its own after Redis goes away.
-    ///
-    /// # Errors
-    ///
-    /// [`ConnectError`] when the URL is not a Redis URL, the prefix is
-    /// empty, or the server cannot be reached within a second.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: dropped before it resolves, no store exists and the
-    /// connection attempt is abandoned.
-    pub async fn connect(url: &str, prefix: &str) -> Result<Self, ConnectError> {
-        if prefix.is_empty() {
-            return Err(ConnectError::new(
-                "prefix",
-                "must not be empty (keys of every fleet would mix)",
-                None,
-            ));
-        }
-        let client = redis::Client::open(url).map_err(|error| {
-            ConnectError::new("url", format!("{url:?} is not a Redis URL"), Some(error))
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_response_timeout(Some(Duration::from_secs(1)))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|error| {
-                ConnectError::new(
-                    "url",
-                    format!("no Redis server answered at {url}"),
-                    Some(error),
-                )
-            })?;
-        Ok(Self {
-            connection,
-            prefix: prefix.to_owned(),
-            settings: StoreSettings {
-                deadline: DEFAULT_DEADLINE,
-                when_unavailable: WhenUnavailable::default(),
-                recheck_every: DEFAULT_RECHECK,
-                idle_ttl: DEFAULT_IDLE_TTL,
-            },
-            scripts: scripts::Scripts::new(),
-            health: Health::default(),
-            outcomes_in_flight: AtomicU64::new(0),
-        })
-    }
-
-    /// How long one round trip may take (default 50 ms); one that takes
-    /// longer counts as Redis being unavailable. Must be above 0 (the
-    /// builder says so otherwise).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
-    /// use portcullis::store::RedisStore;
-    /// use std::time::Duration;
-    ///
-    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
-    ///     .await?
-    ///     .deadline(Duration::from_millis(10));
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.settings.deadline = deadline;
-        self
-    }
-
-    /// What calls get while Redis is unavailable (default: the local rate).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
-    /// use portcullis::store::{RedisStore, WhenUnavailable};
-    ///
-    /// let store = RedisStore::connect("redis://127.0.0.1/", "quota")
-    ///     .await?
-    ///     .when_unavailable(WhenUnavailable::Refuse);
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn when_unavailable(mut self, policy: WhenUnavailable) -> Self {
-        self.settings.when_unavailable = policy;
-        self
-    }
-
-    /// Once a round trip has failed, how long calls go without asking Redis
-    /// (default 1 s), so that each does not pay the deadline; the first
-    /// call after it asks again. Must be above 0.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
-    /// use portcullis::store::RedisStore;
-    /// use std::time::Duration;
-    ///
-    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
-    ///     .await?
-    ///     .recheck_every(Duration::from_millis(250));
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn recheck_every(mut self, every: Duration) -> Self {
-        self.settings.recheck_every = every;
-        self
-    }
-
-    /// How long Redis keeps a key's shared state once the key is idle and
-    /// its bucket owes nothing (default 10 minutes); after that the key
-    /// starts again from its starting rate, as an evicted local key does.
-    /// At least 1 s.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
-    /// use portcullis::store::RedisStore;
-    /// use std::time::Duration;
-    ///
-    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
-    ///     .await?
-    ///     .idle_ttl(Duration::from_secs(3600));
-    /// # Ok(()) }
-    /// ```
-    #[must_use]
-    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        self.settings.idle_ttl = ttl;
-        self
-    }
-
-    /// The prefix of every Redis key this store writes.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
-    /// use portcullis::store::RedisStore;
-    ///
-    /// let store = RedisStore::connect("redis://127.0.0.1/", "crawler").await?;
-    /// assert_eq!(store.prefix(), "crawler");
-    /// # Ok(()) }
-    /// ```
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// Whether Redis answers within the deadline (else keys decide on
-    /// their local rates, or are refused, as configured).
-    pub(crate) fn is_up(&self) -> bool {
-        self.health.is_up()
-    }
-
-    /// The Redis key of the manager's key named `name`.
-    pub(crate) fn redis_key(&self, name: &str) -> String {
-        format!("{}:{name}", self.prefix)
-    }
-
-    /// Problems with the settings, named as the builder names them.
-    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
-        let mut found = Vec::new();
-        let s = &self.settings;
-        if s.deadline.is_zero() {
-            found.push(("rate_store.deadline", "must be above 0, got 0ns".to_owned()));
-        }
-        if s.recheck_every.is_zero() {
-            found.push((
-                "rate_store.recheck_every",
-                "must be above 0, got 0ns".to_owned(),
-            ));
-        }
-        if s.idle_ttl < Duration::from_secs(1) {
-            found.push((
-                "rate_store.idle_ttl",
-                format!("must be at least 1s, got {:?}", s.idle_ttl),
-            ));
-        }
-        found
-    }
-}
-
-impl fmt::Debug for RedisStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisStore")
-            .field("prefix", &self.prefix)
-            .field("settings", &self.settings)
-            .field("available", &self.health.is_up())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Whether Redis answers: up, or down until a time (the manager's clock)
-/// after which the next call asks again.
-#[derive(Debug, Default)]
-struct Health {
-    /// 0: up; else one more than the time until which calls do not ask.
-    down_until: AtomicU64,
-}
-
-impl Health {
-    fn is_up(&self) -> bool {
-        self.down_until.load(Ordering::Acquire) == 0
-    }
-
-    /// Whether a call at `now` should ask Redis.
-    fn worth_asking(&self, now: Nanos) -> bool {
-        let down = self.down_until.load(Ordering::Acquire);
-        down == 0 || now >= down - 1
-    }
-
-    /// A round trip failed at `now`; `true` if the store was up until then.
-    fn failed(&self, now: Nanos, recheck: Duration) -> bool {
-        let until = now
-            .saturating_add(crate::clock::nanos(recheck))
-            .saturating_add(1);
-        self.down_until.swap(until, Ordering::AcqRel) == 0
-    }
-
-    /// A round trip succeeded; `true` if the store was down until then.
-    fn answered(&self) -> bool {
-        self.down_until.load(Ordering::Acquire) != 0
-            && self.down_until.swap(0, Ordering::AcqRel) != 0
-    }
-}
-
-/// Why [`RedisStore::connect`] failed: the setting at fault and what was
-/// wrong with it.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// use portcullis::store::RedisStore;
-///
-/// let error = RedisStore::connect("http://example.com/", "api").await.unwrap_err();
-/// assert_eq!(error.field(), "url");
-/// let error = RedisStore::connect("redis://127.0.0.1/", "").await.unwrap_err();
-/// assert_eq!(error.field(), "prefix");
-/// # }
-/// ```
+/// One key's link to the store: its name there, and its shared rate as
+/// the store last answered it (0: not yet known).
 #[derive(Debug)]
-pub struct ConnectError {
-    field: &'static str,
-    message: String,
-    source: Option<redis::RedisError>,
-}
-
-impl ConnectError {
-    fn new(
-        field: &'static str,
-        message: impl Into<String>,
-        source: Option<redis::RedisError>,
-    ) -> Self {
-        Self {
-            field,
-            message: message.into(),
-            source,
-        }
-    }
-
-    /// The argument at fault: `"url"` or `"prefix"`.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, " ({source})")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as _)
-    }
-}
-
-/// One key's link to its shared state: the Redis key, and the shared rate
-/// as Redis last answered it (0: not yet known).
-#[derive(Debug)]
-pub(crate) struct SharedKey {
-    pub(crate) redis_key: Arc<str>,
-    /// Shared with outcome scripts on their way, which bring the rate back.
+pub(crate) struct StoreKey {
+    pub(crate) name: Arc<str>,
+    /// Shared with reports on their way, which bring the rate back.
     rate: Arc<AtomicU64>,
 }
 
-impl SharedKey {
-    pub(crate) fn new(redis_key: String) -> Self {
+impl StoreKey {
+    pub(crate) fn new(name: String) -> Self {
         Self {
-            redis_key: redis_key.into(),
+            name: name.into(),
             rate: Arc::new(AtomicU64::new(0)),
         }
     }
 
-    /// The shared rate Redis last answered, if it has answered.
+    /// The shared rate the store last answered, if it has answered.
     pub(crate) fn rate(&self) -> Option<f64> {
         let bits = self.rate.load(Ordering::Acquire);
         (bits != 0).then(|| f64::from_bits(bits))
@@ -465,13 +417,40 @@ impl SharedKey {
     pub(crate) fn set_rate(&self, rate: f64) {
         set_rate(&self.rate, rate);
     }
+
+    /// Where a report on its way writes the rate it brings back.
+    pub(crate) fn rate_cell(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.rate)
+    }
 }
 
-fn set_rate(cell: &AtomicU64, rate: f64) {
+/// Stores `rate` in `cell` if it is a rate (finite and above 0).
+pub(crate) fn set_rate(cell: &AtomicU64, rate: f64) {
     if rate.is_finite() && rate > 0.0 {
         cell.store(rate.to_bits(), Ordering::Release);
     }
 }
 
-#[cfg(test)]
-mod tests;
+/// A manager's store, and its reports on their way.
+pub(crate) struct StoreHandle {
+    pub(crate) store: Box<dyn RateStore>,
+    pub(crate) reports_in_flight: AtomicU64,
+}
+
+impl StoreHandle {
+    pub(crate) fn new(store: Box<dyn RateStore>) -> Self {
+        Self {
+            store,
+            reports_in_flight: AtomicU64::new(0),
+        }
+    }
+}
+
+impl fmt::Debug for StoreHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreHandle")
+            .field("available", &self.store.is_available())
+            .field("reports_in_flight", &self.reports_in_flight)
+            .finish_non_exhaustive()
+    }
+}

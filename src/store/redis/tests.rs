@@ -2,16 +2,19 @@
 //! on a real `redis-server` with its time pinned by the test and on the
 //! local cell with the same times, must give the same decisions and rates.
 
-#[path = "../../tests/support/redis.rs"]
+#[path = "../../../tests/support/redis.rs"]
 mod redis_server;
 
 use proptest::prelude::*;
 
-use super::{Decision, RedisStore, Report, SharedKey};
-use crate::clock::Nanos;
+use std::time::Duration;
+
+use super::RedisStore;
+use crate::clock::{Nanos, nanos};
 use crate::rate::RateConfig;
 use crate::rate::cell::{RateCell, Reservation};
 use crate::rate::config::RateSettings;
+use crate::store::{RateEvent, TokenAnswer, TokenReceipt};
 
 const START: Nanos = 1_000_000_000_000_000; // about 11.6 days, in ns
 
@@ -71,12 +74,15 @@ fn close(local: Nanos, shared: Nanos) -> bool {
 
 struct Pair {
     store: RedisStore,
-    shared: SharedKey,
+    /// The key's Redis key.
+    key: String,
+    /// The shared rate as Redis last answered it.
+    shared_rate: Option<f64>,
     cell: RateCell,
     settings: RateSettings,
     now: Nanos,
     /// The last token taken on each side, for `CancelLast`.
-    last: Option<(Reservation, super::Grant)>,
+    last: Option<(Reservation, TokenReceipt)>,
     /// When the last admitted call was scheduled, for outcomes.
     scheduled: Nanos,
 }
@@ -94,24 +100,25 @@ impl Pair {
         let shared = self
             .store
             .decide(
-                &self.shared,
-                &self.settings,
+                &self.key,
+                &self.settings.rules(),
                 max_wait,
-                0,
                 Some(micros(self.now)),
             )
             .await;
         match (local, shared) {
-            (Ok(reservation), Decision::Granted(grant)) => {
+            (Ok(reservation), TokenAnswer::Granted { wait, receipt, .. }) => {
                 let local_wait = reservation.slot.start - self.now;
-                if !close(local_wait, grant.wait) {
-                    return Err(format!("waits {local_wait} and {}", grant.wait));
+                let wait = nanos(wait);
+                if !close(local_wait, wait) {
+                    return Err(format!("waits {local_wait} and {wait}"));
                 }
-                self.last = Some((reservation, grant));
+                self.last = Some((reservation, receipt));
                 self.scheduled = self.now;
                 Ok(true)
             }
-            (Err(local_wait), Decision::Refused { wait }) => {
+            (Err(local_wait), TokenAnswer::Refused { wait, .. }) => {
+                let wait = nanos(wait);
                 if close(local_wait, wait) {
                     Ok(true)
                 } else {
@@ -153,11 +160,10 @@ impl Pair {
         }
     }
 
-    async fn report(&mut self, report: Report) -> Option<f64> {
-        let key = self.shared.redis_key.clone();
+    async fn report(&mut self, event: RateEvent) -> Option<f64> {
         let pinned = Some(micros(self.now));
         self.store
-            .send(&key, &report, &self.settings, 0, pinned)
+            .send(&self.key, &event, &self.settings.rules(), pinned)
             .await
     }
 }
@@ -178,7 +184,8 @@ impl Pair {
         let store = RedisStore::connect(url, "differential").await.unwrap();
         let settings = RateSettings::for_test(config);
         Self {
-            shared: SharedKey::new(store.redis_key(key)),
+            key: store.redis_key(key),
+            shared_rate: None,
             store,
             cell: RateCell::new(settings.starting_rate, START),
             settings,
@@ -197,9 +204,9 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
             Op::Wait => pair.decide(None).await?,
             Op::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
             Op::CancelLast => {
-                if let Some((reservation, grant)) = pair.last.take() {
+                if let Some((reservation, receipt)) = pair.last.take() {
                     pair.cell.cancel(reservation);
-                    pair.report(Report::Cancel(grant)).await;
+                    pair.report(RateEvent::Cancelled(receipt)).await;
                 }
                 true
             }
@@ -214,9 +221,9 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                     &pair.settings,
                 );
                 let shared = pair
-                    .report(Report::Success {
-                        scheduled_ago: ago,
-                        started_ago: ago,
+                    .report(RateEvent::Success {
+                        scheduled_ago: Duration::from_nanos(ago),
+                        started_ago: Duration::from_nanos(ago),
                         waited,
                     })
                     .await
@@ -235,7 +242,9 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                 let queued = pair.calls_queued();
                 let change = pair.cell.decrease(pair.now, pair.scheduled, &pair.settings);
                 let shared = pair
-                    .report(Report::Failure { scheduled_ago: ago })
+                    .report(RateEvent::Overloaded {
+                        scheduled_ago: Duration::from_nanos(ago),
+                    })
                     .await
                     .ok_or("no answer")?;
                 if !same_rate(change.to, shared) {
@@ -250,7 +259,8 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
             Op::Pause(us) => {
                 let until = pair.now + us * 1_000;
                 pair.cell.pause_until(until, pair.settings.burst);
-                pair.report(Report::Pause(us * 1_000)).await;
+                pair.report(RateEvent::Paused(Duration::from_micros(us)))
+                    .await;
                 true
             }
             Op::Advance(us) => {
@@ -306,13 +316,13 @@ async fn hold_growth(url: &str, key: &str, waited: bool) -> f64 {
             .cell
             .increase(|| pair.now, pair.now, pair.now, waited, &pair.settings)
             .to;
-        let success = Report::Success {
-            scheduled_ago: 0,
-            started_ago: 0,
+        let success = RateEvent::Success {
+            scheduled_ago: Duration::ZERO,
+            started_ago: Duration::ZERO,
             waited,
         };
         let shared = pair.report(success).await.unwrap();
-        pair.shared.set_rate(shared);
+        pair.shared_rate = Some(shared);
         // Growth is within 2 %. A fall goes to 1.5x the use estimate
         // itself, and the two estimates fold their windows at different
         // calls (the cell's stamps are 1.05 ms, the script's exact), so
@@ -328,7 +338,7 @@ async fn hold_growth(url: &str, key: &str, waited: bool) -> f64 {
         }
     }
     // At 4/s, both fall back to the starting rate.
-    assert_eq!(pair.shared.rate(), Some(10.0));
+    assert_eq!(pair.shared_rate, Some(10.0));
     assert_eq!(pair.cell.rate(), 10.0);
     peak
 }

@@ -6,11 +6,10 @@
 //! round trip cannot blur (counts within one token, a deadline not a hang).
 //! Real separate processes are in `tests/store_fleet.rs`.
 
-#![cfg(feature = "redis")]
-
-#[path = "support/redis.rs"]
+#[path = "../support/redis.rs"]
 mod redis_server;
-mod support;
+
+use crate::support;
 
 use std::time::Duration;
 

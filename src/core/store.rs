@@ -1,0 +1,224 @@
+//! The store's step in the admission pipeline, and the outcomes it shares:
+//! what [`Core`] does for a key whose rate lives in a
+//! [`RateStore`](crate::store::RateStore) ([`crate::store`] names the
+//! trait; this is the core's use of it).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{CallTimes, Core, Patience};
+use crate::clock::Nanos;
+use crate::error::{RejectReason, Rejected};
+use crate::key::KeyState;
+use crate::outcome::Outcome;
+use crate::priority::Priority;
+use crate::rate::config::RateSettings;
+use crate::store::{
+    MAX_REPORTS_IN_FLIGHT, RateEvent, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
+    TokenRequest, WhenUnavailable,
+};
+
+/// A shared token taken for a call: due `wait` after the store's answer.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreToken {
+    wait: Nanos,
+    receipt: TokenReceipt,
+}
+
+/// What the store's step gave a call.
+#[derive(Debug)]
+pub(crate) enum StoreStep {
+    /// A shared token.
+    Token(StoreToken),
+    /// Refused: the token lay beyond the caller's patience, or the store
+    /// is unavailable and refuses meanwhile.
+    Refused(Rejected),
+    /// The store is unavailable: decide on the key's local rate.
+    Local,
+}
+
+impl Core {
+    /// The store, the key's link to it and its rate settings: present when
+    /// the manager has a store and the key a rate.
+    #[inline]
+    pub(crate) fn store_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s Arc<StoreHandle>, &'s StoreKey, &'s RateSettings)> {
+        let store = self.store.as_ref()?;
+        Some((store, state.store_key()?, self.rate_of(state)?))
+    }
+
+    /// The rate step for a key whose rate is in the store: one round trip.
+    pub(crate) async fn take_store_token(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> StoreStep {
+        let Some((handle, key, settings)) = self.store_of(state) else {
+            return StoreStep::Local;
+        };
+        let patience = self.patience_for_token(priority, patience);
+        let request = TokenRequest {
+            rules: settings.rules(),
+            max_wait: (patience != Nanos::MAX).then(|| Duration::from_nanos(patience)),
+        };
+        match handle.store.take_token(&key.name, request).await {
+            TokenAnswer::Granted {
+                wait,
+                receipt,
+                rate,
+            } => {
+                key.set_rate(rate);
+                StoreStep::Token(StoreToken {
+                    wait: crate::clock::nanos(wait),
+                    receipt,
+                })
+            }
+            TokenAnswer::Refused { wait, rate } => {
+                key.set_rate(rate);
+                StoreStep::Refused(Rejected::rate_limited(crate::clock::nanos(wait), priority))
+            }
+            TokenAnswer::Unavailable { retry_after } => match handle.store.when_unavailable() {
+                WhenUnavailable::UseLocalRate => StoreStep::Local,
+                WhenUnavailable::Refuse => StoreStep::Refused(Rejected::new(
+                    RejectReason::StoreUnavailable,
+                    priority,
+                    Some(retry_after),
+                )),
+            },
+        }
+    }
+
+    /// [`wait`](crate::ThrottleManager::wait) on a rate in the store:
+    /// `false` when the key's rate is not in a store, or the store is
+    /// unavailable and the local rate is to be used. Under
+    /// [`WhenUnavailable::Refuse`], asks the store again when it says to
+    /// until it answers.
+    pub(crate) async fn wait_for_store_token(&self, state: &KeyState) -> bool {
+        loop {
+            match self
+                .take_store_token(state, Priority::HIGH, Patience::Unbounded)
+                .await
+            {
+                StoreStep::Token(token) => {
+                    self.sleep_for_store_token(state, &token, self.now()).await;
+                    return true;
+                }
+                StoreStep::Local => return false,
+                StoreStep::Refused(rejected) => {
+                    let again = rejected.retry_after().unwrap_or(Duration::from_secs(1));
+                    let until = self.now().saturating_add(crate::clock::nanos(again));
+                    self.clock.sleep_until(Duration::from_nanos(until)).await;
+                }
+            }
+        }
+    }
+
+    /// Sleeps until a shared token decided at `decided_at` is due, and
+    /// returns that time. Dropped before then, it hands the token back.
+    pub(crate) async fn sleep_for_store_token(
+        &self,
+        state: &KeyState,
+        token: &StoreToken,
+        decided_at: Nanos,
+    ) -> Nanos {
+        if token.wait == 0 {
+            return decided_at;
+        }
+        let start = decided_at.saturating_add(token.wait);
+        let mut pending = PendingStoreToken {
+            core: self,
+            state,
+            token: Some(token.clone()),
+        };
+        self.clock.sleep_until(Duration::from_nanos(start)).await;
+        pending.token = None; // started: the token is used
+        start
+    }
+
+    /// Hands back a shared token whose call will not happen (if no later
+    /// token was taken since, as locally).
+    pub(crate) fn return_store_token(&self, state: &KeyState, token: StoreToken) {
+        self.report_to_store(state, RateEvent::Cancelled(token.receipt));
+    }
+
+    /// Reports the outcome of a call scheduled and started at `times` to
+    /// the store, if the key's rate is there.
+    pub(crate) fn share_outcome(&self, state: &KeyState, times: CallTimes, outcome: Outcome) {
+        if self.store.is_none() {
+            return;
+        }
+        let now = self.now();
+        let scheduled_ago = Duration::from_nanos(now.saturating_sub(times.scheduled));
+        let event = match outcome {
+            Outcome::Success => RateEvent::Success {
+                scheduled_ago,
+                started_ago: Duration::from_nanos(now.saturating_sub(times.started)),
+                waited: times.waited(),
+            },
+            Outcome::Overloaded => RateEvent::Overloaded { scheduled_ago },
+            Outcome::Neutral => return,
+        };
+        self.report_to_store(state, event);
+    }
+
+    /// Reports a pause of the key (a server's `Retry-After`) to the store,
+    /// if the key's rate is there.
+    pub(crate) fn share_pause(&self, state: &KeyState, pause: Duration) {
+        self.report_to_store(state, RateEvent::Paused(pause));
+    }
+
+    /// Sends `event` to the store on a task of the current tokio runtime,
+    /// without waiting for it; the rate it brings back becomes the key's
+    /// shared rate. Nothing is sent while the store is unavailable, with
+    /// [`MAX_REPORTS_IN_FLIGHT`] on their way, or outside a runtime: the
+    /// local rate has counted the event already.
+    fn report_to_store(&self, state: &KeyState, event: RateEvent) {
+        let Some((handle, key, settings)) = self.store_of(state) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let in_flight = &handle.reports_in_flight;
+        if in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_REPORTS_IN_FLIGHT {
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let handle = Arc::clone(handle);
+        let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
+        let rules = settings.rules();
+        runtime.spawn(async move {
+            if let Some(shared) = handle.store.report(&name, event, rules).await {
+                crate::store::set_rate(&rate, shared);
+            }
+            handle.reports_in_flight.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+
+    /// The key's shared rate as the store last answered it, while the
+    /// store answers; `None` otherwise (the local rate is in force).
+    pub(crate) fn shared_rate(&self, state: &KeyState) -> Option<f64> {
+        let (handle, key, _) = self.store_of(state)?;
+        handle.store.is_available().then(|| key.rate())?
+    }
+}
+
+/// A shared token taken for a call that has not started: dropped before
+/// it starts, hands the token back.
+struct PendingStoreToken<'a> {
+    core: &'a Core,
+    state: &'a KeyState,
+    token: Option<StoreToken>,
+}
+
+impl Drop for PendingStoreToken<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.core.return_store_token(self.state, token);
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! [`RedisStore`]: each key's rate in Redis (feature `redis`).
+//!
+//! Each decision is one round trip: a Lua script on the server runs the
+//! same GCRA as the local rate cell (same burst, same `max_wait`, same
+//! hand-back of a cancelled wait's token), reading the time from Redis's
+//! `TIME`, so the processes' clocks do not matter. Each outcome is one more
+//! script, which moves the shared rate by the same rules as locally:
+//! additive increase while the rate is what limits the key's calls,
+//! decrease with its cooldown, outcomes of calls scheduled before the last
+//! decrease left out, bounds, and the bucket's debt kept across a change.
+//! Scripts go by hash, loaded again when the server does not know them;
+//! each touches one Redis key (so Redis Cluster routes it), which expires
+//! once the key has been idle for the store's
+//! [`idle_ttl`](RedisStore::idle_ttl) and owes nothing.
+//!
+//! # When Redis is unreachable or slow
+//!
+//! Every round trip has a [`deadline`](RedisStore::deadline). A round trip
+//! that fails or misses it marks the store unavailable for
+//! [`recheck_every`](RedisStore::recheck_every) (a `warn` event says so),
+//! and meanwhile, by default, each key falls back to its local rate: each
+//! process limits itself alone, from the rate its own outcomes taught it.
+//! The first round trip that succeeds after that returns every key to the
+//! shared rate (an `info` event). With
+//! [`WhenUnavailable::Refuse`] calls are refused instead, with
+//! [`RejectReason::StoreUnavailable`](crate::RejectReason::StoreUnavailable).
+//!
+//! # Processes that share a prefix
+//!
+//! They should share the rate's config. Each decision and outcome carries
+//! the config of the process that sends it: the starting rate applies to a
+//! key Redis has no state for, and the bounds and steps to that outcome.
+//! Keys from untrusted input (client addresses behind the server layer)
+//! cost Redis one small hash each until they have been idle for the
+//! store's `idle_ttl`.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::{
+    RateEvent, RateRules, RateStore, StoreFuture, TokenAnswer, TokenRequest, WhenUnavailable,
+};
+use crate::clock::Nanos;
+
+mod scripts;
+
+/// Each key's rate shared through Redis; see [`store`](crate::store) for
+/// what is shared and which calls use it, and this module for the scripts
+/// and what happens when Redis is down.
+///
+/// # Example
+///
+/// ```no_run
+/// use portcullis::store::RedisStore;
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use std::time::Duration;
+///
+/// # async fn shared() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let store = RedisStore::connect("redis://127.0.0.1:6379/", "crawler")
+///     .await?
+///     .deadline(Duration::from_millis(20));
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0))
+///     .rate_store(store)
+///     .build()?;
+/// manager.wait("example.com").await; // one round trip to Redis
+/// manager.increment("example.com"); // sent in the background
+/// # Ok(())
+/// # }
+/// ```
+pub struct RedisStore {
+    connection: ConnectionManager,
+    prefix: String,
+    settings: StoreSettings,
+    scripts: scripts::Scripts,
+    health: Health,
+}
+
+/// How a store behaves: its deadlines and what it does without Redis.
+#[derive(Debug, Clone, Copy)]
+struct StoreSettings {
+    deadline: Duration,
+    when_unavailable: WhenUnavailable,
+    recheck_every: Duration,
+    idle_ttl: Duration,
+}
+
+/// The default [`RedisStore::deadline`].
+const DEFAULT_DEADLINE: Duration = Duration::from_millis(50);
+/// The default [`RedisStore::recheck_every`].
+const DEFAULT_RECHECK: Duration = Duration::from_secs(1);
+/// The default [`RedisStore::idle_ttl`].
+const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
+
+impl RedisStore {
+    /// Connects to the Redis server at `url` (`redis://host:port/db`, or
+    /// `rediss://` with TLS where the redis crate has it), keeping every
+    /// key's rate under `prefix` (`prefix:key`). Processes that share a
+    /// prefix share their rates; use one prefix per fleet and purpose.
+    ///
+    /// The connection reconnects on its own after Redis goes away.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when the URL is not a Redis URL, the prefix is
+    /// empty, or the server cannot be reached within a second.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before it resolves, no store exists and the
+    /// connection attempt is abandoned.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, ConnectError> {
+        if prefix.is_empty() {
+            return Err(ConnectError::new(
+                "prefix",
+                "must not be empty (keys of every fleet would mix)",
+                None,
+            ));
+        }
+        let client = redis::Client::open(url).map_err(|error| {
+            ConnectError::new("url", format!("{url:?} is not a Redis URL"), Some(error))
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_secs(1)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|error| {
+                ConnectError::new(
+                    "url",
+                    format!("no Redis server answered at {url}"),
+                    Some(error),
+                )
+            })?;
+        Ok(Self {
+            connection,
+            prefix: prefix.to_owned(),
+            settings: StoreSettings {
+                deadline: DEFAULT_DEADLINE,
+                when_unavailable: WhenUnavailable::default(),
+                recheck_every: DEFAULT_RECHECK,
+                idle_ttl: DEFAULT_IDLE_TTL,
+            },
+            scripts: scripts::Scripts::new(),
+            health: Health::default(),
+        })
+    }
+
+    /// How long one round trip may take (default 50 ms); one that takes
+    /// longer counts as Redis being unavailable. Must be above 0 (the
+    /// builder says so otherwise).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::RedisStore;
+    /// use std::time::Duration;
+    ///
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
+    ///     .await?
+    ///     .deadline(Duration::from_millis(10));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.settings.deadline = deadline;
+        self
+    }
+
+    /// What calls get while Redis is unavailable (default: the local rate).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::{RedisStore, WhenUnavailable};
+    ///
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "quota")
+    ///     .await?
+    ///     .when_unavailable(WhenUnavailable::Refuse);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn when_unavailable(mut self, policy: WhenUnavailable) -> Self {
+        self.settings.when_unavailable = policy;
+        self
+    }
+
+    /// Once a round trip has failed, how long calls go without asking Redis
+    /// (default 1 s), so that each does not pay the deadline; the first
+    /// call after it asks again. Must be above 0.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::RedisStore;
+    /// use std::time::Duration;
+    ///
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
+    ///     .await?
+    ///     .recheck_every(Duration::from_millis(250));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn recheck_every(mut self, every: Duration) -> Self {
+        self.settings.recheck_every = every;
+        self
+    }
+
+    /// How long Redis keeps a key's shared state once the key is idle and
+    /// its bucket owes nothing (default 10 minutes); after that the key
+    /// starts again from its starting rate, as an evicted local key does.
+    /// At least 1 s.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::RedisStore;
+    /// use std::time::Duration;
+    ///
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
+    ///     .await?
+    ///     .idle_ttl(Duration::from_secs(3600));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.idle_ttl = ttl;
+        self
+    }
+
+    /// The prefix of every Redis key this store writes.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::RedisStore;
+    ///
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "crawler").await?;
+    /// assert_eq!(store.prefix(), "crawler");
+    /// # Ok(()) }
+    /// ```
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The Redis key of the manager's key named `name`.
+    fn redis_key(&self, name: &str) -> String {
+        format!("{}:{name}", self.prefix)
+    }
+}
+
+impl RateStore for RedisStore {
+    fn take_token<'a>(
+        &'a self,
+        key: &'a str,
+        request: TokenRequest,
+    ) -> StoreFuture<'a, TokenAnswer> {
+        Box::pin(async move {
+            let max_wait = request.max_wait.map(crate::clock::nanos);
+            self.decide(&self.redis_key(key), &request.rules, max_wait, None)
+                .await
+        })
+    }
+
+    fn report<'a>(
+        &'a self,
+        key: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>> {
+        Box::pin(async move {
+            if !self.health.worth_asking() {
+                return None;
+            }
+            self.send(&self.redis_key(key), &event, &rules, None).await
+        })
+    }
+
+    fn when_unavailable(&self) -> WhenUnavailable {
+        self.settings.when_unavailable
+    }
+
+    fn is_available(&self) -> bool {
+        self.health.is_up()
+    }
+
+    fn invalid_settings(&self) -> Vec<(&'static str, String)> {
+        let mut found = Vec::new();
+        let s = &self.settings;
+        if s.deadline.is_zero() {
+            found.push(("deadline", "must be above 0, got 0ns".to_owned()));
+        }
+        if s.recheck_every.is_zero() {
+            found.push(("recheck_every", "must be above 0, got 0ns".to_owned()));
+        }
+        if s.idle_ttl < Duration::from_secs(1) {
+            found.push((
+                "idle_ttl",
+                format!("must be at least 1s, got {:?}", s.idle_ttl),
+            ));
+        }
+        found
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("settings", &self.settings)
+            .field("available", &self.health.is_up())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether Redis answers: up, or down until a time (on the store's own
+/// clock, tokio's, so paused time in tests moves it) after which the next
+/// call asks again.
+#[derive(Debug)]
+struct Health {
+    /// What times are counted from.
+    epoch: tokio::time::Instant,
+    /// 0: up; else one more than the time until which calls do not ask.
+    down_until: AtomicU64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            epoch: tokio::time::Instant::now(),
+            down_until: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Health {
+    fn now(&self) -> Nanos {
+        crate::clock::nanos(self.epoch.elapsed())
+    }
+
+    fn is_up(&self) -> bool {
+        self.down_until.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether a call now should ask Redis.
+    fn worth_asking(&self) -> bool {
+        let down = self.down_until.load(Ordering::Acquire);
+        down == 0 || self.now() >= down - 1
+    }
+
+    /// A round trip failed; `true` if the store was up until then.
+    fn failed(&self, recheck: Duration) -> bool {
+        let until = self
+            .now()
+            .saturating_add(crate::clock::nanos(recheck))
+            .saturating_add(1);
+        self.down_until.swap(until, Ordering::AcqRel) == 0
+    }
+
+    /// A round trip succeeded; `true` if the store was down until then.
+    fn answered(&self) -> bool {
+        self.down_until.load(Ordering::Acquire) != 0
+            && self.down_until.swap(0, Ordering::AcqRel) != 0
+    }
+}
+
+/// Why [`RedisStore::connect`] failed: the setting at fault and what was
+/// wrong with it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use portcullis::store::RedisStore;
+///
+/// let error = RedisStore::connect("http://example.com/", "api").await.unwrap_err();
+/// assert_eq!(error.field(), "url");
+/// let error = RedisStore::connect("redis://127.0.0.1/", "").await.unwrap_err();
+/// assert_eq!(error.field(), "prefix");
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ConnectError {
+    field: &'static str,
+    message: String,
+    source: Option<redis::RedisError>,
+}
+
+impl ConnectError {
+    fn new(
+        field: &'static str,
+        message: impl Into<String>,
+        source: Option<redis::RedisError>,
+    ) -> Self {
+        Self {
+            field,
+            message: message.into(),
+            source,
+        }
+    }
+
+    /// The argument at fault: `"url"` or `"prefix"`.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, " ({source})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+/// The rate store stopped answering (at `warn`: every key of every
+/// manager on the store is affected until it answers again).
+fn unavailable_event(prefix: &str, problem: &str, fallback: bool) {
+    if fallback {
+        tracing::warn!(
+            prefix,
+            problem,
+            "rate store unavailable: each key falls back to its local rate"
+        );
+    } else {
+        tracing::warn!(
+            prefix,
+            problem,
+            "rate store unavailable: calls that need it are refused"
+        );
+    }
+}
+
+/// The rate store answers again: keys are back on their shared rates.
+fn restored_event(prefix: &str) {
+    tracing::info!(
+        prefix,
+        "rate store available again: keys use their shared rates"
+    );
+}
+
+#[cfg(test)]
+mod tests;

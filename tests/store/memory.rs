@@ -1,0 +1,215 @@
+//! The manager's side of the store seam, through a store written against
+//! the public trait alone (`tests/support/memory_store.rs`), on virtual
+//! time: what any store gets asked, and what managers sharing one store
+//! see. Redis's store passes the same kinds of tests on a real server
+//! (`on_redis.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis::store::WhenUnavailable;
+use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+use tokio::time::Instant;
+
+use crate::memory_store::{MemoryStore, RECHECK};
+
+fn store() -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new(WhenUnavailable::UseLocalRate))
+}
+
+fn manager(store: &Arc<MemoryStore>, config: RateConfig) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(config)
+        .rate_store(Arc::clone(store))
+        .build()
+        .unwrap()
+}
+
+/// Lets the reports the manager sent on their own tasks arrive.
+async fn reports_arrive() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
+/// Calls `wait` on `key` in a loop until `until`; how many calls it let go.
+async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
+    let mut calls = 0;
+    loop {
+        manager.wait(key).await;
+        if Instant::now() >= until {
+            return calls;
+        }
+        calls += 1;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_managers_on_one_store_share_one_fixed_quota() {
+    let store = store();
+    let quota = RateConfig::new(10.0).burst(1).bounds(10.0, 10.0);
+    let until = Instant::now() + Duration::from_secs(2);
+    let loops: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(calls_until(manager(&store, quota.clone()), "api", until)))
+        .collect();
+    let mut total = 0;
+    for calls in loops {
+        total += calls.await.unwrap();
+    }
+    // 2 s at 10/s: 20 calls, where two unshared quotas let 40 go.
+    assert!((20..=21).contains(&total), "{total} calls in 2 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_overload_one_manager_sees_lowers_the_rate_for_all() {
+    let store = store();
+    let config = RateConfig::new(40.0).bounds(1.0, 40.0).decrease_factor(0.5);
+    let seeing = manager(&store, config.clone());
+    let other = manager(&store, config);
+    seeing.wait("host").await;
+    other.wait("host").await;
+    assert_eq!(other.rate("host"), Some(40.0));
+    seeing.decrement("host");
+    reports_arrive().await;
+    assert_eq!(store.rate("host"), Some(20.0));
+    assert_eq!(
+        seeing.rate("host"),
+        Some(20.0),
+        "the report brought it back"
+    );
+    other.wait("host").await; // each decision brings the shared rate back
+    assert_eq!(other.rate("host"), Some(20.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
+    let store = store();
+    let manager = manager(&store, RateConfig::new(10.0).bounds(1.0, 100.0));
+    manager
+        .acquire("api", Priority::HIGH)
+        .await
+        .unwrap()
+        .success();
+    manager
+        .acquire("api", Priority::HIGH)
+        .await
+        .unwrap()
+        .failure();
+    drop(manager.acquire("api", Priority::HIGH).await.unwrap()); // neutral
+    reports_arrive().await;
+    assert_eq!((store.reports(0), store.reports(1)), (1, 1));
+    assert_eq!(store.asked.load(std::sync::atomic::Ordering::Acquire), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_wait_hands_its_token_back() {
+    let store = store();
+    let manager = manager(&store, RateConfig::new(1.0).burst(1).bounds(1.0, 1.0));
+    let start = Instant::now();
+    let _first = manager.acquire("api", Priority::HIGH).await.unwrap();
+    // The next token is a second away; this wait gives up after 100 ms.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(100),
+        manager.acquire("api", Priority::HIGH),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    reports_arrive().await;
+    assert_eq!(store.reports(2), 1, "one token handed back");
+    let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
+    // Its token was the one given back: one second after the first, not two.
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_reaches_the_store_and_holds_every_manager() {
+    let store = store();
+    let config = RateConfig::new(10.0).burst(1).bounds(10.0, 10.0);
+    let paused = manager(&store, config.clone());
+    let other = manager(&store, config);
+    other.wait("host").await;
+    paused.defer("host", Duration::from_secs(3));
+    reports_arrive().await;
+    let start = Instant::now();
+    other.wait("host").await;
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2_990) && waited <= Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_that_never_wait_decide_locally() {
+    let store = store();
+    let manager = manager(&store, RateConfig::new(10.0).burst(2));
+    assert!(manager.check("api").is_ok());
+    assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
+    assert!(manager.check("api").is_err(), "the local burst is spent");
+    assert_eq!(store.asked.load(std::sync::atomic::Ordering::Acquire), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unavailable_store_falls_back_to_the_local_rate() {
+    let store = store();
+    let manager = manager(&store, RateConfig::new(10.0).bounds(1.0, 100.0));
+    manager
+        .acquire("host", Priority::HIGH)
+        .await
+        .unwrap()
+        .success();
+    reports_arrive().await;
+    assert_eq!(store.rate("host"), Some(10.3));
+    store.set_available(false);
+    let start = Instant::now();
+    for _ in 0..5 {
+        let permit = manager.acquire("host", Priority::HIGH).await;
+        permit.expect("the local rate admits").success();
+    }
+    assert!(start.elapsed() < Duration::from_secs(1), "paced locally");
+    assert_eq!(store.rate("host"), Some(10.3), "the store saw none of it");
+    let local = manager.rate("host").unwrap();
+    assert!(local > 10.3, "the local rate is in force: {local}");
+    store.set_available(true);
+    manager
+        .acquire("host", Priority::HIGH)
+        .await
+        .unwrap()
+        .success();
+    reports_arrive().await;
+    assert_eq!(
+        manager.rate("host"),
+        store.rate("host"),
+        "back on the store"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_refusing_mode_refuses_with_its_own_reason() {
+    let store = Arc::new(MemoryStore::new(WhenUnavailable::Refuse));
+    let manager = manager(&store, RateConfig::new(50.0));
+    let _before = manager.acquire("quota", Priority::HIGH).await.unwrap();
+    store.set_available(false);
+    let refused = manager.acquire("quota", Priority::HIGH).await.unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::StoreUnavailable);
+    assert_eq!(refused.retry_after(), Some(RECHECK));
+    // `wait` cannot refuse: it asks again when the store said to.
+    let waiting = tokio::spawn({
+        let manager = manager.clone();
+        async move { manager.wait("quota").await }
+    });
+    tokio::time::sleep(RECHECK * 3).await;
+    assert!(!waiting.is_finished());
+    store.set_available(true);
+    tokio::time::sleep(RECHECK).await;
+    assert!(waiting.is_finished());
+}
+
+#[test]
+fn a_store_needs_a_rate_to_share() {
+    let error = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(4))
+        .rate_store(store())
+        .build()
+        .unwrap_err();
+    let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["rate_store"], "{error}");
+}
