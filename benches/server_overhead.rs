@@ -2,7 +2,7 @@
 //! to no layer at all, in the same run.
 //!
 //! ```text
-//! cargo bench --features tower --bench server_overhead
+//! cargo bench --features axum --bench server_overhead
 //! ```
 //!
 //! A hello-world axum app is served three times on loopback: bare; behind

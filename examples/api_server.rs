@@ -2,7 +2,7 @@
 //! quota, and a load generator that shows what each client gets.
 //!
 //! ```text
-//! cargo run --release --features tower --example api_server
+//! cargo run --release --features axum --example api_server
 //! ```
 //!
 //! The server (axum, on a loopback port) puts every request through a

@@ -134,6 +134,23 @@ impl ConfigError {
         Self { problems }
     }
 
+    /// The error listing `problems`, or `None` if there are none: for an
+    /// integration's own fallible constructors, which report bad input as
+    /// the builder does.
+    ///
+    /// ```
+    /// use portcullis::error::{ConfigError, ConfigProblem};
+    ///
+    /// let found = vec![ConfigProblem::new("header", "must be a header name, got \"a b\"")];
+    /// let error = ConfigError::from_problems(found).unwrap();
+    /// assert_eq!(error.to_string(), "invalid configuration: header: must be a header name, got \"a b\"");
+    /// assert!(ConfigError::from_problems(Vec::new()).is_none());
+    /// ```
+    pub fn from_problems(problems: impl IntoIterator<Item = ConfigProblem>) -> Option<Self> {
+        let problems: Vec<ConfigProblem> = problems.into_iter().collect();
+        (!problems.is_empty()).then_some(Self { problems })
+    }
+
     /// Every problem found, in the order the fields were checked.
     ///
     /// ```
@@ -167,6 +184,22 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// One problem is an error of its own.
+///
+/// ```
+/// use portcullis::error::{ConfigError, ConfigProblem};
+///
+/// let error = ConfigError::from(ConfigProblem::new("ipv6_prefix", "must be at most 128, got 200"));
+/// assert_eq!(error.problems()[0].field(), "ipv6_prefix");
+/// ```
+impl From<ConfigProblem> for ConfigError {
+    fn from(problem: ConfigProblem) -> Self {
+        Self {
+            problems: vec![problem],
+        }
+    }
+}
+
 /// One field of a configuration and what is wrong with it.
 ///
 /// Displays as `path.to.field: what is wrong, got VALUE`.
@@ -185,7 +218,16 @@ pub struct ConfigProblem {
 }
 
 impl ConfigProblem {
-    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A problem with `field`: `message` says what is wrong, with the
+    /// value given.
+    ///
+    /// ```
+    /// use portcullis::error::ConfigProblem;
+    ///
+    /// let problem = ConfigProblem::new("max_len", "must be above 0, got 0");
+    /// assert_eq!(problem.to_string(), "max_len: must be above 0, got 0");
+    /// ```
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),

@@ -127,7 +127,7 @@ pub struct ReadmeDoctests;
 /// What a manager knows about a key, for health endpoints:
 /// [`ThrottleManager::snapshot`] and [`ThrottleManager::snapshots`].
 pub mod snapshot {
-    pub use crate::manager::{KeySnapshot, PrioritySnapshot};
+    pub use crate::manager::{KeySnapshot, PrioritySnapshot, RateRemaining};
 }
 
 pub use builder::ThrottleManagerBuilder;

@@ -4,7 +4,7 @@
 //! recovers once the database does; a refused request never reaches the
 //! pool.
 
-#![cfg(all(feature = "tower", feature = "sqlx"))]
+#![cfg(all(feature = "axum", feature = "sqlx"))]
 
 #[path = "../examples/per_user_db/app.rs"]
 mod app;

@@ -13,7 +13,7 @@
 //! shared pool. `cargo test --all-features --test per_user_db --
 //! --nocapture` prints the tables.
 
-#![cfg(all(feature = "tower", feature = "sqlx"))]
+#![cfg(all(feature = "axum", feature = "sqlx"))]
 
 #[path = "../examples/per_user_db/app.rs"]
 mod app;

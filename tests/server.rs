@@ -5,7 +5,7 @@
 //! [`ManualClock`] that each test moves by hand, so what is admitted when
 //! is exact, whatever the machine's load.
 
-#![cfg(feature = "tower")]
+#![cfg(feature = "axum")]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

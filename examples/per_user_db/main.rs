@@ -2,7 +2,7 @@
 //! cannot starve the others.
 //!
 //! ```text
-//! cargo run --release --features tower,sqlx --example per_user_db
+//! cargo run --release --features axum,sqlx --example per_user_db
 //! ```
 //!
 //! An axum service answers reads (an aggregate over a table of 100,000

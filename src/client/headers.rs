@@ -122,7 +122,7 @@ pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHead
 ///
 /// Values that cannot be read are skipped, each with the error, into
 /// `invalid`.
-pub(crate) fn requested_pause(
+pub(super) fn requested_pause(
     status: StatusCode,
     headers: &HeaderMap,
     now: SystemTime,

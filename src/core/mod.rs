@@ -68,9 +68,8 @@ pub(crate) enum Patience {
     /// [`wait`](crate::ThrottleManager::wait).
     Unbounded,
     /// In the bulkhead's queue as configured, and nowhere else: no waiting
-    /// for room in the key space or for a rate token. A server answers a
-    /// client over its quota at once rather than hold its connection.
-    #[cfg_attr(not(feature = "tower"), allow(dead_code))] // the server layer's
+    /// for room in the key space or for a rate token
+    /// ([`try_acquire_or_queue_owned`](crate::ThrottleManager::try_acquire_or_queue_owned)).
     QueueOnly,
 }
 

@@ -71,17 +71,42 @@ pub struct PrioritySnapshot {
     pub rejection_probability: f64,
 }
 
-/// A key's rate as a server advertises it in rate-limit headers.
-#[cfg(feature = "tower")]
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct RateNow {
-    /// Calls per second.
-    pub(crate) rate: f64,
-    pub(crate) burst: u32,
+/// What a key's rate holds now ([`peek`](ThrottleManager::peek)): how many
+/// calls could start at once, and when there will be more. What a server
+/// advertises in its `RateLimit` headers, and a dashboard shows.
+///
+/// ```
+/// use portcullis::clock::ManualClock;
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).burst(5))
+///     .clock(clock.clone())
+///     .build()?;
+/// for _ in 0..2 {
+///     manager.check("api").unwrap();
+/// }
+/// let left = manager.peek("api").unwrap();
+/// assert_eq!((left.rate, left.burst, left.remaining), (10.0, 5, 3));
+/// assert_eq!(left.next_in, Duration::from_millis(100));
+/// assert_eq!(left.full_in, Duration::from_millis(200));
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub struct RateRemaining {
+    /// The key's rate now, calls a second.
+    pub rate: f64,
+    /// The most calls that may start at once.
+    pub burst: u32,
     /// Calls that could start now.
-    pub(crate) available: u32,
-    /// Until one more could (zero: the bucket is full).
-    pub(crate) next_in: std::time::Duration,
+    pub remaining: u32,
+    /// Until one more could start (zero: the bucket is full).
+    pub next_in: std::time::Duration,
+    /// Until the bucket is full again, `burst` calls at once (zero: it is).
+    pub full_in: std::time::Duration,
 }
 
 /// # Inspection
@@ -110,12 +135,22 @@ where
         Some(self.snapshot_of(&state))
     }
 
-    /// `key`'s rate and what its bucket holds now, if the key is live and
-    /// has a rate of its own. Does not create the key. A shared rate's
-    /// bucket is in the store, a round trip away: `None` for it (the layer
-    /// then sends `Retry-After` alone).
-    #[cfg(feature = "tower")]
-    pub(crate) fn rate_now<Q>(&self, key: &Q) -> Option<RateNow>
+    /// What `key`'s rate holds now ([`RateRemaining`]): calls that could
+    /// start at once, until one more could, until the bucket is full.
+    /// Takes nothing and does not create the key: `None` if the key is not
+    /// live or has no rate. A rate in a [store](crate::store) has its
+    /// bucket there, a round trip away: `None` for it too.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).burst(3)).build()?;
+    /// assert!(manager.peek("api").is_none()); // not live yet
+    /// manager.check("api").unwrap();
+    /// assert_eq!(manager.peek("api").unwrap().remaining, 2);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn peek<Q>(&self, key: &Q) -> Option<RateRemaining>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -125,12 +160,13 @@ where
             return None;
         }
         let settings = self.core().rate_of(&state)?;
-        let room = state.rate.headroom(self.core().now(), settings.burst);
-        Some(RateNow {
+        let left = state.rate.remaining(self.core().now(), settings.burst);
+        Some(RateRemaining {
             rate: state.rate.rate(),
             burst: settings.burst,
-            available: room.available,
-            next_in: std::time::Duration::from_nanos(room.next_in),
+            remaining: left.available,
+            next_in: std::time::Duration::from_nanos(left.next_in),
+            full_in: std::time::Duration::from_nanos(left.full_in),
         })
     }
 

@@ -29,9 +29,7 @@ mod permits;
 mod rate_only;
 
 pub use call::CallError;
-#[cfg(feature = "tower")]
-pub(crate) use inspect::RateNow;
-pub use inspect::{KeySnapshot, PrioritySnapshot};
+pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it

@@ -215,12 +215,56 @@ where
         Ok(Permit::owned(&self.shared.core, ticket))
     }
 
-    /// The pipeline for a server answering a request: waits in the
-    /// bulkhead's queue as configured, but for neither room in the key
-    /// space nor a rate token (refused at once, with the wait as
-    /// `retry_after`).
-    #[cfg(feature = "tower")]
-    pub(crate) async fn acquire_for_request<Q>(
+    /// [`try_acquire_owned`](Self::try_acquire_owned), except that a call
+    /// its bulkhead has no slot for waits in the bulkhead's queue, as
+    /// configured (`queue`, `queue_timeout`, the overflow policy), instead
+    /// of being refused. It waits for nothing else: a call the rate would
+    /// hold, or a new key in a full key space, is refused at once, with the
+    /// wait as [`retry_after`](Rejected::retry_after).
+    ///
+    /// What a server answering a client needs: a client over its quota is
+    /// answered at once (429 with `Retry-After`) rather than held on its
+    /// connection, while a short burst of concurrent requests queues for
+    /// the bulkhead. The server layer admits every request this way.
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] as [`try_acquire`](Self::try_acquire) refuses, and
+    /// with [`RejectReason::QueueTimeout`](crate::RejectReason::QueueTimeout)
+    /// or [`RejectReason::Dropped`](crate::RejectReason::Dropped) from the
+    /// queue.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`acquire`](Self::acquire): dropped in the queue, it
+    /// leaves the queue at once and takes nothing; a slot handed to it at
+    /// that instant goes on to the next waiter.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0).burst(2))
+    ///     .bulkhead(BulkheadConfig::new(1).queue(1))
+    ///     .build()?;
+    /// let first = manager.try_acquire_or_queue_owned("api", Priority::HIGH).await.unwrap();
+    /// // The second call queues for the slot, and has it once the first ends.
+    /// let second = tokio::spawn({
+    ///     let manager = manager.clone();
+    ///     async move { manager.try_acquire_or_queue_owned("api", Priority::HIGH).await }
+    /// });
+    /// tokio::task::yield_now().await;
+    /// first.success();
+    /// second.await.unwrap().unwrap().success();
+    /// // The burst is spent: the rate refuses at once instead of waiting.
+    /// let refused = manager.try_acquire_or_queue_owned("api", Priority::HIGH).await.unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::RateLimited);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn try_acquire_or_queue_owned<Q>(
         &self,
         key: &Q,
         priority: Priority,

@@ -132,11 +132,10 @@ impl RateCell {
         gcra::slot(tat, now, gcra::interval(self.rate()), burst).start - now
     }
 
-    /// What the bucket holds at `now` ([`gcra::headroom`]). Takes nothing.
-    #[cfg(feature = "tower")]
-    pub(crate) fn headroom(&self, now: Nanos, burst: u32) -> gcra::Headroom {
+    /// What the bucket holds at `now` ([`gcra::remaining`]). Takes nothing.
+    pub(crate) fn remaining(&self, now: Nanos, burst: u32) -> gcra::Remaining {
         let tat = self.tat.load(Ordering::Acquire);
-        gcra::headroom(tat, now, gcra::interval(self.rate()), burst)
+        gcra::remaining(tat, now, gcra::interval(self.rate()), burst)
     }
 
     /// Takes a token if one is there at `now`; otherwise says how long until

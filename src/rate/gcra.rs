@@ -87,22 +87,21 @@ pub(crate) fn cancel(tat: Nanos, slot: Slot, interval: Nanos) -> Option<Nanos> {
     (tat == slot.tat).then(|| slot.tat.saturating_sub(interval))
 }
 
-/// What a bucket holds at `now`, for the headers a server sends: how many
-/// calls could start now, and how long until one more could (zero for a
-/// full bucket, which gains nothing more).
-#[cfg(any(test, feature = "tower"))]
+/// What a bucket holds at `now`: how many calls could start now, how long
+/// until one more could (zero for a full bucket, which gains nothing
+/// more), and how long until it is full (the debt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Headroom {
+pub(crate) struct Remaining {
     pub(crate) available: u32,
     pub(crate) next_in: Nanos,
+    pub(crate) full_in: Nanos,
 }
 
-/// The [`Headroom`] of the bucket described by `tat`, at `now`.
+/// The [`Remaining`] calls of the bucket described by `tat`, at `now`.
 ///
 /// The `k`-th call from now may start at once while the debt (`tat - now`)
 /// plus `k` intervals fits in the tolerance (`burst` intervals).
-#[cfg(any(test, feature = "tower"))]
-pub(crate) fn headroom(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Headroom {
+pub(crate) fn remaining(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Remaining {
     let debt = tat.saturating_sub(now);
     let tolerance = interval.saturating_mul(u64::from(burst));
     let fits = tolerance.saturating_sub(debt) / interval.max(1);
@@ -113,7 +112,11 @@ pub(crate) fn headroom(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> H
         debt.saturating_add(interval.saturating_mul(u64::from(available) + 1))
             .saturating_sub(tolerance)
     };
-    Headroom { available, next_in }
+    Remaining {
+        available,
+        next_in,
+        full_in: debt,
+    }
 }
 
 #[cfg(test)]
@@ -193,38 +196,42 @@ mod tests {
     }
 
     #[test]
-    fn headroom_counts_the_calls_that_would_start_now() {
+    fn remaining_counts_the_calls_that_would_start_now() {
         let (interval, burst, now) = (100 * MS, 3, 1_000 * MS);
         let mut tat = 0;
         assert_eq!(
-            headroom(tat, now, interval, burst),
-            Headroom {
+            remaining(tat, now, interval, burst),
+            Remaining {
                 available: 3,
-                next_in: 0
+                next_in: 0,
+                full_in: 0,
             }
         );
-        // Each call taken leaves one fewer, and what headroom says is what
-        // slot then does.
+        // Each call taken leaves one fewer, and what `remaining` says is
+        // what slot then does; the bucket is full again once its debt is
+        // paid, an interval a call taken.
         for left in (0..3).rev() {
             tat = slot(tat, now, interval, burst).tat;
-            let room = headroom(tat, now, interval, burst);
+            let room = remaining(tat, now, interval, burst);
             assert_eq!(room.available, left);
             assert_eq!(room.next_in, 100 * MS);
+            assert_eq!(room.full_in, u64::from(3 - left) * 100 * MS);
         }
         assert_eq!(slot(tat, now, interval, burst).start, now + 100 * MS);
         // 30 ms later, the next token is 70 ms away.
         assert_eq!(
-            headroom(tat, now + 30 * MS, interval, burst).next_in,
+            remaining(tat, now + 30 * MS, interval, burst).next_in,
             70 * MS
         );
         // Debt beyond the tolerance (calls scheduled ahead): none now, and
         // the next once the debt is back within it.
-        let room = headroom(now + 500 * MS, now, interval, burst);
+        let room = remaining(now + 500 * MS, now, interval, burst);
         assert_eq!(
             room,
-            Headroom {
+            Remaining {
                 available: 0,
-                next_in: 300 * MS
+                next_in: 300 * MS,
+                full_in: 500 * MS,
             }
         );
     }

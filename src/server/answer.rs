@@ -9,13 +9,13 @@ use http::{Response, StatusCode};
 
 use super::key::MissingKey;
 use crate::error::Rejected;
-use crate::manager::RateNow;
 use crate::outcome::Outcome;
+use crate::snapshot::RateRemaining;
 
 /// `RateLimit-Policy`: the key's quota (draft-ietf-httpapi-ratelimit-headers).
-pub(crate) const RATE_LIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(super) const RATE_LIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`: what is left of it now.
-pub(crate) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The default classification of the inner service's answer:
 ///
@@ -94,7 +94,7 @@ pub fn missing_key(missing: &MissingKey) -> Response<Bytes> {
 }
 
 /// 400 Bad Request, saying what is wrong with the request.
-pub(crate) fn bad_request(problem: &str) -> Response<Bytes> {
+pub(super) fn bad_request(problem: &str) -> Response<Bytes> {
     text(StatusCode::BAD_REQUEST, problem)
 }
 
@@ -109,7 +109,7 @@ fn text(status: StatusCode, message: &str) -> Response<Bytes> {
 }
 
 /// Sets `Retry-After` (whole seconds, rounded up) unless the answer has one.
-pub(crate) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
+pub(super) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
     if !headers.contains_key(RETRY_AFTER) {
         headers.insert(RETRY_AFTER, HeaderValue::from(whole_seconds(after)));
     }
@@ -123,7 +123,7 @@ pub(crate) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
 ///   which the rate allows a whole call; `B` calls may come at once;
 /// - `RateLimit: "default";r=R;t=T`: `R` calls would be admitted now,
 ///   and `T` seconds (rounded up) until one more would be.
-pub(crate) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateNow) {
+pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
     if headers.contains_key(RATE_LIMIT_POLICY) || headers.contains_key(RATE_LIMIT) {
         return;
     }
@@ -139,7 +139,7 @@ pub(crate) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateNow) {
     );
     let now = format!(
         "\"default\";r={};t={}",
-        rate.available,
+        rate.remaining,
         whole_seconds(rate.next_in)
     );
     for (name, value) in [(RATE_LIMIT_POLICY, policy), (RATE_LIMIT, now)] {
@@ -163,11 +163,12 @@ mod tests {
 
     fn headers_for(rate: f64, burst: u32, available: u32, next_in: Duration) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        let rate = RateNow {
+        let rate = RateRemaining {
             rate,
             burst,
-            available,
+            remaining: available,
             next_in,
+            full_in: Duration::ZERO,
         };
         set_rate_limit(&mut headers, &rate);
         headers

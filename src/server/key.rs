@@ -132,10 +132,11 @@ impl KeyExtractor {
         Self::from_source(Source::Header(parsed))
     }
 
-    /// The address of the peer that opened the connection: axum's
+    /// The address of the peer that opened the connection: a `SocketAddr`
+    /// in the request's extensions (what a hyper server puts there, or a
+    /// user's own layer), or, with feature `axum`, axum's
     /// `ConnectInfo<SocketAddr>` (serve with
-    /// `into_make_service_with_connect_info::<SocketAddr>()`), or a
-    /// `SocketAddr` a hyper server put in the request's extensions. Behind
+    /// `into_make_service_with_connect_info::<SocketAddr>()`). Behind
     /// a proxy every request has the proxy's address: use
     /// [`forwarded_ip`](Self::forwarded_ip) there.
     ///
@@ -213,7 +214,7 @@ impl KeyExtractor {
     /// ```
     pub fn ipv6_prefix(mut self, bits: u8) -> Result<Self, ConfigError> {
         let problem =
-            |message: String| ConfigError::new(vec![ConfigProblem::new("ipv6_prefix", message)]);
+            |message: String| ConfigError::from(ConfigProblem::new("ipv6_prefix", message));
         if !matches!(self.source, Source::PeerIp | Source::ForwardedIp(_)) {
             return Err(problem(format!(
                 "applies to keys made from addresses, not to {}",
@@ -256,7 +257,7 @@ impl KeyExtractor {
     }
 
     /// The key of the request whose head is `request`.
-    pub(crate) fn key_of(&self, request: &Parts) -> Result<String, MissingKey> {
+    pub(super) fn key_of(&self, request: &Parts) -> Result<String, MissingKey> {
         let key = self.find_key(request)?;
         if key.len() > self.max_len {
             return Err(MissingKey::new(format!(
@@ -326,18 +327,21 @@ impl fmt::Debug for KeyExtractor {
     }
 }
 
-/// The peer's address, from axum's `ConnectInfo` or a plain `SocketAddr`.
+/// The peer's address, from a plain `SocketAddr` or axum's `ConnectInfo`.
 pub(super) fn peer_ip(request: &Parts) -> Result<IpAddr, MissingKey> {
     let extensions = &request.extensions;
-    extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-        .map(|info| info.0.ip())
-        .or_else(|| extensions.get::<SocketAddr>().map(SocketAddr::ip))
-        .ok_or_else(|| {
-            MissingKey::new(
-                "the peer address (serve with into_make_service_with_connect_info::<SocketAddr>())",
-            )
-        })
+    let plain = extensions.get::<SocketAddr>().map(SocketAddr::ip);
+    #[cfg(feature = "axum")]
+    let plain = plain.or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|info| info.0.ip())
+    });
+    plain.ok_or_else(|| {
+        MissingKey::new(
+            "the peer address (serve with into_make_service_with_connect_info::<SocketAddr>())",
+        )
+    })
 }
 
 #[cfg(test)]
@@ -351,8 +355,18 @@ mod tests {
         }
         let (mut parts, ()) = builder.body(()).unwrap().into_parts();
         let peer: SocketAddr = peer.parse().unwrap();
-        parts.extensions.insert(axum::extract::ConnectInfo(peer));
+        parts.extensions.insert(peer);
         parts
+    }
+
+    /// axum's `ConnectInfo` is read as the peer's address too.
+    #[cfg(feature = "axum")]
+    #[test]
+    fn the_peer_comes_from_axums_connect_info() {
+        let (mut parts, ()) = http::Request::builder().body(()).unwrap().into_parts();
+        let peer: SocketAddr = "192.0.2.7:4000".parse().unwrap();
+        parts.extensions.insert(axum::extract::ConnectInfo(peer));
+        assert_eq!(KeyExtractor::peer_ip().key_of(&parts).unwrap(), "192.0.2.7");
     }
 
     fn key(

@@ -149,10 +149,10 @@ impl ThrottleLayer {
     /// ```
     pub fn priority_header(mut self, name: &str) -> Result<Self, ConfigError> {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            ConfigError::new(vec![ConfigProblem::new(
+            ConfigError::from(ConfigProblem::new(
                 "priority_header",
                 format!("`{name}` is not a header name"),
-            )])
+            ))
         })?;
         self.settings_mut().priority_header = Some(name);
         Ok(self)

@@ -79,8 +79,8 @@ impl TrustedProxies {
                 )),
             }
         }
-        if !problems.is_empty() {
-            return Err(ConfigError::new(problems));
+        if let Some(error) = ConfigError::from_problems(problems) {
+            return Err(error);
         }
         Ok(Self {
             ranges: parsed,

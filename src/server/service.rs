@@ -96,7 +96,7 @@ where
     };
     let permit = match settings
         .manager
-        .acquire_for_request(key.as_str(), priority)
+        .try_acquire_or_queue_owned(key.as_str(), priority)
         .await
     {
         Ok(permit) => permit,
@@ -110,7 +110,7 @@ where
     permit.report(outcome);
     let mut response = answered?;
     if settings.rate_limit_headers {
-        if let Some(rate) = settings.manager.rate_now(key.as_str()) {
+        if let Some(rate) = settings.manager.peek(key.as_str()) {
             set_rate_limit(response.headers_mut(), &rate);
         }
     }
@@ -158,7 +158,7 @@ impl Settings {
         if let Some(after) = rejected.retry_after() {
             set_retry_after(headers, after);
         }
-        if let Some(rate) = self.manager.rate_now(key) {
+        if let Some(rate) = self.manager.peek(key) {
             set_rate_limit(headers, &rate);
         }
         answer.map(ResponseBody::answer)
