@@ -6,8 +6,7 @@
 //! waiting, and where a step must wait it stops and says so ([`Wait`]).
 //! `acquire` does that waiting and resumes with the next step; `try_acquire`
 //! never gets a wait. So a call that waits for nothing, the common case,
-//! runs no async machinery at all (an async pipeline polled once costs a
-//! healthy `try_acquire` about 250 more instructions, callgrind).
+//! runs no async machinery at all.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -386,8 +385,7 @@ where
 
     /// The rate step on the key's local rate, then the bulkhead. (Always
     /// inlined: called from four places, the compiler would otherwise keep
-    /// it apart, and moving the call in and out of it costs a healthy
-    /// `try_acquire` about 90 instructions, callgrind.)
+    /// it apart, and move the call in and out of it on every admission.)
     #[inline(always)]
     fn rate_then_slot(
         core: &Core,

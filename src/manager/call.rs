@@ -175,7 +175,7 @@ where
     /// # }
     /// ```
     // A plain `fn` that returns `call_within`'s future, not an `async fn`
-    // around it: one state machine, not two nested (5 % off a healthy call).
+    // around it: one state machine, not two nested.
     pub fn call<Q, F, Fut, T, E, Via>(
         &self,
         key: &Q,

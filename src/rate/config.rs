@@ -66,12 +66,11 @@ pub enum Decrease {
 /// (the upper one at most [`MAX_RATE`]),
 /// increment `r * 0.03` per success, decrease multiplicative by 0.7 at most
 /// once per 500 ms (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
-/// Chosen by measurement: through `call`, 16 callers against a real server
-/// that takes 50 requests/s (429 beyond), these settle with the server
-/// refusing 3.5 % to 3.9 % of calls and 99 % of its capacity used
-/// (`tests/rate_http.rs`). Additive decrease (e.g. `increment(1.0)`,
-/// `decrement(5.0)`) refused 4.7 % to 4.9 % there, too close to the 5 %
-/// such a client should stay under; prefer a factor.
+/// Chosen by measurement against a real rate-limited server
+/// (`tests/rate_http.rs`; the figures are in `benches/README.md`): these
+/// use nearly all of its capacity while it refuses few calls. Additive
+/// decrease (e.g. `increment(1.0)`, `decrement(5.0)`) gets it to refuse
+/// more; prefer a factor.
 ///
 /// # A rate rises only while it limits
 ///
@@ -102,8 +101,8 @@ pub enum Decrease {
 /// This matters when calls queue for their tokens: waiters already
 /// scheduled keep their start times, so a decrease reaches the backend only
 /// once they have gone. Without the rule, each of their failures would lower
-/// the rate again. The simulator (`cargo run --release --example simulate`)
-/// measures the difference. [`increment`] and [`decrement`] carry no such
+/// the rate again (`cargo run --release --example simulate` shows the
+/// difference). [`increment`] and [`decrement`] carry no such
 /// time: every one of them counts, within the cooldown.
 ///
 /// [`acquire`]: crate::ThrottleManager::acquire

@@ -2,11 +2,10 @@
 //! as pure maths.
 //!
 //! A call that waits for its token holds a start time in the bucket's debt
-//! ([`gcra::rescale`] leaves those alone). Through `call`, 16 callers keep
-//! up to 16 such calls queued, paced at the rate they were placed at; when
-//! a backend answers "too fast" and the rate falls, the queue still left at
-//! the pace that was refused: against a real 50/s server, 5.6 % of calls
-//! refused once settled, most of them from the queue.
+//! ([`gcra::rescale`] leaves those alone). Many callers keep as many such
+//! calls queued, paced at the rate they were placed at; if a fall left
+//! them there, a backend that answered "too fast" would go on receiving
+//! the queue at the pace it refused.
 //!
 //! So a fall while calls wait stretches the waiters' part of the debt too,
 //! from the time of the fall, halfway to the new pace: the spacing goes
@@ -19,15 +18,13 @@
 //!
 //! Why halfway: a decrease lands below what the backend takes, on purpose,
 //! and the rate climbs back from there; a queue moved all the way spends
-//! its whole length at the bottom of that climb. In the simulator's steady
-//! 3x overload (`examples/simulate`, multiplicative decrease), moving the
-//! queue all the way served 97.3 % of capacity in the second half, not
-//! moving it 98.1 % with 5.2 % of calls refused, and halfway 98.0 % to
-//! 98.1 % with 2.7 % refused; against a real 50/s server through `call`,
-//! halfway refuses 1.0 % and serves 99 % of its capacity.
+//! its whole length at the bottom of that climb. Halfway keeps most of
+//! what the backend refuses off it and most of its capacity used (the
+//! simulator's figures for none, all the way and halfway are in
+//! `benches/README.md`).
 //!
-//! Rises do not move waiters (they would have to wake them early, and in
-//! the simulator doing so won back only a third of a point). So that a
+//! Rises do not move waiters: they would have to wake them early, for
+//! little gain in the simulator. So that a
 //! fall, a rise and a fall do not stretch the same queue twice for one net
 //! fall, the queue remembers the pace a fall set it to ([`Paced`]) for as
 //! long as the calls it moved are waiting, and a later fall stretches it
@@ -41,9 +38,9 @@
 //! the rate in force when the call took its token: a fall by `factor`
 //! lengthens it by up to `(1 + 1 / factor) / 2` (1.21x for 0.7).
 //!
-//! A rate shared through Redis keeps its waiters' places: they wait on the
-//! script's decisions in other processes, which a fall cannot reach, so the
-//! script rescales as [`gcra::rescale`] does.
+//! A rate in a [store](crate::store) keeps its waiters' places: they wait
+//! on the store's decisions in other processes, which a fall cannot reach,
+//! so Redis's script rescales as [`gcra::rescale`] does.
 //!
 //! [`gcra::rescale`]: super::gcra::rescale
 
