@@ -5,108 +5,6 @@ use std::time::Duration;
 
 use crate::priority::Priority;
 
-/// A call may not start yet under its key's rate.
-///
-/// Returned by [`ThrottleManager::check`](crate::ThrottleManager::check).
-/// [`retry_after`](RateLimited::retry_after) is the earliest time a call could
-/// start if nothing else took the token first.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::{RateConfig, ThrottleManager};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), portcullis::ConfigError> {
-/// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(2.0)) // one call every 500 ms, burst 1
-///     .build()?;
-/// assert!(manager.check("host").is_ok());
-/// let limited = manager.check("host").unwrap_err();
-/// assert_eq!(limited.retry_after(), std::time::Duration::from_millis(500));
-/// assert!(!limited.key_space_full());
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimited {
-    retry_after: Duration,
-    key_space_full: bool,
-}
-
-impl RateLimited {
-    pub(crate) fn rate(retry_after: Duration) -> Self {
-        Self {
-            retry_after,
-            key_space_full: false,
-        }
-    }
-
-    pub(crate) fn full(retry_after: Duration) -> Self {
-        Self {
-            retry_after,
-            key_space_full: true,
-        }
-    }
-
-    /// How long to wait before the call could start.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(4.0))
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// manager.check("api").unwrap();
-    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Duration::from_millis(250));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn retry_after(&self) -> Duration {
-        self.retry_after
-    }
-
-    /// True when the key was new and the manager already holds `max_keys`
-    /// keys, none of which can be evicted yet (each still limits someone).
-    /// [`retry_after`](RateLimited::retry_after) is then the time until the
-    /// first of them can be.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0))
-    ///     .max_keys(1)
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// manager.check("first").unwrap(); // owes its token for one second
-    /// assert!(manager.check("second").unwrap_err().key_space_full());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn key_space_full(&self) -> bool {
-        self.key_space_full
-    }
-}
-
-impl fmt::Display for RateLimited {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key_space_full {
-            write!(
-                f,
-                "key space full (max_keys reached, no key evictable yet); retry after {:?}",
-                self.retry_after
-            )
-        } else {
-            write!(f, "rate limited; retry after {:?}", self.retry_after)
-        }
-    }
-}
-
-impl std::error::Error for RateLimited {}
-
 /// A configuration was rejected. Lists every problem found, each with the
 /// field it concerns and the value given.
 ///
@@ -312,7 +210,23 @@ pub enum RejectReason {
     /// ([`retry_after`](Rejected::retry_after) says when).
     RateLimited,
     /// The key was new, and the manager already holds `max_keys` keys, none
-    /// of which can be evicted yet.
+    /// of which can be evicted yet (each still limits someone).
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(1.0))
+    ///     .max_keys(1)
+    ///     .clock(ManualClock::new())
+    ///     .build()?;
+    /// manager.check("first").unwrap(); // owes its token for one second
+    /// let refused = manager.check("second").unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    /// assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(1)));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
     KeySpaceFull,
     /// The priority was beyond the manager's levels and the policy is
     /// [`OutOfRange::Reject`](crate::priority::OutOfRange::Reject).
@@ -477,36 +391,6 @@ impl Rejected {
     /// ```
     pub fn priority(&self) -> Priority {
         self.priority
-    }
-
-    /// The HTTP status a server answers with when it refuses a request
-    /// because of this rejection: 429 Too Many Requests for a rate limit
-    /// (send [`retry_after`](Self::retry_after) as `Retry-After`); 500 for
-    /// a priority out of range (the server's own bug); 503 Service
-    /// Unavailable for the rest: a full bulkhead, a shed call, a full key
-    /// space are capacity problems on the server's side, not the client
-    /// sending too fast.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0))
-    ///     .bulkhead(BulkheadConfig::new(1))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// let busy = manager.try_acquire("client-1", Priority::HIGH).unwrap();
-    /// assert_eq!(manager.try_acquire("client-1", Priority::HIGH).unwrap_err().http_status(), 503);
-    /// drop(busy);
-    /// assert_eq!(manager.try_acquire("client-1", Priority::HIGH).unwrap_err().http_status(), 429);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn http_status(&self) -> u16 {
-        match self.reason {
-            RejectReason::RateLimited => 429,
-            RejectReason::InvalidPriority => 500,
-            _ => 503,
-        }
     }
 
     /// When the call could go, where that is known: the next token for

@@ -133,7 +133,7 @@ pub mod snapshot {
 pub use builder::ThrottleManagerBuilder;
 pub use bulkhead::{BulkheadConfig, Overflow};
 pub use config::ManagerConfig;
-pub use error::{ConfigError, RateLimited, RejectReason, Rejected};
+pub use error::{ConfigError, RejectReason, Rejected};
 pub use manager::{CallError, ThrottleManager};
 pub use outcome::{Outcome, overloaded};
 pub use permit::{OwnedPermit, Permit};

@@ -132,6 +132,7 @@ pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Outpu
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum OutOfRange {
     /// Treat it as the least important level (the default).
     #[default]

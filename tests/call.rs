@@ -303,14 +303,14 @@ async fn retry_after_pauses_the_key_and_is_capped() {
         Some(Duration::from_secs(60))
     );
     let limited = manager.check("api").unwrap_err();
-    assert_eq!(limited.retry_after(), Duration::from_secs(60));
+    assert_eq!(limited.retry_after(), Some(Duration::from_secs(60)));
     assert!(manager.check("other").is_ok(), "other keys are not paused");
     tokio::time::advance(Duration::from_secs(60)).await;
     // One call, then the rate resumes with an empty bucket: no burst of 10.
     assert!(manager.check("api").is_ok());
     assert_eq!(
         manager.check("api").unwrap_err().retry_after(),
-        Duration::from_millis(10)
+        Some(Duration::from_millis(10))
     );
 }
 

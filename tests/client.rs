@@ -264,7 +264,11 @@ async fn a_reset_too_large_for_a_duration_pauses_the_host_for_max_defer() {
         .await;
         let response = client(&manager).get(server.url()).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{reset}: {value}");
-        let held = manager.check(&server.key()).unwrap_err().retry_after();
+        let held = manager
+            .check(&server.key())
+            .unwrap_err()
+            .retry_after()
+            .unwrap();
         assert!(
             held > max_defer - Duration::from_secs(1) && held <= max_defer,
             "{reset}: {value} held the host {held:?}"

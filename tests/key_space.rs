@@ -99,8 +99,8 @@ async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     tokio::time::advance(Duration::from_millis(30)).await;
     manager.check("b").unwrap(); // until 130 ms
     let refused = manager.check("c").unwrap_err();
-    assert!(refused.key_space_full());
-    assert_eq!(refused.retry_after(), Duration::from_millis(70));
+    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(refused.retry_after(), Some(Duration::from_millis(70)));
     assert_eq!(manager.len(), 2);
 
     let start = tokio::time::Instant::now();
@@ -140,12 +140,18 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     }
     clock.advance(Duration::from_millis(500));
     let refused = manager.check("newcomer").unwrap_err();
-    assert!(refused.key_space_full());
-    assert_eq!(refused.retry_after(), Duration::from_millis(500));
+    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
     assert_eq!(manager.rate("newcomer"), None);
     let still_limited = manager.check("victim").unwrap_err();
-    assert!(!still_limited.key_space_full());
-    assert_eq!(still_limited.retry_after(), Duration::from_millis(500));
+    assert_ne!(
+        still_limited.reason(),
+        portcullis::RejectReason::KeySpaceFull
+    );
+    assert_eq!(
+        still_limited.retry_after(),
+        Some(Duration::from_millis(500))
+    );
     // Once its debt is paid, it is the one that makes room.
     clock.advance(Duration::from_millis(500));
     manager.check("newcomer").unwrap();
@@ -246,16 +252,16 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
     manager.defer("a", Duration::from_secs(45));
     let refused = manager.check("b").unwrap_err();
-    assert!(refused.key_space_full());
-    assert!(refused.retry_after() <= Duration::from_secs(45));
+    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert!(refused.retry_after().unwrap() <= Duration::from_secs(45));
     assert_eq!(manager.rate("a"), Some(10.0));
 
     // Never forgiving is a choice: then the pause holds for all its 300 s.
     let manager = manager_with_hold(&clock, 1, Duration::MAX);
     manager.defer("a", Duration::from_secs(300));
     let refused = manager.check("b").unwrap_err();
-    assert!(refused.key_space_full());
-    assert!(refused.retry_after() > Duration::from_secs(290));
+    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert!(refused.retry_after().unwrap() > Duration::from_secs(290));
 }
 
 fn manager_with_hold(

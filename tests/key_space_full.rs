@@ -27,8 +27,8 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     }
     for i in 0..10_000 {
         let refused = manager.check(format!("new-{i}").as_str()).unwrap_err();
-        assert!(refused.key_space_full());
-        assert!(refused.retry_after() <= Duration::from_secs(1));
+        assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+        assert!(refused.retry_after().unwrap() <= Duration::from_secs(1));
     }
     let scans = events
         .lines()

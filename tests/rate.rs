@@ -145,13 +145,13 @@ async fn a_rate_change_keeps_the_bucket_state() {
     // token, but grants no fresh burst.
     manager.increment("k");
     let limited = manager.check("k").unwrap_err();
-    assert_eq!(limited.retry_after(), Duration::from_millis(80));
+    assert_eq!(limited.retry_after(), Some(Duration::from_millis(80)));
     // A decrease keeps the debt: now 100 ms away again.
     manager.decrement("k");
     assert_eq!(manager.rate("k"), Some(10.0));
     assert_eq!(
         manager.check("k").unwrap_err().retry_after(),
-        Duration::from_millis(100)
+        Some(Duration::from_millis(100))
     );
 }
 

@@ -229,8 +229,9 @@ impl App {
                 );
                 Err(Response::from_parts(head, body.into()))
             }
-            Err(CallError::TimedOut(_)) => Err(StatusCode::SERVICE_UNAVAILABLE.into_response()),
             Err(CallError::Inner(error)) => Err(failed(error)),
+            // Timed out, or a way to fail that a later version adds.
+            Err(_) => Err(StatusCode::SERVICE_UNAVAILABLE.into_response()),
         }
     }
 }

@@ -54,9 +54,12 @@ where
         self
     }
 
-    /// At most this many keys are live at once (default
-    /// 1,000,000). See [`RateLimited::key_space_full`](crate::RateLimited::key_space_full) for what a
-    /// new key meets at the cap.
+    /// At most this many keys are live at once (default 1,000,000). At the
+    /// cap, a new key is refused with
+    /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull)
+    /// while no live key can be evicted (each still limits someone);
+    /// [`retry_after`](crate::Rejected::retry_after) is then the time until
+    /// the first of them can be.
     ///
     /// ```
     /// use portcullis::clock::ManualClock;
@@ -69,7 +72,7 @@ where
     ///     .build()?;
     /// manager.check(&1).unwrap();
     /// manager.check(&2).unwrap();
-    /// assert!(manager.check(&3).unwrap_err().key_space_full()); // 1 and 2 still owe tokens
+    /// assert_eq!(manager.check(&3).unwrap_err().reason(), portcullis::RejectReason::KeySpaceFull); // 1 and 2 still owe tokens
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {

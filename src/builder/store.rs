@@ -26,10 +26,11 @@ where
     /// setting out of range (`rate_store.deadline`, ...).
     ///
     /// ```no_run
+    /// # #[cfg(feature = "redis")]
+    /// # async fn shared() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     /// use portcullis::store::RedisStore;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// # async fn shared() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     /// let store = RedisStore::connect("redis://127.0.0.1:6379/", "crawler").await?;
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::new(10.0))

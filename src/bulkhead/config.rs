@@ -19,6 +19,7 @@ use crate::error::Problems;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Overflow {
     /// The newcomer is rejected ([`Full`](crate::RejectReason::Full)). The
     /// default.

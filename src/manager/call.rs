@@ -29,10 +29,12 @@ use crate::priority::Priority;
 ///         CallError::Rejected(rejected) => format!("not sent: {rejected}"),
 ///         CallError::TimedOut(after) => format!("gave up after {after:?}"),
 ///         CallError::Inner(error) => format!("the call failed: {error}"),
+///         other => format!("{other}"),
 ///     }
 /// }
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum CallError<E> {
     /// Refused locally by a control; the call was never made.
     Rejected(Rejected),
@@ -54,6 +56,35 @@ impl<E> CallError<E> {
     /// ```
     pub fn is_local(&self) -> bool {
         matches!(self, Self::Rejected(_))
+    }
+
+    /// When the call could go again, where that is known: the refusal's
+    /// [`retry_after`](Rejected::retry_after); `None` for a call that ran.
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(2.0))
+    ///     .max_wait(Duration::ZERO)
+    ///     .build()?;
+    /// manager.check("api").unwrap(); // the one token
+    /// let refused = manager
+    ///     .call("api", Priority::HIGH, || async { Ok::<_, std::io::Error>(()) })
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Rejected(rejected) => rejected.retry_after(),
+            Self::TimedOut(_) | Self::Inner(_) => None,
+        }
     }
 
     /// The inner error, if the call ran and failed.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::ThrottleManager;
 use crate::clock::nanos;
 use crate::core::{CallTimes, Patience, Token};
-use crate::error::RateLimited;
+use crate::error::{RejectReason, Rejected};
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 
@@ -82,10 +82,12 @@ where
     ///
     /// # Errors
     ///
-    /// [`RateLimited`] when the call may not start yet; it takes nothing and
-    /// says how long until it could ([`RateLimited::retry_after`]), or that
-    /// the key is new and the key space is full
-    /// ([`RateLimited::key_space_full`]).
+    /// [`Rejected`] when the call may not start yet: it takes nothing, and
+    /// says why ([`RejectReason::RateLimited`], or
+    /// [`RejectReason::KeySpaceFull`] for a new key when the key space is
+    /// full) and how long until it could ([`Rejected::retry_after`], always
+    /// there). Its priority is [`Priority::HIGH`], at which the rate-only
+    /// methods count.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -96,7 +98,7 @@ where
     /// assert!(manager.check("api").is_err());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn check<Q>(&self, key: &Q) -> Result<(), RateLimited>
+    pub fn check<Q>(&self, key: &Q) -> Result<(), Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -106,16 +108,17 @@ where
             return Ok(());
         }
         let now = core.now();
-        let state = self
-            .entry(key, now)
-            .map_err(|full| RateLimited::full(Duration::from_nanos(full.retry_after)))?;
+        let state = self.entry(key, now).map_err(|full| {
+            let retry_after = Some(Duration::from_nanos(full.retry_after));
+            Rejected::new(RejectReason::KeySpaceFull, Priority::HIGH, retry_after)
+        })?;
         let Some(settings) = core.rate_of(&state) else {
             return Ok(());
         };
         state
             .rate
             .check(now, settings.burst)
-            .map_err(|wait| RateLimited::rate(Duration::from_nanos(wait)))
+            .map_err(|wait| Rejected::rate_limited(wait, Priority::HIGH))
     }
 
     /// Reports a success: `key`'s rate rises by its increment, up to its
@@ -222,7 +225,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(100.0)).build()?;
     /// // The server answered 429 with `Retry-After: 30`.
     /// assert_eq!(manager.defer("api", Duration::from_secs(30)), Some(Duration::from_secs(30)));
-    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Duration::from_secs(30));
+    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Some(Duration::from_secs(30)));
     /// let start = tokio::time::Instant::now();
     /// manager.wait("api").await;
     /// assert_eq!(start.elapsed(), Duration::from_secs(30));

@@ -8,7 +8,7 @@ use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER
 use http::{Response, StatusCode};
 
 use super::key::MissingKey;
-use crate::error::Rejected;
+use crate::error::{RejectReason, Rejected};
 use crate::outcome::Outcome;
 use crate::snapshot::RateRemaining;
 
@@ -49,9 +49,41 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
     }
 }
 
-/// The default answer to a refused request: [`Rejected::http_status`]
-/// (429 for the rate, 503 for the throttle, the bulkhead or a full key
-/// space), `Retry-After` when the wait is known, and a one-line text body
+/// The HTTP status a server answers a refused request with: 429 Too Many
+/// Requests for a rate limit (send
+/// [`retry_after`](Rejected::retry_after) as `Retry-After`); 500 for a
+/// priority out of range that the server itself chose (a priority the
+/// client sent is checked before, and answered 400); 503 Service
+/// Unavailable for the rest: a full bulkhead, a shed call, a full key
+/// space are capacity problems on the server's side, not the client
+/// sending too fast.
+///
+/// ```
+/// use portcullis::server::status_of;
+/// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
+///
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(1.0))
+///     .bulkhead(BulkheadConfig::new(1))
+///     .clock(portcullis::clock::ManualClock::new())
+///     .build()?;
+/// let busy = manager.try_acquire("client-1", Priority::HIGH).unwrap();
+/// assert_eq!(status_of(&manager.try_acquire("client-1", Priority::HIGH).unwrap_err()), 503);
+/// drop(busy);
+/// assert_eq!(status_of(&manager.try_acquire("client-1", Priority::HIGH).unwrap_err()), 429);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+pub fn status_of(rejected: &Rejected) -> StatusCode {
+    match rejected.reason() {
+        RejectReason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        RejectReason::InvalidPriority => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// The default answer to a refused request: [`status_of`] (429 for the
+/// rate, 503 for the throttle, the bulkhead or a full key space),
+/// `Retry-After` when the wait is known, and a one-line text body
 /// saying why. For a handler that refuses on its own (a database key's
 /// refusal inside a request the layer admitted), this is the whole answer;
 /// the layer adds the rate-limit headers to its own.
@@ -70,9 +102,7 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
-    let status =
-        StatusCode::from_u16(rejected.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let mut answer = text(status, &rejected.reason().to_string());
+    let mut answer = text(status_of(rejected), &rejected.reason().to_string());
     if let Some(after) = rejected.retry_after() {
         set_retry_after(answer.headers_mut(), after);
     }

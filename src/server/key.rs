@@ -114,8 +114,12 @@ impl std::error::Error for MissingKey {}
 impl KeyExtractor {
     /// The value of header `name` (case-insensitive), for API keys and
     /// tenant ids. A request without the header, or with an empty or
-    /// non-ASCII value, has no key. A `name` that is not a header name
-    /// finds no key in any request, and the answer says so.
+    /// non-ASCII value, has no key.
+    ///
+    /// For a name written in the code. A `name` that is not a header name
+    /// logs an error here and finds no key in any request (each is answered
+    /// 400, saying so); for a name read from configuration, use
+    /// [`try_header`](Self::try_header), which refuses it at once.
     ///
     /// ```
     /// use portcullis::server::KeyExtractor;
@@ -130,6 +134,31 @@ impl KeyExtractor {
             tracing::error!(name, "KeyExtractor::header: not a header name");
         }
         Self::from_source(Source::Header(parsed))
+    }
+
+    /// [`header`](Self::header), for a name that may not be a header name
+    /// (one read from configuration).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `header` when `name` is not a header name.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// assert!(KeyExtractor::try_header("x-tenant").is_ok());
+    /// let error = KeyExtractor::try_header("x tenant").unwrap_err();
+    /// assert_eq!(error.to_string(), "invalid configuration: header: `x tenant` is not a header name");
+    /// ```
+    pub fn try_header(name: impl AsRef<str>) -> Result<Self, ConfigError> {
+        let name = name.as_ref();
+        let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ConfigError::from(ConfigProblem::new(
+                "header",
+                format!("`{name}` is not a header name"),
+            ))
+        })?;
+        Ok(Self::from_source(Source::Header(Ok(parsed))))
     }
 
     /// The address of the peer that opened the connection: a `SocketAddr`

@@ -190,14 +190,14 @@ impl ThrottleLayer {
     /// the rate-limit headers, where `answer` did not set them.
     ///
     /// ```
-    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer, status_of};
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip()).on_refusal(|rejected| {
     ///     let body = format!(r#"{{"error":"{}"}}"#, rejected.reason());
     ///     http::Response::builder()
-    ///         .status(rejected.http_status())
+    ///         .status(status_of(rejected))
     ///         .header("content-type", "application/json")
     ///         .body(body.into())
     ///         .expect("a valid response")

@@ -32,7 +32,7 @@ mod layer;
 mod proxies;
 mod service;
 
-pub use answer::{classify, missing_key, refusal};
+pub use answer::{classify, missing_key, refusal, status_of};
 pub use future::{ResponseBody, ResponseFuture};
 pub use key::{KeyExtractor, MissingKey, TrustedProxies};
 pub use layer::ThrottleLayer;

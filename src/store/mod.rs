@@ -201,11 +201,12 @@ pub trait RateStore: Send + Sync {
 /// so their keys must not collide.
 ///
 /// ```no_run
+/// # #[cfg(feature = "redis")]
+/// # async fn two() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// use std::sync::Arc;
 /// use portcullis::store::RedisStore;
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
-/// # async fn two() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let store = Arc::new(RedisStore::connect("redis://127.0.0.1/", "fleet").await?);
 /// let hosts = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::new(10.0))
