@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
 
 /// Each client: its API key, the path it calls, and how many requests a
 /// second it sends.
@@ -91,10 +91,8 @@ struct Tally {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manager = ThrottleManager::<String>::builder()
         .rate(quota("free-"))
-        .rate_per_key(|key: &String| {
-            key.starts_with("pro-")
-                .then(|| quota(key).validate().expect("a valid quota"))
-        })
+        .tier("pro", Tier::new().rate(quota("pro-")))
+        .tier_of(|key: &String| key.starts_with("pro-").then_some("pro"))
         .bulkhead(
             BulkheadConfig::new(4)
                 .queue(8)

@@ -79,3 +79,12 @@ pub(crate) fn queue_timed_out(span: &Span, priority: Priority, load: Load) {
     let (active, queued) = (load.active, load.queued);
     tracing::debug!(parent: span, priority, active, queued, "bulkhead queue timeout");
 }
+
+/// A key's `tier_of` named a tier that no `.tier(...)` declares: the key
+/// gets the defaults.
+pub(crate) fn unknown_tier(tier: &str) {
+    tracing::warn!(
+        tier,
+        "tier_of named an undeclared tier; the key gets the defaults"
+    );
+}

@@ -130,7 +130,7 @@ pub mod snapshot {
     pub use crate::manager::{KeySnapshot, PrioritySnapshot, RateRemaining};
 }
 
-pub use builder::ThrottleManagerBuilder;
+pub use builder::{ThrottleManagerBuilder, Tier};
 pub use bulkhead::{BulkheadConfig, Overflow};
 pub use config::ManagerConfig;
 pub use error::{ConfigError, RejectReason, Rejected};

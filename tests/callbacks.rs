@@ -27,9 +27,10 @@ fn panics(f: impl FnOnce()) -> bool {
 fn a_panicking_per_key_rule_gives_its_room_back() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0))
-        .rate_per_key(|key: &String| {
+        .tier("long", portcullis::Tier::new().rate(RateConfig::new(20.0)))
+        .tier_of(|key: &String| {
             // A rule that slices untrusted keys: panics on short ones.
-            let _tier = &key[..8];
+            let _prefix = &key[..8];
             None
         })
         .max_keys(100)
@@ -55,7 +56,8 @@ fn a_per_key_rule_may_call_the_manager() {
     let inside = std::sync::Arc::clone(&shared);
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0))
-        .rate_per_key(move |key: &String| {
+        .tier("other", portcullis::Tier::new().rate(RateConfig::new(20.0)))
+        .tier_of(move |key: &String| {
             if let Some(manager) = inside.get() {
                 let _ = manager.rate(key.as_str());
                 let _ = manager.rate("other");

@@ -302,3 +302,95 @@ fn an_override_may_add_a_control_the_default_lacks() {
     drop(other);
     assert_eq!(manager.snapshot("web").unwrap().active, None);
 }
+
+// ---- Tiers ----
+
+use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
+
+fn tiered() -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .bulkhead(BulkheadConfig::new(1))
+        .rate_override("premium-vip", RateConfig::new(500.0))
+        .tier(
+            "premium",
+            Tier::new()
+                .rate(RateConfig::new(100.0).burst(3))
+                .throttle(ThrottleConfig::new())
+                .bulkhead(BulkheadConfig::new(3)),
+        )
+        .tier_of(|tenant: &String| {
+            if tenant.starts_with("premium-") {
+                Some("premium")
+            } else if tenant.starts_with("gold-") {
+                Some("gold") // declared nowhere
+            } else {
+                None
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_tier_gives_its_keys_every_control_it_sets() {
+    let manager = tiered();
+    assert_eq!(manager.rate("premium-1"), None); // not live yet
+    let held: Vec<_> = (0..3)
+        .map(|_| manager.try_acquire("premium-1", Priority::HIGH).unwrap())
+        .collect();
+    let snapshot = manager.snapshot("premium-1").unwrap();
+    assert_eq!(snapshot.rate, Some(100.0));
+    assert_eq!(snapshot.concurrency_limit, Some(3));
+    assert!(!snapshot.priorities.is_empty(), "the tier's throttle");
+    drop(held);
+    manager.check("free-1").unwrap();
+    let free = manager.snapshot("free-1").unwrap();
+    assert_eq!((free.rate, free.concurrency_limit), (Some(10.0), Some(1)));
+    assert!(free.priorities.is_empty(), "no throttle outside the tier");
+}
+
+#[test]
+fn an_exact_override_wins_over_the_tier() {
+    let manager = tiered();
+    manager.check("premium-vip").unwrap();
+    let vip = manager.snapshot("premium-vip").unwrap();
+    assert_eq!(vip.rate, Some(500.0));
+    // The override is the rate's alone: the tier's bulkhead still applies.
+    assert_eq!(vip.concurrency_limit, Some(3));
+}
+
+#[test]
+fn a_tier_no_one_declared_gets_the_defaults() {
+    let manager = tiered();
+    manager.check("gold-1").unwrap();
+    let gold = manager.snapshot("gold-1").unwrap();
+    assert_eq!((gold.rate, gold.concurrency_limit), (Some(10.0), Some(1)));
+}
+
+#[test]
+fn tiers_are_checked_at_build_with_their_names() {
+    let fields = |builder: portcullis::ThrottleManagerBuilder<String>| -> Vec<String> {
+        builder
+            .build()
+            .unwrap_err()
+            .problems()
+            .iter()
+            .map(|p| p.field().to_owned())
+            .collect()
+    };
+    let base = || ThrottleManager::<String>::builder().rate(RateConfig::new(10.0));
+    let bad = Tier::new()
+        .rate(RateConfig::new(10.0).burst(0))
+        .bulkhead(BulkheadConfig::new(0));
+    assert_eq!(
+        fields(base().tier("premium", bad).tier_of(|_: &String| None)),
+        [
+            "tier[\"premium\"].rate.burst",
+            "tier[\"premium\"].bulkhead.max_concurrent"
+        ]
+    );
+    let unused = Tier::new().rate(RateConfig::new(1.0));
+    assert_eq!(fields(base().tier("premium", unused)), ["tier_of"]);
+    assert_eq!(fields(base().tier_of(|_: &String| Some("x"))), ["tier_of"]);
+}

@@ -371,23 +371,21 @@ fn bad_configs_are_reported_with_field_and_value() {
 }
 
 #[test]
-fn per_key_settings_from_overrides_and_a_closure() {
+fn per_key_settings_from_overrides_and_a_tier() {
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let premium = RateConfig::new(100.0)
-        .bounds(10.0, 1000.0)
-        .validate()
-        .unwrap();
+    let premium = RateConfig::new(100.0).bounds(10.0, 1000.0);
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).bounds(1.0, 100.0).increment(1.0))
         .rate_override(
             "slow.example",
             RateConfig::new(2.0).bounds(1.0, 4.0).increment(1.0),
         )
-        .rate_per_key({
+        .tier("premium", portcullis::Tier::new().rate(premium))
+        .tier_of({
             let calls = Arc::clone(&calls);
             move |key: &String| {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                key.starts_with("premium-").then(|| premium.clone())
+                key.starts_with("premium-").then_some("premium")
             }
         })
         .build()

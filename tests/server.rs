@@ -376,9 +376,11 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0))
-        .rate_per_key(|key: &String| {
-            (key == "fixed").then(|| RateConfig::new(10.0).bounds(10.0, 10.0).validate().unwrap())
-        })
+        .tier(
+            "fixed",
+            portcullis::Tier::new().rate(RateConfig::new(10.0).bounds(10.0, 10.0)),
+        )
+        .tier_of(|key: &String| (key == "fixed").then_some("fixed"))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -459,15 +461,12 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
-        .rate_per_key(|key: &String| {
-            // One call per 1,000 s: in debt for the whole flood.
-            (key == "debtor").then(|| {
-                RateConfig::new(0.001)
-                    .bounds(0.001, 0.001)
-                    .validate()
-                    .unwrap()
-            })
-        })
+        // One call per 1,000 s: in debt for the whole flood.
+        .tier(
+            "debtor",
+            portcullis::Tier::new().rate(RateConfig::new(0.001).bounds(0.001, 0.001)),
+        )
+        .tier_of(|key: &String| (key == "debtor").then_some("debtor"))
         .max_keys(CAP)
         .clock(clock.clone())
         .build()

@@ -6,7 +6,7 @@ use std::hash::Hash;
 
 use super::ThrottleManagerBuilder;
 use crate::bulkhead::BulkheadConfig;
-use crate::rate::{RateConfig, ValidRateConfig};
+use crate::rate::RateConfig;
 use crate::throttle::ThrottleConfig;
 
 /// # The controls
@@ -100,33 +100,6 @@ where
         let key = key.into();
         let name = format!("bulkhead_override[{key:?}]");
         self.bulkhead_overrides.push((key, name, config));
-        self
-    }
-
-    /// Consulted once per new key that has no exact override (twice, rarely,
-    /// when two threads create the same key at once): `Some` gives the key
-    /// those settings, `None` the default. Configs must be validated up
-    /// front ([`RateConfig::validate`]), so a bad one can't surface on a hot
-    /// path. The function runs outside the key space's locks: it may call
-    /// the manager, and if it panics, the panic reaches the caller and the
-    /// key takes no room.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let internal = RateConfig::new(1_000.0).validate()?;
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .rate_per_key(move |host: &String| host.ends_with(".internal").then(|| internal.clone()))
-    ///     .build()?;
-    /// assert_eq!(manager.increment("db.internal"), Some(1_030.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn rate_per_key(
-        mut self,
-        settings: impl Fn(&K) -> Option<ValidRateConfig> + Send + Sync + 'static,
-    ) -> Self {
-        self.rate_per_key = Some(Box::new(settings));
         self
     }
 

@@ -10,6 +10,10 @@ mod calls;
 mod controls;
 mod keys;
 mod store;
+mod tiers;
+
+pub use tiers::Tier;
+pub(crate) use tiers::TierOf;
 
 use std::fmt;
 use std::hash::Hash;
@@ -24,12 +28,10 @@ use crate::key::KeyState;
 use crate::manager::{ControlOverrides, KeyNames, Overrides, Shared, ThrottleManager};
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
-use crate::rate::{RateConfig, ValidRateConfig};
+use crate::rate::RateConfig;
 use crate::registry::{Quiet, Registry, RoomSignal};
 use crate::store::StoreHandle;
 use crate::throttle::ThrottleConfig;
-
-type RatePerKey<K> = dyn Fn(&K) -> Option<ValidRateConfig> + Send + Sync;
 
 /// The default cap on live keys.
 const DEFAULT_MAX_KEYS: usize = 1_000_000;
@@ -63,14 +65,15 @@ const MAX_PRIORITY_LEVELS: u8 = 16;
 /// # Example
 ///
 /// ```
-/// use portcullis::{RateConfig, ThrottleManager};
+/// use portcullis::{RateConfig, ThrottleManager, Tier};
 /// use std::time::Duration;
 ///
-/// let premium = RateConfig::new(100.0).bounds(10.0, 1_000.0).validate()?;
+/// let premium = Tier::new().rate(RateConfig::new(100.0).bounds(10.0, 1_000.0));
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::new(10.0).bounds(1.0, 100.0))
 ///     .rate_override("api.github.com", RateConfig::new(5.0).bounds(1.0, 10.0))
-///     .rate_per_key(move |key: &String| key.starts_with("premium-").then(|| premium.clone()))
+///     .tier("premium", premium)
+///     .tier_of(|key: &String| key.starts_with("premium-").then_some("premium"))
 ///     .max_keys(10_000)
 ///     .idle_ttl(Duration::from_secs(300))
 ///     .build()?;
@@ -85,7 +88,9 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) rate_overrides: Vec<(K, String, RateConfig)>,
     pub(crate) throttle_overrides: Vec<(K, String, ThrottleConfig)>,
     pub(crate) bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
-    pub(crate) rate_per_key: Option<Box<RatePerKey<K>>>,
+    /// Tiers by name, in the order declared.
+    pub(crate) tiers: Vec<(String, Tier)>,
+    pub(crate) tier_of: Option<Box<TierOf<K>>>,
     pub(crate) throttle: Option<ThrottleConfig>,
     pub(crate) bulkhead: Option<BulkheadConfig>,
     pub(crate) priority_levels: u8,
@@ -122,7 +127,8 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("rate_overrides", &self.rate_overrides.len())
             .field("throttle_overrides", &self.throttle_overrides.len())
             .field("bulkhead_overrides", &self.bulkhead_overrides.len())
-            .field("rate_per_key", &self.rate_per_key.is_some())
+            .field("tiers", &self.tiers)
+            .field("tier_of", &self.tier_of.is_some())
             .field("throttle", &self.throttle)
             .field("bulkhead", &self.bulkhead)
             .field("priority_levels", &self.priority_levels)
@@ -171,7 +177,8 @@ where
             rate_overrides: Vec::new(),
             throttle_overrides: Vec::new(),
             bulkhead_overrides: Vec::new(),
-            rate_per_key: None,
+            tiers: Vec::new(),
+            tier_of: None,
             throttle: None,
             bulkhead: None,
             priority_levels: DEFAULT_PRIORITY_LEVELS,
@@ -214,17 +221,32 @@ where
         let no_control = self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none();
         let no_override = self.rate_overrides.is_empty()
             && self.throttle_overrides.is_empty()
-            && self.bulkhead_overrides.is_empty();
+            && self.bulkhead_overrides.is_empty()
+            && self.tiers.is_empty();
         if no_control && no_override {
             Problems::new("", &mut found).add(
                 "controls",
                 "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
             );
         }
-        let (rate, mut rate_overrides) = control(
+        match (self.tiers.is_empty(), self.tier_of.is_some()) {
+            (false, false) => Problems::new("", &mut found).add(
+                "tier_of",
+                "tiers are declared, and nothing maps keys to them; call .tier_of(...)",
+            ),
+            (true, true) => Problems::new("", &mut found).add(
+                "tier_of",
+                "maps keys to tiers, and none is declared; call .tier(...)",
+            ),
+            _ => {}
+        }
+        let (rate, rate_overrides) = control(
             self.paths.rate,
             self.rate.as_ref(),
             self.rate_overrides,
+            self.tiers
+                .iter()
+                .filter_map(|(name, tier)| Some((name.as_str(), tier.rate.as_ref()?))),
             RateConfig::check,
             &mut found,
         );
@@ -232,6 +254,9 @@ where
             self.paths.throttle,
             self.throttle.as_ref(),
             self.throttle_overrides,
+            self.tiers
+                .iter()
+                .filter_map(|(name, tier)| Some((name.as_str(), tier.throttle.as_ref()?))),
             ThrottleConfig::check,
             &mut found,
         );
@@ -239,6 +264,9 @@ where
             self.paths.bulkhead,
             self.bulkhead.as_ref(),
             self.bulkhead_overrides,
+            self.tiers
+                .iter()
+                .filter_map(|(name, tier)| Some((name.as_str(), tier.bulkhead.as_ref()?))),
             BulkheadConfig::check,
             &mut found,
         );
@@ -297,10 +325,6 @@ where
         let (store, store_names) = self.store.map_or((None, None), |(store, names)| {
             (Some(Arc::new(StoreHandle::new(store))), Some(names))
         });
-        if let (Some(_), Some(per_key)) = (&rate, self.rate_per_key) {
-            rate_overrides.per_key =
-                Some(Box::new(move |key: &K| per_key(key).map(|valid| valid.0)));
-        }
         let quiet_throttle = throttle
             .as_ref()
             .and_then(|control| control.default.clone());
@@ -350,6 +374,7 @@ where
                 rate: rate_overrides,
                 throttle: throttle_overrides,
                 bulkhead: bulkhead_overrides,
+                tier_of: self.tier_of,
             },
             key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
@@ -381,21 +406,31 @@ impl Default for ControlPaths {
 
 /// One control from its default config and its overrides, each checked
 /// under its own name: `None` when neither is there.
-fn control<K: Hash + Eq, C, S>(
+fn control<'t, K: Hash + Eq, C: 't, S>(
     default_path: &str,
     default: Option<&C>,
     overrides: Vec<(K, String, C)>,
+    tiers: impl Iterator<Item = (&'t str, &'t C)>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
 ) -> (Option<Control<S>>, ControlOverrides<K, S>) {
     let mut by_key = ControlOverrides::default();
-    if default.is_none() && overrides.is_empty() {
+    let mut tiers = tiers.peekable();
+    if default.is_none() && overrides.is_empty() && tiers.peek().is_none() {
         return (None, by_key);
     }
     let default = default.and_then(|config| check(config, &mut Problems::new(default_path, found)));
     for (key, name, config) in overrides {
         if let Some(settings) = check(&config, &mut Problems::new(&name, found)) {
             by_key.exact.insert(key, Arc::new(settings));
+        }
+    }
+    for (tier, config) in tiers {
+        // The control's own name ends the path: `tier["premium"].rate`.
+        let control = default_path.rsplit('.').next().unwrap_or(default_path);
+        let path = format!("tier[{tier:?}].{control}");
+        if let Some(settings) = check(config, &mut Problems::new(&path, found)) {
+            by_key.by_tier.insert(tier.to_owned(), Arc::new(settings));
         }
     }
     let control = Control {

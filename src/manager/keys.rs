@@ -9,6 +9,7 @@ use std::sync::Arc;
 use dashmap::mapref::one::Ref;
 
 use super::ThrottleManager;
+use crate::builder::TierOf;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
@@ -21,9 +22,6 @@ use crate::registry::Full;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::window::ThrottleWindow;
 
-/// Settings a function gives a key (for keys with no exact override).
-pub(crate) type PerKey<K, S> = dyn Fn(&K) -> Option<Arc<S>> + Send + Sync;
-
 /// How events and per-key metrics name a key.
 pub(crate) type KeyNames<K> = dyn Fn(&K) -> String + Send + Sync;
 
@@ -32,41 +30,52 @@ pub(crate) struct Overrides<K> {
     pub(crate) rate: ControlOverrides<K, RateSettings>,
     pub(crate) throttle: ControlOverrides<K, ThrottleSettings>,
     pub(crate) bulkhead: ControlOverrides<K, BulkheadSettings>,
+    /// Which tier a new key is in.
+    pub(crate) tier_of: Option<Box<TierOf<K>>>,
 }
 
-/// One control's per-key settings: exact keys first, then a function.
+/// One control's per-key settings: exact keys first, then the key's tier.
 pub(crate) struct ControlOverrides<K, S> {
     pub(crate) exact: HashMap<K, Arc<S>, foldhash::fast::RandomState>,
-    pub(crate) per_key: Option<Box<PerKey<K, S>>>,
-}
-
-impl<K> Default for Overrides<K> {
-    fn default() -> Self {
-        Self {
-            rate: ControlOverrides::default(),
-            throttle: ControlOverrides::default(),
-            bulkhead: ControlOverrides::default(),
-        }
-    }
+    pub(crate) by_tier: HashMap<String, Arc<S>, foldhash::fast::RandomState>,
 }
 
 impl<K, S> Default for ControlOverrides<K, S> {
     fn default() -> Self {
         Self {
             exact: HashMap::with_hasher(foldhash::fast::RandomState::default()),
-            per_key: None,
+            by_tier: HashMap::with_hasher(foldhash::fast::RandomState::default()),
         }
     }
 }
 
 impl<K: Hash + Eq, S> ControlOverrides<K, S> {
-    /// The settings of `key` if they are not the default; `None` means the
-    /// default (which costs a key nothing to point at).
-    fn settings_for(&self, key: &K) -> Option<Arc<S>> {
+    /// The settings of `key`, in `tier`, if they are not the default;
+    /// `None` means the default (which costs a key nothing to point at).
+    fn settings_for(&self, key: &K, tier: Option<&str>) -> Option<Arc<S>> {
         if let Some(settings) = self.exact.get(key) {
             return Some(Arc::clone(settings));
         }
-        self.per_key.as_ref()?(key)
+        self.by_tier.get(tier?).map(Arc::clone)
+    }
+
+    fn has_tier(&self, tier: &str) -> bool {
+        self.by_tier.contains_key(tier)
+    }
+}
+
+impl<K: Hash + Eq> Overrides<K> {
+    /// The tier `key` is in, if `tier_of` names one that is declared (a
+    /// name no tier has is warned about, and is no tier).
+    fn tier_for<'k>(&self, key: &'k K) -> Option<&'k str> {
+        let tier = self.tier_of.as_ref()?(key)?;
+        let declared = self.rate.has_tier(tier)
+            || self.throttle.has_tier(tier)
+            || self.bulkhead.has_tier(tier);
+        if !declared {
+            events::unknown_tier(tier);
+        }
+        declared.then_some(tier)
     }
 }
 
@@ -178,22 +187,23 @@ where
     fn new_key_state(&self, key: &K, now: Nanos) -> KeyState {
         let core = self.core();
         let overrides = &self.shared.overrides;
+        let tier = overrides.tier_for(key);
         let rate_settings = core
             .rate
             .as_ref()
-            .and_then(|_| overrides.rate.settings_for(key));
+            .and_then(|_| overrides.rate.settings_for(key, tier));
         let starting = core
             .rate
             .as_ref()
             .and_then(|rate| rate.settings(rate_settings.as_deref()));
         let throttle = core.throttle.as_ref().and_then(|control| {
-            let own = overrides.throttle.settings_for(key);
+            let own = overrides.throttle.settings_for(key, tier);
             let settings = control.settings(own.as_deref())?;
             let window = ThrottleWindow::new(core.priorities.levels, now, settings);
             Some((window, own))
         });
         let bulkhead = core.bulkhead.as_ref().and_then(|control| {
-            let own = overrides.bulkhead.settings_for(key);
+            let own = overrides.bulkhead.settings_for(key, tier);
             let bulkhead = Bulkhead::new(control.settings(own.as_deref())?);
             Some((bulkhead, own))
         });

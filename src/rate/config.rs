@@ -1,6 +1,5 @@
 //! What a user sets for a key's rate, and its validation.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Nanos, nanos};
@@ -350,8 +349,9 @@ impl RateConfig {
         })
     }
 
-    /// Checks every field and returns a config ready to hand to
-    /// [`ThrottleManagerBuilder::rate_per_key`](crate::ThrottleManagerBuilder::rate_per_key).
+    /// Checks every field as [`build`](crate::ThrottleManagerBuilder::build)
+    /// will: for a config read at start-up, refused before anything is
+    /// built.
     ///
     /// # Errors
     ///
@@ -364,11 +364,11 @@ impl RateConfig {
     /// let err = RateConfig::new(f64::NAN).validate().unwrap_err();
     /// assert!(err.to_string().contains("rate.starting_rate: must be a finite number, got NaN"));
     /// ```
-    pub fn validate(&self) -> Result<ValidRateConfig, ConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let mut found = Vec::new();
         let settings = self.check(&mut Problems::new("rate", &mut found));
         match settings {
-            Some(settings) if found.is_empty() => Ok(ValidRateConfig(Arc::new(settings))),
+            Some(_) if found.is_empty() => Ok(()),
             _ => Err(ConfigError::new(found)),
         }
     }
@@ -468,21 +468,6 @@ impl RateConfig {
     }
 }
 
-/// A [`RateConfig`] that passed validation: cheap to clone, ready for use.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::RateConfig;
-///
-/// let premium = RateConfig::new(100.0).validate()?;
-/// assert!(RateConfig::new(f64::NAN).validate().is_err()); // caught here, not on a hot path
-/// # let _ = premium;
-/// # Ok::<(), portcullis::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct ValidRateConfig(pub(crate) Arc<RateSettings>);
-
 /// Validated settings, with defaults applied: what a key's rate cell obeys.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RateSettings {
@@ -514,7 +499,10 @@ impl RateSettings {
 impl RateSettings {
     /// Settings for tests of the pure maths.
     pub(crate) fn for_test(config: RateConfig) -> Self {
-        (*config.validate().expect("valid test config").0).clone()
+        let mut found = Vec::new();
+        config
+            .check(&mut Problems::new("rate", &mut found))
+            .expect("valid test config")
     }
 }
 

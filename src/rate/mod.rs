@@ -10,4 +10,4 @@ pub(crate) mod falls;
 pub(crate) mod gcra;
 pub(crate) mod usage;
 
-pub use config::{Decrease, MAX_RATE, RateConfig, ValidRateConfig, slowest_rate};
+pub use config::{Decrease, MAX_RATE, RateConfig, slowest_rate};

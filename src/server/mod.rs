@@ -22,8 +22,9 @@
 //! evicted as they are needed: no cleanup task to run. A client over its
 //! rate is answered 429, one the throttle sheds or whose bulkhead is full
 //! 503, with `Retry-After` and the IETF `RateLimit` headers. Different
-//! quotas per client tier come from
-//! [`rate_per_key`](crate::ThrottleManagerBuilder::rate_per_key).
+//! controls per client tier come from
+//! [`tier`](crate::ThrottleManagerBuilder::tier) and
+//! [`tier_of`](crate::ThrottleManagerBuilder::tier_of).
 
 mod answer;
 mod future;

@@ -1,0 +1,152 @@
+//! Tiers: named sets of controls that some keys get instead of the
+//! defaults (a premium tenant, an internal host), chosen per key by a
+//! function.
+
+use std::hash::Hash;
+
+use super::ThrottleManagerBuilder;
+use crate::bulkhead::BulkheadConfig;
+use crate::rate::RateConfig;
+use crate::throttle::ThrottleConfig;
+
+/// Which tier a new key is in, by name; `None`: the defaults.
+pub(crate) type TierOf<K> = dyn for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync;
+
+/// A named set of controls for the keys a manager's
+/// [`tier_of`](ThrottleManagerBuilder::tier_of) puts in it: each control
+/// it sets replaces the manager's default for those keys; a control it
+/// leaves out stays the default. Validated with everything else at
+/// [`build`](ThrottleManagerBuilder::build).
+///
+/// ```
+/// use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
+///
+/// let premium = Tier::new()
+///     .rate(RateConfig::new(100.0).bounds(100.0, 100.0))
+///     .throttle(ThrottleConfig::new().ratio(3.0))
+///     .bulkhead(BulkheadConfig::new(32));
+/// # drop(premium);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tier {
+    pub(crate) rate: Option<RateConfig>,
+    pub(crate) throttle: Option<ThrottleConfig>,
+    pub(crate) bulkhead: Option<BulkheadConfig>,
+}
+
+impl Tier {
+    /// A tier that changes nothing yet.
+    ///
+    /// ```
+    /// let tier = portcullis::Tier::new();
+    /// # drop(tier);
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The rate of the tier's keys.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, Tier};
+    ///
+    /// let internal = Tier::new().rate(RateConfig::new(1_000.0));
+    /// # drop(internal);
+    /// ```
+    #[must_use]
+    pub fn rate(mut self, config: RateConfig) -> Self {
+        self.rate = Some(config);
+        self
+    }
+
+    /// The throttle of the tier's keys.
+    ///
+    /// ```
+    /// use portcullis::{ThrottleConfig, Tier};
+    ///
+    /// let patient = Tier::new().throttle(ThrottleConfig::new().ratio(4.0));
+    /// # drop(patient);
+    /// ```
+    #[must_use]
+    pub fn throttle(mut self, config: ThrottleConfig) -> Self {
+        self.throttle = Some(config);
+        self
+    }
+
+    /// The bulkhead of the tier's keys.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Tier};
+    ///
+    /// let wide = Tier::new().bulkhead(BulkheadConfig::new(64));
+    /// # drop(wide);
+    /// ```
+    #[must_use]
+    pub fn bulkhead(mut self, config: BulkheadConfig) -> Self {
+        self.bulkhead = Some(config);
+        self
+    }
+}
+
+/// # Tiers
+impl<K> ThrottleManagerBuilder<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Declares tier `name`: the keys [`tier_of`](Self::tier_of) puts in
+    /// it get `tier`'s controls instead of the defaults. An exact override
+    /// ([`rate_override`](Self::rate_override), ...) still wins for its
+    /// key. Declaring a name twice keeps the last.
+    ///
+    /// A tier may have a control the manager has no default for: then only
+    /// the tier's keys (and overridden keys) have that control.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .tier("premium", Tier::new().rate(RateConfig::new(100.0)).bulkhead(BulkheadConfig::new(16)))
+    ///     .tier_of(|tenant: &String| tenant.starts_with("premium-").then_some("premium"))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("premium-42"), Some(103.0));
+    /// assert_eq!(manager.increment("free-7"), Some(10.3));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn tier(mut self, name: impl Into<String>, tier: Tier) -> Self {
+        let name = name.into();
+        self.tiers.retain(|(declared, _)| *declared != name);
+        self.tiers.push((name, tier));
+        self
+    }
+
+    /// Which tier each new key is in: the name of a tier declared with
+    /// [`tier`](Self::tier), or `None` for the defaults. Consulted once per
+    /// new key without an exact override (twice, rarely, when two threads
+    /// create the same key at once). It runs outside the key space's
+    /// locks: it may call the manager, and if it panics, the panic reaches
+    /// the caller and the key takes no room. A name no tier has gives the
+    /// key the defaults, with a `warn` event naming it.
+    ///
+    /// [`build`](Self::build) refuses tiers without `tier_of`, and
+    /// `tier_of` without tiers.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .tier("internal", Tier::new().rate(RateConfig::new(1_000.0)))
+    ///     .tier_of(|host: &String| host.ends_with(".internal").then_some("internal"))
+    ///     .build()?;
+    /// assert_eq!(manager.increment("db.internal"), Some(1_030.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn tier_of<F>(mut self, tier_of: F) -> Self
+    where
+        F: for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync + 'static,
+    {
+        self.tier_of = Some(Box::new(tier_of));
+        self
+    }
+}
