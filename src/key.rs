@@ -152,7 +152,7 @@ impl KeyState {
     /// Whether the key holds something a fresh key would not: a rate that
     /// moved from where it started. `default_rate` is the manager's default
     /// rate settings.
-    pub(crate) fn learned(&self, default_rate: Option<&RateSettings>) -> bool {
+    pub(crate) fn rate_moved(&self, default_rate: Option<&RateSettings>) -> bool {
         self.rate_settings()
             .or(default_rate)
             .is_some_and(|settings| self.rate.rate() != settings.starting_rate)

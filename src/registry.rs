@@ -12,11 +12,11 @@
 //! A new key at the cap first makes room: the registry evicts, in one sweep,
 //! every idle key and up to a sixteenth of the cap of the evictable keys:
 //! those that carry nothing a fresh key would not have first (their rate
-//! never moved), then those that learned something, each the least recently
+//! never moved), then those whose rate moved, each the least recently
 //! quiet first (an approximate LRU that keeps the sweep's cost amortised).
 //! If no key can be evicted, every live key is still limiting someone, and
 //! the new key is refused with the time until the first of them can go
-//! ([`Full`]): `wait` waits that long and `check` reports it. Evicting a key
+//! ([`NoRoom`]): `wait` waits that long and `check` reports it. Evicting a key
 //! that still owes tokens instead would let a flood of new keys reset the
 //! limits of real ones.
 //!
@@ -66,18 +66,18 @@ pub(crate) struct Quiet {
     /// Until when forgetting it would forgive debt; between then and
     /// `from` only a pause or shedding holds it.
     pub(crate) debt_until: Nanos,
-    /// Whether it holds something a fresh key would not (a learned rate):
+    /// Whether it holds something a fresh key would not (a rate that moved):
     /// such keys are evicted after those that hold nothing.
-    pub(crate) learned: bool,
+    pub(crate) rate_moved: bool,
 }
 
-/// The order in which evictable keys go: those that learned nothing first,
+/// The order in which evictable keys go: those whose rate never moved first,
 /// each group least recently quiet first.
 type Rank = (bool, Nanos);
 
 /// A new key was refused: the registry is at its cap and no key can go yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Full {
+pub(crate) struct NoRoom {
     /// Time until the first live key can be evicted (a guess when unknown).
     pub(crate) retry_after: Nanos,
 }
@@ -131,15 +131,15 @@ impl RoomSignal {
     /// miss room that appeared in between, or a key whose last call ended
     /// just before it was released; the caller's retry time bounds that.)
     pub(crate) async fn freed(&self) {
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
+        struct RoomWaiter<'a>(&'a AtomicUsize);
+        impl Drop for RoomWaiter<'_> {
             fn drop(&mut self) {
                 self.0.fetch_sub(1, Ordering::Relaxed);
             }
         }
         let notified = self.freed.notified();
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let _waiting = Waiting(&self.waiting);
+        let _waiting = RoomWaiter(&self.waiting);
         notified.await;
     }
 }
@@ -251,7 +251,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`Full`] when the key is new, the registry is at its cap and no key can
+    /// [`NoRoom`] when the key is new, the registry is at its cap and no key can
     /// be evicted.
     #[inline]
     pub(crate) fn get_or_insert_with<Q>(
@@ -259,7 +259,7 @@ where
         key: &Q,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
-    ) -> Result<Ref<'_, K, Arc<S>>, Full>
+    ) -> Result<Ref<'_, K, Arc<S>>, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -277,7 +277,7 @@ where
         key: &Q,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
-    ) -> Result<Ref<'_, K, Arc<S>>, Full>
+    ) -> Result<Ref<'_, K, Arc<S>>, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -334,7 +334,7 @@ where
     /// the key space longest for the least.
     fn rank(&self, quiet: Quiet, now: Nanos) -> Result<Rank, Nanos> {
         if quiet.from <= now {
-            return Ok((quiet.learned, quiet.from));
+            return Ok((quiet.rate_moved, quiet.from));
         }
         // From `free` on, only a pause or shedding holds the key.
         let free = quiet.debt_until.clamp(now, quiet.from);
@@ -347,7 +347,7 @@ where
     }
 
     /// Counts one more key against the cap, making room if needed.
-    fn reserve_room(&self, now: Nanos) -> Result<(), Full> {
+    fn reserve_room(&self, now: Nanos) -> Result<(), NoRoom> {
         self.sweep_idle_if_due(now);
         let mut reserved = self.reserved.load(Ordering::Acquire);
         loop {
@@ -387,10 +387,10 @@ where
     /// At the cap: evict the idle keys and a batch of the least recently
     /// quiet evictable ones. Refuses at once, without a scan, while the
     /// last scan's answer holds or another thread is scanning.
-    fn make_room(&self, now: Nanos) -> Result<(), Full> {
+    fn make_room(&self, now: Nanos) -> Result<(), NoRoom> {
         let until = self.no_room_until.load(Ordering::Acquire);
         if now < until {
-            return Err(Full {
+            return Err(NoRoom {
                 retry_after: until - now,
             });
         }
@@ -398,7 +398,7 @@ where
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(Full {
+                return Err(NoRoom {
                     retry_after: SCANNING_RETRY,
                 });
             }
@@ -440,7 +440,7 @@ where
                 retry_after_ns = retry_after,
                 "key space full, no key evictable"
             );
-            return Err(Full { retry_after });
+            return Err(NoRoom { retry_after });
         }
         let batch = (self.max_keys / 16).clamp(1, evictable.len());
         let (_, &mut threshold, _) = evictable.select_nth_unstable(batch - 1);

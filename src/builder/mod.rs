@@ -25,7 +25,7 @@ use crate::clock::{Clock, Nanos, default_clock, nanos};
 use crate::core::{Control, Core, RandomSource};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
-use crate::manager::{ControlOverrides, KeyNames, Overrides, Shared, ThrottleManager};
+use crate::manager::{ControlOverrides, KeyNames, ManagerState, Overrides, ThrottleManager};
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::RateConfig;
@@ -328,12 +328,12 @@ where
         let quiet_throttle = throttle
             .as_ref()
             .and_then(|control| control.default.clone());
-        let learned_rate = rate.as_ref().and_then(|control| control.default.clone());
+        let default_rate = rate.as_ref().and_then(|control| control.default.clone());
         let quiet_from = Box::new(move |state: &KeyState, now: Nanos| {
             Some(Quiet {
                 from: state.quiet_from(quiet_throttle.as_deref()),
-                debt_until: state.debt_until(now, learned_rate.as_deref()),
-                learned: state.learned(learned_rate.as_deref()),
+                debt_until: state.debt_until(now, default_rate.as_deref()),
+                rate_moved: state.rate_moved(default_rate.as_deref()),
             })
         });
         let max_wait = {
@@ -361,7 +361,7 @@ where
             room: Arc::clone(&room),
             store,
         };
-        Ok(ThrottleManager::from_shared(Shared {
+        Ok(ThrottleManager::from_state(ManagerState {
             core: Arc::new(core),
             keys: Registry::new(
                 self.max_keys,

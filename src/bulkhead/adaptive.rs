@@ -63,7 +63,7 @@ const SMOOTHING: f64 = 0.3;
 
 /// What one key's limit has learned.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Learned {
+pub(crate) struct LimitEstimate {
     /// The limit, before rounding down to whole calls (outside a probe).
     pub(crate) limit: f64,
     /// The unloaded latency (ns); 0 before the first probe ends.
@@ -111,7 +111,7 @@ impl Bounds {
     }
 }
 
-impl Learned {
+impl LimitEstimate {
     /// A fresh key's limit: probing first (its baseline is unknown), then
     /// `initial`.
     pub(crate) fn new(initial: u32) -> Self {
@@ -145,18 +145,18 @@ impl Learned {
 /// calls in flight (itself included): the fastest of the probe's calls made
 /// at the probe's concurrency becomes the baseline.
 pub(crate) fn probed(
-    learned: Learned,
+    learned: LimitEstimate,
     at: Nanos,
     latency: Nanos,
     in_flight: u32,
     bounds: Bounds,
-) -> Learned {
+) -> LimitEstimate {
     if learned.probe_left == 0 || in_flight > bounds.probe_limit() {
         return learned; // not a probe's call (one still finishing from before)
     }
     let best = learned.probe_best.min(latency.max(1));
     let left = learned.probe_left - 1;
-    Learned {
+    LimitEstimate {
         probe_left: left,
         probe_best: best,
         baseline: if left == 0 {
@@ -176,7 +176,7 @@ pub(crate) fn probed(
 }
 
 /// What a window of calls teaches a limit outside a probe.
-pub(crate) fn learn(learned: Learned, window: Window, bounds: Bounds) -> Learned {
+pub(crate) fn learn(learned: LimitEstimate, window: Window, bounds: Bounds) -> LimitEstimate {
     if window.calls == 0 || learned.baseline == 0.0 {
         return learned;
     }
@@ -201,7 +201,7 @@ pub(crate) fn learn(learned: Learned, window: Window, bounds: Bounds) -> Learned
         limit = limit.min(learned.limit + CAREFUL_STEP);
     }
     let probe = window.end.saturating_sub(learned.probed_at) >= PROBE_EVERY;
-    Learned {
+    LimitEstimate {
         limit: bounds.clamp(limit),
         probe_left: if probe { PROBE_CALLS } else { 0 },
         probe_best: Nanos::MAX,
@@ -211,13 +211,13 @@ pub(crate) fn learn(learned: Learned, window: Window, bounds: Bounds) -> Learned
 
 /// An overload at `at` lowers the limit at once, unless it already fell
 /// within the last baseline latency.
-pub(crate) fn overloaded(learned: Learned, at: Nanos, bounds: Bounds) -> Learned {
+pub(crate) fn overloaded(learned: LimitEstimate, at: Nanos, bounds: Bounds) -> LimitEstimate {
     let recently = learned.decreased_at > 0
         && at.saturating_sub(learned.decreased_at) < learned.baseline as Nanos;
     if recently {
         return learned;
     }
-    Learned {
+    LimitEstimate {
         limit: bounds.clamp(learned.limit * OVERLOAD_FACTOR),
         decreased_at: at.max(1),
         overloaded_at_limit: learned.limit,
@@ -233,8 +233,8 @@ mod tests {
     const BOUNDS: Bounds = Bounds { min: 1, max: 200 };
 
     /// A limit whose baseline is `baseline`, past its first probe.
-    fn probed_at(limit: u32, baseline: Nanos) -> Learned {
-        let mut learned = Learned::new(limit);
+    fn probed_at(limit: u32, baseline: Nanos) -> LimitEstimate {
+        let mut learned = LimitEstimate::new(limit);
         for _ in 0..PROBE_CALLS {
             learned = probed(learned, MS, baseline, 1, BOUNDS);
         }
@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_fresh_limit_probes_for_its_baseline_first() {
-        let learned = Learned::new(20);
+        let learned = LimitEstimate::new(20);
         assert_eq!(learned.whole(BOUNDS), PROBE_LIMIT);
         // A call that ends with more in flight than the probe allows is
         // not one of the probe's.
@@ -319,7 +319,7 @@ mod tests {
         let next = learn(lowered, window(10 * MS, true), BOUNDS);
         assert_eq!(next.limit, lowered.limit + CAREFUL_STEP);
         // A probe starts over.
-        let mut probing = Learned {
+        let mut probing = LimitEstimate {
             probe_left: PROBE_CALLS,
             ..next
         };

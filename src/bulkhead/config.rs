@@ -66,7 +66,7 @@ pub enum Overflow {
 pub struct BulkheadConfig {
     max_concurrent: u32,
     /// Set for a limit learned between these bounds.
-    learned: Option<Learned>,
+    learned: Option<AdaptiveSetup>,
     /// `bounds` set on a fixed limit: an error at `build`.
     misplaced: bool,
     max_queued: u32,
@@ -76,7 +76,7 @@ pub struct BulkheadConfig {
 
 /// How a learned limit is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Learned {
+struct AdaptiveSetup {
     bounds: Option<(u32, u32)>,
 }
 
@@ -143,7 +143,7 @@ impl BulkheadConfig {
     /// ```
     pub fn adaptive() -> Self {
         Self {
-            learned: Some(Learned { bounds: None }),
+            learned: Some(AdaptiveSetup { bounds: None }),
             ..Self::new(DEFAULT_LEARNED_BOUNDS.0)
         }
     }

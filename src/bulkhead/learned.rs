@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::adaptive::{self, Bounds, Learned, Window};
+use super::adaptive::{self, Bounds, LimitEstimate, Window};
 use crate::clock::Nanos;
 use crate::sync::{AtomicU32, AtomicU64, Mutex};
 
@@ -29,7 +29,7 @@ pub(crate) struct LearnedLimit {
     /// Which way the whole limit last moved: 0 never, 1 up, 2 down.
     last_move: AtomicU32,
     bounds: Bounds,
-    state: Mutex<Learned>,
+    state: Mutex<LimitEstimate>,
 }
 
 /// One call's end, as a learned limit sees it.
@@ -72,7 +72,7 @@ impl LearnedLimit {
     /// A fresh limit of `initial` calls (after its first probe), within
     /// `bounds`.
     pub(crate) fn new(initial: u32, bounds: Bounds) -> Self {
-        let fresh = Learned::new(initial);
+        let fresh = LimitEstimate::new(initial);
         Self {
             whole: AtomicU32::new(fresh.whole(bounds)),
             window_calls: AtomicU32::new(0),
@@ -134,7 +134,11 @@ impl LearnedLimit {
 
     /// Moves the state by `step` under its lock, if the lock is free, and
     /// publishes the new whole limit.
-    fn update(&self, before: u32, step: impl FnOnce(Learned) -> Learned) -> LimitChange {
+    fn update(
+        &self,
+        before: u32,
+        step: impl FnOnce(LimitEstimate) -> LimitEstimate,
+    ) -> LimitChange {
         let Ok(mut state) = self.state.try_lock() else {
             return LimitChange::none(before);
         };
@@ -144,7 +148,7 @@ impl LearnedLimit {
         self.publish(before, next)
     }
 
-    fn publish(&self, before: u32, next: Learned) -> LimitChange {
+    fn publish(&self, before: u32, next: LimitEstimate) -> LimitChange {
         self.window_size
             .store(next.window_size(), Ordering::Release);
         self.probing
@@ -171,7 +175,7 @@ impl LearnedLimit {
 #[cfg(all(test, not(portcullis_loom)))]
 mod tests {
     use crate::bulkhead::config::{BulkheadConfig, BulkheadSettings, Overflow};
-    use crate::bulkhead::limiter::{Admission, Bulkhead, Load, Waiting};
+    use crate::bulkhead::limiter::{Bulkhead, Load, QueuedWait, SlotAnswer};
     use crate::error::Problems;
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
@@ -185,8 +189,8 @@ mod tests {
         (Bulkhead::new(&settings), settings)
     }
 
-    fn granted(admission: Admission) -> bool {
-        matches!(admission, Admission::Granted(_))
+    fn granted(admission: SlotAnswer) -> bool {
+        matches!(admission, SlotAnswer::Granted(_))
     }
 
     #[test]
@@ -199,8 +203,8 @@ mod tests {
         let mut waiters = Vec::new();
         for _ in 0..3 {
             match bulkhead.enter(&settings, 0, 1).unwrap() {
-                Admission::Queued(id) => waiters.push(id),
-                Admission::Granted(_) => panic!("past the limit"),
+                SlotAnswer::Queued(id) => waiters.push(id),
+                SlotAnswer::Granted(_) => panic!("past the limit"),
             }
         }
         // Down to 2: the next two slots given back are retired, not handed on.
@@ -260,9 +264,9 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 for round in 0..300 {
                     let admitted = match bulkhead.enter(&settings, 0, 1).unwrap() {
-                        Admission::Granted(_) => true,
-                        Admission::Queued(id) => {
-                            let waiting = Waiting::new(&bulkhead, 0, id);
+                        SlotAnswer::Granted(_) => true,
+                        SlotAnswer::Queued(id) => {
+                            let waiting = QueuedWait::new(&bulkhead, 0, id);
                             // Some give up early (dropped in the queue);
                             // the rest must get their slot.
                             let patience = if (task + round) % 7 == 0 {

@@ -114,7 +114,7 @@ pub(crate) struct Bulkhead {
 
 /// Where a call stands after asking for a slot.
 #[derive(Debug)]
-pub(crate) enum Admission {
+pub(crate) enum SlotAnswer {
     /// It has a slot; this many calls are in flight with it.
     Granted(u32),
     /// It waits in the queue as this waiter.
@@ -243,15 +243,15 @@ impl Bulkhead {
 
     /// Takes a free slot, or a place in the queue, or is refused (queue
     /// full); may displace a waiter, per the overflow policy. A queued call
-    /// must then be waited for through a [`Waiting`], or given up.
+    /// must then be waited for through a [`QueuedWait`], or given up.
     pub(crate) fn enter(
         &self,
         settings: &BulkheadSettings,
         priority: usize,
         levels: usize,
-    ) -> Result<Admission, Refusal> {
+    ) -> Result<SlotAnswer, Refusal> {
         if let Ok(active) = self.try_acquire(settings) {
-            return Ok(Admission::Granted(active));
+            return Ok(SlotAnswer::Granted(active));
         }
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
@@ -270,8 +270,8 @@ impl Bulkhead {
                 .state
                 .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) if next == state + 1 => return Ok(Admission::Granted(active(next))),
-                Ok(_) => return Ok(Admission::Queued(inner.queue.push(priority, levels))),
+                Ok(_) if next == state + 1 => return Ok(SlotAnswer::Granted(active(next))),
+                Ok(_) => return Ok(SlotAnswer::Queued(inner.queue.push(priority, levels))),
                 Err(actual) => state = actual,
             }
         }
@@ -290,7 +290,7 @@ impl Bulkhead {
                 if let Some(waker) = waker {
                     waker.wake();
                 }
-                Ok(Admission::Queued(id))
+                Ok(SlotAnswer::Queued(id))
             }
         }
     }
@@ -469,14 +469,14 @@ impl Bulkhead {
 /// A queued call's wait for its slot, as a future: resolves with the slot
 /// or the rejection. Dropped before it resolves, it leaves the queue (and
 /// hands on a slot it was given meanwhile).
-pub(crate) struct Waiting<'a> {
+pub(crate) struct QueuedWait<'a> {
     bulkhead: &'a Bulkhead,
     priority: usize,
     id: WaiterId,
     done: bool,
 }
 
-impl<'a> Waiting<'a> {
+impl<'a> QueuedWait<'a> {
     pub(crate) fn new(bulkhead: &'a Bulkhead, priority: usize, id: WaiterId) -> Self {
         Self {
             bulkhead,
@@ -493,7 +493,7 @@ impl<'a> Waiting<'a> {
     }
 }
 
-impl Future for Waiting<'_> {
+impl Future for QueuedWait<'_> {
     type Output = Result<(), Refusal>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -507,7 +507,7 @@ impl Future for Waiting<'_> {
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for QueuedWait<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.bulkhead.leave(self.priority, self.id);
@@ -515,9 +515,9 @@ impl Drop for Waiting<'_> {
     }
 }
 
-impl std::fmt::Debug for Waiting<'_> {
+impl std::fmt::Debug for QueuedWait<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waiting")
+        f.debug_struct("QueuedWait")
             .field("priority", &self.priority)
             .field("id", &self.id)
             .finish_non_exhaustive()
@@ -550,9 +550,9 @@ mod loom_tests {
             .enter(&settings(), 0, 1)
             .expect("room in the queue")
         {
-            Admission::Granted(_) => {}
-            Admission::Queued(id) => {
-                loom::future::block_on(Waiting::new(bulkhead, 0, id)).expect("granted")
+            SlotAnswer::Granted(_) => {}
+            SlotAnswer::Queued(id) => {
+                loom::future::block_on(QueuedWait::new(bulkhead, 0, id)).expect("granted")
             }
         }
     }
@@ -584,9 +584,9 @@ mod loom_tests {
             let quitter = {
                 let bulkhead = Arc::clone(&bulkhead);
                 thread::spawn(move || match bulkhead.enter(&settings(), 0, 1).unwrap() {
-                    Admission::Granted(_) => bulkhead.release(),
+                    SlotAnswer::Granted(_) => bulkhead.release(),
                     // Cancelled at once: the future is dropped unpolled.
-                    Admission::Queued(id) => drop(Waiting::new(&bulkhead, 0, id)),
+                    SlotAnswer::Queued(id) => drop(QueuedWait::new(&bulkhead, 0, id)),
                 })
             };
             bulkhead.release();
@@ -600,7 +600,7 @@ mod loom_tests {
         loom::model(|| {
             let bulkhead = Arc::new(Bulkhead::default());
             bulkhead.try_acquire(&settings()).unwrap();
-            let Admission::Queued(first) = bulkhead.enter(&settings(), 0, 1).unwrap() else {
+            let SlotAnswer::Queued(first) = bulkhead.enter(&settings(), 0, 1).unwrap() else {
                 panic!("the slot is taken");
             };
             let patient = {
@@ -612,7 +612,7 @@ mod loom_tests {
             };
             let quitter = {
                 let bulkhead = Arc::clone(&bulkhead);
-                thread::spawn(move || drop(Waiting::new(&bulkhead, 0, first)))
+                thread::spawn(move || drop(QueuedWait::new(&bulkhead, 0, first)))
             };
             bulkhead.release();
             quitter.join().unwrap();

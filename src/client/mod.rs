@@ -39,7 +39,7 @@ use crate::outcome::{Outcome, transport_overload};
 use crate::priority::{Priority, with_priority};
 
 type KeyOf = dyn Fn(&Request) -> String + Send + Sync;
-type Classify = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
+type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
 
 /// A [`reqwest_middleware`] middleware that sends every request through a
 /// [`ThrottleManager`], one key per host, and reports each response.
@@ -106,7 +106,7 @@ type Classify = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send 
 pub struct ThrottleMiddleware {
     manager: ThrottleManager<String>,
     key_of: Option<Arc<KeyOf>>,
-    classify: Option<Arc<Classify>>,
+    classify: Option<Arc<ClassifyResponse>>,
     priority: Priority,
 }
 

@@ -11,8 +11,8 @@
 //! key's controls; `admission` the steps of admitting a call, `outcomes`
 //! how a call's end is counted.
 
-mod admission;
 mod outcomes;
+mod steps;
 pub(crate) mod store;
 
 use std::future::Future;
@@ -103,7 +103,7 @@ pub(crate) enum FreeSlot {
 
 /// A call's place in its key's bulkhead, from [`Core::enter_bulkhead`].
 #[derive(Debug)]
-pub(crate) enum Slot {
+pub(crate) enum BulkheadPlace {
     NoBulkhead,
     Held,
     /// In the queue: wait for the slot with [`Core::wait_in_queue`].

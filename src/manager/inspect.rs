@@ -131,7 +131,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.shared.keys.get(key)?;
+        let state = self.inner.keys.get(key)?;
         Some(self.snapshot_of(&state))
     }
 
@@ -155,7 +155,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.shared.keys.get(key)?;
+        let state = self.inner.keys.get(key)?;
         if self.core().shared_rate(&state).is_some() {
             return None;
         }
@@ -190,7 +190,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.shared.keys.get(key)?;
+        let state = self.inner.keys.get(key)?;
         let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
         usize::try_from(bulkhead.limit(settings)).ok()
     }
@@ -216,7 +216,7 @@ where
         K: Clone,
     {
         let mut all = Vec::with_capacity(self.len());
-        self.shared
+        self.inner
             .keys
             .for_each(|key, state| all.push((key.clone(), self.snapshot_of(state))));
         all.into_iter()
@@ -275,7 +275,7 @@ where
     {
         let core = self.core();
         let priority = core.priorities.clamp(priority);
-        let state = self.shared.keys.get(key)?;
+        let state = self.inner.keys.get(key)?;
         let (window, settings) = core.throttle_of(&state)?;
         Some(window.rejection(core.now(), usize::from(priority.level()), settings))
     }

@@ -18,7 +18,7 @@ use crate::events;
 use crate::key::KeyState;
 use crate::rate::cell::RateCell;
 use crate::rate::config::RateSettings;
-use crate::registry::Full;
+use crate::registry::NoRoom;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::window::ThrottleWindow;
 
@@ -88,17 +88,17 @@ where
     ///
     /// # Errors
     ///
-    /// [`Full`] when the key is new and the key space has no room for it.
+    /// [`NoRoom`] when the key is new and the key space has no room for it.
     pub(super) fn entry<Q>(
         &self,
         key: &Q,
         now: Nanos,
-    ) -> Result<Ref<'_, K, triomphe::Arc<KeyState>>, Full>
+    ) -> Result<Ref<'_, K, triomphe::Arc<KeyState>>, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        self.shared
+        self.inner
             .keys
             .get_or_insert_with(key, now, |key| self.new_key_state(key, now))
     }
@@ -107,13 +107,13 @@ where
     ///
     /// # Errors
     ///
-    /// [`Full`] when the key is new and the key space has no room for it.
+    /// [`NoRoom`] when the key is new and the key space has no room for it.
     #[inline]
     pub(super) fn key_state<Q>(
         &self,
         key: &Q,
         now: Nanos,
-    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), Full>
+    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -146,7 +146,7 @@ where
     pub(super) async fn wait_for_room(&self, retry_at: Nanos) {
         let _ = self
             .core()
-            .before(retry_at, self.shared.keys.room_freed())
+            .before(retry_at, self.inner.keys.room_freed())
             .await;
     }
 
@@ -155,12 +155,12 @@ where
     #[inline]
     pub(super) fn telemetry_of(&self, key: &K) -> KeyTelemetry {
         let debug = events::enabled();
-        if !debug && !self.shared.metrics_per_key {
+        if !debug && !self.inner.metrics_per_key {
             return KeyTelemetry::default();
         }
-        let name = self.shared.key_names.as_ref().map(|names| names(key));
+        let name = self.inner.key_names.as_ref().map(|names| names(key));
         let span = debug.then(|| events::key_span(name.as_deref()));
-        let label = if self.shared.metrics_per_key {
+        let label = if self.inner.metrics_per_key {
             name
         } else {
             None
@@ -175,10 +175,10 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: ToOwned + ?Sized,
     {
-        if !self.shared.metrics_per_key {
+        if !self.inner.metrics_per_key {
             return None;
         }
-        let names = self.shared.key_names.as_ref()?;
+        let names = self.inner.key_names.as_ref()?;
         Some(names(&K::from(key.to_owned())))
     }
 
@@ -186,7 +186,7 @@ where
     /// the key's own settings where they are not the default.
     fn new_key_state(&self, key: &K, now: Nanos) -> KeyState {
         let core = self.core();
-        let overrides = &self.shared.overrides;
+        let overrides = &self.inner.overrides;
         let tier = overrides.tier_for(key);
         let rate_settings = core
             .rate
@@ -214,7 +214,7 @@ where
             throttle,
             bulkhead,
         );
-        if let (Some(_), Some(names), true) = (&core.store, &self.shared.store_names, has_rate) {
+        if let (Some(_), Some(names), true) = (&core.store, &self.inner.store_names, has_rate) {
             return state.with_store_key(crate::store::StoreKey::new(names(key)));
         }
         state

@@ -21,11 +21,11 @@ use crate::core::Core;
 use crate::key::KeyState;
 use crate::registry::Registry;
 
-mod admission;
 mod call;
 mod inspect;
 mod keys;
 mod permits;
+mod pipeline;
 mod rate_only;
 
 pub use call::CallError;
@@ -64,11 +64,11 @@ pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
 /// # }
 /// ```
 pub struct ThrottleManager<K> {
-    shared: Arc<Shared<K>>,
+    inner: Arc<ManagerState<K>>,
 }
 
 /// What all clones of a manager share.
-pub(crate) struct Shared<K> {
+pub(crate) struct ManagerState<K> {
     /// What permits share too.
     pub(crate) core: Arc<Core>,
     pub(crate) keys: Registry<K, KeyState>,
@@ -85,7 +85,7 @@ pub(crate) struct Shared<K> {
 impl<K> Clone for ThrottleManager<K> {
     fn clone(&self) -> Self {
         Self {
-            shared: Arc::clone(&self.shared),
+            inner: Arc::clone(&self.inner),
         }
     }
 }
@@ -93,8 +93,8 @@ impl<K> Clone for ThrottleManager<K> {
 impl<K: Hash + Eq> fmt::Debug for ThrottleManager<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottleManager")
-            .field("keys", &self.shared.keys.len())
-            .field("core", &self.shared.core)
+            .field("keys", &self.inner.keys.len())
+            .field("core", &self.inner.core)
             .finish_non_exhaustive()
     }
 }
@@ -104,14 +104,14 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    pub(crate) fn from_shared(shared: Shared<K>) -> Self {
+    pub(crate) fn from_state(state: ManagerState<K>) -> Self {
         Self {
-            shared: Arc::new(shared),
+            inner: Arc::new(state),
         }
     }
 
     fn core(&self) -> &Core {
-        &self.shared.core
+        &self.inner.core
     }
 
     /// The number of live keys.
@@ -126,7 +126,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shared.keys.len()
+        self.inner.keys.len()
     }
 
     /// True when no key is live.
@@ -164,6 +164,6 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
-        self.shared.keys.evict_idle(self.core().now())
+        self.inner.keys.evict_idle(self.core().now())
     }
 }

@@ -210,7 +210,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let ticket = self.admit_now(key, priority)?;
-        Ok(Permit::owned(&self.shared.core, ticket))
+        Ok(Permit::owned(&self.inner.core, ticket))
     }
 
     /// [`try_acquire_owned`](Self::try_acquire_owned), except that a call

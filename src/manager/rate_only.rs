@@ -203,7 +203,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.shared.keys.get(key)?;
+        let state = self.inner.keys.get(key)?;
         let core = self.core();
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }

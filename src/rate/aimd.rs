@@ -15,7 +15,7 @@ pub(crate) fn increased(rate: f64, settings: &RateSettings) -> f64 {
 /// so that a use measured high by chance (a second of a random stream holds
 /// ±20 % around its mean at 20/s) still keeps the rate within twice the
 /// true use.
-pub(crate) const HEADROOM: f64 = 1.5;
+pub(crate) const MAX_RATE_OVER_USE: f64 = 1.5;
 
 /// How far above a key's use a success of a call that waited for its
 /// token may raise the rate: the rate limited that call, so the use
@@ -23,14 +23,14 @@ pub(crate) const HEADROOM: f64 = 1.5;
 /// that nothing tests. Still a bound: under overload every call waits, and
 /// without one an additive rate climbed past four times what it was used
 /// at, far faster than its steps of decrease could bring it back.
-pub(crate) const LIMITED_HEADROOM: f64 = 2.0;
+pub(crate) const MAX_RATE_OVER_USE_WAITED: f64 = 2.0;
 
 /// The highest rate one success validates, for a key whose calls succeed
-/// at `used` per second: [`LIMITED_HEADROOM`] times that if the call
+/// at `used` per second: [`MAX_RATE_OVER_USE_WAITED`] times that if the call
 /// `waited` between taking its place and starting (for its token: the rate
 /// was what limited it, as TCP's window is "cwnd-limited" in RFC 7661; or
 /// in a bulkhead's queue, or for a shared rate's answer, which the manager
-/// does not tell apart), [`HEADROOM`] times it otherwise; or the starting
+/// does not tell apart), [`MAX_RATE_OVER_USE`] times it otherwise; or the starting
 /// rate if higher.
 ///
 /// The wait is the direct signal that the rate limits: during a climb the
@@ -38,8 +38,12 @@ pub(crate) const LIMITED_HEADROOM: f64 = 2.0;
 /// 1.5 times it held a climb from 10/s to 50/s to 8.6 s against a real
 /// server (to the first refusal); with the waits, 7.5 s.
 pub(crate) fn validated_ceiling(used: f64, waited: bool, settings: &RateSettings) -> f64 {
-    let headroom = if waited { LIMITED_HEADROOM } else { HEADROOM };
-    (headroom * used).max(settings.starting_rate)
+    let over_use = if waited {
+        MAX_RATE_OVER_USE_WAITED
+    } else {
+        MAX_RATE_OVER_USE
+    };
+    (over_use * used).max(settings.starting_rate)
 }
 
 /// The rate after one success, for a key whose successes validate rates up
@@ -50,7 +54,7 @@ pub(crate) fn validated_ceiling(used: f64, waited: bool, settings: &RateSettings
 /// ceiling down to it: a rate the key's calls no longer use is one they no
 /// longer test. Without that, a rate learned at 100/s stayed there through
 /// an hour at 10/s, and a rate on a random stream ratcheted up to
-/// [`HEADROOM`] times the busiest second it had ever seen.
+/// [`MAX_RATE_OVER_USE`] times the busiest second it had ever seen.
 pub(crate) fn after_success(rate: f64, ceiling: f64, news: bool, settings: &RateSettings) -> f64 {
     let raised = if news {
         increased(rate, settings)

@@ -8,7 +8,7 @@ use once_cell::race::OnceBox;
 use super::aimd;
 use super::config::RateSettings;
 use super::falls;
-use super::gcra::{self, Slot};
+use super::gcra::{self, TimeSlot};
 use super::usage;
 use crate::clock::Nanos;
 
@@ -100,7 +100,7 @@ impl RateChange {
 /// `slot.start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reservation {
-    pub(crate) slot: Slot,
+    pub(crate) slot: TimeSlot,
     interval: Nanos,
     /// For a call not due yet: how many falls had moved the queue before
     /// its token was taken ([`RateCell::moved_start`] moves it by the ones
@@ -242,7 +242,7 @@ impl RateCell {
     /// `started_at`, which `waited` for its token or not: counted in the
     /// key's use ([`usage`]); the rate rises by the increment unless the
     /// call was scheduled before the last decrease (see [`aimd::is_news`]),
-    /// and, unless the call waited, ends at most [`aimd::HEADROOM`] times
+    /// and, unless the call waited, ends at most [`aimd::MAX_RATE_OVER_USE`] times
     /// the key's recent successes per second (or its starting rate, if that
     /// is higher): see [`aimd::validated_ceiling`] and
     /// [`aimd::after_success`]. Reads the time only if the rate changes; a

@@ -30,7 +30,7 @@ pub(crate) fn interval(rate: f64) -> Nanos {
 
 /// Where one more call would land in a bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
+pub(crate) struct TimeSlot {
     /// The bucket's `tat` once the call is counted.
     pub(crate) tat: Nanos,
     /// The earliest time the call may start (`>= now`).
@@ -39,10 +39,10 @@ pub(crate) struct Slot {
 
 /// Places one call in the bucket described by `tat`, at `now`.
 #[inline]
-pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> Slot {
+pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> TimeSlot {
     let new_tat = tat.max(now).saturating_add(interval);
     let tolerance = interval.saturating_mul(u64::from(burst));
-    Slot {
+    TimeSlot {
         tat: new_tat,
         start: new_tat.saturating_sub(tolerance).max(now),
     }
@@ -83,7 +83,7 @@ pub(crate) fn rescale(
 /// and moving that waiter earlier is not possible, so the gap stays. This is
 /// what golang.org/x/time/rate does on `Reservation.Cancel`, and it means a
 /// cancelled wait never delays anyone already waiting.
-pub(crate) fn cancel(tat: Nanos, slot: Slot, interval: Nanos) -> Option<Nanos> {
+pub(crate) fn cancel(tat: Nanos, slot: TimeSlot, interval: Nanos) -> Option<Nanos> {
     (tat == slot.tat).then(|| slot.tat.saturating_sub(interval))
 }
 

@@ -14,7 +14,7 @@ use crate::error::{ConfigError, ConfigProblem, Rejected};
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 
-type Classify = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
+type ClassifyStatus = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 type OnRefusal = dyn Fn(&Rejected) -> Response<Bytes> + Send + Sync;
 type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 
@@ -75,7 +75,7 @@ pub(super) struct Settings {
     pub(super) extractor: KeyExtractor,
     pub(super) priority: Priority,
     pub(super) priority_header: Option<HeaderName>,
-    pub(super) classify: Option<Arc<Classify>>,
+    pub(super) classify: Option<Arc<ClassifyStatus>>,
     pub(super) on_refusal: Option<Arc<OnRefusal>>,
     pub(super) on_missing_key: Option<Arc<OnMissingKey>>,
     pub(super) rate_limit_headers: bool,

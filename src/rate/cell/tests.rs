@@ -139,7 +139,7 @@ mod properties {
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]
-    enum Op {
+    enum CellOp {
         Check,
         Wait,
         CancelLastWait,
@@ -148,14 +148,14 @@ mod properties {
         Advance(u64),
     }
 
-    fn op() -> impl Strategy<Value = Op> {
+    fn op() -> impl Strategy<Value = CellOp> {
         prop_oneof![
-            4 => Just(Op::Check),
-            3 => Just(Op::Wait),
-            1 => Just(Op::CancelLastWait),
-            2 => Just(Op::Increase),
-            2 => Just(Op::Decrease),
-            3 => (1u64..2_000_000_000).prop_map(Op::Advance),
+            4 => Just(CellOp::Check),
+            3 => Just(CellOp::Wait),
+            1 => Just(CellOp::CancelLastWait),
+            2 => Just(CellOp::Increase),
+            2 => Just(CellOp::Decrease),
+            3 => (1u64..2_000_000_000).prop_map(CellOp::Advance),
         ]
     }
 
@@ -270,18 +270,18 @@ mod properties {
             let mut rates: Vec<(Nanos, f64)> = vec![(0, settings.starting_rate)];
             for op in ops {
                 match op {
-                    Op::Check => {
+                    CellOp::Check => {
                         if cell.check(now, settings.burst).is_ok() {
                             admitted.push(Admitted { decided: now, started: now });
                         }
                     }
-                    Op::Wait => {
+                    CellOp::Wait => {
                         let reservation = cell.reserve(now, settings.burst, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
                         admitted.push(Admitted { decided: now, started: reservation.slot.start });
                         pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
                     }
-                    Op::CancelLastWait => {
+                    CellOp::CancelLastWait => {
                         if let Some((reservation, index, _)) = pending.pop() {
                             if admitted[index].started > now {
                                 cell.cancel(reservation);
@@ -290,9 +290,9 @@ mod properties {
                             }
                         }
                     }
-                    Op::Increase => rates.push((now, cell.increase(|| now, now, now, false, &settings).to)),
-                    Op::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
-                    Op::Advance(by) => {
+                    CellOp::Increase => rates.push((now, cell.increase(|| now, now, now, false, &settings).to)),
+                    CellOp::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
+                    CellOp::Advance(by) => {
                         now += by;
                         wake(&cell, &mut pending, &mut admitted, now);
                     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{RedisStore, WhenUnavailable, restored_event, unavailable_event};
 use crate::clock::{Nanos, nanos};
-use crate::rate::aimd::{HEADROOM, LIMITED_HEADROOM};
+use crate::rate::aimd::{MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED};
 use crate::rate::config::Decrease;
 use crate::store::{RateEvent, RateRules, TokenAnswer, TokenReceipt};
 
@@ -154,7 +154,11 @@ impl RedisStore {
             .arg(step)
             .arg(micros_of(rules.cooldown))
             .arg(self.settings.idle_ttl.as_millis() as u64)
-            .arg(if waited { LIMITED_HEADROOM } else { HEADROOM });
+            .arg(if waited {
+                MAX_RATE_OVER_USE_WAITED
+            } else {
+                MAX_RATE_OVER_USE
+            });
         let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,

@@ -19,7 +19,7 @@ use crate::store::{RateEvent, TokenAnswer, TokenReceipt};
 const START: Nanos = 1_000_000_000_000_000; // about 11.6 days, in ns
 
 #[derive(Debug, Clone)]
-enum Op {
+enum ScriptOp {
     Check,
     Wait,
     WaitUpTo(u64),
@@ -31,16 +31,16 @@ enum Op {
     Advance(u64),
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = ScriptOp> {
     prop_oneof![
-        3 => Just(Op::Check),
-        3 => Just(Op::Wait),
-        2 => (0u64..500_000).prop_map(Op::WaitUpTo),
-        1 => Just(Op::CancelLast),
-        3 => any::<bool>().prop_map(Op::Success),
-        2 => Just(Op::Failure),
-        1 => (0u64..2_000_000).prop_map(Op::Pause),
-        4 => (1u64..400_000).prop_map(Op::Advance),
+        3 => Just(ScriptOp::Check),
+        3 => Just(ScriptOp::Wait),
+        2 => (0u64..500_000).prop_map(ScriptOp::WaitUpTo),
+        1 => Just(ScriptOp::CancelLast),
+        3 => any::<bool>().prop_map(ScriptOp::Success),
+        2 => Just(ScriptOp::Failure),
+        1 => (0u64..2_000_000).prop_map(ScriptOp::Pause),
+        4 => (1u64..400_000).prop_map(ScriptOp::Advance),
     ]
 }
 
@@ -196,21 +196,21 @@ impl Pair {
     }
 }
 
-async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(), String> {
+async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<ScriptOp>) -> Result<(), String> {
     let mut pair = Pair::new(url, &case.to_string(), config).await;
     for (step, op) in ops.into_iter().enumerate() {
         let agreed = match op.clone() {
-            Op::Check => pair.decide(Some(0)).await?,
-            Op::Wait => pair.decide(None).await?,
-            Op::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
-            Op::CancelLast => {
+            ScriptOp::Check => pair.decide(Some(0)).await?,
+            ScriptOp::Wait => pair.decide(None).await?,
+            ScriptOp::WaitUpTo(us) => pair.decide(Some(us * 1_000)).await?,
+            ScriptOp::CancelLast => {
                 if let Some((reservation, receipt)) = pair.last.take() {
                     pair.cell.cancel(reservation);
                     pair.report(RateEvent::Cancelled(receipt)).await;
                 }
                 true
             }
-            Op::Success(waited) => {
+            ScriptOp::Success(waited) => {
                 let ago = pair.now - pair.scheduled;
                 let queued = pair.calls_queued();
                 let change = pair.cell.increase(
@@ -237,7 +237,7 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                 pair.rate_changed(change.from, change.to);
                 !(queued && change.to < change.from)
             }
-            Op::Failure => {
+            ScriptOp::Failure => {
                 let ago = pair.now - pair.scheduled;
                 let queued = pair.calls_queued();
                 let change = pair.cell.decrease(pair.now, pair.scheduled, &pair.settings);
@@ -256,14 +256,14 @@ async fn run(url: &str, case: u64, config: RateConfig, ops: Vec<Op>) -> Result<(
                 pair.rate_changed(change.from, change.to);
                 !(queued && change.to < change.from)
             }
-            Op::Pause(us) => {
+            ScriptOp::Pause(us) => {
                 let until = pair.now + us * 1_000;
                 pair.cell.pause_until(until, pair.settings.burst);
                 pair.report(RateEvent::Paused(Duration::from_micros(us)))
                     .await;
                 true
             }
-            Op::Advance(us) => {
+            ScriptOp::Advance(us) => {
                 pair.now += us * 1_000;
                 true
             }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use super::{Core, FreeSlot, KeyTelemetry, Patience, Slot, Token};
-use crate::bulkhead::limiter::{Admission, Refusal, Waiting};
+use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
+use crate::bulkhead::limiter::{QueuedWait, Refusal, SlotAnswer};
 use crate::bulkhead::queue::WaiterId;
 use crate::clock::{Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
@@ -18,7 +18,7 @@ use crate::throttle::window::Count;
 
 /// # Admission: the steps of one call, in the one order they run
 ///
-/// The manager's pipeline (`manager/admission.rs`) calls these in turn:
+/// The manager's pipeline (`manager/pipeline.rs`) calls these in turn:
 /// throttle, bulkhead room, rate token, bulkhead slot. Each step takes the
 /// caller's [`Patience`] and decides at once; the two that may have to
 /// wait say so, and their waiting half (`sleep_for_token`,
@@ -183,9 +183,9 @@ impl Core {
         priority: Priority,
         patience: Patience,
         telemetry: &KeyTelemetry,
-    ) -> Result<Slot, Rejected> {
+    ) -> Result<BulkheadPlace, Rejected> {
         if self.bulkhead.is_none() {
-            return Ok(Slot::NoBulkhead);
+            return Ok(BulkheadPlace::NoBulkhead);
         }
         self.take_bulkhead_slot(state, priority, patience, telemetry)
     }
@@ -196,25 +196,25 @@ impl Core {
         priority: Priority,
         patience: Patience,
         telemetry: &KeyTelemetry,
-    ) -> Result<Slot, Rejected> {
+    ) -> Result<BulkheadPlace, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
-            return Ok(Slot::NoBulkhead);
+            return Ok(BulkheadPlace::NoBulkhead);
         };
         let admission = match patience {
-            Patience::Never => bulkhead.try_acquire(settings).map(Admission::Granted),
+            Patience::Never => bulkhead.try_acquire(settings).map(SlotAnswer::Granted),
             _ => {
                 let levels = usize::from(self.priorities.levels);
                 bulkhead.enter(settings, usize::from(priority.level()), levels)
             }
         };
         match admission.map_err(|refusal| refusal.rejected(priority))? {
-            Admission::Granted(active) => {
+            SlotAnswer::Granted(active) => {
                 if active == bulkhead.limit(settings) {
                     events::bulkhead_filled(telemetry.span(), priority, active);
                 }
-                Ok(Slot::Held)
+                Ok(BulkheadPlace::Held)
             }
-            Admission::Queued(id) => Ok(Slot::Queued(id)),
+            SlotAnswer::Queued(id) => Ok(BulkheadPlace::Queued(id)),
         }
     }
 
@@ -269,7 +269,7 @@ impl Core {
         };
         let refused = |refusal: Refusal| refusal.rejected(priority);
         let _queued = metrics::Queued::enter(telemetry.label());
-        let mut waiting = Waiting::new(bulkhead, usize::from(priority.level()), id);
+        let mut waiting = QueuedWait::new(bulkhead, usize::from(priority.level()), id);
         let Some(timeout) = settings.queue_timeout else {
             return (&mut waiting).await.map_err(refused);
         };

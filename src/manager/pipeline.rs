@@ -13,11 +13,11 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManager;
-use crate::bulkhead::limiter::Waiting;
+use crate::bulkhead::limiter::QueuedWait;
 use crate::bulkhead::queue::WaiterId;
 use crate::clock::Nanos;
 use crate::core::store::{StoreStep, StoreToken};
-use crate::core::{CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Slot, Token};
+use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::metrics;
@@ -133,7 +133,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let ticket = self.admit(key, priority, patience).await?;
-        Ok(Permit::owned(&self.shared.core, ticket))
+        Ok(Permit::owned(&self.inner.core, ticket))
     }
 
     /// The pipeline without waiting: a call that would have to wait at
@@ -420,8 +420,8 @@ where
 
     fn enter_bulkhead(core: &Core, call: Admitting, patience: Patience) -> Result<Ticket, Stop> {
         match core.enter_bulkhead(&call.state, call.priority, patience, &call.telemetry) {
-            Ok(Slot::Queued(id)) => Err(Stop::wait(Wait::InQueue(call, id))),
-            Ok(slot) => Ok(call.admitted(matches!(slot, Slot::Held))),
+            Ok(BulkheadPlace::Queued(id)) => Err(Stop::wait(Wait::InQueue(call, id))),
+            Ok(slot) => Ok(call.admitted(matches!(slot, BulkheadPlace::Held))),
             Err(rejected) => Err(Stop::Refused(call.refused(core, rejected))),
         }
     }
@@ -469,7 +469,7 @@ impl Wait {
             Wait::InQueue(call, id) => {
                 if let Some((bulkhead, _)) = core.bulkhead_of(&call.state) {
                     // Dropped at once: leaves the queue.
-                    drop(Waiting::new(
+                    drop(QueuedWait::new(
                         bulkhead,
                         usize::from(call.priority.level()),
                         id,
