@@ -87,9 +87,12 @@
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
 //! With feature `reqwest`, `client` holds the HTTP client middleware; with
 //! feature `tower`, `server` holds the HTTP server layer; with feature
-//! `sqlx`, `database` says which database errors are overload; with
-//! feature `redis`, `store` shares each key's rate across processes through
-//! Redis.
+//! `sqlx`, `database` says which database errors are overload; [`store`]
+//! shares each key's rate across processes (through Redis with feature
+//! `redis`, or any [`RateStore`](store::RateStore)).
+//!
+//! [`architecture`] is the map of the code: its layers, the pipeline's
+//! steps, the words it uses, and how to add a control, an edge or a store.
 
 #![forbid(unsafe_code)]
 
@@ -117,6 +120,9 @@ pub mod server;
 pub mod store;
 mod sync;
 pub mod throttle;
+
+#[doc = include_str!("../docs/architecture.md")]
+pub mod architecture {}
 
 /// The README's examples, compiled (and run, where they need no network)
 /// as doctests.

@@ -37,6 +37,9 @@
 //! one thread scans at a time; the others are refused meanwhile rather than
 //! blocked. Room given back (a key evicted, a new key that failed) clears
 //! the answer and wakes the callers waiting for room.
+//!
+//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+//! are defined once, in [the architecture map](crate::architecture).
 
 use std::borrow::Borrow;
 use std::hash::Hash;

@@ -10,6 +10,9 @@
 //! This file holds the types the steps share, the `Core` and how it reads a
 //! key's controls; `admission` the steps of admitting a call, `outcomes`
 //! how a call's end is counted.
+//!
+//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+//! are defined once, in [the architecture map](crate::architecture).
 
 mod outcomes;
 mod steps;

@@ -18,14 +18,16 @@ use crate::throttle::window::Count;
 
 /// # Admission: the steps of one call, in the one order they run
 ///
-/// The manager's pipeline (`manager/pipeline.rs`) calls these in turn:
-/// throttle, bulkhead room, rate token, bulkhead slot. Each step takes the
+/// The manager's pipeline (`manager/pipeline.rs`) calls these in turn,
+/// numbered as [`acquire`](crate::ThrottleManager::acquire) documents them
+/// (step 1, the key's state, is the key space's): 2 the throttle, 3 room in
+/// the bulkhead, 4 the rate token, 5 the bulkhead's slot. Each step takes the
 /// caller's [`Patience`] and decides at once; the two that may have to
 /// wait say so, and their waiting half (`sleep_for_token`,
 /// `wait_in_queue`) is a separate async function, so a call that waits for
 /// nothing runs no async machinery. None waits under [`Patience::Never`].
 impl Core {
-    /// Step 1: whether the throttle lets a call through; a shed call is
+    /// Step 2: whether the throttle lets a call through; a shed call is
     /// counted as a request, as in the SRE book.
     ///
     /// A call the throttle would shed, but whose rate token lies further
@@ -59,7 +61,7 @@ impl Core {
         self.maybe_shed(state, now, priority, patience, span, probability)
     }
 
-    /// Step 1 for a key whose throttle may shed: draws, and sheds or not.
+    /// Step 2 for a key whose throttle may shed: draws, and sheds or not.
     fn maybe_shed(
         &self,
         state: &KeyState,
@@ -89,7 +91,7 @@ impl Core {
         Err(Rejected::new(RejectReason::Throttled, priority, None))
     }
 
-    /// Step 2: a call the bulkhead would turn away anyway is refused before
+    /// Step 3: a call the bulkhead would turn away anyway is refused before
     /// it takes a rate token.
     #[inline]
     pub(crate) fn bulkhead_has_room(
@@ -120,7 +122,7 @@ impl Core {
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 
-    /// Step 3: the key's next rate token, if the caller waits as long as
+    /// Step 4: the key's next rate token, if the caller waits as long as
     /// it lies ahead. A token further ahead than that is not taken: the
     /// rejection says how far ahead it was. Without a rate, no token.
     #[inline]
@@ -146,7 +148,7 @@ impl Core {
         })
     }
 
-    /// Step 3, when the token lies ahead: sleeps until it is due, and
+    /// Step 4, when the token lies ahead: sleeps until it is due, and
     /// returns that time. A fall of the rate meanwhile makes it due later:
     /// the calls queued at the old pace leave at the new one. Dropped
     /// before then, it hands the token back.
@@ -174,7 +176,7 @@ impl Core {
         start
     }
 
-    /// Step 4: a slot of the key's bulkhead, or (if the caller waits) a
+    /// Step 5: a slot of the key's bulkhead, or (if the caller waits) a
     /// place in its queue. Reports the bulkhead filling up.
     #[inline]
     pub(crate) fn enter_bulkhead(
@@ -218,7 +220,7 @@ impl Core {
         }
     }
 
-    /// Steps 3 and 5 at once, for a call that goes on now or not at all:
+    /// Steps 4 and 5 at once, for a call that goes on now or not at all:
     /// a free slot of the key's bulkhead, taken without queueing (no slot
     /// is free while anyone waits for one). The `bulkhead full` event is
     /// left to [`Core::slot_taken`], once the call is admitted.
@@ -253,7 +255,7 @@ impl Core {
         }
     }
 
-    /// Step 4, for a call in the bulkhead's queue: waits for its slot, up
+    /// Step 5, for a call in the bulkhead's queue: waits for its slot, up
     /// to the queue timeout (counted from `since`). Dropped while waiting,
     /// it leaves the queue, handing on a slot it was given meanwhile.
     pub(crate) async fn wait_in_queue(

@@ -12,6 +12,9 @@
 //! What does not depend on the key type (the clock, the settings, how a
 //! key's controls decide and count) lives in `crate::core`, which permits
 //! share.
+//!
+//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+//! are defined once, in [the architecture map](crate::architecture).
 
 use std::fmt;
 use std::hash::Hash;

@@ -2,6 +2,9 @@
 //!
 //! `config` is what users set, `gcra`, `aimd`, `usage` and `falls` are the
 //! pure maths, `cell` enforces them on one key's atomics.
+//!
+//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+//! are defined once, in [the architecture map](crate::architecture).
 
 pub(crate) mod aimd;
 pub(crate) mod cell;

@@ -3,6 +3,9 @@
 //!
 //! `config` is what users set, `probability` the pure maths, `window`
 //! the per-key sliding-window counters that feed it.
+//!
+//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+//! are defined once, in [the architecture map](crate::architecture).
 
 pub(crate) mod config;
 pub(crate) mod probability;
