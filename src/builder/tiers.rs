@@ -122,8 +122,9 @@ where
 
     /// Which tier each new key is in: the name of a tier declared with
     /// [`tier`](Self::tier), or `None` for the defaults. Consulted once per
-    /// new key without an exact override (twice, rarely, when two threads
-    /// create the same key at once). It runs outside the key space's
+    /// new key (twice, rarely, when two threads create the same key at
+    /// once), unless every control of the manager has an exact override
+    /// for the key, so no tier could apply. It runs outside the key space's
     /// locks: it may call the manager, and if it panics, the panic reaches
     /// the caller and the key takes no room. A name no tier has gives the
     /// key the defaults, with a `warn` event naming it.

@@ -13,7 +13,7 @@ use crate::builder::TierOf;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
-use crate::core::KeyTelemetry;
+use crate::core::{Core, KeyTelemetry};
 use crate::events;
 use crate::key::KeyState;
 use crate::rate::cell::RateCell;
@@ -62,13 +62,28 @@ impl<K: Hash + Eq, S> ControlOverrides<K, S> {
     fn has_tier(&self, tier: &str) -> bool {
         self.by_tier.contains_key(tier)
     }
+
+    /// Whether a tier could give `key` this control's settings: the
+    /// manager has the control, and no exact override for the key.
+    fn tier_may_apply<C>(&self, control: Option<&C>, key: &K) -> bool {
+        control.is_some() && !self.exact.contains_key(key)
+    }
 }
 
 impl<K: Hash + Eq> Overrides<K> {
     /// The tier `key` is in, if `tier_of` names one that is declared (a
-    /// name no tier has is warned about, and is no tier).
-    fn tier_for<'k>(&self, key: &'k K) -> Option<&'k str> {
-        let tier = self.tier_of.as_ref()?(key)?;
+    /// name no tier has is warned about, and is no tier). `tier_of` is not
+    /// asked when no tier could apply: every control of the manager
+    /// (`core`'s) has an exact override for the key.
+    fn tier_for<'k>(&self, core: &Core, key: &'k K) -> Option<&'k str> {
+        let tier_of = self.tier_of.as_ref()?;
+        let may_apply = self.rate.tier_may_apply(core.rate.as_ref(), key)
+            || self.throttle.tier_may_apply(core.throttle.as_ref(), key)
+            || self.bulkhead.tier_may_apply(core.bulkhead.as_ref(), key);
+        if !may_apply {
+            return None;
+        }
+        let tier = tier_of(key)?;
         let declared = self.rate.has_tier(tier)
             || self.throttle.has_tier(tier)
             || self.bulkhead.has_tier(tier);
@@ -187,7 +202,7 @@ where
     fn new_key_state(&self, key: &K, now: Nanos) -> KeyState {
         let core = self.core();
         let overrides = &self.inner.overrides;
-        let tier = overrides.tier_for(key);
+        let tier = overrides.tier_for(core, key);
         let rate_settings = core
             .rate
             .as_ref()
