@@ -22,7 +22,7 @@
 
 #[path = "../../tests/support/limited_server.rs"]
 mod limited_server;
-#[allow(dead_code)] // shared with tests/store_fleet.rs, which reads more
+#[allow(dead_code)] // shared with tests/store/fleet.rs, which reads more
 mod parts;
 #[path = "../../tests/support/redis.rs"]
 mod redis_server;

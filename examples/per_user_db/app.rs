@@ -1,7 +1,7 @@
 //! The service: an API over a SQLite database of events, shared by many
 //! users through one small pool, with or without a manager in front.
 //!
-//! (Also compiled into `tests/per_user_db.rs` and `tests/database.rs`,
+//! (Also compiled into `tests/server/per_user_db.rs` and `tests/server/database.rs`,
 //! which run this same service.)
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The load: ordinary users calling at a steady, modest rate, and one noisy
 //! user running many loops at once; what each class got back.
 //!
-//! (Also compiled into `tests/per_user_db.rs`.)
+//! (Also compiled into `tests/server/per_user_db.rs`.)
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -66,7 +66,7 @@ pub enum Decrease {
 /// increment `r * 0.03` per success, decrease multiplicative by 0.7 at most
 /// once per 500 ms (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
 /// Chosen by measurement against a real rate-limited server
-/// (`tests/rate_http.rs`; the figures are in `benches/README.md`): these
+/// (`tests/rate/http.rs`; the figures are in `benches/README.md`): these
 /// use nearly all of its capacity while it refuses few calls. Additive
 /// decrease (e.g. `increment(1.0)`, `decrement(5.0)`) gets it to refuse
 /// more; prefer a factor.

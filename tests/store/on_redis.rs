@@ -4,10 +4,9 @@
 //!
 //! Redis keeps real time, so these tests do too; each asserts what a
 //! round trip cannot blur (counts within one token, a deadline not a hang).
-//! Real separate processes are in `tests/store_fleet.rs`.
+//! Real separate processes are in `tests/store/fleet.rs`.
 
-#[path = "../support/redis.rs"]
-mod redis_server;
+use crate::redis_server;
 
 use crate::support;
 
@@ -49,6 +48,7 @@ async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_managers_share_one_fixed_quota() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("four_managers_share_one_fixed_quota") else {
         return;
     };
@@ -69,6 +69,7 @@ async fn four_managers_share_one_fixed_quota() {
 
 #[tokio::test]
 async fn a_failure_one_manager_sees_lowers_the_rate_for_all() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("a_failure_one_manager_sees_lowers_the_rate_for_all")
     else {
         return;
@@ -91,6 +92,7 @@ async fn a_failure_one_manager_sees_lowers_the_rate_for_all() {
 
 #[tokio::test]
 async fn a_cancelled_wait_hands_its_shared_token_back() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("a_cancelled_wait_hands_its_shared_token_back") else {
         return;
     };
@@ -117,6 +119,7 @@ async fn a_cancelled_wait_hands_its_shared_token_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_run_falls_back_then_rejoins() {
+    let _alone = crate::support::alone();
     let Some(mut server) = RedisServer::start("redis_killed_mid_run_falls_back_then_rejoins")
     else {
         return;
@@ -172,6 +175,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_refusing_mode_refuses_with_its_own_reason() {
+    let _alone = crate::support::alone();
     let Some(mut server) = RedisServer::start("the_refusing_mode_refuses_with_its_own_reason")
     else {
         return;
@@ -200,6 +204,7 @@ async fn the_refusing_mode_refuses_with_its_own_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_redis_costs_one_deadline_not_a_hang() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("a_frozen_redis_costs_one_deadline_not_a_hang") else {
         return;
     };
@@ -230,6 +235,7 @@ async fn a_frozen_redis_costs_one_deadline_not_a_hang() {
 
 #[tokio::test]
 async fn calls_that_never_wait_decide_locally() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("calls_that_never_wait_decide_locally") else {
         return;
     };
@@ -248,6 +254,7 @@ async fn calls_that_never_wait_decide_locally() {
 
 #[tokio::test]
 async fn the_builder_names_what_a_store_lacks() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("the_builder_names_what_a_store_lacks") else {
         return;
     };
@@ -263,6 +270,7 @@ async fn the_builder_names_what_a_store_lacks() {
 
 #[tokio::test]
 async fn connecting_to_nothing_says_so() {
+    let _alone = crate::support::alone();
     let free = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -283,6 +291,7 @@ async fn connecting_to_nothing_says_so() {
 #[cfg(feature = "tower")]
 #[tokio::test]
 async fn two_server_replicas_hold_a_tenant_to_one_quota() {
+    let _alone = crate::support::alone();
     use portcullis::server::{KeyExtractor, ThrottleLayer};
     use tower::ServiceExt;
 
@@ -319,6 +328,7 @@ async fn two_server_replicas_hold_a_tenant_to_one_quota() {
 
 #[tokio::test]
 async fn scripts_the_server_forgot_are_loaded_again() {
+    let _alone = crate::support::alone();
     let Some(server) = RedisServer::start("scripts_the_server_forgot_are_loaded_again") else {
         return;
     };
@@ -333,6 +343,7 @@ async fn scripts_the_server_forgot_are_loaded_again() {
 
 #[tokio::test]
 async fn losing_and_regaining_redis_is_reported() {
+    let _alone = crate::support::alone();
     let Some(mut server) = RedisServer::start("losing_and_regaining_redis_is_reported") else {
         return;
     };

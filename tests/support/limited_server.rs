@@ -1,8 +1,8 @@
 //! A real rate-limited HTTP server on loopback: it takes [`CAPACITY`]
 //! requests a second (burst 5) and answers 429 beyond, as nginx's
 //! `limit_req` does, and records when each request arrived and whether it
-//! was served. For the tests of the learned rate (`tests/rate_http.rs`)
-//! and the fleet sharing one rate (`examples/fleet`, `tests/store_fleet.rs`).
+//! was served. For the tests of the learned rate (`tests/rate/http.rs`)
+//! and the fleet sharing one rate (`examples/fleet`, `tests/store/fleet.rs`).
 
 #![allow(dead_code)] // each includer reads its own part
 

@@ -5,7 +5,26 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// Held by a test that measures real time or loads the CPU, so that no
+/// other such test of its binary runs at once.
+pub(crate) fn alone() -> MutexGuard<'static, ()> {
+    static ALONE: Mutex<()> = Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts capturing events: the binary's one subscriber (installed at the
+/// first call), its buffer cleared, and a lock that keeps every other
+/// capturing test out until the guard is dropped.
+pub(crate) fn capture() -> (MutexGuard<'static, ()>, Captured) {
+    static CAPTURED: OnceLock<Captured> = OnceLock::new();
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let captured = CAPTURED.get_or_init(Captured::install);
+    captured.clear();
+    (one_at_a_time, captured.clone())
+}
 
 /// Collects everything a `fmt` subscriber writes.
 #[derive(Clone, Default)]
@@ -23,8 +42,9 @@ impl Write for Captured {
 
 impl Captured {
     /// Installs the process's one global subscriber, at debug level,
-    /// writing into a new buffer; returns the buffer.
-    pub(crate) fn install() -> Self {
+    /// writing into a new buffer; returns the buffer. Through
+    /// [`capture`], which installs it once.
+    fn install() -> Self {
         let captured = Captured::default();
         let writer = captured.clone();
         tracing_subscriber::fmt()

@@ -6,8 +6,7 @@
 
 #![cfg(all(feature = "axum", feature = "sqlx"))]
 
-#[path = "../examples/per_user_db/app.rs"]
-mod app;
+use crate::app;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -60,6 +59,7 @@ async fn read(client: &reqwest::Client, service: &Service, user: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
+    let _alone = crate::support::alone();
     let service = start(Settings {
         connections: 2,
         pool_timeout: Duration::from_millis(200),
@@ -113,6 +113,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_locked_database_lowers_the_database_rate() {
+    let _alone = crate::support::alone();
     let service = start(Settings {
         busy_timeout: Duration::from_millis(50),
         ..Settings::default()
@@ -151,6 +152,7 @@ async fn a_locked_database_lowers_the_database_rate() {
 /// has no connection to give: it never asked for one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_never_takes_a_pool_connection() {
+    let _alone = crate::support::alone();
     let service = start(Settings {
         connections: 2,
         pool_timeout: Duration::from_secs(5),

@@ -2,7 +2,7 @@
 //! once and answers 503 beyond: with the bulkhead at N, the server never
 //! answers 503; without it, the same load gets 503s.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,6 +50,7 @@ async fn send_all(url: &str, manager: Option<ThrottleManager<String>>) -> usize 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_bulkhead_at_the_servers_limit_nothing_gets_503() {
+    let _alone = crate::support::alone();
     let url = support::serve_at_most(SERVER_LIMIT, Duration::from_millis(10)).await;
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(SERVER_LIMIT as u32).queue(REQUESTS as u32))

@@ -6,9 +6,9 @@
 //! nothing tested it.
 //!
 //! Real time: the server and its callers talk over real sockets. Each test
-//! prints its figures (`cargo test --test rate_http -- --nocapture`).
+//! prints its figures (`cargo test --test rate http:: -- --nocapture`).
 
-#[path = "support/limited_server.rs"]
+#[path = "../support/limited_server.rs"]
 mod limited_server;
 
 use std::net::SocketAddr;
@@ -86,6 +86,7 @@ async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_quick_start_gets_the_capacity_with_few_refusals() {
+    let _alone = crate::support::alone();
     let (refused, goodput) = settled_figures(quick_start(), "quick start").await;
     assert!(refused <= 0.05, "refused {refused:.3}");
     assert!(goodput >= 0.95, "goodput {goodput:.3}");
@@ -93,6 +94,7 @@ async fn the_quick_start_gets_the_capacity_with_few_refusals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_defaults_get_the_capacity_with_few_refusals() {
+    let _alone = crate::support::alone();
     let (refused, goodput) = settled_figures(RateConfig::new(10.0), "defaults").await;
     assert!(refused <= 0.05, "refused {refused:.3}");
     assert!(goodput >= 0.95, "goodput {goodput:.3}");
@@ -145,10 +147,12 @@ async fn quiet_then_spike(config: RateConfig, step: f64, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_quiet_phase_a_spike_starts_at_what_was_used_defaults() {
+    let _alone = crate::support::alone();
     quiet_then_spike(RateConfig::new(10.0), 0.3, "defaults").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_quiet_phase_a_spike_starts_at_what_was_used_quick_start() {
+    let _alone = crate::support::alone();
     quiet_then_spike(quick_start(), 0.3, "quick start").await;
 }

@@ -1,10 +1,10 @@
 //! A full key space under a flood of new keys: refusals answer from what the
 //! last scan found, instead of scanning every key again.
 //!
-//! Alone in its test binary: it counts the "key space full" debug events,
-//! one per scan, through the process's one subscriber.
+//! It counts the "key space full" debug events, one per scan, through the
+//! binary's one subscriber, holding its capture.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use portcullis::{RateConfig, ThrottleManager};
 
 #[test]
 fn refused_new_keys_do_not_rescan_the_key_space() {
-    let events = support::Captured::install();
+    let (_one_at_a_time, events) = support::capture();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0))

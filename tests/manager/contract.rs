@@ -134,7 +134,7 @@ async fn arc_str_keys_are_looked_up_by_str() {
     assert_eq!(manager.len(), 1);
 }
 
-#[path = "support/memory_store.rs"]
+#[path = "../support/memory_store.rs"]
 mod memory_store;
 
 #[tokio::test(start_paused = true)]

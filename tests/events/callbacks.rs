@@ -2,21 +2,18 @@
 //! naming, the random source. None of them may leak key-space room, a
 //! bulkhead slot, a throttle count or a lock.
 
-mod support;
+use crate::support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Once;
 
 use portcullis::{
     BulkheadConfig, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager, with_priority,
 };
 
-/// Debug events on, so that key names are asked for.
-fn debug_events() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        support::Captured::install();
-    });
+/// Debug events on, so that key names are asked for; held for the test,
+/// as every test of this binary holds the capture.
+fn debug_events() -> std::sync::MutexGuard<'static, ()> {
+    support::capture().0
 }
 
 fn panics(f: impl FnOnce()) -> bool {
@@ -25,6 +22,7 @@ fn panics(f: impl FnOnce()) -> bool {
 
 #[test]
 fn a_panicking_per_key_rule_gives_its_room_back() {
+    let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0))
         .tier("long", portcullis::Tier::new().rate(RateConfig::new(20.0)))
@@ -50,6 +48,7 @@ fn a_panicking_per_key_rule_gives_its_room_back() {
 
 #[test]
 fn a_per_key_rule_may_call_the_manager() {
+    let _events = debug_events();
     // The rule runs outside the key space's locks: asking the manager about
     // another key (or the same one) from inside it does not deadlock.
     let shared = std::sync::Arc::new(std::sync::OnceLock::<ThrottleManager<String>>::new());
@@ -84,7 +83,7 @@ fn a_per_key_rule_may_call_the_manager() {
 
 #[test]
 fn a_panicking_key_name_leaks_no_slot_and_no_lock() {
-    debug_events();
+    let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
         .key_names(|key: &String| {
@@ -104,6 +103,7 @@ fn a_panicking_key_name_leaks_no_slot_and_no_lock() {
 
 #[test]
 fn a_panicking_random_source_counts_nothing_and_holds_no_slot() {
+    let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
         .bulkhead(BulkheadConfig::new(1))
@@ -135,6 +135,7 @@ fn a_panicking_random_source_counts_nothing_and_holds_no_slot() {
 
 #[tokio::test]
 async fn a_panicking_classifier_frees_the_slot_and_counts_the_call_once() {
+    let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
         .bulkhead(BulkheadConfig::new(1))

@@ -66,6 +66,7 @@ fn manager(per_key: bool) -> ThrottleManager<String> {
 
 #[test]
 fn admissions_rejections_outcomes_and_load_without_key_labels() {
+    let _events = crate::support::capture();
     let manager = manager(false);
     let metrics = record(|| {
         let a = manager.try_acquire("db", Priority::HIGH).unwrap();
@@ -123,6 +124,7 @@ fn admissions_rejections_outcomes_and_load_without_key_labels() {
 
 #[test]
 fn per_key_labels_on_request() {
+    let _events = crate::support::capture();
     let manager = manager(true);
     let mut held = None;
     let metrics = record(|| {
@@ -138,6 +140,7 @@ fn per_key_labels_on_request() {
 
 #[test]
 fn per_key_labels_need_key_names() {
+    let _events = crate::support::capture();
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0))
         .metrics_per_key(true)

@@ -12,6 +12,7 @@ const THREADS: usize = 4;
 
 #[test]
 fn on_frozen_time_threads_together_take_exactly_one_burst() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(5.0).burst(1_000).bounds(1.0, 10.0))
@@ -36,6 +37,7 @@ fn on_frozen_time_threads_together_take_exactly_one_burst() {
 
 #[test]
 fn on_real_time_with_rates_changing_underneath_the_bound_holds() {
+    let _alone = crate::support::alone();
     const UPPER: f64 = 20_000.0;
     const BURST: u32 = 50;
     let manager = ThrottleManager::<String>::builder()
@@ -98,6 +100,7 @@ fn on_real_time_with_rates_changing_underneath_the_bound_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tasks_waiting_and_cancelling_leave_the_schedule_intact() {
+    let _alone = crate::support::alone();
     // 200 tasks wait on one key at 2,000/s; a third of them give up after a
     // random short time. Nothing hangs, every patient task gets through,
     // and they take at least as long as the rate allows (burst 1).

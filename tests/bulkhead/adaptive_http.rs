@@ -2,10 +2,10 @@
 //! serves at most N requests at once (N unknown to the client) and answers
 //! 503 beyond: after warm-up, few 503s and most of the server's capacity.
 //!
-//! Real time, real sockets. `cargo test --test bulkhead_adaptive_http --
+//! Real time, real sockets. `cargo test --test bulkhead adaptive_http:: --
 //! --nocapture` prints the figures.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +22,7 @@ const SERVICE: Duration = Duration::from_millis(40);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learned_limit_finds_what_the_server_takes() {
+    let _alone = crate::support::alone();
     let url = support::serve_at_most(SERVER_LIMIT, SERVICE).await;
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(

@@ -148,15 +148,18 @@ async fn run(overflow: Overflow) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_new_under_churn() {
+    let _alone = crate::support::alone();
     run(Overflow::RejectNew).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_oldest_under_churn() {
+    let _alone = crate::support::alone();
     run(Overflow::DropOldest).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drop_lowest_priority_under_churn() {
+    let _alone = crate::support::alone();
     run(Overflow::DropLowestPriority).await;
 }

@@ -3,17 +3,16 @@
 //! in `examples/fleet`: this test binary starts copies of itself as the
 //! crawlers (`fleet_worker`), each with its own manager and connection.
 //!
-//! `cargo test --all-features --test store_fleet -- --nocapture` prints
+//! `cargo test --all-features --test store fleet:: -- --nocapture` prints
 //! the figures.
 
 #![cfg(feature = "redis")]
 
-#[path = "support/limited_server.rs"]
+#[path = "../support/limited_server.rs"]
 mod limited_server;
-#[path = "../examples/fleet/parts.rs"]
+#[path = "../../examples/fleet/parts.rs"]
 mod parts;
-#[path = "support/redis.rs"]
-mod redis_server;
+use crate::redis_server;
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use redis_server::RedisServer;
 #[test]
 #[ignore = "a crawler process, started by the fleet tests"]
 fn fleet_worker() {
+    let _alone = crate::support::alone();
     let Some(job) = Job::from_env() else {
         eprintln!("fleet_worker: no job in the environment; the fleet tests start it");
         return;
@@ -45,7 +45,7 @@ fn crawler_program() -> Vec<String> {
     let me = std::env::current_exe().unwrap();
     [
         me.to_string_lossy().as_ref(),
-        "fleet_worker",
+        "fleet::fleet_worker",
         "--exact",
         "--ignored",
         "--nocapture",
@@ -94,6 +94,7 @@ async fn fleet(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_hold_one_fixed_quota_between_them() {
+    let _alone = crate::support::alone();
     let Some(redis) = RedisServer::start("four_processes_hold_one_fixed_quota_between_them") else {
         return;
     };
@@ -114,6 +115,7 @@ async fn four_processes_hold_one_fixed_quota_between_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_processes_learn_one_rate_with_few_refusals() {
+    let _alone = crate::support::alone();
     let Some(redis) = RedisServer::start("eight_processes_learn_one_rate_with_few_refusals") else {
         return;
     };

@@ -1,40 +1,15 @@
 //! What a manager tells the outside: tracing events at the turns, and
 //! snapshots a health endpoint can return as JSON.
 
-// Each test holds `ONE_AT_A_TIME` across its awaits on purpose: every test
-// has a runtime on a thread of its own, and the lock keeps their events
-// apart. No task of one runtime ever waits for another's lock.
-#![allow(clippy::await_holding_lock)]
+use crate::support;
 
-mod support;
-
-use std::sync::Mutex;
 use std::time::Duration;
 
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
-use support::Captured;
-
-/// One subscriber for the whole test binary, writing into one buffer.
-///
-/// Per-test (thread-local) subscribers do not work here: tracing caches
-/// each callsite's interest globally, so with several test threads a span
-/// could be judged uninteresting for a subscriber set on another thread.
-static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
-
-/// Held while a test captures events, so tests do not mix their output.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// Starts capturing: clears the buffer and holds the lock until dropped.
-fn capture() -> (std::sync::MutexGuard<'static, ()>, Captured) {
-    let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let captured = CAPTURED.get_or_init(Captured::install);
-    captured.clear();
-    (one_at_a_time, captured.clone())
-}
 
 #[tokio::test(start_paused = true)]
 async fn the_rate_reports_its_turns_with_the_key() {
-    let (_one_at_a_time, captured) = capture();
+    let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
         .key_names(|key: &String| key.clone())
@@ -70,7 +45,7 @@ async fn the_rate_reports_its_turns_with_the_key() {
 
 #[tokio::test(start_paused = true)]
 async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
-    let (_one_at_a_time, captured) = capture();
+    let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
         .random_source(|| 0.0)
@@ -104,7 +79,7 @@ async fn the_throttle_reports_when_it_starts_and_stops_shedding() {
 
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_reports_filling_up_and_timeouts() {
-    let (_one_at_a_time, captured) = capture();
+    let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(
             BulkheadConfig::new(2)
@@ -135,7 +110,7 @@ async fn the_bulkhead_reports_filling_up_and_timeouts() {
 #[tokio::test(start_paused = true)]
 async fn snapshots_serialize_to_json_for_a_health_endpoint() {
     // Its events would land in another test's capture.
-    let (_one_at_a_time, _) = capture();
+    let (_one_at_a_time, _) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).burst(5))
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
@@ -163,7 +138,7 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
 #[tokio::test(start_paused = true)]
 async fn without_key_names_events_never_name_the_key() {
     // Keys can be secrets (API tokens): events name them only when asked.
-    let (_one_at_a_time, captured) = capture();
+    let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))

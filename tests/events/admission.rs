@@ -4,10 +4,10 @@
 //! key's state. Each scenario runs twice on identical managers, once per
 //! path, and the two runs are compared.
 //!
-//! Alone in its test binary with one test: events go to one global
-//! subscriber, which must not see another test's events.
+//! It holds the binary's capture for its whole run: events go to one
+//! global subscriber, which must not see another test's events.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -105,7 +105,7 @@ fn counters(run: impl FnOnce()) -> Vec<(String, u64)> {
 
 #[test]
 fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
-    let captured = Captured::install();
+    let (_one_at_a_time, captured) = support::capture();
 
     type Build = Box<dyn Fn() -> ThrottleManagerBuilder<String>>;
     type Prepare = Box<dyn Fn(&ThrottleManager<String>) -> Vec<Permit<'static>>>;

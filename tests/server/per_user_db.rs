@@ -10,14 +10,13 @@
 //! settings) where no noisy user calls. A stall of the machine (a shared CI
 //! runner, another test binary) then lands on both sides of the comparison
 //! alike, and what is compared is only what the noisy user does through the
-//! shared pool. `cargo test --all-features --test per_user_db --
+//! shared pool. `cargo test --all-features --test server per_user_db:: --
 //! --nocapture` prints the tables.
 
 #![cfg(all(feature = "axum", feature = "sqlx"))]
 
-#[path = "../examples/per_user_db/app.rs"]
-mod app;
-#[path = "../examples/per_user_db/load.rs"]
+use crate::app;
+#[path = "../../examples/per_user_db/load.rs"]
 mod load;
 
 use std::time::Duration;
@@ -27,6 +26,7 @@ use load::Load;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_noisy_user_cannot_starve_the_others() {
+    let _alone = crate::support::alone();
     let dir = tempfile::tempdir().unwrap();
     let settings = Settings::default();
     let shared = app::open(&dir.path().join("shared.sqlite"), &settings)

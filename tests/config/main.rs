@@ -1,0 +1,4 @@
+//! Configuration files: parsing, validation with paths, and fuzzing.
+
+mod files;
+mod fuzz;

@@ -1,0 +1,7 @@
+//! The key space: its bounds, eviction, and floods of new keys.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod flood;
+mod limits;

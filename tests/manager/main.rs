@@ -1,0 +1,14 @@
+//! The manager's shape and `call`: the public contract as written, calls
+//! end to end, and stress on real threads.
+
+// Tests that measure real time or load the CPU hold `support::alone()`
+// across their awaits, so they do not run at once; each test's future is
+// driven on its own thread, so the lock blocks no other task.
+#![allow(clippy::await_holding_lock)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod call;
+mod contract;
+mod stress;

@@ -1,0 +1,13 @@
+//! The adaptive rate: the cell and the manager on virtual time
+//! (`adaptive`), and against a real rate-limited server (`http`).
+
+// Tests that measure real time or load the CPU hold `support::alone()`
+// across their awaits, so they do not run at once; each test's future is
+// driven on its own thread, so the lock blocks no other task.
+#![allow(clippy::await_holding_lock)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod adaptive;
+mod http;

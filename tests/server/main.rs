@@ -1,0 +1,19 @@
+//! The server layer on real servers over loopback, and the per-user
+//! database example on a real SQLite file.
+
+// Tests that measure real time or load the CPU hold `support::alone()`
+// across their awaits, so they do not run at once; each test's future is
+// driven on its own thread, so the lock blocks no other task.
+#![allow(clippy::await_holding_lock)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+/// The per-user database example's app, for both database tests.
+#[cfg(all(feature = "axum", feature = "sqlx"))]
+#[path = "../../examples/per_user_db/app.rs"]
+mod app;
+
+mod database;
+mod layer;
+mod per_user_db;
