@@ -135,8 +135,8 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        self.admit_owned(key, priority, Patience::AsConfigured)
-            .await
+        let ticket = self.admit(key, priority, Patience::AsConfigured).await?;
+        Ok(Permit::owned(&self.inner.core, ticket))
     }
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
@@ -271,6 +271,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        self.admit_owned(key, priority, Patience::QueueOnly).await
+        let ticket = self.admit(key, priority, Patience::QueueOnly).await?;
+        Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

@@ -1,12 +1,23 @@
-//! The admission pipeline: one function, [`decide`](ThrottleManager::decide),
-//! runs the controls in their one order for `try_acquire` (which never
-//! waits) and `acquire` (which waits as configured).
+//! The admission pipeline: one step function,
+//! [`decide`](ThrottleManager::decide), runs the controls in their one
+//! order (the five steps of [`acquire`](ThrottleManager::acquire)'s docs;
+//! each step's invariant is stated on it in `core/steps.rs`).
 //!
 //! `decide` is synchronous: it runs the steps as far as they go without
 //! waiting, and where a step must wait it stops and says so ([`Wait`]).
-//! `acquire` does that waiting and resumes with the next step; `try_acquire`
-//! never gets a wait. So a call that waits for nothing, the common case,
-//! runs no async machinery at all.
+//! Two entry points run it:
+//! - [`admit_now`](ThrottleManager::admit_now), for `try_acquire`: never
+//!   waits, so every wait is a refusal;
+//! - [`admit`](ThrottleManager::admit), for everything that may wait
+//!   (`acquire`, the owned forms, the server's queue-only admission): its
+//!   first half, [`admit_at_once`](ThrottleManager::admit_at_once), is
+//!   `decide` and its count, inlined; only a call that must wait enters
+//!   the second, [`admit_after`](ThrottleManager::admit_after), the async
+//!   driver that waits and goes on with the next step. `call` uses the two
+//!   halves itself, so that its one future holds the ticket.
+//!
+//! So a call that waits for nothing, the common case, runs no async
+//! machinery at all.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -21,7 +32,7 @@ use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patien
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::metrics;
-use crate::permit::{OwnedPermit, Permit, Ticket};
+use crate::permit::Ticket;
 use crate::priority::Priority;
 use crate::rate::cell::Reservation;
 
@@ -121,21 +132,6 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// The pipeline at `patience`, for an [`OwnedPermit`].
-    pub(super) async fn admit_owned<Q>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        patience: Patience,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let ticket = self.admit(key, priority, patience).await?;
-        Ok(Permit::owned(&self.inner.core, ticket))
-    }
-
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
     #[inline(always)]
