@@ -13,7 +13,6 @@ mod store;
 mod tiers;
 
 pub use tiers::Tier;
-pub(crate) use tiers::TierOf;
 
 use std::fmt;
 use std::hash::Hash;
@@ -25,7 +24,9 @@ use crate::clock::{Clock, Nanos, default_clock, nanos};
 use crate::core::{Control, Core, RandomSource};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
-use crate::manager::{ControlOverrides, KeyNames, ManagerState, Overrides, ThrottleManager};
+use crate::manager::{
+    ControlOverrides, KeyNames, ManagerState, Overrides, ThrottleManager, TierOf,
+};
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::RateConfig;

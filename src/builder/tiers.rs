@@ -9,9 +9,6 @@ use crate::bulkhead::BulkheadConfig;
 use crate::rate::RateConfig;
 use crate::throttle::ThrottleConfig;
 
-/// Which tier a new key is in, by name; `None`: the defaults.
-pub(crate) type TierOf<K> = dyn for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync;
-
 /// A named set of controls for the keys a manager's
 /// [`tier_of`](ThrottleManagerBuilder::tier_of) puts in it: each control
 /// it sets replaces the manager's default for those keys; a control it

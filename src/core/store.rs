@@ -15,7 +15,7 @@ use crate::outcome::Outcome;
 use crate::priority::Priority;
 use crate::rate::config::RateSettings;
 use crate::store::{
-    MAX_REPORTS_IN_FLIGHT, RateEvent, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
+    MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
     TokenRequest, WhenUnavailable,
 };
 
@@ -36,6 +36,19 @@ pub(crate) enum StoreStep {
     Refused(Rejected),
     /// The store is unavailable: decide on the key's local rate.
     Local,
+}
+
+/// The rules a store applies for a key's rate `settings`.
+pub(crate) fn rules_of(settings: &RateSettings) -> RateRules {
+    RateRules {
+        starting_rate: settings.starting_rate,
+        burst: settings.burst,
+        lower_bound: settings.lower_bound,
+        upper_bound: settings.upper_bound,
+        increment: settings.increment,
+        decrease: settings.decrease,
+        cooldown: Duration::from_nanos(settings.cooldown),
+    }
 }
 
 impl Core {
@@ -62,7 +75,7 @@ impl Core {
         };
         let patience = self.patience_for_token(priority, patience);
         let request = TokenRequest {
-            rules: settings.rules(),
+            rules: rules_of(settings),
             max_wait: (patience != Nanos::MAX).then(|| Duration::from_nanos(patience)),
         };
         match handle.store.take_token(&key.name, request).await {
@@ -190,7 +203,7 @@ impl Core {
         }
         let handle = Arc::clone(handle);
         let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
-        let rules = settings.rules();
+        let rules = rules_of(settings);
         runtime.spawn(async move {
             if let Some(shared) = handle.store.report(&name, event, rules).await {
                 crate::store::set_rate(&rate, shared);

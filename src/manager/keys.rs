@@ -9,7 +9,6 @@ use std::sync::Arc;
 use dashmap::mapref::one::Ref;
 
 use super::ThrottleManager;
-use crate::builder::TierOf;
 use crate::bulkhead::config::BulkheadSettings;
 use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
@@ -21,6 +20,9 @@ use crate::rate::config::RateSettings;
 use crate::registry::NoRoom;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::window::ThrottleWindow;
+
+/// Which tier a new key is in, by name; `None`: the defaults.
+pub(crate) type TierOf<K> = dyn for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync;
 
 /// How events and per-key metrics name a key.
 pub(crate) type KeyNames<K> = dyn Fn(&K) -> String + Send + Sync;

@@ -33,7 +33,7 @@ mod rate_only;
 
 pub use call::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
-pub(crate) use keys::{ControlOverrides, KeyNames, Overrides};
+pub(crate) use keys::{ControlOverrides, KeyNames, Overrides, TierOf};
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
 /// sees, it lazily creates the controls configured (an adaptive rate, an

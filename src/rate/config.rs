@@ -480,21 +480,6 @@ pub(crate) struct RateSettings {
     pub(crate) cooldown: Nanos,
 }
 
-impl RateSettings {
-    /// The rules a [store](crate::store) applies for these settings.
-    pub(crate) fn rules(&self) -> crate::store::RateRules {
-        crate::store::RateRules {
-            starting_rate: self.starting_rate,
-            burst: self.burst,
-            lower_bound: self.lower_bound,
-            upper_bound: self.upper_bound,
-            increment: self.increment,
-            decrease: self.decrease,
-            cooldown: std::time::Duration::from_nanos(self.cooldown),
-        }
-    }
-}
-
 #[cfg(test)]
 impl RateSettings {
     /// Settings for tests of the pure maths.

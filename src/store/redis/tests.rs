@@ -101,7 +101,7 @@ impl Pair {
             .store
             .decide(
                 &self.key,
-                &self.settings.rules(),
+                &crate::core::store::rules_of(&self.settings),
                 max_wait,
                 Some(micros(self.now)),
             )
@@ -163,7 +163,12 @@ impl Pair {
     async fn report(&mut self, event: RateEvent) -> Option<f64> {
         let pinned = Some(micros(self.now));
         self.store
-            .send(&self.key, &event, &self.settings.rules(), pinned)
+            .send(
+                &self.key,
+                &event,
+                &crate::core::store::rules_of(&self.settings),
+                pinned,
+            )
             .await
     }
 }
