@@ -117,6 +117,26 @@ where
         &self.inner.core
     }
 
+    /// How many priority levels the manager tells apart
+    /// ([`priority_levels`](crate::ThrottleManagerBuilder::priority_levels)):
+    /// priorities 0 to `priority_levels() - 1` are in range. For an edge
+    /// that reads a priority from a request and must refuse one out of
+    /// range as the client's mistake.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .priority_levels(2)
+    ///     .build()?;
+    /// assert_eq!(manager.priority_levels(), 2);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority_levels(&self) -> u8 {
+        self.core().priorities.levels
+    }
+
     /// The number of live keys.
     ///
     /// ```

@@ -119,8 +119,10 @@ where
 
 impl Settings {
     /// The request's priority: an extension an earlier layer set, the
-    /// priority header, or the default. A header that is not a level is
-    /// the caller's mistake, answered 400.
+    /// priority header, or the default. A header that is not one of the
+    /// manager's levels is the client's mistake, answered 400 whatever the
+    /// manager's [`OutOfRange`](crate::priority::OutOfRange) policy says
+    /// for programmatic callers.
     fn priority_of(&self, head: &Parts) -> Result<Priority, String> {
         if let Some(priority) = head.extensions.get::<Priority>() {
             return Ok(*priority);
@@ -131,13 +133,18 @@ impl Settings {
         let Some(value) = head.headers.get(name) else {
             return Ok(self.priority);
         };
+        let levels = self.manager.priority_levels();
         value
             .to_str()
             .ok()
             .and_then(|level| level.trim().parse::<u8>().ok())
+            .filter(|&level| level < levels)
             .map(Priority::new)
             .ok_or_else(|| {
-                format!("header `{name}` must be a priority level from 0 to 255, got {value:?}")
+                let highest = levels - 1;
+                format!(
+                    "header `{name}` must be a priority level from 0 to {highest}, got {value:?}"
+                )
             })
     }
 

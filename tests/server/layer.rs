@@ -441,13 +441,41 @@ async fn the_priority_comes_from_the_named_header_and_a_bad_one_is_400() {
     assert_eq!(bad.status, 400);
     assert_eq!(
         bad.body,
-        "400 Bad Request: header `x-priority` must be a priority level from 0 to 255, got \"urgent\"\n"
+        "400 Bad Request: header `x-priority` must be a priority level from 0 to 3, got \"urgent\"\n"
     );
     assert!(
         ThrottleLayer::new(quota_manager(&clock), KeyExtractor::peer_ip())
             .priority_header("bad header")
             .is_err()
     );
+}
+
+/// A client's priority beyond the manager's levels is the client's
+/// mistake: 400, whatever the manager's policy for programmatic callers
+/// says (`Reject` would answer 500, `Panic` would drop the connection).
+#[tokio::test]
+async fn a_priority_header_beyond_the_levels_is_400_whatever_the_policy() {
+    use portcullis::priority::OutOfRange;
+    for policy in [
+        OutOfRange::ClampToLowest,
+        OutOfRange::Reject,
+        OutOfRange::Panic,
+    ] {
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(20.0).burst(5))
+            .out_of_range(policy)
+            .build()
+            .unwrap();
+        let layer = ThrottleLayer::new(manager, KeyExtractor::header("x-api-key"))
+            .priority_header("x-priority")
+            .unwrap();
+        let url = serve(hello().layer(layer)).await;
+        let client = reqwest::Client::new();
+        for (level, status) in [("3", 200), ("4", 400), ("9", 400)] {
+            let answer = send(&client, &url, &[("x-api-key", "k"), ("x-priority", level)]).await;
+            assert_eq!(answer.status, status, "{policy:?}, priority {level}");
+        }
+    }
 }
 
 /// A million distinct clients through a key space of 10,000: the cap
