@@ -240,6 +240,51 @@ async fn retry_after_as_an_http_date_holds_the_host_and_no_other() {
     retry_after_holds_the_host(date, Duration::from_secs(2)).await;
 }
 
+/// A host that never answers: the manager's call timeout drops the
+/// request, counts it as overload and frees the host's bulkhead slot, so
+/// the next request is sent (and times out too) instead of waiting for a
+/// slot that never comes back.
+#[tokio::test]
+async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(100.0)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .bulkhead(portcullis::BulkheadConfig::new(1))
+        .call_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let server = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(60))).await;
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(ThrottleMiddleware::new(manager.clone()))
+        .build();
+    for attempt in 0..2 {
+        let error = client.get(server.url()).send().await.unwrap_err();
+        let timed_out = match &error {
+            reqwest_middleware::Error::Middleware(e) => {
+                e.downcast_ref::<portcullis::client::RequestTimedOut>()
+            }
+            reqwest_middleware::Error::Reqwest(_) => None,
+        };
+        let timed_out = timed_out.unwrap_or_else(|| panic!("attempt {attempt}: {error}"));
+        assert_eq!(timed_out.after(), Duration::from_millis(200));
+        let snapshot = manager.snapshot(&server.key()).unwrap();
+        assert_eq!(
+            snapshot.active,
+            Some(0),
+            "attempt {attempt}: the slot is free"
+        );
+    }
+    assert_eq!(server.arrivals().len(), 2, "both requests were sent");
+    assert_eq!(
+        manager.rate(&server.key()),
+        Some(50.0),
+        "a timeout is overload"
+    );
+}
+
 /// A reset too large for a `Duration` (a hostile or broken server) is read
 /// as the longest wait there is and capped at `max_defer`: the request task
 /// gets its response instead of a panic, and the host is held no longer

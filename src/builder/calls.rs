@@ -112,6 +112,8 @@ where
 
     /// Every [`call`](crate::ThrottleManager::call) still running after `timeout`
     /// is dropped and counted as a capacity failure (default: none). Above 0.
+    /// The client middleware applies it to each request too, so a host
+    /// that never answers frees its bulkhead slots.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};

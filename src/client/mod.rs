@@ -57,7 +57,11 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    which downcasts to [`Rejected`](crate::Rejected) (reason,
 ///    retry-after);
 /// 4. the response (or error) is the call's [`Outcome`], by [`classify`]
-///    (or what [`classify_by`](Self::classify_by) says);
+///    (or what [`classify_by`](Self::classify_by) says). A request still
+///    waiting for its response after the manager's
+///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
+///    dropped and counted as overload, so a host that never answers frees
+///    its bulkhead slots; the error downcasts to [`RequestTimedOut`];
 /// 5. a response that asks for a pause defers the key by that long, up to
 ///    the manager's [`max_defer`](crate::ThrottleManagerBuilder::max_defer):
 ///    `Retry-After` on a 429 or 503 ([`retry_after`]), `RateLimit:
@@ -263,7 +267,17 @@ impl Middleware for ThrottleMiddleware {
             None => self.manager.acquire(key.as_str(), self.priority).await,
         };
         let permit = admitted.map_err(reqwest_middleware::Error::middleware)?;
-        let result = next.run(request, extensions).await;
+        let result = match self.manager.call_timeout() {
+            None => next.run(request, extensions).await,
+            Some(limit) => match tokio::time::timeout(limit, next.run(request, extensions)).await {
+                Ok(result) => result,
+                Err(_) => {
+                    permit.report(Outcome::Overloaded);
+                    let timed_out = RequestTimedOut { after: limit };
+                    return Err(reqwest_middleware::Error::middleware(timed_out));
+                }
+            },
+        };
         // The outcome first: a failure rescales the rate's debt, which must
         // not stretch a pause set before it.
         permit.report(self.outcome_of(&result));
@@ -273,6 +287,42 @@ impl Middleware for ThrottleMiddleware {
         result
     }
 }
+
+/// A request the middleware dropped because it ran past the manager's
+/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout); counted
+/// as overload for its host. The client's error is
+/// `reqwest_middleware::Error::Middleware`, which downcasts to it.
+///
+/// ```
+/// use portcullis::client::RequestTimedOut;
+///
+/// fn timed_out(error: &reqwest_middleware::Error) -> Option<std::time::Duration> {
+///     match error {
+///         reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<RequestTimedOut>().map(|t| t.after()),
+///         _ => None,
+///     }
+/// }
+/// # let _ = timed_out;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTimedOut {
+    after: std::time::Duration,
+}
+
+impl RequestTimedOut {
+    /// The timeout it ran past.
+    pub fn after(&self) -> std::time::Duration {
+        self.after
+    }
+}
+
+impl fmt::Display for RequestTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no response within the call timeout of {:?}", self.after)
+    }
+}
+
+impl std::error::Error for RequestTimedOut {}
 
 /// The default key of a request: its URL's authority, the host with the
 /// port when the port is not the scheme's default (`example.com`,

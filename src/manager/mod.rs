@@ -137,6 +137,26 @@ where
         self.core().priorities.levels
     }
 
+    /// How long a call may run before it is dropped and counted as
+    /// overload ([`call_timeout`](crate::ThrottleManagerBuilder::call_timeout));
+    /// `None`: no limit. `call` applies it; an edge that runs the call
+    /// itself (the client middleware) applies it too.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .call_timeout(Duration::from_secs(5))
+    ///     .build()?;
+    /// assert_eq!(manager.call_timeout(), Some(Duration::from_secs(5)));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn call_timeout(&self) -> Option<std::time::Duration> {
+        self.core().call_timeout
+    }
+
     /// The number of live keys.
     ///
     /// ```
