@@ -114,7 +114,9 @@ impl Core {
             }
             Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
         }
-        self.share_outcome(state, times, outcome);
+        if self.store.is_some() {
+            self.share_outcome(state, times, outcome);
+        }
     }
 
     #[inline]

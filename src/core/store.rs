@@ -161,9 +161,6 @@ impl Core {
     /// Reports the outcome of a call scheduled and started at `times` to
     /// the store, if the key's rate is there.
     pub(crate) fn share_outcome(&self, state: &KeyState, times: CallTimes, outcome: Outcome) {
-        if self.store.is_none() {
-            return;
-        }
         let now = self.now();
         let scheduled_ago = Duration::from_nanos(now.saturating_sub(times.scheduled));
         let event = match outcome {

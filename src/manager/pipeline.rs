@@ -81,16 +81,23 @@ impl From<Rejected> for Stop {
     }
 }
 
+/// A rate token a call holds until it is admitted: handed back if the call
+/// is refused after taking it. A call's rate is its key's own or the
+/// store's, never both; the store's token is boxed, so a call holding
+/// either is no bigger than one holding the key's own.
+enum HeldToken {
+    Local(Reservation),
+    Store(Box<StoreToken>),
+}
+
 /// A call past the throttle, on its way through the rate and the bulkhead.
 struct Admitting {
     state: triomphe::Arc<KeyState>,
     telemetry: KeyTelemetry,
     priority: Priority,
     times: CallTimes,
-    /// Its rate token, if the key has a rate.
-    token: Option<Reservation>,
-    /// Its shared rate token, if the store gave one.
-    store_token: Option<Box<StoreToken>>,
+    /// Its rate token, if it holds one: the key's own, or the store's.
+    token: Option<HeldToken>,
 }
 
 impl Admitting {
@@ -117,11 +124,10 @@ impl Admitting {
     /// The call will not happen: its token goes back if it can.
     #[inline]
     fn refused(self, core: &Core, rejected: Rejected) -> Rejected {
-        if let Some(token) = self.token {
-            self.state.rate.cancel(token);
-        }
-        if let Some(token) = self.store_token {
-            core.return_store_token(&self.state, *token);
+        match self.token {
+            Some(HeldToken::Local(token)) => self.state.rate.cancel(token),
+            Some(HeldToken::Store(token)) => core.return_store_token(&self.state, *token),
+            None => {}
         }
         rejected
     }
@@ -268,7 +274,7 @@ where
                             call.times.started = core
                                 .sleep_for_store_token(&call.state, &token, answered)
                                 .await;
-                            call.store_token = Some(Box::new(token));
+                            call.token = Some(HeldToken::Store(Box::new(token)));
                             Self::take_slot(core, call, patience)
                         }
                         StoreStep::Refused(rejected) => Err(Stop::Refused(rejected)),
@@ -310,7 +316,6 @@ where
             priority,
             times: CallTimes::at(now),
             token: None,
-            store_token: None,
         };
         // A rate in a store is a round trip away: a caller that waits asks
         // the store (the long way); one that never waits decides locally.
@@ -362,14 +367,14 @@ where
         Ok(match token {
             Ok(Token::Due(token)) => {
                 core.slot_taken(call.priority, filled, &call.telemetry);
-                call.token = token;
+                call.token = token.map(HeldToken::Local);
                 Ok(call.admitted(true))
             }
             Ok(Token::Ahead(token)) => {
                 // The call waits for its token without a slot, and takes
                 // one (or a place in the queue) once the token is due.
                 call.give_back_slot();
-                call.token = Some(token);
+                call.token = Some(HeldToken::Local(token));
                 Err(Stop::wait(Wait::ForToken(call, token)))
             }
             Err(rejected) => {
@@ -395,11 +400,11 @@ where
             // the token is not kept to be handed back.
             Token::Due(_) if core.bulkhead.is_none() => Ok(call.admitted(false)),
             Token::Due(token) => {
-                call.token = token;
+                call.token = token.map(HeldToken::Local);
                 Self::enter_bulkhead(core, call, patience)
             }
             Token::Ahead(token) => {
-                call.token = Some(token);
+                call.token = Some(HeldToken::Local(token));
                 Err(Stop::wait(Wait::ForToken(call, token)))
             }
         }
