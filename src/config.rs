@@ -122,6 +122,7 @@ where
             }
         }
         if let Some(keys) = config.keys {
+            self.paths.keys = "keys";
             if let Some(max_keys) = keys.max_keys {
                 self.max_keys = max_keys;
             }

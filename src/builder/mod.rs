@@ -281,7 +281,7 @@ where
             );
         }
         if let Some(ttl) = self.idle_ttl.filter(|&ttl| ttl < MIN_IDLE_TTL) {
-            Problems::new("", &mut found).add(
+            Problems::new(self.paths.keys, &mut found).add(
                 "idle_ttl",
                 format!(
                     "must be at least 1s (idle keys are swept at most twice per idle_ttl, \
@@ -305,7 +305,7 @@ where
             }
         }
         if self.max_keys == 0 {
-            Problems::new("", &mut found).add("max_keys", "must be at least 1, got 0");
+            Problems::new(self.paths.keys, &mut found).add("max_keys", "must be at least 1, got 0");
         }
         if self.metrics_per_key && self.key_names.is_none() {
             Problems::new("", &mut found).add(
@@ -387,12 +387,15 @@ where
 /// A rate store, and how it names the manager's keys.
 pub(crate) type StoreWithNames<K> = (Box<dyn crate::store::RateStore>, Box<KeyNames<K>>);
 
-/// Where each default control is named in errors.
+/// Where each default control, and the key space's settings, are named in
+/// errors: as the builder's methods, or as a configuration file's sections.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ControlPaths {
     pub(crate) rate: &'static str,
     pub(crate) throttle: &'static str,
     pub(crate) bulkhead: &'static str,
+    /// The prefix of `max_keys` and `idle_ttl`: none, or `keys`.
+    pub(crate) keys: &'static str,
 }
 
 impl Default for ControlPaths {
@@ -401,6 +404,7 @@ impl Default for ControlPaths {
             rate: "rate",
             throttle: "throttle",
             bulkhead: "bulkhead",
+            keys: "",
         }
     }
 }

@@ -150,7 +150,9 @@ pub(super) fn set_retry_after(headers: &mut HeaderMap, after: Duration) {
 ///
 /// - `RateLimit-Policy: "default";q=Q;w=W;portcullis-burst=B`: `Q` calls
 ///   per `W` seconds, `W` the shortest of 1 s, 1 min, 1 h and 1 day in
-///   which the rate allows a whole call; `B` calls may come at once;
+///   which the rate allows a whole call (for a rate slower than one a
+///   day, `q=1` and `W` the seconds one call takes); `B` calls may come at
+///   once;
 /// - `RateLimit: "default";r=R;t=T`: `R` calls would be admitted now,
 ///   and `T` seconds (rounded up) until one more would be.
 pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
@@ -159,10 +161,14 @@ pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
     }
     let window = [1u64, 60, 3_600, 86_400]
         .into_iter()
-        .find(|&window| rate.rate * window as f64 >= 1.0)
-        .unwrap_or(86_400);
-    // A float-to-int cast saturates; rates are at most 1e9 a second.
-    let quota = (rate.rate * window as f64) as u64;
+        .find(|&window| rate.rate * window as f64 >= 1.0);
+    // A float-to-int cast saturates; rates are at most 1e9 a second, and
+    // above 0 (at least `rate::slowest_rate`), so one call takes a finite
+    // number of seconds.
+    let (quota, window) = match window {
+        Some(window) => ((rate.rate * window as f64) as u64, window),
+        None => (1, (1.0 / rate.rate).ceil() as u64),
+    };
     let policy = format!(
         "\"default\";q={quota};w={window};portcullis-burst={}",
         rate.burst
@@ -222,7 +228,16 @@ mod tests {
         let q = |rate: f64| headers_for(rate, 1, 0, Duration::ZERO)[&RATE_LIMIT_POLICY].clone();
         assert_eq!(q(0.5), "\"default\";q=30;w=60;portcullis-burst=1");
         assert_eq!(q(0.01), "\"default\";q=36;w=3600;portcullis-burst=1");
-        assert_eq!(q(1e-5), "\"default\";q=0;w=86400;portcullis-burst=1");
+        assert_eq!(q(2e-5), "\"default\";q=1;w=86400;portcullis-burst=1");
+    }
+
+    /// Slower than one call a day: one call per the seconds it takes,
+    /// never a quota of 0 (which says no call is allowed at all).
+    #[test]
+    fn rates_slower_than_one_a_day_are_one_call_per_their_interval() {
+        let q = |rate: f64| headers_for(rate, 1, 0, Duration::ZERO)[&RATE_LIMIT_POLICY].clone();
+        assert_eq!(q(1e-5), "\"default\";q=1;w=100000;portcullis-burst=1");
+        assert_eq!(q(1e-9), "\"default\";q=1;w=1000000000;portcullis-burst=1");
     }
 
     #[test]

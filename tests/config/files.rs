@@ -394,3 +394,21 @@ fn tiers_are_checked_at_build_with_their_names() {
     assert_eq!(fields(base().tier("premium", unused)), ["tier_of"]);
     assert_eq!(fields(base().tier_of(|_: &String| Some("x"))), ["tier_of"]);
 }
+
+#[test]
+fn problems_in_the_keys_section_are_named_with_it() {
+    assert_eq!(
+        problems("[keys]\nmax_keys = 0\nidle_ttl = \"10ms\"\n[default.rate]\nstarting_rate = 10\n"),
+        [
+            "keys.idle_ttl: must be at least 1s (idle keys are swept at most twice per idle_ttl, as new keys arrive), got 10ms",
+            "keys.max_keys: must be at least 1, got 0",
+        ]
+    );
+    // Set in code, they keep the builder's names.
+    let error = ThrottleManager::<String>::builder()
+        .rate(portcullis::RateConfig::new(1.0))
+        .max_keys(0)
+        .build()
+        .unwrap_err();
+    assert_eq!(error.problems()[0].field(), "max_keys");
+}
