@@ -154,7 +154,11 @@ where
     /// [`call`](crate::ThrottleManager::call) wait for a rate token (default: no
     /// limit). A call whose token lies further ahead is rejected at once
     /// with [`RateLimited`](crate::RejectReason::RateLimited) and the wait it
-    /// would have had as its `retry_after`, and takes no token.
+    /// would have had as its `retry_after`, and takes no token. A new key
+    /// in a full key space waits for room no longer either: past it, it is
+    /// refused with [`KeySpaceFull`](crate::RejectReason::KeySpaceFull) and
+    /// the time until room as its `retry_after`. (The bulkhead's queue has
+    /// its own bound, `queue_timeout`.)
     ///
     /// Set it when demand can outrun the rate for long (a service answering
     /// users, rather than a crawler working through a list): unbounded, the

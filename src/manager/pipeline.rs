@@ -236,9 +236,25 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let core = self.core();
+        // A new key waits for room in a full key space no longer than the
+        // caller waits for a token (`max_wait` for its priority): past
+        // that, it is refused as the key space's, with the time until room.
+        let resolved = core.resolve(priority).unwrap_or(priority);
+        let room_deadline = core
+            .now()
+            .saturating_add(core.patience_for_token(resolved, patience));
         loop {
             let decided = match wait {
                 Wait::ForRoom(retry_at) => {
+                    let now = core.now();
+                    if retry_at > room_deadline || now >= room_deadline {
+                        let retry_after = Duration::from_nanos(retry_at.saturating_sub(now));
+                        return Err(Rejected::new(
+                            RejectReason::KeySpaceFull,
+                            resolved,
+                            Some(retry_after),
+                        ));
+                    }
                     self.wait_for_room(retry_at).await;
                     self.decide(key, priority, patience)
                 }

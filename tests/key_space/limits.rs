@@ -356,3 +356,39 @@ async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
     assert_eq!(start.elapsed(), Duration::from_millis(3));
     assert!(manager.snapshot("a").is_none());
 }
+
+/// `max_wait` bounds the wait for room in a full key space, as it bounds
+/// the wait for a token: ten hosts paused for 3 s hold the key space, and
+/// a new host is refused as the key space's after 100 ms, with the time
+/// until room, instead of waiting the 3 s out.
+#[tokio::test(start_paused = true)]
+async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .max_keys(10)
+        .max_wait(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    for host in 0..10 {
+        manager.defer(&format!("host-{host}"), Duration::from_secs(3));
+    }
+    let start = tokio::time::Instant::now();
+    let refused = manager
+        .acquire("new-host", portcullis::Priority::HIGH)
+        .await
+        .unwrap_err();
+    assert!(
+        start.elapsed() <= Duration::from_millis(100),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    let retry_after = refused.retry_after().unwrap();
+    assert!(
+        retry_after > Duration::from_millis(2_800),
+        "{retry_after:?}"
+    );
+    // `wait` cannot refuse: it waits the pauses out.
+    manager.wait("new-host").await;
+    assert!(start.elapsed() >= Duration::from_secs(3));
+}
