@@ -86,7 +86,8 @@
 //! errors are classified), [`priority`], [`snapshot`] (what a key's controls
 //! know), and one module per control ([`rate`], [`throttle`], [`bulkhead`]).
 //! With feature `reqwest`, `client` holds the HTTP client middleware; with
-//! feature `tower`, `server` holds the HTTP server layer; with feature
+//! feature `tower`, `server` holds the HTTP server layer (feature `axum`
+//! adds axum's `ConnectInfo` to it); with feature
 //! `sqlx`, `database` says which database errors are overload; [`store`]
 //! shares each key's rate across processes (through Redis with feature
 //! `redis`, or any [`RateStore`](store::RateStore)).
