@@ -30,25 +30,19 @@ async fn reports_arrive() {
     tokio::time::sleep(Duration::from_millis(1)).await;
 }
 
-/// Calls `wait` on `key` in a loop until `until`; how many calls it let go.
-async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
-    let mut calls = 0;
-    loop {
-        manager.wait(key).await;
-        if Instant::now() >= until {
-            return calls;
-        }
-        calls += 1;
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn two_managers_on_one_store_share_one_fixed_quota() {
     let store = store();
     let quota = RateConfig::new(10.0).burst(1).bounds(10.0, 10.0);
     let until = Instant::now() + Duration::from_secs(2);
     let loops: Vec<_> = (0..2)
-        .map(|_| tokio::spawn(calls_until(manager(&store, quota.clone()), "api", until)))
+        .map(|_| {
+            tokio::spawn(crate::calls_until(
+                manager(&store, quota.clone()),
+                "api",
+                until,
+            ))
+        })
         .collect();
     let mut total = 0;
     for calls in loops {
@@ -103,15 +97,7 @@ async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
 async fn a_cancelled_wait_hands_its_token_back() {
     let store = store();
     let manager = manager(&store, RateConfig::new(1.0).burst(1).bounds(1.0, 1.0));
-    let start = Instant::now();
-    let _first = manager.acquire("api", Priority::HIGH).await.unwrap();
-    // The next token is a second away; this wait gives up after 100 ms.
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(100),
-        manager.acquire("api", Priority::HIGH),
-    )
-    .await;
-    assert!(gave_up.is_err());
+    let (start, _first) = crate::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 1, "one token handed back");
     let _second = manager.acquire("api", Priority::HIGH).await.unwrap();

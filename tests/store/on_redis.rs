@@ -34,18 +34,6 @@ async fn manager_with(
         .unwrap()
 }
 
-/// Calls `wait` on `key` in a loop until `until`; how many calls it let go.
-async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
-    let mut calls = 0;
-    loop {
-        manager.wait(key).await;
-        if Instant::now() >= until {
-            return calls;
-        }
-        calls += 1;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_managers_share_one_fixed_quota() {
     let _alone = crate::support::alone();
@@ -57,7 +45,7 @@ async fn four_managers_share_one_fixed_quota() {
     let mut loops = Vec::new();
     for _ in 0..4 {
         let manager = manager(&server.url(), quota.clone()).await;
-        loops.push(tokio::spawn(calls_until(manager, "api", until)));
+        loops.push(tokio::spawn(crate::calls_until(manager, "api", until)));
     }
     let mut total = 0;
     for calls in loops {
@@ -98,15 +86,7 @@ async fn a_cancelled_wait_hands_its_shared_token_back() {
     };
     let one_a_second = RateConfig::new(1.0).burst(1).bounds(1.0, 1.0);
     let manager = manager(&server.url(), one_a_second).await;
-    let start = Instant::now();
-    let _first = manager.acquire("api", Priority::HIGH).await.unwrap();
-    // The next token is a second away; this wait gives up after 100 ms.
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(100),
-        manager.acquire("api", Priority::HIGH),
-    )
-    .await;
-    assert!(gave_up.is_err());
+    let (start, _first) = crate::take_then_give_up(&manager).await;
     tokio::time::sleep(Duration::from_millis(50)).await; // the hand-back's round trip
     let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
     // Its token was the one given back: one second after the first, not two.
