@@ -104,6 +104,7 @@ fn hello() -> Router {
 
 #[tokio::test]
 async fn the_contract_app_serves_and_limits() {
+    let _alone = crate::support::alone();
     let url = serve(app().unwrap()).await;
     let client = reqwest::Client::new();
     let mut statuses = Vec::new();
@@ -120,6 +121,7 @@ async fn the_contract_app_serves_and_limits() {
 /// at once, each as if alone.
 #[tokio::test]
 async fn per_key_quotas_are_exact_and_independent() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"));
     let url = serve(hello().layer(layer)).await;
@@ -156,6 +158,7 @@ async fn per_key_quotas_are_exact_and_independent() {
 
 #[tokio::test]
 async fn a_429_says_when_to_retry_and_what_the_quota_is() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"))
         .rate_limit_headers(true);
@@ -193,6 +196,7 @@ async fn a_429_says_when_to_retry_and_what_the_quota_is() {
 
 #[tokio::test]
 async fn a_slow_quota_gives_its_wait_in_whole_seconds() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(0.4).burst(1).bounds(0.4, 0.4)) // one call per 2.5 s
@@ -226,6 +230,7 @@ async fn a_slow_quota_gives_its_wait_in_whole_seconds() {
 /// first key may be forgotten.
 #[tokio::test]
 async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
@@ -282,6 +287,7 @@ async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
 /// not move the key. A peer that is not trusted is its own key.
 #[tokio::test]
 async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
@@ -331,6 +337,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
 
 #[tokio::test]
 async fn a_request_without_a_key_gets_the_configured_answer() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let url = serve(hello().layer(ThrottleLayer::new(
         quota_manager(&clock),
@@ -373,6 +380,7 @@ async fn a_request_without_a_key_gets_the_configured_answer() {
 /// leaves it alone; a fixed quota moves for neither.
 #[tokio::test]
 async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0))
@@ -424,6 +432,7 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
 
 #[tokio::test]
 async fn the_priority_comes_from_the_named_header_and_a_bad_one_is_400() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::header("x-api-key"))
         .priority_header("x-priority")
@@ -455,6 +464,7 @@ async fn the_priority_comes_from_the_named_header_and_a_bad_one_is_400() {
 /// says (`Reject` would answer 500, `Panic` would drop the connection).
 #[tokio::test]
 async fn a_priority_header_beyond_the_levels_is_400_whatever_the_policy() {
+    let _alone = crate::support::alone();
     use portcullis::priority::OutOfRange;
     for policy in [
         OutOfRange::ClampToLowest,
@@ -483,6 +493,7 @@ async fn a_priority_header_beyond_the_levels_is_400_whatever_the_policy() {
 /// forgive its debt). In-process, through the real router and layer.
 #[tokio::test]
 async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
+    let _alone = crate::support::alone();
     use tower::ServiceExt;
 
     const CAP: usize = 10_000;
