@@ -38,19 +38,6 @@ pub(crate) enum StoreStep {
     Local,
 }
 
-/// The rules a store applies for a key's rate `settings`.
-pub(crate) fn rules_of(settings: &RateSettings) -> RateRules {
-    RateRules {
-        starting_rate: settings.starting_rate,
-        burst: settings.burst,
-        lower_bound: settings.lower_bound,
-        upper_bound: settings.upper_bound,
-        increment: settings.increment,
-        decrease: settings.decrease,
-        cooldown: Duration::from_nanos(settings.cooldown),
-    }
-}
-
 impl Core {
     /// The store, the key's link to it and its rate settings: present when
     /// the manager has a store and the key a rate.
@@ -75,7 +62,7 @@ impl Core {
         };
         let patience = self.patience_for_token(priority, patience);
         let request = TokenRequest {
-            rules: rules_of(settings),
+            rules: RateRules::from_settings(settings),
             max_wait: (patience != Nanos::MAX).then(|| Duration::from_nanos(patience)),
         };
         match handle.store.take_token(&key.name, request).await {
@@ -200,7 +187,7 @@ impl Core {
         }
         let handle = Arc::clone(handle);
         let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
-        let rules = rules_of(settings);
+        let rules = RateRules::from_settings(settings);
         runtime.spawn(async move {
             if let Some(shared) = handle.store.report(&name, event, rules).await {
                 crate::store::set_rate(&rate, shared);

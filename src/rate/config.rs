@@ -365,10 +365,15 @@ impl RateConfig {
     /// assert!(err.to_string().contains("rate.starting_rate: must be a finite number, got NaN"));
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validated().map(drop)
+    }
+
+    /// The validated settings, or every problem, named `rate.<field>`.
+    pub(crate) fn validated(&self) -> Result<RateSettings, ConfigError> {
         let mut found = Vec::new();
         let settings = self.check(&mut Problems::new("rate", &mut found));
         match settings {
-            Some(_) if found.is_empty() => Ok(()),
+            Some(settings) if found.is_empty() => Ok(settings),
             _ => Err(ConfigError::new(found)),
         }
     }

@@ -114,6 +114,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::rate::Decrease;
+use crate::rate::config::RateSettings;
 
 #[cfg(feature = "redis")]
 mod redis;
@@ -265,6 +266,20 @@ pub struct TokenRequest {
 
 /// A key's rate rules as the store applies them: its validated
 /// [`RateConfig`](crate::RateConfig).
+///
+/// ```
+/// use portcullis::RateConfig;
+/// use portcullis::store::{RateRules, TokenRequest};
+/// use std::time::Duration;
+///
+/// // What a store's own tests can ask it, as the manager would.
+/// let rules = RateRules::of(&RateConfig::new(10.0).burst(5))?;
+/// assert_eq!((rules.starting_rate, rules.burst), (10.0, 5));
+/// let request = TokenRequest::new(rules, Some(Duration::from_millis(100)));
+/// assert_eq!(request.max_wait, Some(Duration::from_millis(100)));
+/// assert!(RateRules::of(&RateConfig::new(f64::NAN)).is_err());
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct RateRules {
@@ -283,6 +298,42 @@ pub struct RateRules {
     pub decrease: Decrease,
     /// The rate falls at most once in this long.
     pub cooldown: Duration,
+}
+
+impl RateRules {
+    /// The rules of `config`, checked as
+    /// [`build`](crate::ThrottleManagerBuilder::build) checks it.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::ConfigError) naming every invalid field,
+    /// as [`RateConfig::validate`](crate::RateConfig::validate) does.
+    pub fn of(config: &crate::RateConfig) -> Result<Self, crate::ConfigError> {
+        config
+            .validated()
+            .map(|settings| Self::from_settings(&settings))
+    }
+
+    /// The rules for a key's validated rate settings.
+    pub(crate) fn from_settings(settings: &RateSettings) -> Self {
+        Self {
+            starting_rate: settings.starting_rate,
+            burst: settings.burst,
+            lower_bound: settings.lower_bound,
+            upper_bound: settings.upper_bound,
+            increment: settings.increment,
+            decrease: settings.decrease,
+            cooldown: Duration::from_nanos(settings.cooldown),
+        }
+    }
+}
+
+impl TokenRequest {
+    /// A request for a token under `rules`, usable within `max_wait`
+    /// (`None`: however far ahead).
+    pub fn new(rules: RateRules, max_wait: Option<Duration>) -> Self {
+        Self { rules, max_wait }
+    }
 }
 
 /// The store's answer to a [`TokenRequest`].

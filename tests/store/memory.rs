@@ -199,3 +199,23 @@ fn a_store_needs_a_rate_to_share() {
     let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
     assert_eq!(fields, ["rate_store"], "{error}");
 }
+
+/// A store's own tests can ask it what the manager asks, with the public
+/// constructors of the request and the rules.
+#[tokio::test(start_paused = true)]
+async fn a_store_can_be_asked_directly_as_the_manager_asks_it() {
+    use portcullis::store::{RateRules, RateStore, TokenAnswer, TokenRequest};
+    let store = MemoryStore::new(WhenUnavailable::UseLocalRate);
+    let rules = RateRules::of(&RateConfig::new(10.0).burst(1)).unwrap();
+    let now_or_never = TokenRequest::new(rules, Some(Duration::ZERO));
+    let first = store.take_token("k", now_or_never).await;
+    assert!(
+        matches!(first, TokenAnswer::Granted { wait, .. } if wait.is_zero()),
+        "{first:?}"
+    );
+    let second = store.take_token("k", now_or_never).await;
+    assert!(
+        matches!(second, TokenAnswer::Refused { wait, .. } if wait == Duration::from_millis(100)),
+        "{second:?}"
+    );
+}

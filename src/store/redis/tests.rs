@@ -101,7 +101,7 @@ impl Pair {
             .store
             .decide(
                 &self.key,
-                &crate::core::store::rules_of(&self.settings),
+                &crate::store::RateRules::from_settings(&self.settings),
                 max_wait,
                 Some(micros(self.now)),
             )
@@ -166,7 +166,7 @@ impl Pair {
             .send(
                 &self.key,
                 &event,
-                &crate::core::store::rules_of(&self.settings),
+                &crate::store::RateRules::from_settings(&self.settings),
                 pinned,
             )
             .await
