@@ -348,6 +348,20 @@ mod tests {
         assert_eq!(pause(503, &[("retry-after", "3")]).0, Some(secs(3)));
         assert_eq!(pause(301, &[("retry-after", "2")]).0, None);
         assert_eq!(pause(200, &[("retry-after", "2")]).0, None);
+        // A client's mistake or a server's bug carrying one says nothing
+        // of capacity.
+        for status in [400, 404, 500] {
+            assert_eq!(pause(status, &[("retry-after", "2")]).0, None, "{status}");
+        }
+    }
+
+    #[test]
+    fn every_ratelimit_line_is_read_not_only_the_first() {
+        let lines = [
+            ("ratelimit", "\"burst\";r=4;t=1"),
+            ("ratelimit", "\"daily\";r=0;t=60"),
+        ];
+        assert_eq!(pause(200, &lines), (Some(secs(60)), vec![]));
     }
 
     #[test]
