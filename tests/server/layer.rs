@@ -548,3 +548,32 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
     // 100 s of the debtor's 1,000 s have passed: still refused.
     assert_eq!(call("debtor".into()).await, 429);
 }
+
+/// A handler whose future fails (the inner service's error, not an HTTP
+/// status) is overload for the key: its adaptive rate falls, and the
+/// error reaches the caller unchanged.
+#[tokio::test]
+async fn an_inner_service_error_is_overload_for_the_key() {
+    use tower::{Layer, ServiceExt};
+    let _alone = crate::support::alone();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(10.0)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .build()
+        .unwrap();
+    let failing = tower::service_fn(|_: http::Request<axum::body::Body>| async {
+        Err::<http::Response<axum::body::Body>, _>(std::io::Error::other("backend gone"))
+    });
+    let service =
+        ThrottleLayer::new(manager.clone(), KeyExtractor::header("x-api-key")).layer(failing);
+    let request = http::Request::builder()
+        .header("x-api-key", "k")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let error = service.oneshot(request).await.unwrap_err();
+    assert_eq!(error.to_string(), "backend gone");
+    assert_eq!(manager.rate("k"), Some(5.0));
+}
