@@ -537,4 +537,23 @@ mod tests {
         assert_eq!(key(&legacy, "10.0.0.1:80", &headers), Ok("7.7.7.7".into()));
         assert!(key(&standard, "10.0.0.1:80", &[("forwarded", "for=unknown")]).is_err());
     }
+
+    /// RFC 7239's parameter names are case-insensitive: `For=` and `FOR=`
+    /// are the client's address as `for=` is.
+    #[test]
+    fn forwarded_parameter_names_are_case_insensitive() {
+        let proxies = TrustedProxies::new(["10.0.0.0/8"]).unwrap();
+        let standard = KeyExtractor::forwarded_ip(proxies.forwarded());
+        for element in [
+            "For=192.0.2.60;proto=http",
+            "FOR=192.0.2.60",
+            "proto=http;fOr=192.0.2.60",
+        ] {
+            assert_eq!(
+                key(&standard, "10.0.0.1:80", &[("forwarded", element)]),
+                Ok("192.0.2.60".into()),
+                "{element}"
+            );
+        }
+    }
 }
