@@ -542,3 +542,58 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
         r#"invalid configuration: bulkhead_override["api"].max_concurrent: must be at least 1, got 0"#
     );
 }
+
+/// Every way in meets the bulkhead's room before the rate: with the one
+/// slot held and the rate's one token spent, each refuses the call as the
+/// bulkhead's (`Full`), not the rate's. Without the room check, the ways
+/// that wait would meet the rate first and be refused as `RateLimited`.
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_refuses_before_the_rate_on_every_path() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).burst(1))
+        .bulkhead(BulkheadConfig::new(1))
+        .max_wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let _held = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let mut reasons = vec![
+        (
+            "try_acquire",
+            manager.try_acquire("db", Priority::HIGH).map(drop),
+        ),
+        (
+            "try_acquire_owned",
+            manager.try_acquire_owned("db", Priority::HIGH).map(drop),
+        ),
+        (
+            "acquire",
+            manager.acquire("db", Priority::HIGH).await.map(drop),
+        ),
+        (
+            "acquire_owned",
+            manager.acquire_owned("db", Priority::HIGH).await.map(drop),
+        ),
+        (
+            "try_acquire_or_queue_owned",
+            manager
+                .try_acquire_or_queue_owned("db", Priority::HIGH)
+                .await
+                .map(drop),
+        ),
+    ];
+    let called = manager
+        .call("db", Priority::HIGH, || async {
+            Ok::<_, std::io::Error>(())
+        })
+        .await;
+    reasons.push((
+        "call",
+        called.map_err(|error| match error {
+            portcullis::CallError::Rejected(rejected) => rejected,
+            other => panic!("call: {other}"),
+        }),
+    ));
+    for (path, refused) in reasons {
+        assert_eq!(refused.unwrap_err().reason(), RejectReason::Full, "{path}");
+    }
+}
