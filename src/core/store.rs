@@ -61,10 +61,8 @@ impl Core {
             return StoreStep::Local;
         };
         let patience = self.patience_for_token(priority, patience);
-        let request = TokenRequest {
-            rules: RateRules::from_settings(settings),
-            max_wait: (patience != Nanos::MAX).then(|| Duration::from_nanos(patience)),
-        };
+        let max_wait = (patience != Nanos::MAX).then(|| Duration::from_nanos(patience));
+        let request = TokenRequest::new(RateRules::from_settings(settings), max_wait);
         match handle.store.take_token(&key.name, request).await {
             TokenAnswer::Granted {
                 wait,

@@ -237,16 +237,19 @@ where
     {
         let core = self.core();
         // A new key waits for room in a full key space no longer than the
-        // caller waits for a token (`max_wait` for its priority): past
-        // that, it is refused as the key space's, with the time until room.
-        let resolved = core.resolve(priority).unwrap_or(priority);
-        let room_deadline = core
-            .now()
-            .saturating_add(core.patience_for_token(resolved, patience));
+        // caller waits for a token (`max_wait` for its priority), counted
+        // from its first wait for room: past that, it is refused as the key
+        // space's, with the time until room.
+        let mut room_deadline = None;
         loop {
             let decided = match wait {
                 Wait::ForRoom(retry_at) => {
                     let now = core.now();
+                    // `decide` resolved the priority already: in range here.
+                    let resolved = core.resolve(priority).unwrap_or(priority);
+                    let room_deadline = *room_deadline.get_or_insert_with(|| {
+                        now.saturating_add(core.patience_for_token(resolved, patience))
+                    });
                     if retry_at > room_deadline || now >= room_deadline {
                         let retry_after = Duration::from_nanos(retry_at.saturating_sub(now));
                         return Err(Rejected::new(
