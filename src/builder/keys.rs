@@ -82,8 +82,10 @@ where
 
     /// A key whose bucket has been full for `ttl` (no call admitted, no debt
     /// left) is forgotten, learned rate included (default 10 minutes, at
-    /// least 1 s). Sweeps run as new keys arrive, at most twice per `ttl`,
-    /// or on [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle).
+    /// least 1 s). Each new key evicts, in passing, up to 64 idle keys, the
+    /// longest unvisited first, so no call pays for a sweep of the whole key
+    /// space; [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle)
+    /// sweeps it all at once.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};

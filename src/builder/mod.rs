@@ -284,8 +284,8 @@ where
             Problems::new(self.paths.keys, &mut found).add(
                 "idle_ttl",
                 format!(
-                    "must be at least 1s (idle keys are swept at most twice per idle_ttl, \
-                     as new keys arrive), got {ttl:?}"
+                    "must be at least 1s (a shorter one forgets a key's learned rate \
+                     between two of its calls), got {ttl:?}"
                 ),
             );
         }

@@ -400,7 +400,7 @@ fn problems_in_the_keys_section_are_named_with_it() {
     assert_eq!(
         problems("[keys]\nmax_keys = 0\nidle_ttl = \"10ms\"\n[default.rate]\nstarting_rate = 10\n"),
         [
-            "keys.idle_ttl: must be at least 1s (idle keys are swept at most twice per idle_ttl, as new keys arrive), got 10ms",
+            "keys.idle_ttl: must be at least 1s (a shorter one forgets a key's learned rate between two of its calls), got 10ms",
             "keys.max_keys: must be at least 1, got 0",
         ]
     );

@@ -3,7 +3,8 @@
 //! flood cannot reset the limit of a key that still owes tokens, even when
 //! that key is the least recently used one.
 //!
-//! Alone in its test binary, so the process's resident memory is its own.
+//! The memory test takes `support::alone()`, so the process's resident
+//! memory is its own.
 
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ fn resident_bytes() -> Option<u64> {
 
 #[test]
 fn a_million_keys_through_a_cap_of_ten_thousand() {
+    let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(
@@ -96,4 +98,42 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
     assert_eq!(manager.len(), CAP);
     assert_eq!(manager.rate("victim"), Some(0.001));
     assert!(manager.check("victim").unwrap_err().retry_after() > Some(Duration::from_secs(990)));
+}
+
+/// A flood of new keys from one thread, while evictable keys remain, never
+/// refuses another thread's new keys: each new key makes its own room, no
+/// caller is turned away because another is making room.
+#[test]
+fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
+    const QUIET: usize = 20_000;
+    const EACH: usize = 8_000;
+    let _alone = crate::support::alone();
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1_000.0)) // each call owes its token for 1 ms
+        .max_keys(QUIET)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for i in 0..QUIET {
+        manager.check(&format!("quiet-{i}")).unwrap();
+    }
+    clock.advance(Duration::from_secs(1)); // every one of them may go now
+    let start = std::sync::Barrier::new(2);
+    let refused = |prefix: &str| {
+        start.wait();
+        (0..EACH)
+            .filter(|i| manager.check(&format!("{prefix}-{i}")).is_err())
+            .count()
+    };
+    let (flood, legitimate) = std::thread::scope(|scope| {
+        let flood = scope.spawn(|| refused("flood"));
+        let legitimate = refused("legit");
+        (flood.join().unwrap(), legitimate)
+    });
+    // 16,000 of the 20,000 quiet keys made room; none of the new keys, which
+    // still owe, did.
+    assert_eq!((flood, legitimate), (0, 0), "new keys refused");
+    assert_eq!(manager.len(), QUIET);
+    assert!(manager.rate("flood-0").is_some() && manager.rate("legit-0").is_some());
 }

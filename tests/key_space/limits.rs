@@ -31,6 +31,9 @@ fn builder(clock: &ManualClock, max_keys: usize) -> ThrottleManagerBuilder<Strin
         .clock(clock.clone())
 }
 
+/// Each new key evicts, in passing, up to 64 keys idle for the TTL: a
+/// manager that sees new keys does not grow with idle ones, and no new key
+/// pays for more than that.
 #[test]
 fn idle_keys_are_swept_when_new_keys_arrive() {
     let clock = ManualClock::new();
@@ -41,8 +44,31 @@ fn idle_keys_are_swept_when_new_keys_arrive() {
     assert_eq!(manager.len(), 100);
     clock.advance(Duration::from_secs(61));
     manager.check("new").unwrap();
-    assert_eq!(manager.len(), 1);
+    assert_eq!(manager.len(), 100 - 64 + 1, "the oldest 64 went");
     assert_eq!(manager.rate("old-0"), None);
+    assert_eq!(manager.rate("old-63"), None);
+    assert_eq!(manager.rate("old-64"), Some(10.0));
+    manager.check("newer").unwrap();
+    assert_eq!(manager.len(), 2, "the other 36 went");
+}
+
+/// The sweep moves on past keys that are not idle, so a key in constant
+/// use at the front of the queue does not keep the idle ones behind it.
+#[test]
+fn the_idle_sweep_moves_past_keys_in_use() {
+    let clock = ManualClock::new();
+    let manager = manager(&clock, 1_000, Some(Duration::from_secs(60)));
+    manager.check("busy").unwrap();
+    for i in 0..10 {
+        manager.check(&format!("old-{i}")).unwrap();
+    }
+    clock.advance(Duration::from_secs(61));
+    manager.check("busy").unwrap(); // used again: not idle
+    for i in 0..2 {
+        manager.check(&format!("new-{i}")).unwrap();
+    }
+    assert_eq!(manager.rate("busy"), Some(10.0));
+    assert_eq!(manager.len(), 3, "every idle key went, the busy one stayed");
 }
 
 #[test]
@@ -78,13 +104,15 @@ fn at_the_cap_least_recently_used_quiet_keys_make_room() {
     clock.advance(Duration::from_secs(1)); // every bucket full again
     manager.check("k0").unwrap(); // k0 is now the most recently used
     manager.check("newcomer").unwrap();
-    assert_eq!(manager.len(), 31); // two went, one came
-    // The batch (a sixteenth of the cap, at least one) came from the oldest.
+    assert_eq!(manager.len(), 32); // one went, one came
+    // The least recently quiet of the oldest keys went, not k0.
     assert_eq!(manager.rate("k1"), None);
-    assert_eq!(manager.rate("k2"), None);
     assert_eq!(manager.rate("k0"), Some(10.0));
-    assert_eq!(manager.rate("k3"), Some(10.0));
+    assert_eq!(manager.rate("k2"), Some(10.0));
     assert_eq!(manager.rate("newcomer"), Some(10.0));
+    manager.check("second").unwrap();
+    assert_eq!(manager.rate("k2"), None, "the next oldest went next");
+    assert_eq!(manager.rate("k0"), Some(10.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -293,8 +321,8 @@ fn keys_that_learned_a_rate_are_evicted_last() {
     }
     clock.advance(Duration::from_secs(1)); // every bucket full again
     manager.check("newcomer").unwrap();
-    // A batch of two went: the oldest of those that learned nothing.
-    assert_eq!(manager.len(), 31);
+    // One went: the oldest of those that learned nothing.
+    assert_eq!(manager.len(), 32);
     for learned in ["k0", "k1", "k2", "k3"] {
         assert!(
             manager.rate(learned).unwrap() > 10.0,
@@ -302,8 +330,7 @@ fn keys_that_learned_a_rate_are_evicted_last() {
         );
     }
     assert_eq!(manager.rate("k4"), None);
-    assert_eq!(manager.rate("k5"), None);
-    assert_eq!(manager.rate("k6"), Some(10.0));
+    assert_eq!(manager.rate("k5"), Some(10.0));
 }
 
 /// Shedding holds a key's place as a pause does: within `max_hold`, until

@@ -5,3 +5,4 @@ mod support;
 
 mod flood;
 mod limits;
+mod stress;
