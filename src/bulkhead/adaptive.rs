@@ -264,6 +264,16 @@ mod tests {
     }
 
     #[test]
+    fn the_baseline_is_the_fastest_call_of_its_probe_not_the_last() {
+        let mut learned = LimitEstimate::new(20);
+        for latency in [30, 12, 25, 18, 40, 22, 35, 15, 28, 33] {
+            learned = probed(learned, MS, latency * MS, 1, BOUNDS);
+        }
+        assert_eq!(learned.probe_left, 0);
+        assert_eq!(learned.baseline, (12 * MS) as f64);
+    }
+
+    #[test]
     fn the_limit_rises_while_latency_is_low_and_calls_queue() {
         let mut learned = probed_at(10, 10 * MS);
         for _ in 0..20 {

@@ -137,6 +137,71 @@ async fn the_limit_follows_the_backend_when_its_workers_halve() {
     assert!(p99 <= SERVICE * 2, "p99 {p99:?}");
 }
 
+/// Callers that never queue (`try_acquire`, retried a millisecond later
+/// when refused) keep every slot taken: the limit is what holds them back,
+/// so against a backend with room to spare it grows.
+#[tokio::test(start_paused = true)]
+async fn the_limit_grows_when_every_slot_is_taken_with_nobody_queued() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::adaptive().bounds(1, 200)) // no queue
+        .build()
+        .unwrap();
+    let backend = Arc::new(Backend {
+        workers: AtomicU32::new(1_000),
+        in_flight: AtomicU32::new(0),
+    });
+    let start = Instant::now();
+    let length = Duration::from_secs(10);
+    let mut tasks = Vec::new();
+    for _ in 0..100 {
+        let (manager, backend) = (manager.clone(), Arc::clone(&backend));
+        tasks.push(tokio::spawn(async move {
+            while start.elapsed() < length {
+                match manager.try_acquire("db", Priority::HIGH) {
+                    Ok(permit) => {
+                        backend.call().await;
+                        permit.success();
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let learned = manager.concurrency_limit("db").unwrap();
+    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    // A hundred callers, a backend that never slows: the limit climbs
+    // toward them.
+    assert!(learned >= 50, "the limit stayed at {learned}");
+}
+
+/// A neutral outcome (a 404, a cancelled call) says nothing about
+/// capacity, but it still ends the call: its slot is free again, on a
+/// learned limit as on a fixed one.
+#[tokio::test(start_paused = true)]
+async fn a_neutral_outcome_frees_its_slot_on_a_learned_limit() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::adaptive().bounds(4, 4))
+        .build()
+        .unwrap();
+    for _ in 0..100 {
+        let permits: Vec<_> = (0..4)
+            .map(|_| manager.try_acquire("db", Priority::HIGH).unwrap())
+            .collect();
+        assert!(
+            manager.try_acquire("db", Priority::HIGH).is_err(),
+            "4 slots, 4 taken"
+        );
+        tokio::time::advance(Duration::from_millis(5)).await;
+        for permit in permits {
+            permit.report(portcullis::Outcome::Neutral);
+        }
+        assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+    }
+}
+
 // ---- The public contract of the issue, as written ----
 
 async fn learned() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
