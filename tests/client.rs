@@ -240,6 +240,33 @@ async fn retry_after_as_an_http_date_holds_the_host_and_no_other() {
     retry_after_holds_the_host(date, Duration::from_secs(2)).await;
 }
 
+/// A 429's outcome is reported before its `Retry-After` pause is set: the
+/// failure lowers the rate and rescales what the key owes, and that must
+/// not stretch the pause the same response asked for (5 s, not 5 s over the
+/// decrease's 0.7). Time only shortens what `peek` sees, so a slow machine
+/// cannot fail it.
+#[tokio::test]
+async fn a_failure_does_not_stretch_the_pause_its_own_response_set() {
+    let manager = manager(RateConfig::new(20.0));
+    let limited = Server::first(
+        StatusCode::TOO_MANY_REQUESTS,
+        vec![("retry-after", "5".into())],
+    )
+    .await;
+    let response = client(&manager).get(limited.url()).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let held = manager.peek(limited.key().as_str()).unwrap();
+    assert!(
+        manager.rate(limited.key().as_str()).unwrap() < 20.0,
+        "the failure counted"
+    );
+    assert!(
+        held.next_in <= Duration::from_secs(5) && held.next_in > Duration::from_secs(4),
+        "the host is held for {:?}",
+        held.next_in
+    );
+}
+
 /// A host that never answers: the manager's call timeout drops the
 /// request, counts it as overload and frees the host's bulkhead slot, so
 /// the next request is sent (and times out too) instead of waiting for a
