@@ -232,6 +232,51 @@ async fn calls_that_never_wait_decide_locally() {
     );
 }
 
+/// Redis keeps a key's shared state until its debt has run out, plus the
+/// idle time, both when a call takes a token and when an outcome rescales
+/// the debt: a key deep in debt must not be forgotten by Redis early, and
+/// so forgiven (ten calls at 0.01/s owe 1,000 s; the idle time is 60 s).
+#[tokio::test]
+async fn a_key_in_debt_outlives_the_idle_time_in_redis() {
+    let _alone = crate::support::alone();
+    let Some(server) = RedisServer::start("a_key_in_debt_outlives_the_idle_time_in_redis") else {
+        return;
+    };
+    let kept_ms = || -> i64 {
+        let reply = server.command(&["PTTL", "test:api"]);
+        reply.trim().trim_start_matches(':').parse().unwrap()
+    };
+    let rate = RateConfig::new(0.01)
+        .burst(10)
+        .bounds(0.001, 0.01)
+        .decrease_factor(0.5);
+    let manager = manager_with(&server.url(), rate, |store| {
+        store.idle_ttl(Duration::from_secs(60))
+    })
+    .await;
+    for _ in 0..10 {
+        // Dropped: neutral, reported to no one; only the tokens count.
+        drop(manager.acquire("api", Priority::HIGH).await.unwrap());
+    }
+    let kept = kept_ms();
+    assert!(
+        (1_000_000..=1_061_000).contains(&kept),
+        "Redis keeps the key {kept} ms, not the debt's 1,000 s plus 60 s idle"
+    );
+
+    // A failure halves the rate: the debt doubles, and so does its hold.
+    manager.decrement("api");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while kept_ms() < 1_500_000 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let kept = kept_ms();
+    assert!(
+        (2_000_000..=2_061_000).contains(&kept),
+        "after the failure Redis keeps the key {kept} ms, not 2,000 s plus 60 s"
+    );
+}
+
 #[tokio::test]
 async fn the_builder_names_what_a_store_lacks() {
     let _alone = crate::support::alone();
