@@ -158,16 +158,6 @@ impl<K, S> Registry<K, S> {
     }
 }
 
-impl<K, S> std::fmt::Debug for Registry<K, S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry")
-            .field("reserved", &self.reserved)
-            .field("max_keys", &self.max_keys)
-            .field("idle_ttl", &self.idle_ttl)
-            .finish_non_exhaustive()
-    }
-}
-
 impl<K, S> Registry<K, S>
 where
     K: Hash + Eq,
@@ -291,8 +281,14 @@ where
 
     /// Counts one more key against the cap, making room if needed.
     fn reserve_room(&self, now: Nanos) -> Result<(), NoRoom> {
-        self.sweep_idle_front(now);
         let mut reserved = self.reserved.load(Ordering::Acquire);
+        if reserved < self.max_keys {
+            // At the cap `make_room` evicts the idle keys it meets; the
+            // sweep, which sends busy keys to the back, would move away
+            // the candidates it left at the front.
+            self.sweep_idle_front(now);
+            reserved = self.reserved.load(Ordering::Acquire);
+        }
         loop {
             if reserved >= self.max_keys {
                 // The room of the key evicted passes to this one.

@@ -284,6 +284,13 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     assert!(refused.retry_after().unwrap() <= Duration::from_secs(45));
     assert_eq!(manager.rate("a"), Some(10.0));
 
+    // "Longer than `max_hold`": a pause of exactly `max_hold` still holds.
+    let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
+    manager.defer("a", Duration::from_secs(60));
+    let refused = manager.check("b").unwrap_err();
+    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(manager.rate("a"), Some(10.0));
+
     // Never forgiving is a choice: then the pause holds for all its 300 s.
     let manager = manager_with_hold(&clock, 1, Duration::MAX);
     manager.defer("a", Duration::from_secs(300));
@@ -418,4 +425,57 @@ async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
     // `wait` cannot refuse: it waits the pauses out.
     manager.wait("new-host").await;
     assert!(start.elapsed() >= Duration::from_secs(3));
+}
+
+/// At the cap, a new key makes room from keys idle for the TTL as it meets
+/// them, not only from keys that may go under pressure.
+#[test]
+fn at_the_cap_idle_keys_make_room() {
+    let clock = ManualClock::new();
+    let manager = manager(&clock, 2, Some(Duration::from_secs(60)));
+    manager.check("a").unwrap();
+    manager.check("b").unwrap();
+    clock.advance(Duration::from_secs(61));
+    manager.check("c").unwrap();
+    manager.check("d").unwrap();
+    assert_eq!(manager.len(), 2);
+    assert_eq!((manager.rate("a"), manager.rate("b")), (None, None));
+}
+
+/// A refused new key has seen only the front of a large key space (at
+/// most 256 keys): while some keys are unseen it retries within a
+/// millisecond, since one of them may go sooner. Once refusals have seen
+/// every key, they say when the first can go, and it then makes room.
+#[test]
+fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(0.1, 1.0).decrement(0.9))
+        .max_keys(600)
+        .keep_idle_keys()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for i in 0..300 {
+        let key = format!("slow-{i}");
+        manager.decrement(&key); // 0.1/s
+        manager.check(&key).unwrap(); // owes 10 s, at the front
+    }
+    for i in 0..300 {
+        manager.check(&format!("fast-{i}")).unwrap(); // owes 1 s
+    }
+    let first = manager.check("new-0").unwrap_err();
+    assert_eq!(first.reason(), RejectReason::KeySpaceFull);
+    assert!(
+        first.retry_after().unwrap() <= Duration::from_millis(1),
+        "retry after {:?} with most keys unseen",
+        first.retry_after()
+    );
+    // Three refusals of 256 have seen all 600: the first can go in 1 s.
+    let _ = manager.check("new-1");
+    let third = manager.check("new-2").unwrap_err();
+    assert_eq!(third.retry_after(), Some(Duration::from_secs(1)));
+    clock.advance(Duration::from_secs(1));
+    manager.check("new-3").unwrap();
+    assert_eq!(manager.rate("slow-0"), Some(0.1), "a key in debt stayed");
 }
