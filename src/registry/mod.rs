@@ -13,10 +13,12 @@
 //! order keys were created or last looked at by eviction. No caller ever
 //! scans the key space:
 //!
-//! - **Idle keys** go as new keys arrive: each new key looks at the front
-//!   of the queue and evicts the keys there that have been quiet for the
-//!   idle TTL, up to [`IDLE_SWEEP_MAX`], stopping at the first that is not.
-//!   [`Registry::evict_idle`], called by the owner, walks the whole queue.
+//! - **Idle keys** go as new keys arrive: below the cap, each new key looks
+//!   at the front of the queue and evicts the keys there that have been
+//!   quiet for the idle TTL, up to [`IDLE_SWEEP_MAX`], sending the first
+//!   few that are not to the back; at the cap, the look for room evicts
+//!   the idle keys it meets. [`Registry::evict_idle`], called by the
+//!   owner, walks the whole queue.
 //! - **At the cap**, a new key looks at the front of the queue, a few keys
 //!   at a time up to [`MAX_PROBES`], until it has seen a key it may evict.
 //!   It evicts the best of those it saw: a key held only by a pause or
