@@ -62,6 +62,12 @@ where
         self.idle_ttl.and_then(|ttl| now.checked_sub(ttl))
     }
 
+    /// Whether a key quiet as `quiet` has been idle since before
+    /// `idle_before` (never without an idle TTL).
+    fn is_idle(quiet: Quiet, idle_before: Option<Nanos>) -> bool {
+        idle_before.is_some_and(|before| quiet.from <= before)
+    }
+
     /// `state`'s quiet time, or `None` while anyone else holds it.
     fn quiet(&self, state: &triomphe::Arc<S>, now: Nanos) -> Option<Quiet> {
         if triomphe::Arc::strong_count(state) > 1 {
@@ -89,6 +95,21 @@ where
         }
     }
 
+    /// Moves up to `count` keys from the front of the queue into `into`.
+    fn take_front(&self, count: usize, into: &mut Vec<K>) {
+        let mut queue = self.queue();
+        let count = count.min(queue.len());
+        into.extend(queue.drain(..count));
+    }
+
+    /// Forgets what refusals have seen: after an eviction, or once they
+    /// have seen every key.
+    fn start_fruitless_round(&self) {
+        self.fruitless_probes.store(0, Ordering::Relaxed);
+        self.fruitless_first_quiet
+            .store(Nanos::MAX, Ordering::Relaxed);
+    }
+
     /// What `key` is to eviction at `now`.
     fn probe(&self, key: &K, now: Nanos, idle_before: Option<Nanos>) -> Probe {
         let Some(state) = self.map.get(key) else {
@@ -96,7 +117,7 @@ where
         };
         match self.quiet(state.value(), now) {
             None => Probe::Held(None),
-            Some(quiet) if idle_before.is_some_and(|before| quiet.from <= before) => Probe::Idle,
+            Some(quiet) if Self::is_idle(quiet, idle_before) => Probe::Idle,
             Some(quiet) => match self.rank(quiet, now) {
                 Ok(rank) => Probe::Evictable(rank),
                 Err(at) => Probe::Held(Some(at)),
@@ -111,8 +132,7 @@ where
     fn evict(&self, key: &K, now: Nanos, idle_before: Option<Nanos>, pressure: bool) -> bool {
         let removed = self.map.remove_if(key, |_, state| {
             self.quiet(state, now).is_some_and(|quiet| {
-                idle_before.is_some_and(|before| quiet.from <= before)
-                    || (pressure && self.rank(quiet, now).is_ok())
+                Self::is_idle(quiet, idle_before) || (pressure && self.rank(quiet, now).is_ok())
             })
         });
         removed.is_some()
@@ -167,11 +187,7 @@ where
         let mut probes = 0;
         let mut batch = Vec::with_capacity(SAMPLE);
         while probes < MAX_PROBES && candidates.is_empty() && idle_evicted == 0 {
-            {
-                let mut queue = self.queue();
-                let take = SAMPLE.min(queue.len());
-                batch.extend(queue.drain(..take));
-            }
+            self.take_front(SAMPLE, &mut batch);
             if batch.is_empty() {
                 break;
             }
@@ -213,9 +229,7 @@ where
         }
         // One evicted key's room is the caller's; the others are free.
         self.give_back(idle_evicted.saturating_sub(1));
-        self.fruitless_probes.store(0, Ordering::Relaxed);
-        self.fruitless_first_quiet
-            .store(Nanos::MAX, Ordering::Relaxed);
+        self.start_fruitless_round();
         tracing::trace!(
             idle_evicted,
             max_keys = self.max_keys,
@@ -242,9 +256,7 @@ where
                 retry_after: UNSEEN_RETRY.min(until_first),
             };
         }
-        self.fruitless_probes.store(0, Ordering::Relaxed);
-        self.fruitless_first_quiet
-            .store(Nanos::MAX, Ordering::Relaxed);
+        self.start_fruitless_round();
         let retry_after = if first == Nanos::MAX {
             // Every key is in use with no known end: retry, and look again.
             UNKNOWN_RETRY
@@ -273,11 +285,7 @@ where
         let mut evicted = 0;
         let mut chunk = Vec::with_capacity(SWEEP_CHUNK);
         while left > 0 {
-            {
-                let mut queue = self.queue();
-                let take = SWEEP_CHUNK.min(left).min(queue.len());
-                chunk.extend(queue.drain(..take));
-            }
+            self.take_front(SWEEP_CHUNK.min(left), &mut chunk);
             if chunk.is_empty() {
                 break;
             }
