@@ -297,6 +297,10 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
         };
         let timed_out = timed_out.unwrap_or_else(|| panic!("attempt {attempt}: {error}"));
         assert_eq!(timed_out.after(), Duration::from_millis(200));
+        assert_eq!(
+            timed_out.to_string(),
+            "no response within the call timeout of 200ms"
+        );
         let snapshot = manager.snapshot(&server.key()).unwrap();
         assert_eq!(
             snapshot.active,

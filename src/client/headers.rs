@@ -202,56 +202,36 @@ fn reset_name(name: &str) -> &'static str {
 }
 
 /// The longest reset among the spent quotas (`r=0`) of a `RateLimit` field
-/// value: a structured-field list of quota names with parameters, such as
-/// `"default";r=0;t=30, "daily";r=700;t=3600`. `None`: no quota is spent.
+/// value: a Structured Fields list (RFC 9651) of quota names with
+/// parameters, such as `"default";r=0;t=30, "daily";r=700;t=3600`. `r` and
+/// `t` are integers, not negative; other parameters (`pk`, ...) say
+/// nothing of a pause. `None`: no quota is spent.
 fn spent_quota_reset(value: &str) -> Result<Option<Duration>, InvalidHeader> {
     const EXPECTED: &str = "a list of quotas such as \"default\";r=0;t=30";
     let invalid = || InvalidHeader::new("RateLimit", value, EXPECTED);
+    let quotas: sfv::List = sfv::Parser::new(value).parse().map_err(|_| invalid())?;
+    // A parameter present but not an integer from 0 is a broken value, not
+    // a missing one.
+    let count = |quota: &sfv::Item, name: &sfv::KeyRef| match quota.params.get(name) {
+        None => Ok(None),
+        Some(number) => number
+            .as_integer()
+            .and_then(|n| u64::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(invalid),
+    };
     let mut longest = None;
-    for item in split_outside_quotes(value, ',') {
-        let mut parts = split_outside_quotes(item, ';');
-        if parts.next().is_none_or(|name| name.trim().is_empty()) {
+    for quota in &quotas {
+        let sfv::ListEntry::Item(quota) = quota else {
             return Err(invalid());
-        }
-        let (mut remaining, mut reset) = (None, None);
-        for parameter in parts {
-            let (key, number) = parameter.split_once('=').ok_or_else(invalid)?;
-            let number: u64 = number.trim().parse().map_err(|_| invalid())?;
-            match key.trim() {
-                "r" => remaining = Some(number),
-                "t" => reset = Some(number),
-                _ => {} // other parameters (pk, ...) say nothing of a pause
-            }
-        }
+        };
+        let remaining = count(quota, sfv::KeyRef::constant("r"))?;
+        let reset = count(quota, sfv::KeyRef::constant("t"))?;
         if let (Some(0), Some(reset)) = (remaining, reset) {
             longest = longest.max(Some(Duration::from_secs(reset)));
         }
     }
     Ok(longest)
-}
-
-/// `value` split at `separator`, except inside double quotes (a quoted
-/// string may hold either separator; `\"` does not end it).
-fn split_outside_quotes(value: &str, separator: char) -> impl Iterator<Item = &str> {
-    let mut rest = Some(value);
-    std::iter::from_fn(move || {
-        let text = rest?;
-        let (mut quoted, mut escaped) = (false, false);
-        for (at, c) in text.char_indices() {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' if quoted => escaped = true,
-                '"' => quoted = !quoted,
-                c if c == separator && !quoted => {
-                    rest = Some(&text[at + c.len_utf8()..]);
-                    return Some(&text[..at]);
-                }
-                _ => {}
-            }
-        }
-        rest = None;
-        Some(text)
-    })
 }
 
 #[cfg(test)]
@@ -380,6 +360,38 @@ mod tests {
         assert_eq!(pause(200, &quoted), (Some(secs(4)), vec![]));
     }
 
+    /// `RateLimit` is a Structured Field (RFC 9651): escapes in a quoted
+    /// name, a byte-sequence `pk`, bare boolean parameters and spaces
+    /// after `;` are all well-formed; a negative or fractional count, an
+    /// inner list or an upper-case parameter name are not.
+    #[test]
+    fn ratelimit_is_read_as_a_structured_field() {
+        for value in [
+            r#""a\"b";r=0;t=4"#,
+            r#""default";r=0;t=4;pk=:cHJvZ3JhbW1hdGljIGtleQ==:"#,
+            r#""default";fresh;r=0;t=4"#,
+            r#""default"; r=0; t=4"#,
+            "default;r=0;t=4",
+        ] {
+            assert_eq!(
+                pause(200, &[("ratelimit", value)]),
+                (Some(secs(4)), vec![]),
+                "{value}"
+            );
+        }
+        for value in [
+            r#""default";r=-1;t=4"#,
+            r#""default";r=0;t=1.5"#,
+            r#"("a" "b");r=0;t=4"#,
+            r#""default";R=0;t=4"#,
+            r#""default";r = 0;t=4"#,
+            r#""unclosed;r=0;t=4"#,
+        ] {
+            let (found, invalid) = pause(200, &[("ratelimit", value)]);
+            assert_eq!((found, invalid.len()), (None, 1), "{value}");
+        }
+    }
+
     #[test]
     fn remaining_zero_with_a_reset_asks_for_the_reset() {
         let earlier_draft = [("ratelimit-remaining", "0"), ("ratelimit-reset", "7")];
@@ -397,6 +409,19 @@ mod tests {
             ("x-ratelimit-reset", "0.25"),
         ];
         assert_eq!(pause(200, &fractional).0, Some(Duration::from_millis(250)));
+        // 10^9 itself is a Unix time (2001-09-09T01:46:40Z): past, no wait.
+        let at_the_line = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1000000000"),
+        ]);
+        let found = requested_pause(StatusCode::OK, &at_the_line, now, |e| panic!("{e}"));
+        assert_eq!(found, Some(Duration::ZERO));
+        let just_below = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "999999999"),
+        ]);
+        let found = requested_pause(StatusCode::OK, &just_below, now, |e| panic!("{e}"));
+        assert_eq!(found, Some(secs(999_999_999)));
         let left = [("x-ratelimit-remaining", "12"), ("x-ratelimit-reset", "7")];
         assert_eq!(pause(200, &left).0, None);
     }
@@ -480,6 +505,7 @@ mod tests {
                 Just("-inf".to_owned()),
                 "(Sun|Mon), [0-9]{2} (Nov|Feb) [0-9]{1,6} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT",
                 "\"[a-z,;]{0,5}\";r=[0-9-]{0,25};t=[0-9e.-]{0,25}",
+                "[\"a-z(); =,:?*0-9.\\\\-]{0,40}",
             ]
         }
 

@@ -169,20 +169,32 @@ pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
         Some(window) => ((rate.rate * window as f64) as u64, window),
         None => (1, (1.0 / rate.rate).ceil() as u64),
     };
-    let policy = format!(
-        "\"default\";q={quota};w={window};portcullis-burst={}",
-        rate.burst
-    );
-    let now = format!(
-        "\"default\";r={};t={}",
-        rate.remaining,
-        whole_seconds(rate.next_in)
-    );
+    let name = sfv::StringRef::constant("default");
+    let mut policy = sfv::ListSerializer::new();
+    let _ = policy
+        .bare_item(name)
+        .parameter(sfv::KeyRef::constant("q"), sf_integer(quota))
+        .parameter(sfv::KeyRef::constant("w"), sf_integer(window))
+        .parameter(sfv::KeyRef::constant("portcullis-burst"), rate.burst);
+    let mut now = sfv::ListSerializer::new();
+    let _ = now
+        .bare_item(name)
+        .parameter(sfv::KeyRef::constant("r"), rate.remaining)
+        .parameter(
+            sfv::KeyRef::constant("t"),
+            sf_integer(whole_seconds(rate.next_in)),
+        );
     for (name, value) in [(RATE_LIMIT_POLICY, policy), (RATE_LIMIT, now)] {
-        if let Ok(value) = HeaderValue::try_from(value) {
+        if let Some(Ok(value)) = value.finish().map(HeaderValue::try_from) {
             headers.insert(name, value);
         }
     }
+}
+
+/// `n` as a Structured Fields integer, which holds up to 15 digits: more
+/// is more calls or seconds than any client counts, so the largest.
+fn sf_integer(n: u64) -> sfv::Integer {
+    sfv::Integer::try_from(n).unwrap_or(sfv::Integer::MAX)
 }
 
 /// Seconds, rounded up: a client that waits that long finds what it was
@@ -238,6 +250,52 @@ mod tests {
         let q = |rate: f64| headers_for(rate, 1, 0, Duration::ZERO)[&RATE_LIMIT_POLICY].clone();
         assert_eq!(q(1e-5), "\"default\";q=1;w=100000;portcullis-burst=1");
         assert_eq!(q(1e-9), "\"default\";q=1;w=1000000000;portcullis-burst=1");
+    }
+
+    /// The one quota of a `RateLimit` field the layer wrote, read back
+    /// with sfv: its name and each integer parameter.
+    fn read_back(value: &HeaderValue) -> (String, Vec<(String, i64)>) {
+        let list: sfv::List = sfv::Parser::new(value.as_bytes()).parse().unwrap();
+        let [sfv::ListEntry::Item(quota)] = list.as_slice() else {
+            panic!("not one quota: {value:?}");
+        };
+        let name = quota.bare_item.as_string().unwrap().as_str().to_owned();
+        let parameters = quota
+            .params
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
+            .collect();
+        (name, parameters)
+    }
+
+    proptest::proptest! {
+        /// What the layer writes is a well-formed Structured Field that
+        /// reads back as the values it wrote, for every rate the key space
+        /// allows (up to 1e9 a second) and any wait.
+        #[test]
+        fn the_rate_limit_fields_read_back_as_written(
+            rate in 1e-9f64..1e9,
+            burst in 1u32..,
+            spent in 0.0f64..=1.0,
+            next_in in proptest::prelude::any::<u64>(),
+        ) {
+            let remaining = (f64::from(burst) * (1.0 - spent)) as u32;
+            let next_in = Duration::from_nanos(next_in);
+            let headers = headers_for(rate, burst, remaining, next_in);
+            let (name, policy) = read_back(&headers[&RATE_LIMIT_POLICY]);
+            proptest::prop_assert_eq!(name, "default");
+            let [(q, quota), (w, window), (b, written_burst)] = policy.as_slice() else {
+                panic!("{policy:?}");
+            };
+            proptest::prop_assert_eq!((q.as_str(), w.as_str(), b.as_str()), ("q", "w", "portcullis-burst"));
+            proptest::prop_assert!(*quota >= 1 && *window >= 1, "{policy:?}");
+            proptest::prop_assert_eq!(*written_burst, i64::from(burst));
+            let (name, now) = read_back(&headers[&RATE_LIMIT]);
+            proptest::prop_assert_eq!(name, "default");
+            let t = i64::try_from(whole_seconds(next_in)).unwrap().min(999_999_999_999_999);
+            let expected = vec![("r".to_owned(), i64::from(remaining)), ("t".to_owned(), t)];
+            proptest::prop_assert_eq!(now, expected);
+        }
     }
 
     #[test]

@@ -1,14 +1,14 @@
 //! Which client a request comes from: [`KeyExtractor`].
 
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use http::header::HeaderName;
 use http::request::Parts;
+use ipnet::Ipv6Net;
 
 pub use super::proxies::TrustedProxies;
-use super::proxies::mask;
 use crate::error::{ConfigError, ConfigProblem};
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
@@ -183,7 +183,8 @@ impl KeyExtractor {
     ///
     /// A peer that is not one of `proxies` is the client, whatever headers
     /// it sends. A trusted peer's forwarding header (`X-Forwarded-For`, or
-    /// `Forwarded` if [`TrustedProxies::forwarded`]) is read from the
+    /// `Forwarded` if [`TrustedProxies::forwarded`]; for the headers that
+    /// hold one address, see [`TrustedProxies::x_real_ip`]) is read from the
     /// right, each entry written by the hop before: the first address that
     /// is not a trusted proxy is the client. The leftmost entry, which the
     /// client wrote itself, counts only if every hop after it is trusted.
@@ -323,10 +324,10 @@ impl KeyExtractor {
         match ip.to_canonical() {
             IpAddr::V4(v4) => v4.to_string(),
             IpAddr::V6(v6) if self.ipv6_prefix == 128 => v6.to_string(),
-            IpAddr::V6(v6) => {
-                let network = Ipv6Addr::from_bits(v6.to_bits() & mask(self.ipv6_prefix));
-                format!("{network}/{}", self.ipv6_prefix)
-            }
+            // `ipv6_prefix` is from 1 to 128, as its setter checks.
+            IpAddr::V6(v6) => Ipv6Net::new_assert(v6, self.ipv6_prefix)
+                .trunc()
+                .to_string(),
         }
     }
 }
