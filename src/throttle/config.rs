@@ -303,6 +303,32 @@ mod tests {
         );
     }
 
+    /// The window's bounds are inclusive: 10 ms and a day are windows, a
+    /// nanosecond less or more is not.
+    #[test]
+    fn the_window_is_from_10ms_to_a_day_inclusive() {
+        let ns = Duration::from_nanos(1);
+        let day = Duration::from_secs(86_400);
+        for fine in [Duration::from_millis(10), day] {
+            let mut found = Vec::new();
+            let config = ThrottleConfig::new().window(fine);
+            assert!(
+                config
+                    .check(&mut Problems::new("throttle", &mut found))
+                    .is_some(),
+                "{fine:?}"
+            );
+        }
+        assert_eq!(
+            problems(ThrottleConfig::new().window(Duration::from_millis(10) - ns)),
+            ["throttle.window: must be from 10ms to 1 day, got 9.999999ms"]
+        );
+        assert_eq!(
+            problems(ThrottleConfig::new().window(day + ns)),
+            ["throttle.window: must be from 10ms to 1 day, got 86400.000000001s"]
+        );
+    }
+
     #[test]
     fn settings_are_in_the_units_of_the_maths() {
         let s = ThrottleSettings::for_test(ThrottleConfig::new());

@@ -116,6 +116,17 @@ mod tests {
             ),
             0.0
         );
+        // Exactly the minimum sample is a sample: (10 - 0) / (10 + 60).
+        assert_eq!(
+            rejection(
+                Counts {
+                    requests: 10.0,
+                    accepts: 0.0
+                },
+                &s
+            ),
+            10.0 / 70.0
+        );
         assert_eq!(
             rejection(
                 Counts {

@@ -260,6 +260,17 @@ fn bounds_take_exactly_two_numbers() {
     )
     .unwrap_err();
     assert!(error.to_string().contains("exactly two numbers"), "{error}");
+    // The error says how many numbers there were.
+    for (bounds, given) in [("[1, 20, 30]", 3), ("[1, 20, 30, 40, 50]", 5), ("[1]", 1)] {
+        let text = format!("starting_rate = 10\nbounds = {bounds}");
+        let error = toml::from_str::<portcullis::config::RateSection>(&text).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("invalid length {given},")),
+            "{bounds}: {error}"
+        );
+    }
     let fine: portcullis::config::RateSection =
         toml::from_str("starting_rate = 10\nbounds = [1, 20]").unwrap();
     assert_eq!(fine.bounds, Some([1.0, 20.0]));
