@@ -248,13 +248,16 @@ impl ThrottleWindow {
             .collect()
     }
 
-    /// The time from which forgetting this window loses nothing: while the
-    /// least important priority would be shed, not before its last bucket
-    /// expires; otherwise from the start of its newest bucket.
+    /// The time from which forgetting this window loses nothing: while any
+    /// priority would be shed, not before its last bucket expires;
+    /// otherwise from the start of its newest bucket. Every level is asked:
+    /// a lower one inherits the failures above it but also counts its own
+    /// successes, so it may be healthy while a higher one is shed.
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && probability::rejection(self.seen_by(self.level_count() - 1), settings) > 0.0;
+            && (0..self.level_count())
+                .any(|p| probability::rejection(self.seen_by(p), settings) > 0.0);
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {

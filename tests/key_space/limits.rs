@@ -233,6 +233,39 @@ fn a_key_that_is_shedding_is_never_evicted() {
     assert!(manager.rejection_probability("a", Priority::LOW).unwrap() > 0.5);
 }
 
+/// Shedding at any priority keeps the key: a healthy lowest priority
+/// (its own successes outweigh the failures above it) does not make a key
+/// whose most important calls are being shed forgettable.
+#[test]
+fn a_key_shedding_only_its_important_calls_is_never_evicted() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .random_source(|| 0.0) // sheds at any probability above 0
+        .max_keys(1)
+        .keep_idle_keys()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for _ in 0..200 {
+        manager.try_acquire("a", Priority::LOW).unwrap().success();
+    }
+    for _ in 0..30 {
+        // Failures, then calls shed: both count against HIGH.
+        if let Ok(permit) = manager.try_acquire("a", Priority::HIGH) {
+            permit.failure();
+        }
+    }
+    assert_eq!(manager.rejection_probability("a", Priority::LOW), Some(0.0));
+    let shed = manager.try_acquire("a", Priority::HIGH).unwrap_err();
+    assert_eq!(shed.reason(), RejectReason::Throttled);
+    clock.advance(Duration::from_secs(30)); // well inside the 60 s window
+    let refused = manager.try_acquire("b", Priority::LOW).unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    let shed = manager.try_acquire("a", Priority::HIGH).unwrap_err();
+    assert_eq!(shed.reason(), RejectReason::Throttled);
+}
+
 /// `idle_ttl(0)` once swept the whole key space on every new key (20,000
 /// new keys took 1.2 s instead of 5 ms); a too-short TTL is now refused,
 /// naming the field.
