@@ -310,6 +310,23 @@ mod tests {
         assert_eq!(exact[RETRY_AFTER], "3");
     }
 
+    /// A priority the manager refuses is the server's own mistake (its
+    /// code chose it), not the client's load: 500, never a 503 that asks
+    /// the client to come back.
+    #[test]
+    fn an_invalid_priority_is_a_server_error() {
+        let manager = crate::ThrottleManager::<String>::builder()
+            .throttle(crate::ThrottleConfig::new())
+            .priority_levels(2)
+            .out_of_range(crate::priority::OutOfRange::Reject)
+            .build()
+            .unwrap();
+        let rejected = manager
+            .try_acquire("api", crate::Priority::LOW)
+            .unwrap_err();
+        assert_eq!(status_of(&rejected), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
     #[test]
     fn answers_are_judged_by_status() {
         let judge =

@@ -108,3 +108,28 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// hyper reads a body's size hint for `Content-Length` and its end
+    /// for an empty body: the layer's own answers give both exactly, and a
+    /// handler's body keeps its own.
+    #[test]
+    fn a_body_says_its_exact_size_and_when_it_is_over() {
+        type Answer = ResponseBody<http_body_util::Full<Bytes>>;
+        let answer = Answer::answer(Bytes::from_static(b"429 Too Many Requests\n"));
+        assert_eq!(answer.size_hint().exact(), Some(22));
+        assert!(!answer.is_end_stream());
+        let empty = Answer::answer(Bytes::new());
+        assert_eq!(empty.size_hint().exact(), Some(0));
+        assert!(empty.is_end_stream());
+        let inner = ResponseBody::inner(http_body_util::Full::new(Bytes::from_static(b"hello")));
+        assert_eq!(inner.size_hint().exact(), Some(5));
+        assert!(!inner.is_end_stream());
+        let inner_empty = ResponseBody::inner(http_body_util::Empty::<Bytes>::new());
+        assert_eq!(inner_empty.size_hint().exact(), Some(0));
+        assert!(inner_empty.is_end_stream());
+    }
+}
