@@ -577,3 +577,43 @@ async fn an_inner_service_error_is_overload_for_the_key() {
     assert_eq!(error.to_string(), "backend gone");
     assert_eq!(manager.rate("k"), Some(5.0));
 }
+
+/// The layer is ready when the service it wraps is: a server (or a
+/// load balancer in front of it) that waits on readiness sees the inner
+/// service's back-pressure through it.
+#[tokio::test]
+async fn the_layer_is_ready_only_when_the_inner_service_is() {
+    use std::task::Poll;
+    use tower::{Layer, Service, ServiceExt};
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(100.0))
+        .build()
+        .unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+    let handler = tower::service_fn(move |_: http::Request<axum::body::Body>| {
+        let released = released.clone();
+        async move {
+            if let Some(released) = released.lock().await.take() {
+                let _ = released.await;
+            }
+            Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
+        }
+    });
+    let one_at_a_time = tower::limit::ConcurrencyLimit::new(handler, 1);
+    let mut service =
+        ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")).layer(one_at_a_time);
+    let request = || {
+        http::Request::builder()
+            .header("x-api-key", "k")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let first = service.ready().await.unwrap().call(request());
+    let first = tokio::spawn(first);
+    let pending = std::future::poll_fn(|cx| Poll::Ready(service.poll_ready(cx).is_pending())).await;
+    assert!(pending, "ready while the inner service has no room");
+    release.send(()).unwrap();
+    first.await.unwrap().unwrap();
+    service.ready().await.unwrap();
+}

@@ -81,6 +81,12 @@ fn forwarded_reads_quoted_values_whole() {
         r#"for="198.51.100.2";by="\"weird\"""#,
         r#"for=6.6.6.6;host="\",", for=198.51.100.2"#,
         "for=198.51.100.2 ; proto=https",
+        // An escaped quote does not end a quoted string; an escaped
+        // backslash before the closing quote does not escape it.
+        r#"for=198.51.100.2;host="a\",b""#,
+        r#"for=198.51.100.2;host="a\\", for=198.51.100.2"#,
+        // A quoted string may escape any character.
+        r#"for="198.51.100.\2""#,
     ] {
         assert_eq!(
             key(&standard, "10.0.0.1:80", &[("forwarded", line)]),
