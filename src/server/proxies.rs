@@ -187,19 +187,12 @@ impl TrustedProxies {
             ProxyHeader::Forwarded => FORWARDED,
             ProxyHeader::ClientIp(header) => return one_address(request, header, peer),
         };
-        let not_ascii = || MissingKey::new(format!("header `{header}` is not ASCII"));
-        let not_an_address = |entry: &str| {
-            MissingKey::new(format!(
-                "`{}` in header `{header}` is not an address",
-                entry.trim()
-            ))
-        };
         // Every field line, in order, is one list; read from its end.
         let lines: Vec<&str> = request
             .headers
             .get_all(&header)
             .iter()
-            .map(|line| line.to_str().map_err(|_| not_ascii()))
+            .map(|line| line.to_str().map_err(|_| not_ascii(&header)))
             .collect::<Result<_, _>>()?;
         let mut client = peer;
         for line in lines.into_iter().rev() {
@@ -212,7 +205,7 @@ impl TrustedProxies {
                     ProxyHeader::Forwarded => forwarded_for(entry).and_then(|v| parse_address(&v)),
                     _ => parse_address(entry.trim().trim_matches('"')),
                 };
-                client = address.ok_or_else(|| not_an_address(entry))?;
+                client = address.ok_or_else(|| not_an_address(entry, &header))?;
                 if !self.trusts(client) {
                     return Ok(client);
                 }
@@ -232,15 +225,19 @@ fn one_address(request: &Parts, header: &HeaderName, peer: IpAddr) -> Result<IpA
     if lines.next().is_some() {
         return Err(MissingKey::new(format!("header `{header}` is given twice")));
     }
-    let line = line
-        .to_str()
-        .map_err(|_| MissingKey::new(format!("header `{header}` is not ASCII")))?;
-    parse_address(line).ok_or_else(|| {
-        MissingKey::new(format!(
-            "`{}` in header `{header}` is not an address",
-            line.trim()
-        ))
-    })
+    let line = line.to_str().map_err(|_| not_ascii(header))?;
+    parse_address(line).ok_or_else(|| not_an_address(line, header))
+}
+
+fn not_ascii(header: &HeaderName) -> MissingKey {
+    MissingKey::new(format!("header `{header}` is not ASCII"))
+}
+
+fn not_an_address(entry: &str, header: &HeaderName) -> MissingKey {
+    MissingKey::new(format!(
+        "`{}` in header `{header}` is not an address",
+        entry.trim()
+    ))
 }
 
 /// A trusted proxy's entry: an address (`10.0.0.5`, `fd00::1`, taken as

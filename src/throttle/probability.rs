@@ -13,14 +13,17 @@ pub(crate) struct Counts {
 /// important priority (`above`) that the backend did not accept; its own
 /// accepts.
 pub(crate) fn seen_by(above: impl IntoIterator<Item = Counts>, own: Counts) -> Counts {
-    let unaccepted_above: f64 = above
-        .into_iter()
-        .map(|c| (c.requests - c.accepts).max(0.0))
-        .sum();
+    let unaccepted_above: f64 = above.into_iter().map(unaccepted).sum();
     Counts {
         requests: own.requests + unaccepted_above,
         accepts: own.accepts,
     }
+}
+
+/// The calls of `counts` the backend did not accept, which every less
+/// important priority sees as its own requests.
+pub(crate) fn unaccepted(counts: Counts) -> f64 {
+    (counts.requests - counts.accepts).max(0.0)
 }
 
 /// `clamp((requests - ratio * accepts) / (requests + floor), 0, max)`, or 0

@@ -236,14 +236,15 @@ impl ThrottleWindow {
     /// rejection probability, at `now`: for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
         let head = self.head_at(now, settings.bucket);
-        (0..self.level_count())
-            .map(|p| {
-                let probability = if head >= self.clean_from.load(Ordering::Acquire) {
+        let clean = head >= self.clean_from.load(Ordering::Acquire);
+        self.seen_by_each()
+            .map(|(own, seen)| {
+                let probability = if clean {
                     0.0
                 } else {
-                    probability::rejection(self.seen_by(p), settings)
+                    probability::rejection(seen, settings)
                 };
-                (self.counts(p), probability)
+                (own, probability)
             })
             .collect()
     }
@@ -256,8 +257,9 @@ impl ThrottleWindow {
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let head = self.head.load(Ordering::Acquire);
         let shedding = head < self.clean_from.load(Ordering::Acquire)
-            && (0..self.level_count())
-                .any(|p| probability::rejection(self.seen_by(p), settings) > 0.0);
+            && self
+                .seen_by_each()
+                .any(|(_, seen)| probability::rejection(seen, settings) > 0.0);
         let quiet_bucket = if shedding {
             head + BUCKETS as u64
         } else {
@@ -271,6 +273,22 @@ impl ThrottleWindow {
     fn seen_by(&self, priority: usize) -> Counts {
         let above = (0..priority).map(|p| self.counts(p));
         probability::seen_by(above, self.counts(priority))
+    }
+
+    /// Each priority's own counts and the counts it sees, most important
+    /// first, in one pass: the calls not accepted above a level are
+    /// carried down to it rather than summed again for each.
+    fn seen_by_each(&self) -> impl Iterator<Item = (Counts, Counts)> + '_ {
+        let mut unaccepted_above = 0.0;
+        (0..self.level_count()).map(move |p| {
+            let own = self.counts(p);
+            let above = Counts {
+                requests: unaccepted_above,
+                accepts: 0.0,
+            };
+            unaccepted_above += probability::unaccepted(own);
+            (own, probability::seen_by([above], own))
+        })
     }
 
     /// The counts of `priority` over the window. (Every bucket in it is

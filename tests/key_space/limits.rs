@@ -208,17 +208,23 @@ fn a_key_with_a_call_in_flight_is_never_evicted() {
     assert!(manager.snapshot("a").is_none());
 }
 
-#[test]
-fn a_key_that_is_shedding_is_never_evicted() {
-    let clock = ManualClock::new();
-    let manager = ThrottleManager::<String>::builder()
+/// A key space of one key, whose throttle sheds at any probability above
+/// 0, and which keeps idle keys: only shedding can keep a key.
+fn one_key_that_sheds_at_any_probability(clock: &ManualClock) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
-        .random_source(|| 0.0) // sheds at any probability above 0
+        .random_source(|| 0.0)
         .max_keys(1)
         .keep_idle_keys()
         .clock(clock.clone())
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_key_that_is_shedding_is_never_evicted() {
+    let clock = ManualClock::new();
+    let manager = one_key_that_sheds_at_any_probability(&clock);
     for _ in 0..100 {
         manager.decrement("a"); // the backend keeps failing
     }
@@ -239,14 +245,7 @@ fn a_key_that_is_shedding_is_never_evicted() {
 #[test]
 fn a_key_shedding_only_its_important_calls_is_never_evicted() {
     let clock = ManualClock::new();
-    let manager = ThrottleManager::<String>::builder()
-        .throttle(ThrottleConfig::new())
-        .random_source(|| 0.0) // sheds at any probability above 0
-        .max_keys(1)
-        .keep_idle_keys()
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let manager = one_key_that_sheds_at_any_probability(&clock);
     for _ in 0..200 {
         manager.try_acquire("a", Priority::LOW).unwrap().success();
     }
