@@ -38,18 +38,18 @@ const CLIENTS: [(&str, &str, f64); 6] = [
 const RUN: Duration = Duration::from_secs(5);
 
 /// A key's tier: calls a second and how many may come at once.
-fn tier(key: &str) -> (f64, u32) {
+fn tier(key: &str) -> (u32, u32) {
     if key.starts_with("pro-") {
-        (50.0, 20)
+        (50, 20)
     } else {
-        (5.0, 5)
+        (5, 5)
     }
 }
 
-/// A fixed quota: the rate cannot move (`bounds(r, r)`).
+/// A fixed quota: the rate never moves.
 fn quota(key: &str) -> RateConfig {
     let (rate, burst) = tier(key);
-    RateConfig::new(rate).burst(burst).bounds(rate, rate)
+    RateConfig::per_second(rate).burst(burst)
 }
 
 fn api(manager: ThrottleManager<String>) -> Router {

@@ -245,6 +245,27 @@ pub enum RejectReason {
     /// feature `redis`); [`retry_after`](Rejected::retry_after) says when
     /// the store will be asked again.
     StoreUnavailable,
+    /// The call cost more tokens than the key's rate holds at once (its
+    /// burst): no wait could admit it, so it was refused at once. Split the
+    /// call, or give the rate a larger
+    /// [`burst`](crate::RateConfig::burst).
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(600).burst(20))
+    ///     .build()?;
+    /// let refused = manager.check_n("tenant-a", 21).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::CostAboveBurst);
+    /// assert_eq!(refused.retry_after(), None); // never
+    /// assert_eq!(
+    ///     refused.to_string(),
+    ///     "rejected locally (cost above the burst, priority 0); cost 21 > burst 20, which no wait can admit"
+    /// );
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    CostAboveBurst,
 }
 
 impl fmt::Display for RejectReason {
@@ -258,6 +279,7 @@ impl fmt::Display for RejectReason {
             Self::QueueTimeout => "queue timeout",
             Self::Dropped => "dropped from the queue",
             Self::StoreUnavailable => "rate store unavailable",
+            Self::CostAboveBurst => "cost above the burst",
         })
     }
 }
@@ -286,14 +308,16 @@ pub struct Rejected {
     reason: RejectReason,
     priority: Priority,
     retry_after: Option<Duration>,
-    load: Option<BulkheadLoad>,
+    load: Option<Load>,
 }
 
-/// A bulkhead's calls in flight and queued when it refused a call.
+/// What the refusing control held when it refused, for the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct BulkheadLoad {
-    active: u32,
-    queued: u32,
+enum Load {
+    /// A bulkhead's calls in flight and queued.
+    Bulkhead { active: u32, queued: u32 },
+    /// A call's cost, and the burst it did not fit in.
+    Cost { cost: u32, burst: u32 },
 }
 
 impl Rejected {
@@ -331,7 +355,17 @@ impl Rejected {
             reason,
             priority,
             retry_after: None,
-            load: Some(BulkheadLoad { active, queued }),
+            load: Some(Load::Bulkhead { active, queued }),
+        }
+    }
+
+    /// Refused because `cost` tokens never fit in a burst of `burst`.
+    pub(crate) fn cost_above_burst(cost: u32, burst: u32, priority: Priority) -> Self {
+        Self {
+            reason: RejectReason::CostAboveBurst,
+            priority,
+            retry_after: None,
+            load: Some(Load::Cost { cost, burst }),
         }
     }
 
@@ -349,7 +383,10 @@ impl Rejected {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn active(&self) -> Option<u32> {
-        self.load.map(|load| load.active)
+        match self.load {
+            Some(Load::Bulkhead { active, .. }) => Some(active),
+            _ => None,
+        }
     }
 
     /// For a bulkhead rejection, the calls of the key waiting in its queue
@@ -363,7 +400,10 @@ impl Rejected {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn queued(&self) -> Option<u32> {
-        self.load.map(|load| load.queued)
+        match self.load {
+            Some(Load::Bulkhead { queued, .. }) => Some(queued),
+            _ => None,
+        }
     }
 
     /// Why the call was refused.
@@ -415,8 +455,14 @@ impl Rejected {
 impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "rejected locally ({}, {})", self.reason, self.priority)?;
-        if let Some(load) = self.load {
-            write!(f, "; {} active, {} queued", load.active, load.queued)?;
+        match self.load {
+            Some(Load::Bulkhead { active, queued }) => {
+                write!(f, "; {active} active, {queued} queued")?;
+            }
+            Some(Load::Cost { cost, burst }) => {
+                write!(f, "; cost {cost} > burst {burst}, which no wait can admit")?;
+            }
+            None => {}
         }
         if let Some(after) = self.retry_after {
             write!(f, "; retry after {after:?}")?;

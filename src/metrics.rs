@@ -56,6 +56,7 @@ pub(crate) fn rejected(key: KeyLabel<'_>, reason: RejectReason) {
             RejectReason::QueueTimeout => "queue_timeout",
             RejectReason::Dropped => "dropped",
             RejectReason::StoreUnavailable => "store_unavailable",
+            RejectReason::CostAboveBurst => "cost_above_burst",
         };
         metrics::counter!(
             "portcullis_rejected_total",

@@ -83,6 +83,9 @@ pub(crate) struct Ticket {
     /// Whether the call holds a slot of the key's bulkhead.
     pub(crate) holds_slot: bool,
     reported: bool,
+    /// The rate tokens the call took: its success counts as that much use
+    /// of the rate (in the padding after the flags: no bigger a permit).
+    pub(crate) cost: u32,
     /// How the key is named outside; allocated only when debug events or
     /// per-key metrics are on, so a plain permit stays small.
     pub(crate) telemetry: KeyTelemetry,
@@ -95,6 +98,7 @@ impl Ticket {
         priority: Priority,
         times: CallTimes,
         holds_slot: bool,
+        cost: u32,
         telemetry: KeyTelemetry,
     ) -> Self {
         Self {
@@ -103,6 +107,7 @@ impl Ticket {
             times,
             holds_slot,
             reported: false,
+            cost,
             telemetry,
         }
     }
@@ -194,6 +199,7 @@ impl<'a> Permit<'a> {
             &ticket.state,
             ticket.priority,
             ticket.times,
+            ticket.cost,
             outcome,
             ticket.telemetry(),
         );

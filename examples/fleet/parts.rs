@@ -25,7 +25,7 @@ pub(crate) enum Mode {
 impl Mode {
     pub(crate) fn config(self) -> RateConfig {
         match self {
-            Mode::Fixed => RateConfig::new(40.0).bounds(40.0, 40.0),
+            Mode::Fixed => RateConfig::per_second(40).burst(1),
             Mode::Adaptive => RateConfig::new(10.0),
         }
     }

@@ -19,7 +19,7 @@ use crate::throttle::ThrottleConfig;
 /// use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
 ///
 /// let premium = Tier::new()
-///     .rate(RateConfig::new(100.0).bounds(100.0, 100.0))
+///     .rate(RateConfig::per_second(100))
 ///     .throttle(ThrottleConfig::new().ratio(3.0))
 ///     .bulkhead(BulkheadConfig::new(32));
 /// # drop(premium);

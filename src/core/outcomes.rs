@@ -68,7 +68,8 @@ impl Core {
         }
     }
 
-    /// Counts the outcome of a call scheduled and admitted at `times`. The
+    /// Counts the outcome of a call scheduled and admitted at `times`,
+    /// which took `cost` rate tokens. The
     /// throttle counts a call when its outcome is known: a call still in
     /// flight is not yet a request, so a healthy call costs it one
     /// `fetch_add`.
@@ -78,6 +79,7 @@ impl Core {
         state: &KeyState,
         priority: Priority,
         times: CallTimes,
+        cost: u32,
         outcome: Outcome,
         telemetry: &KeyTelemetry,
     ) {
@@ -95,6 +97,7 @@ impl Core {
                         times.scheduled,
                         times.started,
                         times.waited(),
+                        cost,
                         settings,
                     );
                     events::rate_changed(telemetry.span(), change);
@@ -115,7 +118,7 @@ impl Core {
             Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
         }
         if self.store.is_some() {
-            self.share_outcome(state, times, outcome);
+            self.share_outcome(state, times, cost, outcome);
         }
     }
 

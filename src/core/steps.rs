@@ -45,6 +45,7 @@ impl Core {
         now: Nanos,
         priority: Priority,
         patience: Patience,
+        cost: u32,
         span: &Span,
     ) -> Result<(), Rejected> {
         let Some((window, settings)) = self.throttle_of(state) else {
@@ -58,16 +59,18 @@ impl Core {
             }
             return Ok(());
         }
-        self.maybe_shed(state, now, priority, patience, span, probability)
+        self.maybe_shed(state, now, priority, patience, cost, span, probability)
     }
 
     /// Step 2 for a key whose throttle may shed: draws, and sheds or not.
+    #[allow(clippy::too_many_arguments)] // the step's inputs, each used once
     fn maybe_shed(
         &self,
         state: &KeyState,
         now: Nanos,
         priority: Priority,
         patience: Patience,
+        cost: u32,
         span: &Span,
         probability: f64,
     ) -> Result<(), Rejected> {
@@ -78,7 +81,7 @@ impl Core {
             return Ok(());
         };
         if let Some(rate) = self.rate_of(state) {
-            let wait = state.rate.wait(now, rate.burst);
+            let wait = state.rate.wait(now, rate.burst, cost);
             if wait > self.patience_for_token(priority, patience) {
                 return Err(Rejected::rate_limited(wait, priority));
             }
@@ -89,6 +92,25 @@ impl Core {
             events::shedding(span, priority, probability, true);
         }
         Err(Rejected::new(RejectReason::Throttled, priority, None))
+    }
+
+    /// Before step 2: a call costing more tokens than the key's burst
+    /// could never be admitted (no wait makes room for it), so it is
+    /// refused at once, counted by no control. Without a rate, a cost is
+    /// nothing to fit.
+    #[inline]
+    pub(crate) fn cost_fits(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<(), Rejected> {
+        match self.rate_of(state) {
+            Some(settings) if cost > settings.burst => {
+                Err(Rejected::cost_above_burst(cost, settings.burst, priority))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Step 3: a call the bulkhead would turn away anyway is refused before
@@ -122,9 +144,11 @@ impl Core {
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 
-    /// Step 4: the key's next rate token, if the caller waits as long as
-    /// it lies ahead. A token further ahead than that is not taken: the
-    /// rejection says how far ahead it was. Without a rate, no token.
+    /// Step 4: the key's next `cost` rate tokens, if the caller waits as
+    /// long as they lie ahead. Tokens further ahead than that are not
+    /// taken: the rejection says how far ahead they were. Without a rate,
+    /// no token. (A cost above the burst never gets here: see
+    /// [`Core::cost_fits`].)
     #[inline]
     pub(crate) fn reserve_token(
         &self,
@@ -132,6 +156,7 @@ impl Core {
         now: Nanos,
         priority: Priority,
         patience: Patience,
+        cost: u32,
     ) -> Result<Token, Rejected> {
         let Some(settings) = self.rate_of(state) else {
             return Ok(Token::Due(None));
@@ -139,7 +164,7 @@ impl Core {
         let patience = self.patience_for_token(priority, patience);
         let reservation = state
             .rate
-            .reserve(now, settings.burst, patience)
+            .reserve(now, settings.burst, cost, patience)
             .map_err(|wait| Rejected::rate_limited(wait, priority))?;
         Ok(if reservation.slot.start <= now {
             Token::Due(Some(reservation))

@@ -56,13 +56,14 @@ impl Core {
         state: &KeyState,
         priority: Priority,
         patience: Patience,
+        cost: u32,
     ) -> StoreStep {
         let Some((handle, key, settings)) = self.store_of(state) else {
             return StoreStep::Local;
         };
         let patience = self.patience_for_token(priority, patience);
         let max_wait = (patience != Nanos::MAX).then(|| Duration::from_nanos(patience));
-        let request = TokenRequest::new(RateRules::from_settings(settings), max_wait);
+        let request = TokenRequest::new(RateRules::from_settings(settings), max_wait).cost(cost);
         match handle.store.take_token(&key.name, request).await {
             TokenAnswer::Granted {
                 wait,
@@ -95,10 +96,10 @@ impl Core {
     /// unavailable and the local rate is to be used. Under
     /// [`WhenUnavailable::Refuse`], asks the store again when it says to
     /// until it answers.
-    pub(crate) async fn wait_for_store_token(&self, state: &KeyState) -> bool {
+    pub(crate) async fn wait_for_store_token(&self, state: &KeyState, cost: u32) -> bool {
         loop {
             match self
-                .take_store_token(state, Priority::HIGH, Patience::Unbounded)
+                .take_store_token(state, Priority::HIGH, Patience::Unbounded, cost)
                 .await
             {
                 StoreStep::Token(token) => {
@@ -143,9 +144,15 @@ impl Core {
         self.report_to_store(state, RateEvent::Cancelled(token.receipt));
     }
 
-    /// Reports the outcome of a call scheduled and started at `times` to
-    /// the store, if the key's rate is there.
-    pub(crate) fn share_outcome(&self, state: &KeyState, times: CallTimes, outcome: Outcome) {
+    /// Reports the outcome of a call scheduled and started at `times`,
+    /// which took `cost` tokens, to the store, if the key's rate is there.
+    pub(crate) fn share_outcome(
+        &self,
+        state: &KeyState,
+        times: CallTimes,
+        cost: u32,
+        outcome: Outcome,
+    ) {
         let now = self.now();
         let scheduled_ago = Duration::from_nanos(now.saturating_sub(times.scheduled));
         let event = match outcome {
@@ -153,6 +160,7 @@ impl Core {
                 scheduled_ago,
                 started_ago: Duration::from_nanos(now.saturating_sub(times.started)),
                 waited: times.waited(),
+                tokens: cost,
             },
             Outcome::Overloaded => RateEvent::Overloaded { scheduled_ago },
             Outcome::Neutral => return,

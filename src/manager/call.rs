@@ -220,7 +220,59 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        self.call_within(key, priority, self.core().call_timeout, call)
+        self.call_within(key, priority, 1, self.core().call_timeout, call)
+    }
+
+    /// [`call`](Self::call) for a call that costs `cost` rate tokens, taken
+    /// as [`acquire_n`](Self::acquire_n) takes them.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call); a cost above the key's burst is refused
+    /// at once, as [`CallError::Rejected`] with
+    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst), and the
+    /// call is never made.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // An LLM endpoint's 10,000 tokens a minute, 4,000 at once.
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(10_000).burst(4_000))
+    ///     .build()?;
+    /// let prompt = "summarise this page";
+    /// let tokens = 1_200; // the caller's estimate of the request's size
+    /// let answer = manager
+    ///     .call_n("llm", Priority::HIGH, tokens, || async move {
+    ///         Ok::<_, std::io::Error>(format!("summary of {prompt:?}"))
+    ///     })
+    ///     .await?;
+    /// assert!(answer.starts_with("summary"));
+    /// assert_eq!(manager.peek("llm").unwrap().remaining, 2_800);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call_n<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_within(key, priority, cost, self.core().call_timeout, call)
     }
 
     /// [`call`](Self::call) with its own timeout instead of the manager's.
@@ -264,7 +316,7 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        self.call_within(key, priority, Some(timeout), call)
+        self.call_within(key, priority, 1, Some(timeout), call)
     }
 
     /// [`call`](Self::call), and when it does not return a value, `fallback`
@@ -329,6 +381,7 @@ where
         &self,
         key: &Q,
         priority: Priority,
+        cost: u32,
         timeout: Option<Duration>,
         call: F,
     ) -> Result<T, CallError<E>>
@@ -341,10 +394,10 @@ where
     {
         // As `acquire`, with the ticket of a call admitted at once kept in
         // this future's state (see `admit_at_once`).
-        let ticket = match self.admit_at_once(key, priority, Patience::AsConfigured) {
+        let ticket = match self.admit_at_once(key, priority, Patience::AsConfigured, cost) {
             Ok(admitted) => admitted?,
             Err(wait) => {
-                self.admit_after(key, priority, Patience::AsConfigured, wait)
+                self.admit_after(key, priority, Patience::AsConfigured, cost, wait)
                     .await?
             }
         };

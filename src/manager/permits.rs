@@ -91,7 +91,64 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::AsConfigured).await?;
+        let ticket = self.admit(key, priority, Patience::AsConfigured, 1).await?;
+        Ok(Permit::borrowed(self.core(), ticket))
+    }
+
+    /// [`acquire`](Self::acquire) for a call that costs `cost` rate tokens
+    /// (a batch of rows, a request's bytes, an LLM's tokens): it waits
+    /// until all of them are there and takes them at once, then passes the
+    /// throttle and the bulkhead as one call. A cost of 0 takes no token.
+    /// Refused or cancelled before it is admitted, the call gives its
+    /// tokens back as `acquire` does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and
+    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) at once,
+    /// counted by no control, when `cost` is above the key's burst (no
+    /// wait would ever admit it).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire): dropped while waiting, it takes no
+    /// token.
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use tokio::time::{Duration, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(600).burst(20))
+    ///     .build()?;
+    /// let start = Instant::now();
+    /// manager.acquire_n("tenant-a", Priority::HIGH, 15).await?.success();
+    /// manager.acquire_n("tenant-a", Priority::HIGH, 10).await?.success();
+    /// assert_eq!(start.elapsed(), Duration::from_millis(500)); // 5 tokens at 10 a second
+    /// let refused = manager.acquire_n("tenant-a", Priority::HIGH, 21).await.unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::CostAboveBurst);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_n<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<Permit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let ticket = self
+            .admit(key, priority, Patience::AsConfigured, cost)
+            .await?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -135,7 +192,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::AsConfigured).await?;
+        let ticket = self.admit(key, priority, Patience::AsConfigured, 1).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -179,7 +236,48 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority)?;
+        let ticket = self.admit_now(key, priority, 1)?;
+        Ok(Permit::borrowed(self.core(), ticket))
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a call that costs `cost` rate
+    /// tokens: all of them now, or none. A cost of 0 takes no token.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire), and
+    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) when `cost`
+    /// is above the key's burst.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(100).burst(10))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.try_acquire_n("tenant-a", Priority::HIGH, 8).unwrap().success();
+    /// let refused = manager.try_acquire_n("tenant-a", Priority::HIGH, 3).unwrap_err(); // 2 left
+    /// assert_eq!(refused.reason(), RejectReason::RateLimited);
+    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 2); // the refusal took nothing
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[inline(always)]
+    pub fn try_acquire_n<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<Permit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let ticket = self.admit_now(key, priority, cost)?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -209,7 +307,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority)?;
+        let ticket = self.admit_now(key, priority, 1)?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -271,7 +369,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::QueueOnly).await?;
+        let ticket = self.admit(key, priority, Patience::QueueOnly, 1).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

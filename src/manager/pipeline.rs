@@ -96,6 +96,8 @@ struct Admitting {
     telemetry: KeyTelemetry,
     priority: Priority,
     times: CallTimes,
+    /// How many rate tokens it takes (at most the key's burst).
+    cost: u32,
     /// Its rate token, if it holds one: the key's own, or the store's.
     token: Option<HeldToken>,
 }
@@ -108,6 +110,7 @@ impl Admitting {
             self.priority,
             self.times,
             holds_slot,
+            self.cost,
             self.telemetry,
         )
     }
@@ -141,12 +144,17 @@ where
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
     #[inline(always)]
-    pub(super) fn admit_now<Q>(&self, key: &Q, priority: Priority) -> Result<Ticket, Rejected>
+    pub(super) fn admit_now<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<Ticket, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        match self.admit_at_once(key, priority, Patience::Never) {
+        match self.admit_at_once(key, priority, Patience::Never, cost) {
             Ok(admitted) => admitted,
             // `Patience::Never` waits for nothing, so `admit_at_once` has
             // refused every wait already; this arm only keeps the types.
@@ -166,14 +174,15 @@ where
         key: &Q,
         priority: Priority,
         patience: Patience,
+        cost: u32,
     ) -> Result<Ticket, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        match self.admit_at_once(key, priority, patience) {
+        match self.admit_at_once(key, priority, patience, cost) {
             Ok(admitted) => admitted,
-            Err(wait) => self.admit_after(key, priority, patience, wait).await,
+            Err(wait) => self.admit_after(key, priority, patience, cost, wait).await,
         }
     }
 
@@ -187,12 +196,13 @@ where
         key: &Q,
         priority: Priority,
         patience: Patience,
+        cost: u32,
     ) -> Result<Result<Ticket, Rejected>, MustWait>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let admitted = match self.decide(key, priority, patience) {
+        let admitted = match self.decide(key, priority, patience, cost) {
             Ok(ticket) => Ok(ticket),
             Err(Stop::Refused(rejected)) => Err(rejected),
             Err(Stop::Wait(wait)) if !wait.is_waited_for_by(patience) => {
@@ -211,13 +221,14 @@ where
         key: &Q,
         priority: Priority,
         patience: Patience,
+        cost: u32,
         MustWait(wait): MustWait,
     ) -> Result<Ticket, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let admitted = Box::pin(self.wait_then_admit(key, priority, patience, *wait)).await;
+        let admitted = Box::pin(self.wait_then_admit(key, priority, patience, cost, *wait)).await;
         self.count(key, &admitted);
         admitted
     }
@@ -229,6 +240,7 @@ where
         key: &Q,
         priority: Priority,
         patience: Patience,
+        cost: u32,
         mut wait: Wait,
     ) -> Result<Ticket, Rejected>
     where
@@ -259,7 +271,7 @@ where
                         ));
                     }
                     self.wait_for_room(retry_at).await;
-                    self.decide(key, priority, patience)
+                    self.decide(key, priority, patience, cost)
                 }
                 Wait::ForToken(mut call, token) => {
                     call.times.started = core.sleep_for_token(&call.state, token).await;
@@ -285,7 +297,7 @@ where
                 }
                 Wait::ForStoreToken(mut call) => {
                     match core
-                        .take_store_token(&call.state, call.priority, patience)
+                        .take_store_token(&call.state, call.priority, patience, call.cost)
                         .await
                     {
                         StoreStep::Token(token) => {
@@ -312,7 +324,13 @@ where
     /// The controls in their one order, as far as they go without waiting
     /// (see [`acquire`](Self::acquire) for the order and why).
     #[inline]
-    fn decide<Q>(&self, key: &Q, asked: Priority, patience: Patience) -> Result<Ticket, Stop>
+    fn decide<Q>(
+        &self,
+        key: &Q,
+        asked: Priority,
+        patience: Patience,
+        cost: u32,
+    ) -> Result<Ticket, Stop>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -328,12 +346,14 @@ where
                 )));
             }
         };
-        core.throttle_admits(&state, now, priority, patience, telemetry.span())?;
+        core.cost_fits(&state, priority, cost)?;
+        core.throttle_admits(&state, now, priority, patience, cost, telemetry.span())?;
         let call = Admitting {
             state,
             telemetry,
             priority,
             times: CallTimes::at(now),
+            cost,
             token: None,
         };
         // A rate in a store is a round trip away: a caller that waits asks
@@ -382,7 +402,7 @@ where
             FreeSlot::None(_) => return Err(call),
         };
         let now = call.times.scheduled;
-        let token = core.reserve_token(&call.state, now, call.priority, patience);
+        let token = core.reserve_token(&call.state, now, call.priority, patience, call.cost);
         Ok(match token {
             Ok(Token::Due(token)) => {
                 core.slot_taken(call.priority, filled, &call.telemetry);
@@ -413,7 +433,7 @@ where
         patience: Patience,
     ) -> Result<Ticket, Stop> {
         let now = call.times.scheduled;
-        let token = core.reserve_token(&call.state, now, call.priority, patience)?;
+        let token = core.reserve_token(&call.state, now, call.priority, patience, call.cost)?;
         match token {
             // Without a bulkhead nothing can refuse the call from here:
             // the token is not kept to be handed back.

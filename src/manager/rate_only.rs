@@ -62,20 +62,74 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
+        // One token always fits: the burst is at least 1.
+        let _ = self.wait_n(key, 1).await;
+    }
+
+    /// [`wait`](Self::wait) for a call that costs `cost` tokens (bytes,
+    /// rows, an LLM's tokens): resolves when all of them are there, and
+    /// takes them at once. A cost of 0 takes nothing. Without a rate
+    /// configured, resolves at once.
+    ///
+    /// # Errors
+    ///
+    /// [`RejectReason::CostAboveBurst`] at once, taking nothing, when
+    /// `cost` is above the key's burst: the bucket never holds that many.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait`](Self::wait): dropped before it resolves, it takes no
+    /// token.
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Self::wait).
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use tokio::time::{Duration, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // 1 MB a second, 256 kB at once.
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1_000_000).burst(256_000))
+    ///     .build()?;
+    /// let start = Instant::now();
+    /// for _ in 0..3 {
+    ///     manager.wait_n("mirror.example", 200_000).await?;
+    /// }
+    /// // 600 kB: the first 256 kB at once, the rest at 1 MB a second.
+    /// assert_eq!(start.elapsed(), Duration::from_millis(344));
+    /// assert!(manager.wait_n("mirror.example", 300_000).await.is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn wait_n<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
         let core = self.core();
         if core.rate.is_none() {
-            return;
+            return Ok(());
         }
         // The pipeline's first and rate steps, waiting without limit.
         let state = self.key_state_waiting(key).await;
-        if core.wait_for_store_token(&state).await {
-            return;
+        core.cost_fits(&state, Priority::HIGH, cost)?;
+        if core.wait_for_store_token(&state, cost).await {
+            return Ok(());
         }
-        if let Ok(Token::Ahead(token)) =
-            core.reserve_token(&state, core.now(), Priority::HIGH, Patience::Unbounded)
-        {
+        if let Ok(Token::Ahead(token)) = core.reserve_token(
+            &state,
+            core.now(),
+            Priority::HIGH,
+            Patience::Unbounded,
+            cost,
+        ) {
             core.sleep_for_token(&state, token).await;
         }
+        Ok(())
     }
 
     /// Takes a token for one call to `key` if one is there now.
@@ -103,6 +157,39 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
+        self.check_n(key, 1)
+    }
+
+    /// [`check`](Self::check) for a call that costs `cost` tokens: takes
+    /// all of them if they are all there now, else none. A cost of 0 takes
+    /// nothing. Without a rate configured, always `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check), and
+    /// [`RejectReason::CostAboveBurst`] (no
+    /// [`retry_after`](Rejected::retry_after): never) when `cost` is above
+    /// the key's burst.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(600).burst(20))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.check_n("tenant-a", 15)?;
+    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 5);
+    /// let refused = manager.check_n("tenant-a", 6).unwrap_err(); // takes nothing
+    /// assert_eq!(refused.retry_after(), Some(std::time::Duration::from_millis(100)));
+    /// manager.check_n("tenant-a", 5)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_n<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
         let core = self.core();
         if core.rate.is_none() {
             return Ok(());
@@ -115,9 +202,10 @@ where
         let Some(settings) = core.rate_of(&state) else {
             return Ok(());
         };
+        core.cost_fits(&state, Priority::HIGH, cost)?;
         state
             .rate
-            .check(now, settings.burst)
+            .check(now, settings.burst, cost)
             .map_err(|wait| Rejected::rate_limited(wait, Priority::HIGH))
     }
 
@@ -182,7 +270,7 @@ where
         let telemetry = self.telemetry_of(entry.key());
         let priority = core.outcome_priority();
         let state = entry.value();
-        core.record_outcome(state, priority, CallTimes::at(now), outcome, &telemetry);
+        core.record_outcome(state, priority, CallTimes::at(now), 1, outcome, &telemetry);
         core.rate_of(state).map(|_| core.rate_in_force(state))
     }
 

@@ -101,7 +101,8 @@ impl RateChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reservation {
     pub(crate) slot: TimeSlot,
-    interval: Nanos,
+    /// What the call pushed the bucket's `tat` by: its cost in intervals.
+    spacing: Nanos,
     /// For a call not due yet: how many falls had moved the queue before
     /// its token was taken ([`RateCell::moved_start`] moves it by the ones
     /// since).
@@ -126,10 +127,11 @@ impl RateCell {
         f64::from_bits(self.rate.load(Ordering::Acquire) & !FELL)
     }
 
-    /// How long from `now` until a token is there (0: now). Takes nothing.
-    pub(crate) fn wait(&self, now: Nanos, burst: u32) -> Nanos {
+    /// How long from `now` until `cost` tokens are there (0: now). Takes
+    /// nothing.
+    pub(crate) fn wait(&self, now: Nanos, burst: u32, cost: u32) -> Nanos {
         let tat = self.tat.load(Ordering::Acquire);
-        gcra::slot(tat, now, gcra::interval(self.rate()), burst).start - now
+        gcra::slot(tat, now, gcra::interval(self.rate()), burst, cost).start - now
     }
 
     /// What the bucket holds at `now` ([`gcra::remaining`]). Takes nothing.
@@ -138,13 +140,13 @@ impl RateCell {
         gcra::remaining(tat, now, gcra::interval(self.rate()), burst)
     }
 
-    /// Takes a token if one is there at `now`; otherwise says how long until
-    /// one would be, and takes nothing.
+    /// Takes `cost` tokens if they are there at `now`; otherwise says how
+    /// long until they would be, and takes nothing.
     #[inline]
-    pub(crate) fn check(&self, now: Nanos, burst: u32) -> Result<(), Nanos> {
+    pub(crate) fn check(&self, now: Nanos, burst: u32, cost: u32) -> Result<(), Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
-            let slot = gcra::slot(tat, now, gcra::interval(self.rate()), burst);
+            let slot = gcra::slot(tat, now, gcra::interval(self.rate()), burst, cost);
             if slot.start > now {
                 return Err(slot.start - now);
             }
@@ -158,20 +160,21 @@ impl RateCell {
         }
     }
 
-    /// Takes the next token if it can be used within `max_wait` of `now`
-    /// (`Nanos::MAX`: however far ahead it lies); otherwise takes nothing
-    /// and answers how long the wait would be.
+    /// Takes the next `cost` tokens if they can be used within `max_wait`
+    /// of `now` (`Nanos::MAX`: however far ahead they lie); otherwise takes
+    /// nothing and answers how long the wait would be.
     #[inline]
     pub(crate) fn reserve(
         &self,
         now: Nanos,
         burst: u32,
+        cost: u32,
         max_wait: Nanos,
     ) -> Result<Reservation, Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let interval = gcra::interval(self.rate());
-            let slot = gcra::slot(tat, now, interval, burst);
+            let slot = gcra::slot(tat, now, interval, burst, cost);
             let wait = slot.start - now;
             if wait > max_wait {
                 return Err(wait);
@@ -187,7 +190,7 @@ impl RateCell {
                 Ok(_) => {
                     return Ok(Reservation {
                         slot,
-                        interval,
+                        spacing: interval.saturating_mul(u64::from(cost)),
                         moves_seen,
                     });
                 }
@@ -229,7 +232,7 @@ impl RateCell {
     #[inline]
     pub(crate) fn cancel(&self, reservation: Reservation) {
         let tat = self.tat.load(Ordering::Acquire);
-        if let Some(earlier) = gcra::cancel(tat, reservation.slot, reservation.interval) {
+        if let Some(earlier) = gcra::cancel(tat, reservation.slot, reservation.spacing) {
             // Losing this race means a later call took the slot after ours:
             // then the gap stays, exactly as `gcra::cancel` would decide.
             let _ = self
@@ -239,8 +242,8 @@ impl RateCell {
     }
 
     /// A success of a call scheduled at `scheduled_at` and started at
-    /// `started_at`, which `waited` for its token or not: counted in the
-    /// key's use ([`usage`]); the rate rises by the increment unless the
+    /// `started_at`, which `waited` for its tokens or not: counted in the
+    /// key's use ([`usage`]) as the `tokens` it took; the rate rises by the increment unless the
     /// call was scheduled before the last decrease (see [`aimd::is_news`]),
     /// and, unless the call waited, ends at most [`aimd::MAX_RATE_OVER_USE`] times
     /// the key's recent successes per second (or its starting rate, if that
@@ -255,13 +258,14 @@ impl RateCell {
         scheduled_at: Nanos,
         started_at: Nanos,
         waited: bool,
+        tokens: u32,
         settings: &RateSettings,
     ) -> RateChange {
         let rate = self.rate();
         if aimd::success_cannot_move(rate, settings) {
             return RateChange::none(rate);
         }
-        let used = self.record_use(started_at, rate);
+        let used = self.record_use(started_at, rate, tokens);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
         let news = aimd::is_news(scheduled_at, self.last_decrease());
         self.change_rate(now, settings.burst, |rate| {
@@ -269,12 +273,12 @@ impl RateCell {
         })
     }
 
-    /// Counts a success at `at` in the key's use; returns the use per
-    /// second.
-    fn record_use(&self, at: Nanos, rate: f64) -> f64 {
+    /// Counts a success of `tokens` at `at` in the key's use; returns the
+    /// use per second.
+    fn record_use(&self, at: Nanos, rate: f64, tokens: u32) -> f64 {
         let mut word = self.used.load(Ordering::Acquire);
         loop {
-            let used = usage::record(word, at, rate);
+            let used = usage::record(word, at, rate, tokens);
             match self.used.compare_exchange_weak(
                 word,
                 used.word,

@@ -141,6 +141,9 @@ pub enum Decrease {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateConfig {
     starting_rate: f64,
+    /// Set for a fixed quota: the calls and the period the user gave,
+    /// for its errors to name. A fixed quota's rate never moves.
+    quota: Option<(u32, Duration)>,
     burst: u32,
     lower_bound: Option<f64>,
     upper_bound: Option<f64>,
@@ -167,6 +170,7 @@ impl RateConfig {
     pub fn new(starting_rate: f64) -> Self {
         Self {
             starting_rate,
+            quota: None,
             burst: 1,
             lower_bound: None,
             upper_bound: None,
@@ -176,8 +180,89 @@ impl RateConfig {
         }
     }
 
-    /// A fixed rate from a governor [`Quota`](governor::Quota): its
-    /// replenishment rate and burst, with both bounds at that rate.
+    /// A fixed quota: `calls` per `period`, with a burst of `calls`
+    /// unless [`burst`](Self::burst) says otherwise (as governor's
+    /// `Quota` and redis_rate's `PerMinute` do). The rate never moves:
+    /// [`increment`](crate::ThrottleManager::increment),
+    /// [`decrement`](crate::ThrottleManager::decrement) and the outcomes
+    /// of permits leave it where it is (the key's throttle still learns
+    /// from them). An adaptive rate starts from [`new`](Self::new).
+    ///
+    /// A fixed quota takes no bounds, steps or cooldown: setting one is an
+    /// error at [`build`](crate::ThrottleManagerBuilder::build) naming the
+    /// field, since it could only be ignored.
+    ///
+    /// ```
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// use std::time::Duration;
+    ///
+    /// // 100 calls every 10 seconds, 5 at once.
+    /// let manager = manager(RateConfig::per(100, Duration::from_secs(10)).burst(5));
+    /// assert_eq!(manager.increment("api"), Some(10.0)); // fixed: 10 a second
+    /// assert_eq!(manager.decrement("api"), Some(10.0));
+    /// assert_eq!((0..10).filter(|_| manager.check("api").is_ok()).count(), 5);
+    ///
+    /// let err = RateConfig::per(0, Duration::from_secs(60)).validate().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid configuration: rate.quota: must allow at least 1 call, got 0 per 1m");
+    /// ```
+    pub fn per(calls: u32, period: Duration) -> Self {
+        let rate = f64::from(calls) / period.as_secs_f64();
+        Self {
+            quota: Some((calls, period)),
+            burst: calls.max(1),
+            ..Self::new(rate)
+        }
+    }
+
+    /// A fixed quota of `calls` a second, bursts of `calls` unless
+    /// [`burst`](Self::burst) is set: [`per`](Self::per) one second.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(RateConfig::per_second(50), RateConfig::per(50, Duration::from_secs(1)));
+    /// ```
+    pub fn per_second(calls: u32) -> Self {
+        Self::per(calls, Duration::from_secs(1))
+    }
+
+    /// A fixed quota of `calls` a minute, bursts of `calls` unless
+    /// [`burst`](Self::burst) is set: [`per`](Self::per) one minute.
+    ///
+    /// ```
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// # fn manager(config: RateConfig) -> ThrottleManager<String> {
+    /// #     let clock = portcullis::clock::ManualClock::new();
+    /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
+    /// # }
+    /// let manager = manager(RateConfig::per_minute(600).burst(20));
+    /// assert_eq!((0..30).filter(|_| manager.check("tenant-a").is_ok()).count(), 20);
+    /// assert_eq!(manager.rate("tenant-a"), Some(10.0)); // 600 a minute, 10 a second
+    /// ```
+    pub fn per_minute(calls: u32) -> Self {
+        Self::per(calls, Duration::from_secs(60))
+    }
+
+    /// A fixed quota of `calls` an hour, bursts of `calls` unless
+    /// [`burst`](Self::burst) is set: [`per`](Self::per) one hour.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// assert!(RateConfig::per_hour(1000).burst(100).validate().is_ok());
+    /// assert!(RateConfig::per_hour(1000).is_fixed());
+    /// ```
+    pub fn per_hour(calls: u32) -> Self {
+        Self::per(calls, Duration::from_secs(3600))
+    }
+
+    /// A fixed quota from a governor [`Quota`](governor::Quota): its
+    /// replenishment interval and burst.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};
@@ -187,18 +272,29 @@ impl RateConfig {
     /// # }
     /// use governor::Quota;
     /// use nonzero_ext::nonzero;
+    /// use std::time::Duration;
     ///
     /// let config = RateConfig::from_quota(Quota::per_second(nonzero!(50u32)).allow_burst(nonzero!(5u32)));
-    /// assert_eq!(config, RateConfig::new(50.0).burst(5).bounds(50.0, 50.0));
+    /// assert_eq!(config, RateConfig::per(1, Duration::from_millis(20)).burst(5));
     /// let manager = manager(config);
     /// assert_eq!(manager.increment("api"), Some(50.0)); // fixed, as governor's
     /// assert_eq!((0..6).filter(|_| manager.check("api").is_ok()).count(), 5);
     /// ```
     pub fn from_quota(quota: governor::Quota) -> Self {
-        let rate = 1.0 / quota.replenish_interval().as_secs_f64();
-        Self::new(rate)
-            .burst(quota.burst_size().get())
-            .bounds(rate, rate)
+        Self::per(1, quota.replenish_interval()).burst(quota.burst_size().get())
+    }
+
+    /// Whether this is a fixed quota ([`per`](Self::per) and its kin),
+    /// whose rate never moves.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    ///
+    /// assert!(RateConfig::per_minute(600).is_fixed());
+    /// assert!(!RateConfig::new(10.0).is_fixed());
+    /// ```
+    pub fn is_fixed(&self) -> bool {
+        self.quota.is_some()
     }
 
     /// How many calls may start at once from a full bucket. At least 1.
@@ -321,28 +417,43 @@ impl RateConfig {
 
     /// The lowest rate, after defaults.
     pub(crate) fn lower_bound(&self) -> f64 {
+        if self.quota.is_some() {
+            return self.starting_rate;
+        }
         self.lower_bound
             .unwrap_or((self.starting_rate / 10.0).max(slowest_rate(self.burst)))
     }
 
     /// The highest rate, after defaults.
     pub(crate) fn upper_bound(&self) -> f64 {
+        if self.quota.is_some() {
+            return self.starting_rate;
+        }
         self.upper_bound
             .unwrap_or((self.starting_rate * 10.0).min(MAX_RATE))
     }
 
     /// What a success adds, after defaults.
     pub(crate) fn increment_step(&self) -> f64 {
+        if self.quota.is_some() {
+            return 0.0;
+        }
         self.increment.unwrap_or(self.starting_rate * 0.03)
     }
 
     /// How a failure lowers the rate, after defaults.
     pub(crate) fn decrease(&self) -> Decrease {
+        if self.quota.is_some() {
+            return Decrease::Subtract(0.0);
+        }
         self.decrease.unwrap_or(Decrease::Multiply(0.7))
     }
 
     /// The decrease cooldown, after defaults.
     pub(crate) fn cooldown(&self) -> Duration {
+        if self.quota.is_some() {
+            return Duration::ZERO;
+        }
         self.decrease_cooldown.unwrap_or(match self.decrease() {
             Decrease::Subtract(_) => Duration::ZERO,
             Decrease::Multiply(_) => Duration::from_millis(500),
@@ -411,6 +522,17 @@ impl RateConfig {
                 );
             }
         };
+        if let Some((calls, period)) = self.quota {
+            self.check_quota(problems, calls, period);
+            let quota_ok = problems.len() == before;
+            if quota_ok {
+                valid_rate(problems, "quota", self.starting_rate);
+            }
+            if self.burst == 0 {
+                problems.add("burst", "must be at least 1, got 0");
+            }
+            return (problems.len() == before).then(|| self.settings());
+        }
         valid_rate(problems, "starting_rate", self.starting_rate);
         // Defaults derive from the starting rate; when it is bad, only what
         // the user set is worth reporting.
@@ -461,15 +583,62 @@ impl RateConfig {
             ),
             _ => {}
         }
-        (problems.len() == before).then(|| RateSettings {
+        (problems.len() == before).then(|| self.settings())
+    }
+
+    /// A fixed quota's own problems: no calls or no period, and every
+    /// adaptive setting it was given (it could only be ignored).
+    fn check_quota(&self, problems: &mut Problems<'_>, calls: u32, period: Duration) {
+        let per = humantime::format_duration(period);
+        if calls == 0 {
+            problems.add(
+                "quota",
+                format!("must allow at least 1 call, got 0 per {per}"),
+            );
+        }
+        if period.is_zero() {
+            problems.add(
+                "quota",
+                format!("the period must be above 0, got {calls} per 0s"),
+            );
+        }
+        let adaptive = [
+            (
+                "bounds",
+                self.lower_bound.is_some() || self.upper_bound.is_some(),
+            ),
+            ("increment", self.increment.is_some()),
+            (
+                match self.decrease {
+                    Some(Decrease::Multiply(_)) => "decrease_factor",
+                    _ => "decrement",
+                },
+                self.decrease.is_some(),
+            ),
+            ("decrease_cooldown", self.decrease_cooldown.is_some()),
+        ];
+        for (field, _) in adaptive.iter().filter(|(_, set)| *set) {
+            problems.add(
+                field,
+                format!(
+                    "a fixed quota ({calls} per {per}) never moves; an adaptive rate starts \
+                     from RateConfig::new(calls_per_second)"
+                ),
+            );
+        }
+    }
+
+    /// The settings, with defaults applied; the fields are valid.
+    fn settings(&self) -> RateSettings {
+        RateSettings {
             starting_rate: self.starting_rate,
             burst: self.burst,
-            lower_bound: lower,
-            upper_bound: upper,
-            increment: step,
+            lower_bound: self.lower_bound(),
+            upper_bound: self.upper_bound(),
+            increment: self.increment_step(),
             decrease: self.decrease(),
             cooldown: nanos(self.cooldown()),
-        })
+        }
     }
 }
 

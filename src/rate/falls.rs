@@ -212,7 +212,7 @@ mod tests {
             for pair in moved.windows(2) {
                 prop_assert!(pair[1] >= pair[0] + pace - 1, "{pair:?} at {pace}");
             }
-            let next = gcra::slot(fall.tat(tat, old, new), at, new, burst);
+            let next = gcra::slot(fall.tat(tat, old, new), at, new, burst, 1);
             prop_assert!(next.start >= *moved.last().unwrap() + new - 1);
         }
     }

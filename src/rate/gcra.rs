@@ -4,8 +4,11 @@
 //! The whole state of a bucket is one number, the *theoretical arrival time*
 //! (`tat`): the time at which the bucket would be full again if nothing else
 //! happened. A bucket with `tat <= now` is full. Each admitted call pushes
-//! `tat` one interval further; a call may start once `tat` (after its own
-//! push) lies at most `burst` intervals ahead of it.
+//! `tat` one interval further for each token it costs (one, unless the
+//! caller says otherwise); a call may start once `tat` (after its own
+//! push) lies at most `burst` intervals ahead of it. So a call costing
+//! more than `burst` tokens never fits: the manager refuses it before it
+//! gets here.
 //!
 //! governor implements the same algorithm, but its interval is fixed for the
 //! life of a limiter (`Quota`). Here the interval follows the key's rate, so
@@ -37,10 +40,14 @@ pub(crate) struct TimeSlot {
     pub(crate) start: Nanos,
 }
 
-/// Places one call in the bucket described by `tat`, at `now`.
+/// Places one call costing `cost` tokens in the bucket described by
+/// `tat`, at `now`. A call of cost 0 takes nothing, and may start once
+/// the calls ahead of it fit in the burst.
 #[inline]
-pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32) -> TimeSlot {
-    let new_tat = tat.max(now).saturating_add(interval);
+pub(crate) fn slot(tat: Nanos, now: Nanos, interval: Nanos, burst: u32, cost: u32) -> TimeSlot {
+    let new_tat = tat
+        .max(now)
+        .saturating_add(interval.saturating_mul(u64::from(cost)));
     let tolerance = interval.saturating_mul(u64::from(burst));
     TimeSlot {
         tat: new_tat,
@@ -83,8 +90,10 @@ pub(crate) fn rescale(
 /// and moving that waiter earlier is not possible, so the gap stays. This is
 /// what golang.org/x/time/rate does on `Reservation.Cancel`, and it means a
 /// cancelled wait never delays anyone already waiting.
-pub(crate) fn cancel(tat: Nanos, slot: TimeSlot, interval: Nanos) -> Option<Nanos> {
-    (tat == slot.tat).then(|| slot.tat.saturating_sub(interval))
+/// `spacing` is what the slot's call pushed `tat` by: its cost in
+/// intervals.
+pub(crate) fn cancel(tat: Nanos, slot: TimeSlot, spacing: Nanos) -> Option<Nanos> {
+    (tat == slot.tat).then(|| slot.tat.saturating_sub(spacing))
 }
 
 /// What a bucket holds at `now`: how many calls could start now, how long
@@ -131,12 +140,32 @@ mod tests {
         let mut tat = 0;
         let now = 1_000 * MS;
         for _ in 0..3 {
-            let s = slot(tat, now, interval, burst);
+            let s = slot(tat, now, interval, burst, 1);
             assert_eq!(s.start, now);
             tat = s.tat;
         }
-        let fourth = slot(tat, now, interval, burst);
+        let fourth = slot(tat, now, interval, burst, 1);
         assert_eq!(fourth.start, now + interval);
+    }
+
+    #[test]
+    fn a_call_takes_as_many_intervals_as_it_costs() {
+        let (interval, burst, now) = (100 * MS, 20, 1_000 * MS);
+        // Five tokens from a full bucket of 20: at once, 500 ms of debt.
+        let five = slot(0, now, interval, burst, 5);
+        assert_eq!((five.tat, five.start), (now + 500 * MS, now));
+        // The rest of the burst, 15, still fits; one more token does not.
+        let rest = slot(five.tat, now, interval, burst, 15);
+        assert_eq!(rest.start, now);
+        assert_eq!(
+            slot(rest.tat, now, interval, burst, 1).start,
+            now + interval
+        );
+        // Cost 0 takes nothing, and waits only for what is ahead of it.
+        assert_eq!(slot(rest.tat, now, interval, burst, 0).tat, rest.tat);
+        assert_eq!(slot(rest.tat, now, interval, burst, 0).start, now);
+        // Handing back five tokens takes back exactly their debt.
+        assert_eq!(cancel(five.tat, five, 5 * interval), Some(now));
     }
 
     #[test]
@@ -189,8 +218,8 @@ mod tests {
     #[test]
     fn only_the_last_slot_can_be_handed_back() {
         let interval = 100 * MS;
-        let first = slot(2_000 * MS, 1_000 * MS, interval, 1);
-        let second = slot(first.tat, 1_000 * MS, interval, 1);
+        let first = slot(2_000 * MS, 1_000 * MS, interval, 1, 1);
+        let second = slot(first.tat, 1_000 * MS, interval, 1, 1);
         assert_eq!(cancel(second.tat, first, interval), None);
         assert_eq!(cancel(second.tat, second, interval), Some(first.tat));
     }
@@ -211,13 +240,13 @@ mod tests {
         // what slot then does; the bucket is full again once its debt is
         // paid, an interval a call taken.
         for left in (0..3).rev() {
-            tat = slot(tat, now, interval, burst).tat;
+            tat = slot(tat, now, interval, burst, 1).tat;
             let room = remaining(tat, now, interval, burst);
             assert_eq!(room.available, left);
             assert_eq!(room.next_in, 100 * MS);
             assert_eq!(room.full_in, u64::from(3 - left) * 100 * MS);
         }
-        assert_eq!(slot(tat, now, interval, burst).start, now + 100 * MS);
+        assert_eq!(slot(tat, now, interval, burst, 1).start, now + 100 * MS);
         // 30 ms later, the next token is 70 ms away.
         assert_eq!(
             remaining(tat, now + 30 * MS, interval, burst).next_in,
@@ -238,7 +267,7 @@ mod tests {
 
     #[test]
     fn arithmetic_saturates_instead_of_wrapping() {
-        let s = slot(u64::MAX - 1, 0, u64::MAX, u32::MAX);
+        let s = slot(u64::MAX - 1, 0, u64::MAX, u32::MAX, u32::MAX);
         assert_eq!(s.tat, u64::MAX);
         assert_eq!(s.start, 0);
         assert_eq!(rescale(u64::MAX, 0, 1, u64::MAX, u32::MAX), u64::MAX);

@@ -44,11 +44,12 @@ pub(crate) fn fresh(now: Nanos) -> u64 {
     pack(stamp(now), 0)
 }
 
-/// `word` after one success at `now`, for a key whose rate is `rate`. The
-/// window's length counts one interval at `rate` beyond the elapsed time,
-/// so successes at one instant (a new key, a test on a stopped clock) show
-/// as use at no more than `count` times the rate.
-pub(crate) fn record(word: u64, now: Nanos, rate: f64) -> Used {
+/// `word` after one success at `now` of a call that took `tokens` (use
+/// is counted in tokens, as the rate is), for a key whose rate is `rate`.
+/// The window's length counts one interval at `rate` beyond the elapsed
+/// time, so successes at one instant (a new key, a test on a stopped
+/// clock) show as use at no more than `count` times the rate.
+pub(crate) fn record(word: u64, now: Nanos, rate: f64, tokens: u32) -> Used {
     let (mut start, mut count) = unpack(word);
     let now_stamp = stamp(now);
     let mut elapsed = nanos_of(now_stamp.wrapping_sub(start));
@@ -61,7 +62,7 @@ pub(crate) fn record(word: u64, now: Nanos, rate: f64) -> Used {
     }
     // Saturates at 16.7 million successes a window: use beyond that
     // validates any rate a key can have below 8 million a second.
-    count = count.saturating_add(ONE);
+    count = count.saturating_add(ONE.saturating_mul(tokens));
     let interval = if rate > 0.0 { 1.0 / rate } else { 0.0 };
     let seconds = elapsed as f64 / 1e9 + interval;
     Used {
@@ -101,7 +102,7 @@ mod tests {
         let calls = (per_second * seconds) as u64;
         let mut last = 0.0;
         for i in 1..=calls {
-            let used = record(word, i * gap, rate);
+            let used = record(word, i * gap, rate, 1);
             word = used.word;
             last = used.per_second;
         }
@@ -136,7 +137,7 @@ mod tests {
     fn successes_at_one_instant_count_as_the_rate_times_their_number() {
         let mut word = fresh(0);
         for n in 1..=3 {
-            let used = record(word, 0, 10.0);
+            let used = record(word, 0, 10.0, 1);
             assert_eq!(used.per_second, 10.0 * f64::from(n));
             word = used.word;
         }
@@ -146,10 +147,10 @@ mod tests {
     fn use_fades_once_calls_stop() {
         let mut word = fresh(0);
         for i in 0..100 {
-            word = record(word, i * 10 * MS, 100.0).word;
+            word = record(word, i * 10 * MS, 100.0, 1).word;
         }
         // Five seconds later, one success: the hundred are folded away.
-        let later = record(word, 6_000 * MS, 100.0);
+        let later = record(word, 6_000 * MS, 100.0, 1);
         assert!(later.per_second < 20.0, "{}", later.per_second);
     }
 
@@ -174,7 +175,7 @@ mod tests {
             for i in 1..=calls {
                 let wobble = jitter[i % jitter.len()] * gap;
                 let at = phase * MS + (i as f64 * gap + wobble) as Nanos;
-                let used = record(word, at, rate);
+                let used = record(word, at, rate, 1);
                 word = used.word;
                 measured = used.per_second;
             }

@@ -54,7 +54,7 @@ type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 ///
 /// fn app() -> Result<axum::Router, portcullis::ConfigError> {
 ///     let manager = ThrottleManager::<String>::builder()
-///         .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0))
+///         .rate(RateConfig::per_second(20).burst(5))
 ///         .bulkhead(BulkheadConfig::new(4))
 ///         .build()?;
 ///     Ok(axum::Router::new()

@@ -6,7 +6,7 @@
 //! use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
 //!
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0)) // a fixed quota
+//!     .rate(RateConfig::per_second(20).burst(5)) // a fixed quota
 //!     .bulkhead(BulkheadConfig::new(4))
 //!     .build()?;
 //! let app: axum::Router = axum::Router::new()

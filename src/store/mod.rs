@@ -65,7 +65,8 @@
 //! use portcullis::store::{RateEvent, RateStore, StoreFuture, TokenAnswer, TokenReceipt, TokenRequest};
 //! use portcullis::{RateConfig, ThrottleManager};
 //!
-//! /// Each key's next free time, on a clock of the store's own.
+//! /// Each key's next free time, on a clock of the store's own (burst 1:
+//! /// a call's tokens are paid before the next call starts).
 //! #[derive(Default)]
 //! struct InMemory {
 //!     next_free: Mutex<HashMap<String, Duration>>,
@@ -84,7 +85,7 @@
 //!         let answer = if request.max_wait.is_some_and(|max| wait > max) {
 //!             TokenAnswer::Refused { wait, rate }
 //!         } else {
-//!             *free = start + interval;
+//!             *free = start + interval * request.cost;
 //!             TokenAnswer::Granted { wait, receipt: TokenReceipt::new(""), rate }
 //!         };
 //!         Box::pin(async move { answer })
@@ -252,8 +253,8 @@ impl<S: RateStore + ?Sized> RateStore for Arc<S> {
     }
 }
 
-/// What a call asks of the store: a token under the key's rules, within
-/// its patience.
+/// What a call asks of the store: `cost` tokens under the key's rules,
+/// within its patience.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct TokenRequest {
@@ -262,6 +263,11 @@ pub struct TokenRequest {
     /// The longest wait the caller takes: a token due later is refused.
     /// `None`: however far ahead.
     pub max_wait: Option<Duration>,
+    /// How many tokens the call takes, all in the one decision: the
+    /// bucket's debt grows by `cost` intervals, and the call may start
+    /// once that debt fits in the burst. At most `rules.burst` (the
+    /// manager refuses a larger cost before asking); 0 takes nothing.
+    pub cost: u32,
 }
 
 /// A key's rate rules as the store applies them: its validated
@@ -329,10 +335,31 @@ impl RateRules {
 }
 
 impl TokenRequest {
-    /// A request for a token under `rules`, usable within `max_wait`
+    /// A request for one token under `rules`, usable within `max_wait`
     /// (`None`: however far ahead).
     pub fn new(rules: RateRules, max_wait: Option<Duration>) -> Self {
-        Self { rules, max_wait }
+        Self {
+            rules,
+            max_wait,
+            cost: 1,
+        }
+    }
+
+    /// The same request for `cost` tokens.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use portcullis::store::{RateRules, TokenRequest};
+    ///
+    /// let rules = RateRules::of(&RateConfig::per_minute(600).burst(20))?;
+    /// assert_eq!(TokenRequest::new(rules, None).cost, 1);
+    /// assert_eq!(TokenRequest::new(rules, None).cost(5).cost, 5);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn cost(mut self, cost: u32) -> Self {
+        self.cost = cost;
+        self
     }
 }
 
@@ -406,6 +433,8 @@ pub enum RateEvent {
         /// Whether the call waited for its token: the rate was then what
         /// limited the key's calls.
         waited: bool,
+        /// The tokens the call took: its use of the rate.
+        tokens: u32,
     },
     /// A call met an overloaded backend: the rate falls.
     Overloaded {

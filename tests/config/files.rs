@@ -423,3 +423,70 @@ fn problems_in_the_keys_section_are_named_with_it() {
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "max_keys");
 }
+
+#[test]
+fn a_quota_in_a_file_is_a_fixed_rate() {
+    let config: ManagerConfig = toml::from_str(
+        r#"
+        [default.rate]
+        quota = "600/min"
+        burst = 20
+        [overrides."batch".rate]
+        quota = "100/10s"
+        "#,
+    )
+    .unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config.clone())
+        .clock(portcullis::clock::ManualClock::new())
+        .build()
+        .unwrap();
+    assert_eq!(
+        (0..30).filter(|_| manager.check("tenant").is_ok()).count(),
+        20
+    );
+    assert_eq!(manager.rate("tenant"), Some(10.0));
+    assert_eq!(manager.decrement("tenant"), Some(10.0)); // fixed
+    // The override's burst is its calls: 100 at once, at 10 a second.
+    assert_eq!(
+        (0..120).filter(|_| manager.check("batch").is_ok()).count(),
+        100
+    );
+    // Written back, it reads as the same quota.
+    let written = toml::to_string(&config).unwrap();
+    assert!(written.contains(r#"quota = "600/1m""#), "{written}");
+    assert_eq!(toml::from_str::<ManagerConfig>(&written).unwrap(), config);
+}
+
+#[test]
+fn a_quota_given_adaptive_settings_or_a_starting_rate_is_refused_by_name() {
+    assert_eq!(
+        problems(
+            r#"
+            [default.rate]
+            quota = "600/min"
+            bounds = [1, 20]
+            [overrides."a".rate]
+            quota = "600/min"
+            starting_rate = 10
+            [overrides."b".rate]
+            burst = 5
+            [overrides."c".rate]
+            quota = "0/min"
+            "#
+        ),
+        [
+            r#"overrides."a".rate: set one of starting_rate (an adaptive rate) or quota (a fixed one), not both"#,
+            r#"overrides."b".rate: set starting_rate (an adaptive rate) or quota (a fixed one, like "600/min")"#,
+            "default.rate.bounds: a fixed quota (600 per 1m) never moves; an adaptive rate starts from RateConfig::new(calls_per_second)",
+            r#"overrides."c".rate.quota: must allow at least 1 call, got 0 per 1m"#,
+        ]
+    );
+    let err =
+        toml::from_str::<ManagerConfig>("[default.rate]\nquota = \"600 a minute\"\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"expected <calls>/<period>, like "600/min""#),
+        "{err}"
+    );
+}

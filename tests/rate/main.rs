@@ -1,5 +1,6 @@
 //! The adaptive rate: the cell and the manager on virtual time
-//! (`adaptive`), and against a real rate-limited server (`http`).
+//! (`adaptive`), fixed quotas and costs (`quotas`), and against a real
+//! rate-limited server (`http`).
 
 // Tests that measure real time or load the CPU hold `support::alone()`
 // across their awaits, so they do not run at once; each test's future is
@@ -11,3 +12,4 @@ mod support;
 
 mod adaptive;
 mod http;
+mod quotas;

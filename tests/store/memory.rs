@@ -219,3 +219,43 @@ async fn a_store_can_be_asked_directly_as_the_manager_asks_it() {
         "{second:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_back() {
+    let store = store();
+    let manager = manager(&store, RateConfig::per_second(10).burst(10));
+    let start = Instant::now();
+    manager
+        .acquire_n("api", Priority::HIGH, 8)
+        .await
+        .unwrap()
+        .success();
+    // Five more: two are left, three are 300 ms away.
+    manager
+        .acquire_n("api", Priority::HIGH, 5)
+        .await
+        .unwrap()
+        .success();
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    // Six more would wait 600 ms; dropped at 100 ms, all six go back.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(100),
+        manager.acquire_n("api", Priority::HIGH, 6),
+    )
+    .await;
+    assert!(dropped.is_err());
+    reports_arrive().await;
+    assert_eq!(store.reports(2), 1, "the six tokens handed back");
+    let before = Instant::now();
+    manager
+        .acquire_n("api", Priority::HIGH, 6)
+        .await
+        .unwrap()
+        .success();
+    // Due at 900 ms, as the dropped call would have been: the drop kept
+    // nothing (a token kept would make it 1 s).
+    assert_eq!(
+        before.elapsed() + Duration::from_millis(401),
+        Duration::from_millis(900)
+    );
+}

@@ -398,3 +398,46 @@ async fn losing_and_regaining_redis_is_reported() {
     );
     assert_eq!(count("rate store available again"), 1, "{lines:#?}");
 }
+
+#[tokio::test]
+async fn a_call_takes_its_cost_from_the_shared_bucket() {
+    let _alone = crate::support::alone();
+    let Some(server) = RedisServer::start("a_call_takes_its_cost_from_the_shared_bucket") else {
+        return;
+    };
+    let connected = RedisStore::connect(&server.url(), "test").await.unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_minute(6).burst(10))
+        .rate_store(connected)
+        .max_wait(Duration::ZERO) // refused at once, with the wait
+        .build()
+        .unwrap();
+    let other = manager_with(&server.url(), RateConfig::per_minute(6).burst(10), |s| s).await;
+    manager
+        .acquire_n("api", Priority::HIGH, 8)
+        .await
+        .unwrap()
+        .success();
+    // Two tokens are left in Redis, for every manager: three are 10 s
+    // away (one token each 10 s, so no slow machine sees one come back).
+    let refused = manager
+        .acquire_n("api", Priority::HIGH, 3)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::RateLimited);
+    let wait = refused.retry_after().unwrap();
+    assert!(
+        wait <= Duration::from_secs(10) && wait > Duration::from_secs(9),
+        "{wait:?}"
+    );
+    other
+        .acquire_n("api", Priority::HIGH, 2)
+        .await
+        .unwrap()
+        .success();
+    let refused = manager
+        .acquire_n("api", Priority::HIGH, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::RateLimited);
+}

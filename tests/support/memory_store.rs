@@ -90,7 +90,8 @@ impl MemoryStore {
         };
         let bucket = buckets.entry(key.to_owned()).or_insert(fresh);
         let interval = Duration::from_secs_f64(1.0 / bucket.rate);
-        let tat = bucket.tat.max(now) + interval;
+        let spacing = interval * request.cost;
+        let tat = bucket.tat.max(now) + spacing;
         let start = tat.saturating_sub(interval * rules.burst).max(now);
         let wait = start - now;
         if request.max_wait.is_some_and(|max| wait > max) {
@@ -102,7 +103,7 @@ impl MemoryStore {
         bucket.tat = tat;
         TokenAnswer::Granted {
             wait,
-            receipt: TokenReceipt::new(tat.as_nanos().to_string()),
+            receipt: TokenReceipt::new(format!("{}/{}", tat.as_nanos(), spacing.as_nanos())),
             rate: bucket.rate,
         }
     }
@@ -138,9 +139,11 @@ impl MemoryStore {
                 1
             }
             RateEvent::Cancelled(receipt) => {
-                // Only the last token granted goes back.
-                if receipt.as_str() == bucket.tat.as_nanos().to_string() {
-                    bucket.tat = bucket.tat.saturating_sub(interval);
+                // Only the last call's tokens go back.
+                let (tat, spacing) = receipt.as_str().split_once('/')?;
+                if tat == bucket.tat.as_nanos().to_string() {
+                    let spacing = Duration::from_nanos(spacing.parse().ok()?);
+                    bucket.tat = bucket.tat.saturating_sub(spacing);
                 }
                 2
             }

@@ -21,13 +21,13 @@ mod operations {
         );
         let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..5 {
-            assert!(cell.check(0, 5).is_ok());
+            assert!(cell.check(0, 5, 1).is_ok());
         }
-        assert_eq!(cell.check(0, 5), Err(100 * MS));
+        assert_eq!(cell.check(0, 5, 1), Err(100 * MS));
         // A quarter more rate shortens the wait for the owed token by a
         // fifth, no more.
-        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).to, 12.5);
-        assert_eq!(cell.check(0, 5), Err(80 * MS));
+        assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).to, 12.5);
+        assert_eq!(cell.check(0, 5, 1), Err(80 * MS));
     }
 
     #[test]
@@ -39,10 +39,10 @@ mod operations {
                 .decrement(5.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert!(cell.check(0, 1).is_ok());
-        assert_eq!(cell.check(0, 1), Err(100 * MS));
+        assert!(cell.check(0, 1, 1).is_ok());
+        assert_eq!(cell.check(0, 1, 1), Err(100 * MS));
         assert_eq!(cell.decrease(0, 0, &s).to, 5.0);
-        assert_eq!(cell.check(0, 1), Err(200 * MS));
+        assert_eq!(cell.check(0, 1, 1), Err(200 * MS));
     }
 
     #[test]
@@ -77,12 +77,12 @@ mod operations {
         // The others were paced at 64/s too: old news, either way.
         assert_eq!(cell.decrease(60 * MS, 10 * MS, &s).to, 32.0);
         assert_eq!(
-            cell.increase(|| 70 * MS, 20 * MS, 70 * MS, false, &s).to,
+            cell.increase(|| 70 * MS, 20 * MS, 70 * MS, false, 1, &s).to,
             32.0
         );
         // A call scheduled after the decrease is news.
         assert_eq!(
-            cell.increase(|| 80 * MS, 50 * MS, 80 * MS, false, &s).to,
+            cell.increase(|| 80 * MS, 50 * MS, 80 * MS, false, 1, &s).to,
             33.0
         );
         assert_eq!(cell.decrease(90 * MS, 60 * MS, &s).to, 16.5);
@@ -96,15 +96,15 @@ mod operations {
     fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
         let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
         let cell = RateCell::new(s.starting_rate, 0);
-        let first = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        let first = cell.reserve(0, 1, 1, Nanos::MAX).unwrap();
         assert_eq!(first.slot.start, 0);
-        let second = cell.reserve(0, 1, Nanos::MAX).unwrap();
-        let third = cell.reserve(0, 1, Nanos::MAX).unwrap();
+        let second = cell.reserve(0, 1, 1, Nanos::MAX).unwrap();
+        let third = cell.reserve(0, 1, 1, Nanos::MAX).unwrap();
         assert_eq!((second.slot.start, third.slot.start), (100 * MS, 200 * MS));
         cell.cancel(second); // not last: the gap stays, the third keeps its time
-        assert_eq!(cell.check(0, 1), Err(300 * MS));
+        assert_eq!(cell.check(0, 1, 1), Err(300 * MS));
         cell.cancel(third); // last: handed back
-        assert_eq!(cell.check(0, 1), Err(200 * MS));
+        assert_eq!(cell.check(0, 1, 1), Err(200 * MS));
     }
 
     #[test]
@@ -112,16 +112,19 @@ mod operations {
         let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
         let cell = RateCell::new(s.starting_rate, 0);
         for expected in [0, 100 * MS, 200 * MS] {
-            assert_eq!(cell.reserve(0, 1, 200 * MS).unwrap().slot.start, expected);
+            assert_eq!(
+                cell.reserve(0, 1, 1, 200 * MS).unwrap().slot.start,
+                expected
+            );
         }
-        assert_eq!(cell.reserve(0, 1, 200 * MS), Err(300 * MS));
+        assert_eq!(cell.reserve(0, 1, 1, 200 * MS), Err(300 * MS));
         assert_eq!(
-            cell.reserve(0, 1, 200 * MS),
+            cell.reserve(0, 1, 1, 200 * MS),
             Err(300 * MS),
             "the refusal took no token"
         );
         assert_eq!(
-            cell.reserve(100 * MS, 1, 200 * MS).unwrap().slot.start,
+            cell.reserve(100 * MS, 1, 1, 200 * MS).unwrap().slot.start,
             300 * MS
         );
     }
@@ -271,12 +274,12 @@ mod properties {
             for op in ops {
                 match op {
                     CellOp::Check => {
-                        if cell.check(now, settings.burst).is_ok() {
+                        if cell.check(now, settings.burst, 1).is_ok() {
                             admitted.push(Admitted { decided: now, started: now });
                         }
                     }
                     CellOp::Wait => {
-                        let reservation = cell.reserve(now, settings.burst, Nanos::MAX).unwrap();
+                        let reservation = cell.reserve(now, settings.burst, 1, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
                         admitted.push(Admitted { decided: now, started: reservation.slot.start });
                         pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
@@ -290,7 +293,7 @@ mod properties {
                             }
                         }
                     }
-                    CellOp::Increase => rates.push((now, cell.increase(|| now, now, now, false, &settings).to)),
+                    CellOp::Increase => rates.push((now, cell.increase(|| now, now, now, false, 1, &settings).to)),
                     CellOp::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
                     CellOp::Advance(by) => {
                         now += by;
@@ -338,7 +341,7 @@ mod slowest_rates {
             let mut admitted: Vec<Nanos> = Vec::new();
             for gap in gaps {
                 now += gap;
-                if cell.check(now, burst).is_ok() {
+                if cell.check(now, burst, 1).is_ok() {
                     admitted.push(now);
                 }
             }
@@ -386,10 +389,13 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).turned, None);
         assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
         assert_eq!(cell.decrease(0, 0, &s).turned, None);
-        assert_eq!(cell.increase(|| 0, 0, 0, false, &s).turned, Some(Turn::Up));
+        assert_eq!(
+            cell.increase(|| 0, 0, 0, false, 1, &s).turned,
+            Some(Turn::Up)
+        );
         assert_eq!(
             cell.rate(),
             10.0,
@@ -446,8 +452,9 @@ mod concurrent_falls {
                         if decided >= END {
                             break;
                         }
-                        let reservation =
-                            cell.reserve(decided, settings.burst, Nanos::MAX).unwrap();
+                        let reservation = cell
+                            .reserve(decided, settings.burst, 1, Nanos::MAX)
+                            .unwrap();
                         let (mut start, mut seen) =
                             (reservation.slot.start, reservation.moves_seen);
                         loop {
@@ -488,7 +495,7 @@ mod concurrent_falls {
                     state ^= state << 17;
                     let change = match state % 32 {
                         0 => cell.decrease(now, now, &settings),
-                        1..=3 => cell.increase(|| now, now, now, true, &settings),
+                        1..=3 => cell.increase(|| now, now, now, true, 1, &settings),
                         _ => continue,
                     };
                     if change.to != change.from {

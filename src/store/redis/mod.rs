@@ -257,8 +257,14 @@ impl RateStore for RedisStore {
     ) -> StoreFuture<'a, TokenAnswer> {
         Box::pin(async move {
             let max_wait = request.max_wait.map(crate::clock::nanos);
-            self.decide(&self.redis_key(key), &request.rules, max_wait, None)
-                .await
+            self.decide(
+                &self.redis_key(key),
+                &request.rules,
+                request.cost,
+                max_wait,
+                None,
+            )
+            .await
         })
     }
 

@@ -7,12 +7,13 @@
 -- back, 'p' a pause; [3] for 's' and 'f', how long ago the
 -- call was scheduled, in microseconds; for 'c', the tat the decision
 -- stored; for 'p', the pause in microseconds; [4] for 's', how long ago
--- the call started; for 'c', the interval it was taken at; [5] starting
+-- the call started; for 'c', the debt its tokens added; [5] starting
 -- rate; [6] burst; [7] lower bound; [8] upper bound; [9] increment;
 -- [10] 'sub' or 'mul'; [11] the decrement or factor; [12] cooldown in
 -- microseconds; [13] idle TTL in milliseconds; [14] for 's', the headroom
 -- (how far above its use this success may raise the rate: further if the
--- call waited for its token, aimd.rs validated_ceiling).
+-- call waited for its token, aimd.rs validated_ceiling); [15] for 's',
+-- the tokens the call took (its use of the rate, usage.rs).
 --
 -- Returns the rate after the outcome, as a string.
 local key, kind = KEYS[1], ARGV[2]
@@ -60,7 +61,7 @@ if kind == 's' then
       since = started - window
       elapsed = window
     end
-    count = count + 1
+    count = count + tonumber(ARGV[15])
     local used = count / (elapsed / 1000000 + 1 / rate)
     table.insert(changes, 'us'); table.insert(changes, text(since))
     table.insert(changes, 'uc'); table.insert(changes, text(count))

@@ -44,9 +44,10 @@ fn duration_of(micros: &str) -> Duration {
     Duration::from_nanos((value.max(0.0) * 1e3).ceil() as Nanos)
 }
 
-/// A token's receipt: the bucket's state after it, exactly as stored (the
-/// token goes back if the call is cancelled while this is still the
-/// last), and the interval it was taken at, in microseconds.
+/// A call's receipt: the bucket's state after it, exactly as stored (its
+/// tokens go back if the call is cancelled while this is still the
+/// last), and the debt its tokens added (its cost in intervals at the rate
+/// they were taken at), in microseconds.
 fn receipt(tat: &str, interval_us: f64) -> TokenReceipt {
     TokenReceipt::new(format!("{tat}/{interval_us}"))
 }
@@ -59,14 +60,15 @@ fn parts_of(receipt: &TokenReceipt) -> (&str, f64) {
 }
 
 impl RedisStore {
-    /// One token for the next call of the Redis key `key` if it can be
-    /// used within `max_wait` (`None`: however far ahead), decided by
+    /// `cost` tokens for the next call of the Redis key `key` if they can
+    /// be used within `max_wait` (`None`: however far ahead), decided by
     /// Redis; `pinned` is the time the script uses instead of Redis's
     /// `TIME` (tests only).
     pub(super) async fn decide(
         &self,
         key: &str,
         rules: &RateRules,
+        cost: u32,
         max_wait: Option<Nanos>,
         pinned: Option<f64>,
     ) -> TokenAnswer {
@@ -83,7 +85,8 @@ impl RedisStore {
             .arg(rules.starting_rate)
             .arg(rules.burst)
             .arg(max_wait)
-            .arg(self.settings.idle_ttl.as_millis() as u64);
+            .arg(self.settings.idle_ttl.as_millis() as u64)
+            .arg(cost);
         let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,
@@ -98,7 +101,7 @@ impl RedisStore {
         if admitted == 1 {
             TokenAnswer::Granted {
                 wait,
-                receipt: receipt(&tat, 1e6 / rate),
+                receipt: receipt(&tat, f64::from(cost) * 1e6 / rate),
                 rate,
             }
         } else {
@@ -115,25 +118,27 @@ impl RedisStore {
         rules: &RateRules,
         pinned: Option<f64>,
     ) -> Option<f64> {
-        let (kind, first, second, waited) = match event {
+        let (kind, first, second, waited, tokens) = match event {
             RateEvent::Success {
                 scheduled_ago,
                 started_ago,
                 waited,
+                tokens,
             } => (
                 "s",
                 micros_of(*scheduled_ago).to_string(),
                 micros_of(*started_ago),
                 *waited,
+                *tokens,
             ),
             RateEvent::Overloaded { scheduled_ago } => {
-                ("f", micros_of(*scheduled_ago).to_string(), 0.0, false)
+                ("f", micros_of(*scheduled_ago).to_string(), 0.0, false, 0)
             }
             RateEvent::Cancelled(receipt) => {
                 let (tat, interval_us) = parts_of(receipt);
-                ("c", tat.to_owned(), interval_us, false)
+                ("c", tat.to_owned(), interval_us, false, 0)
             }
-            RateEvent::Paused(pause) => ("p", micros_of(*pause).to_string(), 0.0, false),
+            RateEvent::Paused(pause) => ("p", micros_of(*pause).to_string(), 0.0, false, 0),
         };
         let (decrease, step) = match rules.decrease {
             Decrease::Subtract(step) => ("sub", step),
@@ -158,7 +163,8 @@ impl RedisStore {
                 MAX_RATE_OVER_USE_WAITED
             } else {
                 MAX_RATE_OVER_USE
-            });
+            })
+            .arg(tokens);
         let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,

@@ -16,6 +16,10 @@ use crate::priority::Priority;
 use crate::rate::RateConfig;
 use crate::throttle::ThrottleConfig;
 
+mod quota;
+
+pub use quota::Quota;
+
 /// # Configuration from a file
 impl<K> ThrottleManager<K>
 where
@@ -344,19 +348,31 @@ pub struct KeysSection {
     pub max_hold: Option<Duration>,
 }
 
-/// [`RateConfig`] as a file section. Set at most one of `decrement` and
+/// [`RateConfig`] as a file section: an adaptive rate (`starting_rate`,
+/// with its bounds and steps) or a fixed quota (`quota = "600/min"`, with
+/// at most a `burst`). Set at most one of `decrement` and
 /// `decrease_factor`.
 ///
 /// ```
-/// let rate: portcullis::config::RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
-/// assert_eq!(rate.to_config().unwrap(), portcullis::RateConfig::new(10.0).decrement(2.0));
+/// use portcullis::RateConfig;
+/// use portcullis::config::RateSection;
+///
+/// let adaptive: RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
+/// assert_eq!(adaptive.to_config().unwrap(), RateConfig::new(10.0).decrement(2.0));
+/// let fixed: RateSection = toml::from_str("quota = \"600/min\"\nburst = 20").unwrap();
+/// assert_eq!(fixed.to_config().unwrap(), RateConfig::per_minute(600).burst(20));
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RateSection {
-    /// Calls per second a new key starts at.
-    pub starting_rate: f64,
+    /// Calls per second a new key starts at: an adaptive rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_rate: Option<f64>,
+    /// A fixed quota, `"<calls>/<period>"` ([`Quota`]): a rate that never
+    /// moves, with a burst of `calls` unless `burst` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
     /// How many calls may start at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
@@ -386,21 +402,44 @@ pub struct RateSection {
 }
 
 impl RateSection {
-    /// The builder config, or the one problem a section alone can have:
-    /// both kinds of decrease set.
+    /// The builder config, or the problems a section alone can have:
+    /// neither or both of `starting_rate` and `quota`, both kinds of
+    /// decrease set. (A fixed quota given bounds or steps is refused by
+    /// the builder's validation, which names the field.)
     ///
     /// # Errors
     ///
-    /// When both `decrement` and `decrease_factor` are set: the message to
-    /// report under the section's path.
+    /// The message to report under the section's path.
     ///
     /// ```
-    /// let both: portcullis::config::RateSection =
+    /// use portcullis::config::RateSection;
+    ///
+    /// let both: RateSection =
     ///     toml::from_str("starting_rate = 10\ndecrement = 2\ndecrease_factor = 0.5").unwrap();
     /// assert!(both.to_config().is_err());
+    /// let neither: RateSection = toml::from_str("burst = 5").unwrap();
+    /// assert_eq!(
+    ///     neither.to_config().unwrap_err(),
+    ///     "set starting_rate (an adaptive rate) or quota (a fixed one, like \"600/min\")"
+    /// );
     /// ```
     pub fn to_config(&self) -> Result<RateConfig, String> {
-        let mut config = RateConfig::new(self.starting_rate);
+        let mut config = match (self.starting_rate, self.quota) {
+            (Some(rate), None) => RateConfig::new(rate),
+            (None, Some(quota)) => RateConfig::per(quota.calls, quota.period),
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set one of starting_rate (an adaptive rate) or quota (a fixed one), not both"
+                        .into(),
+                );
+            }
+            (None, None) => {
+                return Err(
+                    "set starting_rate (an adaptive rate) or quota (a fixed one, like \"600/min\")"
+                        .into(),
+                );
+            }
+        };
         if let Some(burst) = self.burst {
             config = config.burst(burst);
         }
