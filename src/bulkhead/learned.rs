@@ -245,6 +245,27 @@ mod tests {
         assert!(!granted(bulkhead.enter(&settings, 0, 1).unwrap()));
     }
 
+    #[test]
+    fn a_call_past_a_lowered_limit_queues_even_with_nobody_waiting() {
+        let (bulkhead, settings) = learned_bulkhead(8);
+        bulkhead.force_limit(&settings, 4);
+        for _ in 0..4 {
+            assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        }
+        // Down to 2 with 4 in flight and nobody queued: a newcomer waits
+        // until the calls in flight are below the new limit.
+        bulkhead.force_limit(&settings, 2);
+        assert!(!granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        assert!(bulkhead.try_acquire(&settings).is_err());
+        assert_eq!(
+            bulkhead.load(),
+            Load {
+                active: 4,
+                queued: 1
+            }
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn limit_changes_never_strand_a_waiter_or_overfill() {
         const HIGHEST: u32 = 8;

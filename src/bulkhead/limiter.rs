@@ -206,18 +206,6 @@ impl Bulkhead {
         }
     }
 
-    /// The refusal a call that will not queue meets now: no free slot, or
-    /// someone already waiting for the next one. A hint: the answer may
-    /// change at once.
-    #[inline]
-    pub(crate) fn has_no_free_slot(&self, settings: &BulkheadSettings) -> Option<Refusal> {
-        let state = self.state.load(Ordering::Acquire);
-        (queued(state) > 0 || active(state) >= self.limit(settings)).then(|| Refusal {
-            reason: RejectReason::Full,
-            load: Load::of(state),
-        })
-    }
-
     /// Whether a call of `priority` would be turned away at once, without
     /// queueing or displacing anyone: the queue is full and the policy
     /// favours those already waiting. A hint: the answer may change at once.

@@ -114,7 +114,9 @@ impl Core {
     }
 
     /// Step 3: a call the bulkhead would turn away anyway is refused before
-    /// it takes a rate token.
+    /// it takes a rate token. Only a caller that may queue gets here: one
+    /// that never waits meets the bulkhead's free slot first
+    /// (`free_slot_then_rate` in the pipeline), which admits or refuses it.
     #[inline]
     pub(crate) fn bulkhead_has_room(
         &self,
@@ -137,10 +139,8 @@ impl Core {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(());
         };
-        let refusal = match patience {
-            Patience::Never => bulkhead.has_no_free_slot(settings),
-            _ => bulkhead.would_refuse(settings, usize::from(priority.level())),
-        };
+        debug_assert!(patience != Patience::Never, "decided at the free slot");
+        let refusal = bulkhead.would_refuse(settings, usize::from(priority.level()));
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 

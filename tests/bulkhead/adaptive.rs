@@ -218,3 +218,29 @@ async fn learned() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 async fn the_contract_compiles_and_runs() {
     learned().await.unwrap();
 }
+
+/// The other side of the rule: a limit its calls never fill learns nothing
+/// from them, so one caller at a time leaves it near one, however fast the
+/// backend answers.
+#[tokio::test(start_paused = true)]
+async fn a_limit_its_calls_never_fill_does_not_grow() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::adaptive().bounds(1, 200))
+        .build()
+        .unwrap();
+    let backend = Backend {
+        workers: AtomicU32::new(1_000),
+        in_flight: AtomicU32::new(0),
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let permit = manager.try_acquire("db", Priority::HIGH).unwrap();
+        backend.call().await;
+        permit.success();
+    }
+    let learned = manager.concurrency_limit("db").unwrap();
+    assert!(
+        learned <= 2,
+        "one caller at a time took the limit to {learned}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The bulkhead through the public API, on tokio's paused clock.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -596,4 +597,36 @@ async fn a_full_bulkhead_refuses_before_the_rate_on_every_path() {
     for (path, refused) in reasons {
         assert_eq!(refused.unwrap_err().reason(), RejectReason::Full, "{path}");
     }
+}
+
+paused_test! {
+    async fn a_waiter_moved_to_another_task_is_woken_there() {
+        let manager = manager(BulkheadConfig::new(1).queue(1));
+        let busy = manager.try_acquire("db", Priority::HIGH).unwrap();
+        // Polled once where nobody will wake it (a select! arm, a future
+        // built in one task and spawned into another), it queues...
+        let mut waiting = Box::pin(owned_acquire(&manager));
+        let mut elsewhere = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(waiting.as_mut().poll(&mut elsewhere).is_pending());
+        assert_eq!(manager.snapshot("db").unwrap().queued, Some(1));
+        // ...then runs in a task of its own: the slot given back wakes that
+        // task, not the waker it was first polled with.
+        let task = tokio::spawn(waiting);
+        tokio::task::yield_now().await;
+        busy.success();
+        let permit = tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("the moved waiter was never woken")
+            .unwrap()
+            .unwrap();
+        permit.success();
+    }
+}
+
+/// `acquire_owned` on a clone of the manager: a future that can move.
+fn owned_acquire(
+    manager: &ThrottleManager<String>,
+) -> impl Future<Output = Result<portcullis::OwnedPermit, portcullis::Rejected>> + Send + 'static {
+    let manager = manager.clone();
+    async move { manager.acquire_owned("db", Priority::HIGH).await }
 }
