@@ -245,9 +245,9 @@ where
             self.paths.rate,
             self.rate.as_ref(),
             self.rate_overrides,
-            self.tiers
-                .iter()
-                .filter_map(|(name, tier)| Some((name.as_str(), tier.rate.as_ref()?))),
+            self.tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.rate.as_ref()?))
+            }),
             RateConfig::check,
             &mut found,
         );
@@ -255,9 +255,9 @@ where
             self.paths.throttle,
             self.throttle.as_ref(),
             self.throttle_overrides,
-            self.tiers
-                .iter()
-                .filter_map(|(name, tier)| Some((name.as_str(), tier.throttle.as_ref()?))),
+            self.tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.throttle.as_ref()?))
+            }),
             ThrottleConfig::check,
             &mut found,
         );
@@ -265,9 +265,9 @@ where
             self.paths.bulkhead,
             self.bulkhead.as_ref(),
             self.bulkhead_overrides,
-            self.tiers
-                .iter()
-                .filter_map(|(name, tier)| Some((name.as_str(), tier.bulkhead.as_ref()?))),
+            self.tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.bulkhead.as_ref()?))
+            }),
             BulkheadConfig::check,
             &mut found,
         );
@@ -415,7 +415,7 @@ fn control<'t, K: Hash + Eq, C: 't, S>(
     default_path: &str,
     default: Option<&C>,
     overrides: Vec<(K, String, C)>,
-    tiers: impl Iterator<Item = (&'t str, &'t C)>,
+    tiers: impl Iterator<Item = (&'t str, Option<&'t str>, &'t C)>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
 ) -> (Option<Control<S>>, ControlOverrides<K, S>) {
@@ -430,10 +430,14 @@ fn control<'t, K: Hash + Eq, C: 't, S>(
             by_key.exact.insert(key, Arc::new(settings));
         }
     }
-    for (tier, config) in tiers {
-        // The control's own name ends the path: `tier["premium"].rate`.
+    for (tier, declared_at, config) in tiers {
+        // The control's own name ends the path: `tier["premium"].rate`,
+        // or where a file declared it, `tiers."premium".rate`.
         let control = default_path.rsplit('.').next().unwrap_or(default_path);
-        let path = format!("tier[{tier:?}].{control}");
+        let path = match declared_at {
+            Some(at) => format!("{at}.{control}"),
+            None => format!("tier[{tier:?}].{control}"),
+        };
         if let Some(settings) = check(config, &mut Problems::new(&path, found)) {
             by_key.by_tier.insert(tier.to_owned(), Arc::new(settings));
         }

@@ -29,6 +29,9 @@ pub struct Tier {
     pub(crate) rate: Option<RateConfig>,
     pub(crate) throttle: Option<ThrottleConfig>,
     pub(crate) bulkhead: Option<BulkheadConfig>,
+    /// Where a file declared it (`tiers."premium"`), for its errors; a
+    /// tier made in code is named `tier["premium"]`.
+    pub(crate) path: Option<String>,
 }
 
 impl Tier {

@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
-use crate::builder::ThrottleManagerBuilder;
+use crate::builder::{ThrottleManagerBuilder, Tier};
 use crate::bulkhead::{BulkheadConfig, Overflow};
 use crate::error::{ConfigError, ConfigProblem};
 use crate::manager::ThrottleManager;
@@ -103,6 +103,26 @@ where
         if let Some(bulkhead) = &default.bulkhead {
             self.paths.bulkhead = "default.bulkhead";
             self.bulkhead = Some(bulkhead.to_config());
+        }
+        for (name, controls) in config.tiers {
+            let at = format!("tiers.{name:?}");
+            let mut tier = Tier::new();
+            if let Some(rate) = &controls.rate {
+                match rate.to_config() {
+                    Ok(rate) => tier = tier.rate(rate),
+                    Err(problem) => self
+                        .config_problems
+                        .push(ConfigProblem::new(format!("{at}.rate"), problem)),
+                }
+            }
+            if let Some(throttle) = &controls.throttle {
+                tier = tier.throttle(throttle.to_config());
+            }
+            if let Some(bulkhead) = &controls.bulkhead {
+                tier = tier.bulkhead(bulkhead.to_config());
+            }
+            tier.path = Some(at);
+            self = self.tier(name, tier);
         }
         for (key, controls) in config.overrides {
             let path = |control: &str| format!("overrides.{key:?}.{control}");
@@ -202,6 +222,13 @@ pub struct ManagerConfig {
     /// lacks: only that key then has it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overrides: BTreeMap<String, Controls>,
+    /// Named sets of controls ([`Tier`]s): a key the builder's
+    /// [`tier_of`](crate::ThrottleManagerBuilder::tier_of) puts in one
+    /// gets its controls in place of the default's, control by control.
+    /// Which key is in which tier is code's to say: a file declaring tiers
+    /// needs `tier_of` set on the builder.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tiers: BTreeMap<String, Controls>,
     /// The key space: `max_keys` and `idle_ttl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<KeysSection>,

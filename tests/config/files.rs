@@ -490,3 +490,73 @@ fn a_quota_given_adaptive_settings_or_a_starting_rate_is_refused_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn tiers_from_a_file_give_the_keys_code_puts_in_them_their_controls() {
+    let config: ManagerConfig = toml::from_str(
+        r#"
+        [default.rate]
+        quota = "5/s"
+        [tiers.pro.rate]
+        quota = "50/s"
+        burst = 20
+        [tiers.pro.bulkhead]
+        max_concurrent = 8
+        "#,
+    )
+    .unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config.clone())
+        .tier_of(|key: &String| key.starts_with("pro-").then_some("pro"))
+        .clock(portcullis::clock::ManualClock::new())
+        .build()
+        .unwrap();
+    assert_eq!(
+        (0..30)
+            .filter(|_| manager.check("pro-carol").is_ok())
+            .count(),
+        20
+    );
+    assert_eq!(
+        (0..30)
+            .filter(|_| manager.check("free-bob").is_ok())
+            .count(),
+        5
+    );
+    assert_eq!(manager.rate("pro-carol"), Some(50.0));
+    assert_eq!(manager.snapshot("pro-carol").unwrap().active, Some(0)); // its bulkhead
+    assert_eq!(manager.snapshot("free-bob").unwrap().active, None); // none by default
+    // Without code to say which key is in which tier, the file is refused.
+    let err = ThrottleManager::<String>::from_config(config).unwrap_err();
+    assert!(err.to_string().contains("call .tier_of(...)"), "{err}");
+}
+
+#[test]
+fn a_tier_s_problems_are_named_by_where_the_file_declared_it() {
+    let config: ManagerConfig = toml::from_str(
+        r#"
+        [tiers.free.rate]
+        quota = "5/s"
+        burst = 0
+        [tiers.free.bulkhead]
+        max_concurrent = 0
+        [tiers.pro.rate]
+        burst = 5
+        "#,
+    )
+    .unwrap();
+    let err = ThrottleManager::<String>::builder()
+        .config(config)
+        .tier_of(|_: &String| None)
+        .build()
+        .unwrap_err();
+    let problems: Vec<String> = err.problems().iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        problems,
+        [
+            r#"tiers."pro".rate: set starting_rate (an adaptive rate) or quota (a fixed one, like "600/min")"#,
+            r#"tiers."free".rate.burst: must be at least 1, got 0"#,
+            r#"tiers."free".bulkhead.max_concurrent: must be at least 1, got 0"#,
+        ]
+    );
+}
