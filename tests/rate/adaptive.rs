@@ -6,12 +6,7 @@ use std::time::Duration;
 use portcullis::{ConfigError, RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
-fn manager(config: RateConfig) -> ThrottleManager<String> {
-    ThrottleManager::<String>::builder()
-        .rate(config)
-        .build()
-        .expect("valid config")
-}
+use crate::manager;
 
 #[tokio::test(start_paused = true)]
 async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {

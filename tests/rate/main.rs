@@ -10,6 +10,14 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+/// A manager with `config` as every key's rate, on tokio's clock.
+fn manager(config: portcullis::RateConfig) -> portcullis::ThrottleManager<String> {
+    portcullis::ThrottleManager::<String>::builder()
+        .rate(config)
+        .build()
+        .expect("valid config")
+}
+
 mod adaptive;
 mod http;
 mod quotas;

@@ -26,12 +26,7 @@ async fn the_public_contract_compiles_and_works() {
     quotas().await.unwrap();
 }
 
-fn manager(config: RateConfig) -> ThrottleManager<String> {
-    ThrottleManager::<String>::builder()
-        .rate(config)
-        .build()
-        .expect("valid config")
-}
+use crate::manager;
 
 #[tokio::test(start_paused = true)]
 async fn a_quota_admits_its_burst_at_once_then_its_rate() {
