@@ -259,3 +259,71 @@ async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_b
         Duration::from_millis(900)
     );
 }
+
+/// A store that answers every call with a token at once, and `rate` as the
+/// key's shared rate: only the two methods a store must have.
+struct AnswersWith(f64);
+
+impl portcullis::store::RateStore for AnswersWith {
+    fn take_token<'a>(
+        &'a self,
+        _key: &'a str,
+        _request: portcullis::store::TokenRequest,
+    ) -> portcullis::store::StoreFuture<'a, portcullis::store::TokenAnswer> {
+        let answer = portcullis::store::TokenAnswer::Granted {
+            wait: Duration::ZERO,
+            receipt: portcullis::store::TokenReceipt::new(""),
+            rate: self.0,
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn report<'a>(
+        &'a self,
+        _key: &'a str,
+        _event: portcullis::store::RateEvent,
+        _rules: portcullis::store::RateRules,
+    ) -> portcullis::store::StoreFuture<'a, Option<f64>> {
+        let rate = self.0;
+        Box::pin(async move { Some(rate) })
+    }
+}
+
+fn answering(rate: f64) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0))
+        .rate_store(AnswersWith(rate))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_with_only_the_required_methods_is_available_and_its_rate_shown() {
+    let manager = answering(7.0);
+    manager
+        .acquire("api", Priority::HIGH)
+        .await
+        .unwrap()
+        .success();
+    reports_arrive().await;
+    // The default `is_available` is true: the shared rate is the one shown.
+    assert_eq!(manager.rate("api"), Some(7.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_from_a_store_that_is_no_rate_is_ignored() {
+    for nonsense in [0.0, -0.0, -3.0, f64::INFINITY, f64::NAN] {
+        let manager = answering(nonsense);
+        manager
+            .acquire("api", Priority::HIGH)
+            .await
+            .unwrap()
+            .success();
+        reports_arrive().await;
+        let shown = manager.rate("api").unwrap();
+        assert!(
+            shown.is_finite() && shown > 0.0,
+            "{nonsense} shown as {shown}"
+        );
+    }
+}

@@ -291,6 +291,18 @@ async fn the_builder_names_what_a_store_lacks() {
         .unwrap_err();
     let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
     assert_eq!(fields, ["rate_store", "rate_store.deadline"], "{error}");
+    // Behind an `Arc` (managers sharing one store), the same.
+    let store = RedisStore::connect(&server.url(), "shared").await.unwrap();
+    assert_eq!(store.prefix(), "shared");
+    let error = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(10))
+        .rate_store(std::sync::Arc::new(
+            store.idle_ttl(Duration::from_millis(10)),
+        ))
+        .build()
+        .unwrap_err();
+    let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["rate_store.idle_ttl"], "{error}");
 }
 
 #[tokio::test]
