@@ -72,6 +72,8 @@ pub struct ThrottleLayer {
 #[derive(Clone)]
 pub(super) struct Settings {
     pub(super) manager: ThrottleManager<String>,
+    /// Path prefixes with controls of their own, longest first.
+    pub(super) routes: Vec<(String, ThrottleManager<String>)>,
     pub(super) extractor: KeyExtractor,
     pub(super) priority: Priority,
     pub(super) priority_header: Option<HeaderName>,
@@ -97,6 +99,7 @@ impl ThrottleLayer {
         Self {
             settings: Arc::new(Settings {
                 manager,
+                routes: Vec::new(),
                 extractor,
                 priority: Priority::HIGH,
                 priority_header: None,
@@ -266,6 +269,63 @@ impl ThrottleLayer {
         self
     }
 
+    /// Requests whose path is `prefix` or under it (`/login` takes
+    /// `/login` and `/login/sso`, not `/logins`) go through `manager`
+    /// instead of the layer's own: per-route quotas for the same client,
+    /// keyed by the same extractor, in one layer. The longest matching
+    /// prefix wins. Each manager bounds its own key space (`max_keys`), so
+    /// the layer holds at most the sum of theirs. Its `RateLimit` headers
+    /// are the route's.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `route` for a prefix that does not start
+    /// with `/`, or that a path cannot hold (a `?` or `#`).
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let everything = ThrottleManager::<String>::builder().rate(RateConfig::per_second(50)).build()?;
+    /// let login = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(5)).build()?;
+    /// let search = ThrottleManager::<String>::builder().rate(RateConfig::per_second(2)).build()?;
+    /// let layer = ThrottleLayer::new(everything, KeyExtractor::peer_ip())
+    ///     .route("/login", login)?
+    ///     .route("/search", search)?;
+    /// # drop(layer);
+    /// let nowhere = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
+    /// let err = ThrottleLayer::new(nowhere.clone(), KeyExtractor::peer_ip()).route("login", nowhere);
+    /// assert_eq!(err.unwrap_err().to_string(), r#"invalid configuration: route: must start with '/', got "login""#);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn route(
+        mut self,
+        prefix: &str,
+        manager: ThrottleManager<String>,
+    ) -> Result<Self, ConfigError> {
+        let problem = if !prefix.starts_with('/') {
+            Some(format!("must start with '/', got {prefix:?}"))
+        } else if prefix.contains(['?', '#']) {
+            Some(format!(
+                "must be a path, without '?' or '#', got {prefix:?}"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(ConfigProblem::new("route", problem).into());
+        }
+        let prefix = match prefix.trim_end_matches('/') {
+            "" => "/",
+            trimmed => trimmed,
+        };
+        let routes = &mut self.settings_mut().routes;
+        routes.retain(|(known, _)| known != prefix);
+        routes.push((prefix.to_owned(), manager));
+        routes.sort_by_key(|(known, _)| std::cmp::Reverse(known.len()));
+        Ok(self)
+    }
+
     fn settings_mut(&mut self) -> &mut Settings {
         Arc::make_mut(&mut self.settings)
     }
@@ -290,6 +350,7 @@ impl fmt::Debug for Settings {
         let custom = |set: bool| if set { "custom" } else { "default" };
         f.debug_struct("ThrottleLayer")
             .field("manager", &self.manager)
+            .field("routes", &self.routes)
             .field("extractor", &self.extractor)
             .field("priority", &self.priority)
             .field("priority_header", &self.priority_header)

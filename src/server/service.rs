@@ -13,6 +13,7 @@ use super::answer::{self, set_rate_limit, set_retry_after};
 use super::future::{ResponseBody, ResponseFuture};
 use super::key::MissingKey;
 use super::layer::Settings;
+use crate::ThrottleManager;
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -94,13 +95,13 @@ where
         Ok(priority) => priority,
         Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
     };
-    let permit = match settings
-        .manager
+    let manager = settings.manager_for(head.uri.path());
+    let permit = match manager
         .try_acquire_or_queue_owned(key.as_str(), priority)
         .await
     {
         Ok(permit) => permit,
-        Err(rejected) => return Ok(settings.refused(&key, &rejected)),
+        Err(rejected) => return Ok(settings.refused(manager, &key, &rejected)),
     };
     let answered = inner.call(Request::from_parts(head, body)).await;
     let outcome = match &answered {
@@ -110,7 +111,7 @@ where
     permit.report(outcome);
     let mut response = answered?;
     if settings.rate_limit_headers {
-        if let Some(rate) = settings.manager.peek(key.as_str()) {
+        if let Some(rate) = manager.peek(key.as_str()) {
             set_rate_limit(response.headers_mut(), &rate);
         }
     }
@@ -118,6 +119,21 @@ where
 }
 
 impl Settings {
+    /// The controls of a request to `path`: its route's (the longest
+    /// prefix it is at or under), else the layer's own.
+    fn manager_for(&self, path: &str) -> &ThrottleManager<String> {
+        let under = |prefix: &str| {
+            prefix == "/"
+                || path
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        self.routes
+            .iter()
+            .find(|(prefix, _)| under(prefix))
+            .map_or(&self.manager, |(_, manager)| manager)
+    }
+
     /// The request's priority: an extension an earlier layer set, the
     /// priority header, or the default. A header that is not one of the
     /// manager's levels is the client's mistake, answered 400 whatever the
@@ -156,7 +172,12 @@ impl Settings {
         }
     }
 
-    fn refused<B>(&self, key: &str, rejected: &Rejected) -> Response<ResponseBody<B>> {
+    fn refused<B>(
+        &self,
+        manager: &ThrottleManager<String>,
+        key: &str,
+        rejected: &Rejected,
+    ) -> Response<ResponseBody<B>> {
         let mut answer = match &self.on_refusal {
             Some(answer) => answer(rejected),
             None => answer::refusal(rejected),
@@ -165,7 +186,7 @@ impl Settings {
         if let Some(after) = rejected.retry_after() {
             set_retry_after(headers, after);
         }
-        if let Some(rate) = self.manager.peek(key) {
+        if let Some(rate) = manager.peek(key) {
             set_rate_limit(headers, &rate);
         }
         answer.map(ResponseBody::answer)

@@ -17,3 +17,4 @@ mod app;
 mod database;
 mod layer;
 mod per_user_db;
+mod routes;
