@@ -119,6 +119,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
             .success();
     }
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
+    let shared = manager.rate("host").unwrap();
 
     server.kill();
     // Calls go on, paced by the local rate, and no error reaches them.
@@ -137,6 +138,9 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
         local > 50.0,
         "the local rate learned from the successes: {local}"
     );
+    // The rate shown is the local one, in force while Redis is away, not
+    // the shared one it last answered.
+    assert!(local > shared, "shown {local}, shared {shared}");
 
     server.restart();
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":0"));
@@ -303,6 +307,13 @@ async fn the_builder_names_what_a_store_lacks() {
         .unwrap_err();
     let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
     assert_eq!(fields, ["rate_store.idle_ttl"], "{error}");
+    // One second is the shortest idle time that works, and it does.
+    let store = RedisStore::connect(&server.url(), "shared").await.unwrap();
+    let built = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(10))
+        .rate_store(store.idle_ttl(Duration::from_secs(1)))
+        .build();
+    assert!(built.is_ok(), "{:?}", built.err());
 }
 
 #[tokio::test]

@@ -454,3 +454,24 @@ fn restored_event(prefix: &str) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod health_tests {
+    use super::Health;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_store_is_down_and_asked_again_exactly_after_the_recheck() {
+        let health = Health::default();
+        assert!(health.is_up() && health.worth_asking());
+        assert!(health.failed(Duration::from_millis(250)), "was up");
+        assert!(!health.is_up());
+        tokio::time::advance(Duration::from_millis(250) - Duration::from_nanos(1)).await;
+        assert!(!health.worth_asking(), "asked before the recheck");
+        tokio::time::advance(Duration::from_nanos(1)).await;
+        assert!(health.worth_asking(), "not asked at the recheck");
+        assert!(!health.is_up(), "down until it answers");
+        assert!(health.answered(), "was down");
+        assert!(health.is_up() && !health.answered());
+    }
+}
