@@ -331,6 +331,9 @@ async fn connecting_to_nothing_says_so() {
         error.to_string().contains("no Redis server answered"),
         "{error}"
     );
+    // The driver's own error is the source, for error reporters to chain.
+    let source = std::error::Error::source(&error).expect("the redis error");
+    assert!(source.is::<redis::RedisError>(), "{source}");
 }
 
 /// Two replicas of an API, each with its own manager and server layer,
