@@ -119,6 +119,8 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
             .success();
     }
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
+    // Once the reports on their way have landed, the shared rate stays.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let shared = manager.rate("host").unwrap();
 
     server.kill();
