@@ -64,6 +64,15 @@ impl<K> ThrottleManagerBuilder<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
+    /// A file's rate section at `path` as a config, or `None` with its
+    /// problem noted for `build` to report.
+    fn rate_section(&mut self, section: &RateSection, path: &str) -> Option<RateConfig> {
+        section
+            .to_config()
+            .map_err(|problem| self.config_problems.push(ConfigProblem::new(path, problem)))
+            .ok()
+    }
+
     /// Takes every setting `config` has: the default controls, the per-key
     /// overrides, the key space, the priority levels and the timeouts. What
     /// the file does not set keeps what was set in code before; settings
@@ -89,11 +98,8 @@ where
         let default = config.default;
         if let Some(rate) = &default.rate {
             self.paths.rate = "default.rate";
-            match rate.to_config() {
-                Ok(rate) => self.rate = Some(rate),
-                Err(problem) => self
-                    .config_problems
-                    .push(ConfigProblem::new("default.rate", problem)),
+            if let Some(rate) = self.rate_section(rate, "default.rate") {
+                self.rate = Some(rate);
             }
         }
         if let Some(throttle) = &default.throttle {
@@ -108,11 +114,8 @@ where
             let at = format!("tiers.{name:?}");
             let mut tier = Tier::new();
             if let Some(rate) = &controls.rate {
-                match rate.to_config() {
-                    Ok(rate) => tier = tier.rate(rate),
-                    Err(problem) => self
-                        .config_problems
-                        .push(ConfigProblem::new(format!("{at}.rate"), problem)),
+                if let Some(rate) = self.rate_section(rate, &format!("{at}.rate")) {
+                    tier = tier.rate(rate);
                 }
             }
             if let Some(throttle) = &controls.throttle {
@@ -127,13 +130,9 @@ where
         for (key, controls) in config.overrides {
             let path = |control: &str| format!("overrides.{key:?}.{control}");
             if let Some(rate) = &controls.rate {
-                match rate.to_config() {
-                    Ok(rate) => self
-                        .rate_overrides
-                        .push((key.clone().into(), path("rate"), rate)),
-                    Err(problem) => self
-                        .config_problems
-                        .push(ConfigProblem::new(path("rate"), problem)),
+                if let Some(rate) = self.rate_section(rate, &path("rate")) {
+                    self.rate_overrides
+                        .push((key.clone().into(), path("rate"), rate));
                 }
             }
             if let Some(throttle) = &controls.throttle {

@@ -105,6 +105,10 @@ impl Core {
         priority: Priority,
         cost: u32,
     ) -> Result<(), Rejected> {
+        // Every burst holds one token: the common call looks no further.
+        if cost <= 1 {
+            return Ok(());
+        }
         match self.rate_of(state) {
             Some(settings) if cost > settings.burst => {
                 Err(Rejected::cost_above_burst(cost, settings.burst, priority))
