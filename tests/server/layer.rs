@@ -38,7 +38,7 @@ fn app() -> Result<axum::Router, portcullis::ConfigError> {
 
 /// Serves `app` on a loopback port of its own, with the peer address in
 /// each request (`ConnectInfo`).
-async fn serve(app: Router) -> String {
+pub(crate) async fn serve(app: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

@@ -5,13 +5,13 @@
 
 #![cfg(feature = "axum")]
 
-use std::net::SocketAddr;
-
 use axum::Router;
 use axum::routing::get;
 use portcullis::clock::ManualClock;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
 use portcullis::{RateConfig, ThrottleManager};
+
+use crate::layer::serve;
 
 fn quota(clock: &ManualClock, config: RateConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
@@ -19,20 +19,6 @@ fn quota(clock: &ManualClock, config: RateConfig) -> ThrottleManager<String> {
         .clock(clock.clone())
         .build()
         .unwrap()
-}
-
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    format!("http://{addr}")
 }
 
 /// How many of `tries` requests to `path` as client `key` are answered 200
