@@ -266,6 +266,25 @@ pub enum RejectReason {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     CostAboveBurst,
+    /// A call charged to several keys
+    /// ([`acquire_all`](crate::ThrottleManager::acquire_all)) named one key
+    /// twice: refused before any key counted it, since charging a key twice
+    /// for one call is a mistake in the list (and, with a bulkhead of one
+    /// slot, a wait for itself). The message names both places.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let refused = manager.acquire_all(&["tenant-a", "user-7", "tenant-a"], Priority::HIGH).await.unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::DuplicateKey);
+    /// assert_eq!(refused.to_string(), "rejected locally (duplicate key, priority 0); keys[0] and keys[2] are one key");
+    /// # Ok(())
+    /// # }
+    /// ```
+    DuplicateKey,
 }
 
 impl fmt::Display for RejectReason {
@@ -280,6 +299,7 @@ impl fmt::Display for RejectReason {
             Self::Dropped => "dropped from the queue",
             Self::StoreUnavailable => "rate store unavailable",
             Self::CostAboveBurst => "cost above the burst",
+            Self::DuplicateKey => "duplicate key",
         })
     }
 }
@@ -309,6 +329,10 @@ pub struct Rejected {
     priority: Priority,
     retry_after: Option<Duration>,
     load: Option<Load>,
+    /// For a call charged to several keys, the place in the list of the key
+    /// that refused, plus one; 0 otherwise, or past 254 (a byte in the
+    /// padding: no bigger a refusal).
+    key_place: u8,
 }
 
 /// What the refusing control held when it refused, for the message.
@@ -318,6 +342,8 @@ enum Load {
     Bulkhead { active: u32, queued: u32 },
     /// A call's cost, and the burst it did not fit in.
     Cost { cost: u32, burst: u32 },
+    /// The two places in a call's list of keys that name one key.
+    Duplicate { first: u32, again: u32 },
 }
 
 impl Rejected {
@@ -331,6 +357,7 @@ impl Rejected {
             priority,
             retry_after,
             load: None,
+            key_place: 0,
         }
     }
 
@@ -356,6 +383,7 @@ impl Rejected {
             priority,
             retry_after: None,
             load: Some(Load::Bulkhead { active, queued }),
+            key_place: 0,
         }
     }
 
@@ -366,7 +394,51 @@ impl Rejected {
             priority,
             retry_after: None,
             load: Some(Load::Cost { cost, burst }),
+            key_place: 0,
         }
+    }
+
+    /// Refused because `keys[first]` and `keys[again]` are one key.
+    pub(crate) fn duplicate_key(first: usize, again: usize, priority: Priority) -> Self {
+        let place = |index: usize| u32::try_from(index).unwrap_or(u32::MAX);
+        Self {
+            reason: RejectReason::DuplicateKey,
+            priority,
+            retry_after: None,
+            load: Some(Load::Duplicate {
+                first: place(first),
+                again: place(again),
+            }),
+            key_place: 0,
+        }
+    }
+
+    /// The same refusal, from the key at `index` of a call's list of keys.
+    pub(crate) fn by_key_at(mut self, index: usize) -> Self {
+        self.key_place = u8::try_from(index + 1).unwrap_or(0);
+        self
+    }
+
+    /// For a call charged to several keys
+    /// ([`acquire_all`](crate::ThrottleManager::acquire_all)), the place in
+    /// its list of the key that refused it (for lists of up to 254 keys);
+    /// `None` for a call to one key.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = manager.try_acquire("tenant-a", Priority::HIGH).unwrap();
+    /// let refused = manager.acquire_all(&["user-7", "tenant-a"], Priority::HIGH).await.unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::Full); // the tenant's one slot is taken
+    /// assert_eq!(refused.key_index(), Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn key_index(&self) -> Option<usize> {
+        usize::from(self.key_place).checked_sub(1)
     }
 
     /// For a bulkhead rejection, the calls of the key in flight at that
@@ -461,6 +533,9 @@ impl fmt::Display for Rejected {
             }
             Some(Load::Cost { cost, burst }) => {
                 write!(f, "; cost {cost} > burst {burst}, which no wait can admit")?;
+            }
+            Some(Load::Duplicate { first, again }) => {
+                write!(f, "; keys[{first}] and keys[{again}] are one key")?;
             }
             None => {}
         }

@@ -143,7 +143,7 @@ pub use config::ManagerConfig;
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use manager::{CallError, ThrottleManager};
 pub use outcome::{Outcome, overloaded};
-pub use permit::{OwnedPermit, Permit};
+pub use permit::{JointPermit, OwnedPermit, Permit};
 pub use priority::{Priority, with_priority};
 pub use rate::RateConfig;
 pub use throttle::ThrottleConfig;

@@ -57,6 +57,7 @@ pub(crate) fn rejected(key: KeyLabel<'_>, reason: RejectReason) {
             RejectReason::Dropped => "dropped",
             RejectReason::StoreUnavailable => "store_unavailable",
             RejectReason::CostAboveBurst => "cost_above_burst",
+            RejectReason::DuplicateKey => "duplicate_key",
         };
         metrics::counter!(
             "portcullis_rejected_total",

@@ -252,3 +252,108 @@ impl fmt::Debug for Permit<'_> {
             .finish_non_exhaustive()
     }
 }
+
+/// The right to make one call charged to several keys, from
+/// [`acquire_all`](crate::ThrottleManager::acquire_all): one [`Permit`] of
+/// each key, in the order the keys were given.
+///
+/// Its outcome is every key's: [`success`](Self::success),
+/// [`failure`](Self::failure) and [`report`](Self::report) count it in each
+/// key's controls, and free each key's slot. Dropped without a report, it
+/// counts as [`Outcome::Neutral`] for each key, as a dropped permit does.
+/// Where the keys should learn different things (the tenant's backend
+/// failed, but the user's quota only counts), report each key's own permit
+/// with [`into_permits`](Self::into_permits).
+///
+/// ```
+/// use portcullis::{Outcome, Priority, RateConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::new(10.0).increment(1.0).decrement(1.0))
+///     .build()?;
+/// let permit = manager.acquire_all(&["tenant-a", "user-7"], Priority::HIGH).await?;
+/// let [tenant, user]: [_; 2] = permit.into_permits().try_into().unwrap();
+/// tenant.failure(); // the tenant's backend was over capacity
+/// user.report(Outcome::Neutral); // the user did nothing wrong
+/// assert_eq!(manager.rate("tenant-a"), Some(9.0));
+/// assert_eq!(manager.rate("user-7"), Some(10.0));
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
+pub struct JointPermit<'a> {
+    permits: Vec<Permit<'a>>,
+}
+
+impl<'a> JointPermit<'a> {
+    pub(crate) fn new(permits: Vec<Permit<'a>>) -> Self {
+        Self { permits }
+    }
+
+    /// The call succeeded, for every key: [`Outcome::Success`].
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().success();
+    /// assert_eq!((manager.rate("tenant-a"), manager.rate("user-7")), (Some(11.0), Some(11.0)));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn success(self) {
+        self.report(Outcome::Success);
+    }
+
+    /// The backend was over capacity, for every key:
+    /// [`Outcome::Overloaded`].
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().failure();
+    /// assert_eq!((manager.rate("tenant-a"), manager.rate("user-7")), (Some(9.0), Some(9.0)));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn failure(self) {
+        self.report(Outcome::Overloaded);
+    }
+
+    /// Reports how the call ended to every key, in the order the keys were
+    /// given.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
+    /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().report(Outcome::Neutral);
+    /// assert_eq!(manager.rate("user-7"), Some(10.0));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn report(self, outcome: Outcome) {
+        for permit in self.permits {
+            permit.report(outcome);
+        }
+    }
+
+    /// Each key's own permit, in the order the keys were given, to report
+    /// each key's outcome apart (see the type's example).
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
+    /// let permits = manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().into_permits();
+    /// assert_eq!(permits.len(), 2);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn into_permits(self) -> Vec<Permit<'a>> {
+        self.permits
+    }
+}
+
+impl fmt::Debug for JointPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JointPermit")
+            .field("keys", &self.permits.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -4,8 +4,9 @@
 //! One file per concern, each adding its own `impl` block:
 //! - `keys`: finding or creating a key's state, and how a key is named;
 //! - `permits`: `acquire`, `try_acquire` and their owned forms;
-//! - `admission`: the one pipeline behind them and `call`;
+//! - `pipeline`: the one pipeline behind them and `call`;
 //! - `call`: `call` and its variants, around the pipeline;
+//! - `joint`: calls charged to several keys, all or nothing;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
 //! - `inspect`: snapshots for health endpoints.
 //!
@@ -26,6 +27,7 @@ use crate::registry::Registry;
 
 mod call;
 mod inspect;
+mod joint;
 mod keys;
 mod permits;
 mod pipeline;

@@ -55,8 +55,8 @@ where
     ///
     /// Cancel-safe. Dropped while waiting for its token, it takes no token
     /// (as [`wait`](Self::wait)); dropped in the bulkhead's queue, it leaves
-    /// the queue, handing on a slot it was given meanwhile; the throttle
-    /// counts nothing.
+    /// the queue, handing on a slot it was given meanwhile, and gives its
+    /// token back as a cancelled `wait` does; the throttle counts nothing.
     ///
     /// # Panics
     ///

@@ -85,13 +85,13 @@ impl From<Rejected> for Stop {
 /// is refused after taking it. A call's rate is its key's own or the
 /// store's, never both; the store's token is boxed, so a call holding
 /// either is no bigger than one holding the key's own.
-enum HeldToken {
+pub(super) enum HeldToken {
     Local(Reservation),
     Store(Box<StoreToken>),
 }
 
 /// A call past the throttle, on its way through the rate and the bulkhead.
-struct Admitting {
+pub(super) struct Admitting {
     state: triomphe::Arc<KeyState>,
     telemetry: KeyTelemetry,
     priority: Priority,
@@ -127,12 +127,112 @@ impl Admitting {
     /// The call will not happen: its token goes back if it can.
     #[inline]
     fn refused(self, core: &Core, rejected: Rejected) -> Rejected {
+        self.give_back_token(core);
+        rejected
+    }
+
+    /// Hands the call's rate token back, while no later call has taken one
+    /// (`rate::gcra::cancel`), or to the store it came from.
+    #[inline]
+    fn give_back_token(self, core: &Core) {
         match self.token {
             Some(HeldToken::Local(token)) => self.state.rate.cancel(token),
             Some(HeldToken::Store(token)) => core.return_store_token(&self.state, *token),
             None => {}
         }
-        rejected
+    }
+}
+
+/// What the pipeline hands a call it admits. A plain call gets its
+/// [`Ticket`], and its rate token is spent; one key of a call charged to
+/// several ([`Held`]) keeps the token too, to hand back if another key
+/// refuses. The pipeline is generic over it so that a plain call carries
+/// nothing more.
+pub(super) trait Admission: Sized {
+    /// Whether the call keeps its rate token once admitted.
+    const KEEPS_TOKEN: bool;
+
+    fn from_call(call: Admitting, holds_slot: bool) -> Self;
+
+    fn ticket(&self) -> &Ticket;
+}
+
+impl Admission for Ticket {
+    const KEEPS_TOKEN: bool = false;
+
+    #[inline(always)]
+    fn from_call(call: Admitting, holds_slot: bool) -> Self {
+        call.admitted(holds_slot)
+    }
+
+    #[inline(always)]
+    fn ticket(&self) -> &Ticket {
+        self
+    }
+}
+
+/// One key of a call charged to several, admitted: its ticket, and the rate
+/// token it took, which goes back if another key refuses the call.
+pub(super) struct Held {
+    pub(super) ticket: Ticket,
+    token: Option<HeldToken>,
+}
+
+impl Admission for Held {
+    const KEEPS_TOKEN: bool = true;
+
+    fn from_call(mut call: Admitting, holds_slot: bool) -> Self {
+        let token = call.token.take();
+        Held {
+            ticket: call.admitted(holds_slot),
+            token,
+        }
+    }
+
+    fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+}
+
+impl Held {
+    /// The call will not happen after all: everything this key gave it
+    /// goes back, and no control counts it. Its token returns as a
+    /// cancelled wait's does (while no later call has taken one, see
+    /// `rate::gcra::cancel`), its slot goes to the head of the queue, and
+    /// the key may make room in a full key space.
+    pub(super) fn withdraw(self, core: &Core) {
+        let Held { ticket, token } = self;
+        let state = &ticket.state;
+        match token {
+            Some(HeldToken::Local(token)) => state.rate.cancel(token),
+            Some(HeldToken::Store(token)) => core.return_store_token(state, *token),
+            None => {}
+        }
+        if ticket.holds_slot {
+            if let Some(bulkhead) = state.bulkhead() {
+                bulkhead.release();
+            }
+        }
+        // Neither an outcome nor a slot was counted for the ticket (no
+        // permit was made of it), so nothing more is undone.
+        core.room
+            .call_ended(|| triomphe::Arc::strong_count(state) <= 2);
+    }
+}
+
+/// A call waiting in its bulkhead's queue. Dropped there (the caller gave
+/// up), it hands its rate token back as a refusal from the queue would:
+/// the call never happened.
+struct Queued<'a> {
+    core: &'a Core,
+    call: Option<Admitting>,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if let Some(call) = self.call.take() {
+            call.give_back_token(self.core);
+        }
     }
 }
 
@@ -144,12 +244,12 @@ where
     /// The pipeline without waiting: a call that would have to wait at
     /// any step is refused with that step's reason.
     #[inline(always)]
-    pub(super) fn admit_now<Q>(
+    pub(super) fn admit_now<Q, A: Admission>(
         &self,
         key: &Q,
         priority: Priority,
         cost: u32,
-    ) -> Result<Ticket, Rejected>
+    ) -> Result<A, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -169,13 +269,13 @@ where
     /// The pipeline, waiting where a step says to. A call that waits for
     /// nothing never enters the async driver; one that does pays for it (one
     /// allocation, small next to the wait), which keeps this future small.
-    pub(super) async fn admit<Q>(
+    pub(super) async fn admit<Q, A: Admission>(
         &self,
         key: &Q,
         priority: Priority,
         patience: Patience,
         cost: u32,
-    ) -> Result<Ticket, Rejected>
+    ) -> Result<A, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -191,13 +291,13 @@ where
     /// async caller admitted at once keeps its ticket in its own state
     /// instead of receiving it through a nested future.
     #[inline(always)]
-    pub(super) fn admit_at_once<Q>(
+    pub(super) fn admit_at_once<Q, A: Admission>(
         &self,
         key: &Q,
         priority: Priority,
         patience: Patience,
         cost: u32,
-    ) -> Result<Result<Ticket, Rejected>, MustWait>
+    ) -> Result<Result<A, Rejected>, MustWait>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -216,14 +316,14 @@ where
 
     /// The pipeline from where [`admit_at_once`](Self::admit_at_once) had
     /// to wait, in the async driver.
-    pub(super) async fn admit_after<Q>(
+    pub(super) async fn admit_after<Q, A: Admission>(
         &self,
         key: &Q,
         priority: Priority,
         patience: Patience,
         cost: u32,
         MustWait(wait): MustWait,
-    ) -> Result<Ticket, Rejected>
+    ) -> Result<A, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -235,14 +335,14 @@ where
 
     /// Waits where the pipeline stopped, and goes on with the next step,
     /// until the call is admitted or refused.
-    async fn wait_then_admit<Q>(
+    async fn wait_then_admit<Q, A: Admission>(
         &self,
         key: &Q,
         priority: Priority,
         patience: Patience,
         cost: u32,
         mut wait: Wait,
-    ) -> Result<Ticket, Rejected>
+    ) -> Result<A, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -278,19 +378,24 @@ where
                     Self::take_slot(core, call, patience)
                 }
                 Wait::InQueue(call, id) => {
+                    let mut queued = Queued {
+                        core,
+                        call: Some(call),
+                    };
+                    let call = queued.call.as_ref().expect("set above");
                     let (state, priority, telemetry) =
                         (&call.state, call.priority, &call.telemetry);
                     let since = call.times.started;
-                    return match core
+                    let waited = core
                         .wait_in_queue(state, priority, id, since, telemetry)
-                        .await
-                    {
+                        .await;
+                    let mut call = queued.call.take().expect("taken only here");
+                    return match waited {
                         Ok(()) => {
                             // Admitted now: a learned limit times the call
                             // from here, not from when it joined the queue.
-                            let mut call = call;
                             call.times.started = core.now();
-                            Ok(call.admitted(true))
+                            Ok(A::from_call(call, true))
                         }
                         Err(rejected) => Err(call.refused(core, rejected)),
                     };
@@ -324,13 +429,13 @@ where
     /// The controls in their one order, as far as they go without waiting
     /// (see [`acquire`](Self::acquire) for the order and why).
     #[inline]
-    fn decide<Q>(
+    fn decide<Q, A: Admission>(
         &self,
         key: &Q,
         asked: Priority,
         patience: Patience,
         cost: u32,
-    ) -> Result<Ticket, Stop>
+    ) -> Result<A, Stop>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -388,11 +493,11 @@ where
     /// `Err(call)`: no slot is free and the caller may queue; go the long
     /// way, with nothing taken.
     #[inline]
-    fn free_slot_then_rate(
+    fn free_slot_then_rate<A: Admission>(
         core: &Core,
         mut call: Admitting,
         patience: Patience,
-    ) -> Result<Result<Ticket, Stop>, Admitting> {
+    ) -> Result<Result<A, Stop>, Admitting> {
         let filled = match core.take_free_slot(&call.state) {
             FreeSlot::NoBulkhead => return Ok(Self::rate_then_slot(core, call, patience)),
             FreeSlot::Taken { filled } => filled,
@@ -407,7 +512,7 @@ where
             Ok(Token::Due(token)) => {
                 core.slot_taken(call.priority, filled, &call.telemetry);
                 call.token = token.map(HeldToken::Local);
-                Ok(call.admitted(true))
+                Ok(A::from_call(call, true))
             }
             Ok(Token::Ahead(token)) => {
                 // The call waits for its token without a slot, and takes
@@ -427,17 +532,23 @@ where
     /// inlined: called from four places, the compiler would otherwise keep
     /// it apart, and move the call in and out of it on every admission.)
     #[inline(always)]
-    fn rate_then_slot(
+    fn rate_then_slot<A: Admission>(
         core: &Core,
         mut call: Admitting,
         patience: Patience,
-    ) -> Result<Ticket, Stop> {
+    ) -> Result<A, Stop> {
         let now = call.times.scheduled;
         let token = core.reserve_token(&call.state, now, call.priority, patience, call.cost)?;
         match token {
             // Without a bulkhead nothing can refuse the call from here:
-            // the token is not kept to be handed back.
-            Token::Due(_) if core.bulkhead.is_none() => Ok(call.admitted(false)),
+            // the token is not kept to be handed back, unless another key
+            // of the call may yet refuse it.
+            Token::Due(token) if core.bulkhead.is_none() => {
+                if A::KEEPS_TOKEN {
+                    call.token = token.map(HeldToken::Local);
+                }
+                Ok(A::from_call(call, false))
+            }
             Token::Due(token) => {
                 call.token = token.map(HeldToken::Local);
                 Self::enter_bulkhead(core, call, patience)
@@ -451,30 +562,42 @@ where
 
     /// The last step, once the call's token is due: its bulkhead slot.
     #[inline(always)]
-    fn take_slot(core: &Core, call: Admitting, patience: Patience) -> Result<Ticket, Stop> {
+    fn take_slot<A: Admission>(
+        core: &Core,
+        call: Admitting,
+        patience: Patience,
+    ) -> Result<A, Stop> {
         if core.bulkhead.is_none() {
-            return Ok(call.admitted(false));
+            return Ok(A::from_call(call, false));
         }
         Self::enter_bulkhead(core, call, patience)
     }
 
-    fn enter_bulkhead(core: &Core, call: Admitting, patience: Patience) -> Result<Ticket, Stop> {
+    fn enter_bulkhead<A: Admission>(
+        core: &Core,
+        call: Admitting,
+        patience: Patience,
+    ) -> Result<A, Stop> {
         match core.enter_bulkhead(&call.state, call.priority, patience, &call.telemetry) {
             Ok(BulkheadPlace::Queued(id)) => Err(Stop::wait(Wait::InQueue(call, id))),
-            Ok(slot) => Ok(call.admitted(matches!(slot, BulkheadPlace::Held))),
+            Ok(slot) => Ok(A::from_call(call, matches!(slot, BulkheadPlace::Held))),
             Err(rejected) => Err(Stop::Refused(call.refused(core, rejected))),
         }
     }
 
     /// Counts an admission or a rejection in the metrics.
     #[inline]
-    fn count<Q>(&self, key: &Q, admitted: &Result<Ticket, Rejected>)
+    ///
+    /// One key of a call charged to several is counted once the call is
+    /// admitted by every key (`joint`), not here.
+    fn count<Q, A: Admission>(&self, key: &Q, admitted: &Result<A, Rejected>)
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: ToOwned + ?Sized,
     {
         match admitted {
-            Ok(ticket) => metrics::admitted(ticket.label()),
+            Ok(_) if A::KEEPS_TOKEN => {}
+            Ok(admitted) => metrics::admitted(admitted.ticket().label()),
             Err(rejected) => metrics::rejected(self.label_of(key).as_deref(), rejected.reason()),
         }
     }

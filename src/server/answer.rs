@@ -76,7 +76,10 @@ pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
 pub fn status_of(rejected: &Rejected) -> StatusCode {
     match rejected.reason() {
         RejectReason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-        RejectReason::InvalidPriority => StatusCode::INTERNAL_SERVER_ERROR,
+        // The caller's own mistakes, not the client's load.
+        RejectReason::InvalidPriority | RejectReason::DuplicateKey => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }

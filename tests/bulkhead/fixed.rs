@@ -405,6 +405,29 @@ async fn a_bulkhead_rejection_gives_the_rate_token_back() {
 }
 
 paused_test! {
+async fn a_waiter_given_up_in_the_queue_gives_the_rate_token_back() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(1).burst(2))
+        .bulkhead(BulkheadConfig::new(1).queue(1))
+        .build()
+        .unwrap();
+    let busy = manager.try_acquire("db", Priority::HIGH).unwrap(); // token 1 and the slot
+    // Takes token 2, then queues for the slot, and is given up there.
+    let waiter = {
+        let manager = manager.clone();
+        tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
+    };
+    settle().await;
+    assert_eq!(manager.snapshot("db").unwrap().queued, Some(1));
+    assert_eq!(manager.peek("db").unwrap().remaining, 0);
+    waiter.abort();
+    let _ = waiter.await;
+    assert_eq!(manager.peek("db").unwrap().remaining, 1, "token 2 is back");
+    drop(busy);
+}
+}
+
+paused_test! {
 async fn a_try_acquire_the_bulkhead_refuses_takes_no_rate_token() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::new(1.0).burst(2).bounds(1.0, 1.0))

@@ -11,4 +11,5 @@ mod support;
 
 mod call;
 mod contract;
+mod joint;
 mod stress;

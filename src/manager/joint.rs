@@ -1,0 +1,292 @@
+//! Calls charged to several keys at once (a user's quota and its tenant's,
+//! a host's and the whole crawl's): admitted by every key, or by none.
+//!
+//! Each key runs the one pipeline in turn, as a call of its own, but keeps
+//! what it gave ([`Held`]): a key that refuses, or the caller giving up,
+//! hands back what the keys before it gave, and no control counts them.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use super::ThrottleManager;
+use super::pipeline::Held;
+use crate::core::{Core, Patience};
+use crate::error::Rejected;
+use crate::metrics;
+use crate::permit::{JointPermit, Permit};
+use crate::priority::Priority;
+
+/// # Admission: calls charged to several keys
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Waits until one call at `priority` may go through the controls of
+    /// every key in `keys`, and returns one permit that holds each key's
+    /// token and slot: a call that must fit both a user's quota and its
+    /// tenant's, or a host's and the whole crawl's.
+    ///
+    /// All or nothing. The keys are admitted in the order given, each as
+    /// [`acquire`](Self::acquire) admits one key (a new key waits for room,
+    /// then the throttle, the bulkhead's check, the rate, the slot); a key
+    /// that refuses the call ends it, and every key before it gets back what
+    /// it gave: its slot (to the head of its queue), and its rate token as a
+    /// cancelled [`wait`](Self::wait) hands one back (while no later call of
+    /// that key has taken one). No key counts a call that was refused, in its
+    /// throttle or its learned limit. The permit's outcome is every key's.
+    ///
+    /// A key's slot is held while the keys after it are waited for, as a
+    /// lock is held while the next is taken: calls that charge the same keys
+    /// should list them in the same order (the wider first: the tenant,
+    /// then the user), or two of them can each hold a slot the other waits
+    /// for, until a queue timeout ends one.
+    ///
+    /// # Errors
+    ///
+    /// The first refusal, as [`acquire`](Self::acquire) refuses, with
+    /// [`key_index`](Rejected::key_index) naming the key that refused;
+    /// [`DuplicateKey`](crate::RejectReason::DuplicateKey), before any key
+    /// counts the call, when `keys` names a key twice. An empty `keys`
+    /// admits the call with nothing held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe. Dropped while waiting for a key, it takes nothing from
+    /// that key (as [`acquire`](Self::acquire)), and the keys before it get
+    /// back what they gave, as if that key had refused.
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(10))
+    ///     .bulkhead(BulkheadConfig::new(2))
+    ///     .build()?;
+    /// let permit = manager.acquire_all(&["tenant-a", "user-7"], Priority::HIGH).await?;
+    /// assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(1));
+    /// assert_eq!(manager.snapshot("user-7").unwrap().active, Some(1));
+    /// permit.success(); // both keys learn the outcome, and free their slots
+    ///
+    /// // The tenant's two slots are busy: a call for another of its users
+    /// // is refused, and that user's key gives back its token and slot.
+    /// let _busy = [manager.try_acquire("tenant-a", Priority::HIGH)?, manager.try_acquire("tenant-a", Priority::HIGH)?];
+    /// let refused = manager.acquire_all(&["user-8", "tenant-a"], Priority::HIGH).await.unwrap_err();
+    /// assert_eq!((refused.reason(), refused.key_index()), (RejectReason::Full, Some(1)));
+    /// assert_eq!(manager.peek("user-8").unwrap().remaining, 10); // its token is back
+    /// assert_eq!(manager.snapshot("user-8").unwrap().active, Some(0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_all<Q>(
+        &self,
+        keys: &[&Q],
+        priority: Priority,
+    ) -> Result<JointPermit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        self.acquire_all_n(keys, priority, 1).await
+    }
+
+    /// [`acquire_all`](Self::acquire_all) for a call that costs `cost` rate
+    /// tokens of every key (as [`acquire_n`](Self::acquire_n) for one key).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_all`](Self::acquire_all), and
+    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) from the
+    /// first key whose burst is below `cost`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_all`](Self::acquire_all).
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager, Tier};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Each user may send 100 rows a second; the tenant, all its users together, 150.
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(100))
+    ///     .tier("tenant", Tier::new().rate(RateConfig::per_second(150)))
+    ///     .tier_of(|key: &String| key.starts_with("tenant-").then_some("tenant"))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.acquire_all_n(&["tenant-a", "user-7"], Priority::HIGH, 100).await?.success();
+    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 50);
+    /// // user-7 has no rows left: the tenant takes 40, then gives them back.
+    /// let refused = manager.try_acquire_all_n(&["tenant-a", "user-7"], Priority::HIGH, 40).unwrap_err();
+    /// assert_eq!((refused.reason(), refused.key_index()), (RejectReason::RateLimited, Some(1)));
+    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 50);
+    /// // Another user still fits the tenant's 50.
+    /// manager.acquire_all_n(&["tenant-a", "user-8"], Priority::HIGH, 50).await?.success();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_all_n<Q>(
+        &self,
+        keys: &[&Q],
+        priority: Priority,
+        cost: u32,
+    ) -> Result<JointPermit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        refuse_duplicates(keys, priority)?;
+        let mut taken = Taken::new(self.core(), keys.len());
+        for (index, key) in keys.iter().enumerate() {
+            let held = self
+                .admit::<Q, Held>(key, priority, Patience::AsConfigured, cost)
+                .await
+                .map_err(|rejected| rejected.by_key_at(index))?;
+            taken.held.push(held);
+        }
+        Ok(taken.admitted())
+    }
+
+    /// [`acquire_all`](Self::acquire_all) that never waits, as
+    /// [`try_acquire`](Self::try_acquire) for one key.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_all_n`](Self::try_acquire_all_n).
+    ///
+    /// # Panics
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let permit = manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap();
+    /// assert!(manager.try_acquire_all(&["tenant-a", "user-8"], Priority::HIGH).is_err());
+    /// permit.success();
+    /// assert!(manager.try_acquire_all(&["tenant-a", "user-8"], Priority::HIGH).is_ok());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn try_acquire_all<Q>(
+        &self,
+        keys: &[&Q],
+        priority: Priority,
+    ) -> Result<JointPermit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        self.try_acquire_all_n(keys, priority, 1)
+    }
+
+    /// [`acquire_all_n`](Self::acquire_all_n) that never waits, as
+    /// [`try_acquire_n`](Self::try_acquire_n) for one key: every key admits
+    /// the call now, or it is refused and every key gets back what it gave.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](Self::try_acquire_n), from the first key that
+    /// refuses ([`key_index`](Rejected::key_index) names it), and
+    /// [`DuplicateKey`](crate::RejectReason::DuplicateKey).
+    ///
+    /// # Panics
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(5))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.try_acquire_all_n(&["host-a", "crawl"], Priority::HIGH, 2).unwrap().success();
+    /// assert_eq!(manager.peek("host-a").unwrap().remaining, 3);
+    /// assert_eq!(manager.peek("crawl").unwrap().remaining, 3);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn try_acquire_all_n<Q>(
+        &self,
+        keys: &[&Q],
+        priority: Priority,
+        cost: u32,
+    ) -> Result<JointPermit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        refuse_duplicates(keys, priority)?;
+        let mut taken = Taken::new(self.core(), keys.len());
+        for (index, key) in keys.iter().enumerate() {
+            let held = self
+                .admit_now::<Q, Held>(key, priority, cost)
+                .map_err(|rejected| rejected.by_key_at(index))?;
+            taken.held.push(held);
+        }
+        Ok(taken.admitted())
+    }
+}
+
+/// Refuses a list that names a key twice, naming both places. The lists
+/// are short (one key per level), so every pair is compared.
+fn refuse_duplicates<Q>(keys: &[&Q], priority: Priority) -> Result<(), Rejected>
+where
+    Q: Eq + ?Sized,
+{
+    for (again, key) in keys.iter().enumerate() {
+        if let Some(first) = keys[..again].iter().position(|earlier| earlier == key) {
+            return Err(Rejected::duplicate_key(first, again, priority));
+        }
+    }
+    Ok(())
+}
+
+/// What the keys admitted so far gave a call charged to several. Dropped
+/// before [`admitted`](Self::admitted) (a key refused, or the caller gave
+/// up), it hands everything back, the last key first.
+struct Taken<'a> {
+    core: &'a Core,
+    held: Vec<Held>,
+}
+
+impl<'a> Taken<'a> {
+    fn new(core: &'a Core, keys: usize) -> Self {
+        Self {
+            core,
+            held: Vec::with_capacity(keys),
+        }
+    }
+
+    /// Every key admitted the call: each key's part becomes a permit, and
+    /// counts as admitted.
+    fn admitted(mut self) -> JointPermit<'a> {
+        let core = self.core;
+        let parts = std::mem::take(&mut self.held)
+            .into_iter()
+            .map(|held| {
+                metrics::admitted(held.ticket.label());
+                Permit::borrowed(core, held.ticket)
+            })
+            .collect();
+        JointPermit::new(parts)
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        while let Some(held) = self.held.pop() {
+            held.withdraw(self.core);
+        }
+    }
+}
