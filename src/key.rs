@@ -10,6 +10,7 @@ use crate::bulkhead::limiter::Bulkhead;
 use crate::clock::Nanos;
 use crate::rate::cell::RateCell;
 use crate::rate::config::RateSettings;
+use crate::retry::budget::RetryBudget;
 use crate::store::StoreKey;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::window::ThrottleWindow;
@@ -36,7 +37,8 @@ pub(crate) struct KeyState {
 /// aligned address (what the allocator gives) the two never share a cache
 /// line, so a slot taken on one core does not evict the throttle's fields
 /// from the other's cache, wherever the allocator puts the extras. The
-/// size stays 120 bytes (a 128-byte chunk).
+/// retry budget's word, written by every call of a manager that retries,
+/// follows the bulkhead's, on its line: 128 bytes in all.
 #[derive(Debug, Default)]
 #[repr(C)]
 struct Extras {
@@ -48,6 +50,9 @@ struct Extras {
     /// Present when the manager has a bulkhead. Calls in flight or queued
     /// hold the key's `Arc`, which keeps the key from being evicted.
     bulkhead: Option<Bulkhead>,
+    /// The key's retry budget, used when the manager retries: one word,
+    /// written by every logical call, so beside the bulkhead's.
+    retry: RetryBudget,
 }
 
 /// A key's own settings (`None`: the manager's default for that control),
@@ -88,6 +93,7 @@ impl KeyState {
                     throttle,
                     bulkhead,
                     own: any_own.then(|| Box::new(own)),
+                    retry: RetryBudget::default(),
                 })
             }),
         }
@@ -98,6 +104,18 @@ impl KeyState {
         let extras = self.extras.get_or_insert_with(Box::default);
         extras.own.get_or_insert_with(Box::default).store_key = Some(store_key);
         self
+    }
+
+    /// The key with a retry budget (every key of a manager that retries).
+    pub(crate) fn with_retry_budget(mut self) -> Self {
+        self.extras.get_or_insert_with(Box::default);
+        self
+    }
+
+    /// The key's retry budget, if it has one ([`with_retry_budget`](Self::with_retry_budget)).
+    #[inline]
+    pub(crate) fn retry_budget(&self) -> Option<&RetryBudget> {
+        Some(&self.extras.as_deref()?.retry)
     }
 
     /// The key's link to the store its rate lives in, if it has one.
@@ -193,7 +211,7 @@ mod tests {
     /// writes are never on one cache line, wherever the allocator puts the
     /// extras (at a multiple of 16 bytes): two threads on one key would
     /// otherwise evict each other's reads on every slot taken and freed.
-    /// And the extras still fit a 128-byte chunk.
+    /// And the extras stay 128 bytes.
     #[test]
     fn the_bulkheads_writes_keep_off_the_cache_line_of_every_calls_reads() {
         let settings = ThrottleSettings::for_test(ThrottleConfig::new());
@@ -201,6 +219,7 @@ mod tests {
             own: None,
             throttle: Some(ThrottleWindow::new(4, 0, &settings)),
             bulkhead: Some(Bulkhead::default()),
+            retry: RetryBudget::default(),
         });
         let base = bytes_of(&*extras).start;
         let relative = |bytes: std::ops::Range<usize>| bytes.start - base..bytes.end - base;
@@ -222,6 +241,6 @@ mod tests {
                 );
             }
         }
-        assert!(std::mem::size_of::<Extras>() <= 120);
+        assert!(std::mem::size_of::<Extras>() <= 128);
     }
 }

@@ -116,6 +116,7 @@ mod permit;
 pub mod priority;
 pub mod rate;
 mod registry;
+pub mod retry;
 #[cfg(feature = "tower")]
 pub mod server;
 pub mod store;

@@ -9,6 +9,8 @@
 //! | `portcullis_active` | gauge: calls holding a bulkhead slot | (`key`) |
 //! | `portcullis_queued` | gauge: calls waiting in a bulkhead queue | (`key`) |
 //! | `portcullis_rate` | gauge: a key's rate, set when it changes | `key`, only per key |
+//! | `portcullis_retries_total` | counter: retries made | (`key`) |
+//! | `portcullis_retries_refused_total` | counter: retries not made | `why` (`budget`, `deadline`, `max_retries`), (`key`) |
 //!
 //! The `key` label (the key's name, from
 //! [`key_names`](crate::ThrottleManagerBuilder::key_names)) is added only
@@ -135,4 +137,20 @@ impl Drop for Queued<'_> {
     fn drop(&mut self) {
         queued(self.0, -1.0);
     }
+}
+
+#[inline]
+pub(crate) fn retried(key: KeyLabel<'_>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("portcullis_retries_total", labels(key, &[])).increment(1);
+}
+
+#[inline]
+pub(crate) fn retry_refused(key: KeyLabel<'_>, why: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(
+        "portcullis_retries_refused_total",
+        labels(key, &[("why", why)])
+    )
+    .increment(1);
 }

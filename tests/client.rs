@@ -547,3 +547,38 @@ async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
     assert!(goodput >= 0.95, "goodput {goodput:.3}");
     assert!(refused_share <= 0.05, "refused {refused_share:.3}");
 }
+
+/// Issue 31's public contract, exactly as written (it must compile).
+mod retry_contract {
+    use portcullis::client::ThrottleMiddleware;
+    use portcullis::retry::RetryPolicy;
+    use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager, overloaded};
+    use std::time::Duration;
+
+    #[allow(dead_code)]
+    async fn fetch(url: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        let policy = RetryPolicy::new()
+            .max_retries(3)
+            .backoff(Duration::from_millis(50), Duration::from_secs(5))
+            .budget(0.1)
+            .deadline(Duration::from_secs(30));
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(10.0))
+            .throttle(ThrottleConfig::new())
+            .retry(policy)
+            .build()?;
+        // `call` retries overloaded outcomes within the key's budget.
+        let n: u16 = manager
+            .call("api.example", Priority::HIGH, || async {
+                Err::<u16, _>(overloaded(std::io::Error::other("503")))
+            })
+            .await
+            .unwrap_or(0);
+        let _ = n;
+        // The middleware retries idempotent requests the same way.
+        let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(ThrottleMiddleware::new(manager.clone()))
+            .build();
+        Ok(client.get(url).send().await?.text().await?)
+    }
+}

@@ -208,9 +208,9 @@ async fn add_event(State(app): State<App>) -> Response {
 impl App {
     /// Runs `query` through the database's key (if there is a manager),
     /// which reports its outcome; an error becomes the answer.
-    async fn query<T, F, Fut>(&self, query: F) -> Result<T, Response>
+    async fn query<T, F, Fut>(&self, mut query: F) -> Result<T, Response>
     where
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
         let Some(manager) = &self.manager else {

@@ -1,5 +1,6 @@
-//! The builder's settings of how calls are judged: priorities, the
-//! randomness of shedding, the classifier, and how long calls may wait.
+//! The builder's settings of how calls are judged: priorities, retries,
+//! the randomness of shedding and backoff, the classifier, and how long
+//! calls may wait.
 
 use std::hash::Hash;
 use std::time::Duration;
@@ -52,7 +53,37 @@ where
         self
     }
 
-    /// Where the throttle's shedding decisions draw their randomness: a
+    /// Retries calls whose outcome is overload, under `policy`: within each
+    /// key's budget, with backoff, one priority level lower, before a
+    /// deadline (see [`retry`](crate::retry)). [`call`](crate::ThrottleManager::call)
+    /// and the client middleware retry by it, and every key keeps its
+    /// budget (8 bytes). Whatever controls the manager has, retries work the
+    /// same.
+    ///
+    /// ```
+    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(8))
+    ///     .retry(RetryPolicy::new().budget(0.2))
+    ///     .build()?;
+    /// # let _ = manager;
+    /// let bad = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(8))
+    ///     .retry(RetryPolicy::new().budget(1.5))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(bad.problems()[0].field(), "retry.budget");
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn retry(mut self, policy: crate::retry::RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Where the throttle's shedding decisions and the retries' backoff draw
+    /// their randomness: a
     /// function returning a uniform number in `[0, 1)`. For deterministic
     /// tests; the default is a fast per-thread generator.
     ///

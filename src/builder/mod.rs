@@ -97,6 +97,7 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) priority_levels: u8,
     pub(crate) out_of_range: OutOfRange,
     pub(crate) random: Option<Box<RandomSource>>,
+    pub(crate) retry: Option<crate::retry::RetryPolicy>,
     pub(crate) classifier: Option<Box<Classifier>>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) max_defer: Duration,
@@ -185,6 +186,7 @@ where
             priority_levels: DEFAULT_PRIORITY_LEVELS,
             out_of_range: OutOfRange::default(),
             random: None,
+            retry: None,
             classifier: None,
             call_timeout: None,
             max_defer: DEFAULT_MAX_DEFER,
@@ -289,6 +291,10 @@ where
                 ),
             );
         }
+        let retry = self
+            .retry
+            .as_ref()
+            .and_then(|policy| policy.check(&mut Problems::new("retry", &mut found)));
         if self.call_timeout == Some(Duration::ZERO) {
             Problems::new("", &mut found).add("call_timeout", "must be above 0, got 0ns");
         }
@@ -355,6 +361,7 @@ where
                 out_of_range: self.out_of_range,
             },
             random: self.random,
+            retry,
             classifier: self.classifier,
             call_timeout: self.call_timeout,
             max_defer: self.max_defer,

@@ -189,6 +189,8 @@ pub(crate) struct Core {
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
+    /// How calls are retried; `None`: they are not.
+    pub(crate) retry: Option<crate::retry::RetrySettings>,
     /// Judges unmarked errors of `call`; `None`: all neutral.
     pub(crate) classifier: Option<Box<Classifier>>,
     /// The default timeout of `call`.
@@ -286,8 +288,9 @@ impl Core {
         self.priorities.clamp(asked)
     }
 
+    /// A uniform draw in `[0, 1)`, from the manager's random source.
     #[inline]
-    fn draw(&self) -> f64 {
+    pub(crate) fn draw(&self) -> f64 {
         match &self.random {
             Some(random) => random(),
             None => crate::throttle::random_unit(),

@@ -14,7 +14,8 @@ use crate::core::Patience;
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::Permit;
-use crate::priority::Priority;
+use crate::priority::{Priority, with_priority};
+use crate::retry::{Retries, RetryCause};
 
 /// Why a [`call`](crate::ThrottleManager::call) did not return a value.
 ///
@@ -151,6 +152,15 @@ where
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever.
     ///
+    /// With a [retry policy](crate::ThrottleManagerBuilder::retry), a call
+    /// whose outcome is overload (or that timed out) is made again, each
+    /// time through the whole pipeline, one priority level lower, after a
+    /// backoff, while the key's retry budget and the call's deadline allow
+    /// (see [`retry`](crate::retry)); so is a local refusal that says when
+    /// to come back before the deadline. A call still running at the
+    /// deadline is dropped, as neutral, with [`CallError::TimedOut`].
+    /// Without one, `call` runs once.
+    ///
     /// The closure's error can be any `std::error::Error`, an
     /// `anyhow::Error`, a `Box<dyn Error + Send + Sync>`, or a
     /// [`Failure`](crate::outcome::Failure) (what `?` makes of any error next
@@ -216,7 +226,7 @@ where
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
@@ -268,7 +278,7 @@ where
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
@@ -312,7 +322,7 @@ where
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
@@ -365,7 +375,7 @@ where
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
         G: FnOnce(CallError<E>) -> GFut,
@@ -383,24 +393,80 @@ where
         priority: Priority,
         cost: u32,
         timeout: Option<Duration>,
-        call: F,
+        mut call: F,
     ) -> Result<T, CallError<E>>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnOnce() -> Fut,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        let Some(settings) = &self.core().retry else {
+            let attempt = self.attempt(key, priority, cost, timeout, &mut call).await;
+            return attempt.map_err(|(error, _)| error);
+        };
+        // A retry's lower priority must win over the task's, which would
+        // otherwise replace it: every attempt runs under its own.
+        let first = Priority::current().unwrap_or(priority);
+        let mut retries = self.retries(key, first);
+        loop {
+            let priority = retries.priority();
+            let attempt = with_priority(
+                priority,
+                self.attempt(key, priority, cost, timeout, &mut call),
+            );
+            let (error, outcome) = match retries.within(attempt).await {
+                Some(Ok(value)) => return Ok(value),
+                Some(Err(failed)) => failed,
+                // Past the deadline: dropped unfinished, as neutral.
+                None => {
+                    let deadline = settings.deadline.unwrap_or_default();
+                    return Err(CallError::TimedOut(deadline));
+                }
+            };
+            let cause = match &error {
+                CallError::Rejected(rejected) => RetryCause::Refused {
+                    retry_after: rejected.retry_after(),
+                },
+                CallError::TimedOut(_) => RetryCause::Overloaded { pause: None },
+                _ if outcome == Outcome::Overloaded => RetryCause::Overloaded { pause: None },
+                _ => return Err(error),
+            };
+            if retries.after(cause).await.is_err() {
+                return Err(error);
+            }
+        }
+    }
+
+    /// One attempt: admitted, run, reported. A failure comes with the
+    /// outcome it was reported as.
+    async fn attempt<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+        timeout: Option<Duration>,
+        call: &mut F,
+    ) -> Result<T, (CallError<E>, Outcome)>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
         // As `acquire`, with the ticket of a call admitted at once kept in
         // this future's state (see `admit_at_once`).
-        let ticket = match self.admit_at_once(key, priority, Patience::AsConfigured, cost) {
-            Ok(admitted) => admitted?,
+        let admitted = match self.admit_at_once(key, priority, Patience::AsConfigured, cost) {
+            Ok(admitted) => admitted,
             Err(wait) => {
                 self.admit_after(key, priority, Patience::AsConfigured, cost, wait)
-                    .await?
+                    .await
             }
         };
+        let ticket =
+            admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
         let permit = Permit::borrowed(self.core(), ticket);
         let result = match timeout {
             None => call().await,
@@ -410,15 +476,52 @@ where
                     Some(result) => result,
                     None => {
                         permit.report(Outcome::Overloaded);
-                        return Err(CallError::TimedOut(timeout));
+                        return Err((CallError::TimedOut(timeout), Outcome::Overloaded));
                     }
                 }
             }
         };
-        match &result {
-            Ok(_) => permit.success(),
-            Err(error) => permit.report(outcome_of(error, self.core().classifier.as_deref())),
+        match result {
+            Ok(value) => {
+                permit.success();
+                Ok(value)
+            }
+            Err(error) => {
+                let outcome = outcome_of(&error, self.core().classifier.as_deref());
+                permit.report(outcome);
+                Err((CallError::Inner(error), outcome))
+            }
         }
-        result.map_err(CallError::Inner)
+    }
+
+    /// One logical call's retries under the manager's
+    /// [`RetryPolicy`](crate::retry::RetryPolicy), its first attempt at
+    /// `priority`: the way [`call`](Self::call) and the client middleware
+    /// retry, for edges of your own (see [`Retries`]). Counts the call in
+    /// the key's retry budget. Without a policy, it never retries.
+    ///
+    /// ```
+    /// use portcullis::retry::{GaveUp, RetryCause};
+    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// let mut retries = manager.retries("api", Priority::HIGH);
+    /// assert_eq!(retries.after(RetryCause::Overloaded { pause: None }).await, Err(GaveUp::NoPolicy));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn retries<Q>(&self, key: &Q, priority: Priority) -> Retries<'_>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let core = self.core();
+        let key_state = match &core.retry {
+            Some(_) => self.key_state(key, core.now()).ok(),
+            None => None,
+        };
+        Retries::new(core, core.retry.as_ref(), key_state, priority)
     }
 }

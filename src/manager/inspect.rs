@@ -48,6 +48,9 @@ pub struct KeySnapshot {
     /// Per priority level (index 0 is `Priority::HIGH`), the throttle's
     /// window; empty if the key has no throttle.
     pub priorities: Vec<PrioritySnapshot>,
+    /// The tokens in the key's retry budget (each retry takes one), if the
+    /// manager retries ([`retry`](crate::ThrottleManagerBuilder::retry)).
+    pub retry_tokens: Option<f64>,
 }
 
 /// One priority's view of a key's throttle window.
@@ -247,6 +250,10 @@ where
                 .bulkhead_of(state)
                 .map(|(bulkhead, settings)| bulkhead.limit(settings)),
             priorities,
+            retry_tokens: core.retry.as_ref().and_then(|settings| {
+                let budget = state.retry_budget()?;
+                Some(budget.tokens(core.now(), &settings.budget))
+            }),
         }
     }
 

@@ -231,6 +231,11 @@ where
             throttle,
             bulkhead,
         );
+        let state = if core.retry.is_some() {
+            state.with_retry_budget()
+        } else {
+            state
+        };
         if let (Some(_), Some(names), true) = (&core.store, &self.inner.store_names, has_rate) {
             return state.with_store_key(crate::store::StoreKey::new(names(key)));
         }

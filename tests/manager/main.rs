@@ -12,4 +12,5 @@ mod support;
 mod call;
 mod contract;
 mod joint;
+mod retry;
 mod stress;
