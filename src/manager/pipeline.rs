@@ -119,9 +119,7 @@ impl Admitting {
     /// (no permit counted it).
     #[inline]
     fn give_back_slot(&self) {
-        if let Some(bulkhead) = self.state.bulkhead() {
-            bulkhead.release();
-        }
+        give_back_slot(&self.state);
     }
 
     /// The call will not happen: its token goes back if it can.
@@ -135,10 +133,28 @@ impl Admitting {
     /// (`rate::gcra::cancel`), or to the store it came from.
     #[inline]
     fn give_back_token(self, core: &Core) {
-        match self.token {
-            Some(HeldToken::Local(token)) => self.state.rate.cancel(token),
-            Some(HeldToken::Store(token)) => core.return_store_token(&self.state, *token),
-            None => {}
+        if let Some(token) = self.token {
+            token.give_back(core, &self.state);
+        }
+    }
+}
+
+/// Hands back a bulkhead slot taken for a call no permit counted.
+#[inline]
+fn give_back_slot(state: &KeyState) {
+    if let Some(bulkhead) = state.bulkhead() {
+        bulkhead.release();
+    }
+}
+
+impl HeldToken {
+    /// Hands the token back to `state`'s rate, while no later call has
+    /// taken one (`rate::gcra::cancel`), or to the store it came from.
+    #[inline]
+    fn give_back(self, core: &Core, state: &KeyState) {
+        match self {
+            HeldToken::Local(token) => state.rate.cancel(token),
+            HeldToken::Store(token) => core.return_store_token(state, *token),
         }
     }
 }
@@ -203,15 +219,11 @@ impl Held {
     pub(super) fn withdraw(self, core: &Core) {
         let Held { ticket, token } = self;
         let state = &ticket.state;
-        match token {
-            Some(HeldToken::Local(token)) => state.rate.cancel(token),
-            Some(HeldToken::Store(token)) => core.return_store_token(state, *token),
-            None => {}
+        if let Some(token) = token {
+            token.give_back(core, state);
         }
         if ticket.holds_slot {
-            if let Some(bulkhead) = state.bulkhead() {
-                bulkhead.release();
-            }
+            give_back_slot(state);
         }
         // Neither an outcome nor a slot was counted for the ticket (no
         // permit was made of it), so nothing more is undone.

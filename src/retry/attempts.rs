@@ -323,6 +323,12 @@ impl<'m> Retries<'m> {
         }
     }
 
+    /// Retry `made + 1`'s full-jitter draw.
+    fn backoff(core: &Core, settings: &RetrySettings, made: u32) -> Duration {
+        let ceiling = backoff::ceiling(made + 1, settings.base, settings.cap);
+        backoff::jittered(ceiling, core.draw())
+    }
+
     fn wait_for(
         core: &Core,
         policy: &Policed<'_>,
@@ -341,14 +347,10 @@ impl<'m> Retries<'m> {
             RetryCause::Transport if !settings.transport_errors => {
                 return Err(GaveUp::NotRetryable);
             }
-            RetryCause::Transport | RetryCause::Overloaded { .. } => {
-                let ceiling = backoff::ceiling(made + 1, settings.base, settings.cap);
-                let drawn = backoff::jittered(ceiling, core.draw());
-                let pause = match cause {
-                    RetryCause::Overloaded { pause } => pause.unwrap_or_default(),
-                    _ => Duration::ZERO,
-                };
-                (drawn.max(pause), true)
+            RetryCause::Transport => (Self::backoff(core, settings, made), true),
+            RetryCause::Overloaded { pause } => {
+                let backoff = Self::backoff(core, settings, made);
+                (backoff.max(pause.unwrap_or_default()), true)
             }
         };
         let now = core.now();
