@@ -14,7 +14,10 @@
 //! crate's middleware (`portcullis::client::ThrottleMiddleware`), so each
 //! request waits for its host's rate (every host starts at 10/s), each
 //! response is reported (429 and 503 slow the host down, successes speed it
-//! up), and a `Retry-After` holds the host for as long as it asks.
+//! up), and a `Retry-After` holds the host for as long as it asks. A
+//! refused request is sent again under the manager's retry policy, within
+//! the host's retry budget (a tenth of its calls), after a jittered
+//! backoff or the `Retry-After`, whichever is longer.
 //!
 //! Run: `cargo run --release --features reqwest --example crawl` (about 20 s;
 //! `CRAWL_SECS=N` to change).
@@ -33,6 +36,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use portcullis::client::ThrottleMiddleware;
+use portcullis::retry::RetryPolicy;
 use portcullis::{RateConfig, Rejected, ThrottleManager};
 
 /// The hosts and their true capacities in requests per second.
@@ -57,14 +61,23 @@ const STARTING_RATE: f64 = 10.0;
 /// Concurrent crawl workers per host.
 const WORKERS_PER_HOST: usize = 8;
 
+/// What the crawler saw of one host: its calls, each the last answer of
+/// a request and its retries.
 #[derive(Default)]
 struct HostStats {
     sent: AtomicU64,
     ok: AtomicU64,
-    too_many: AtomicU64,
-    unavailable: AtomicU64,
+    refused: AtomicU64,
     refused_locally: AtomicU64,
     errors: AtomicU64,
+}
+
+/// What one host saw: the requests that reached it, and those it refused
+/// (429 or 503).
+#[derive(Default)]
+struct HostLoad {
+    requests: AtomicU64,
+    refused: AtomicU64,
 }
 
 #[tokio::main]
@@ -75,7 +88,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(20),
     );
-    let addr = start_server().await?;
+    let loads: Arc<HashMap<&str, HostLoad>> = Arc::new(
+        HOSTS
+            .iter()
+            .map(|(h, _)| (*h, HostLoad::default()))
+            .collect(),
+    );
+    let addr = start_server(Arc::clone(&loads)).await?;
     println!("server on {addr}: {}", describe_hosts());
 
     // Every host starts at 10/s. A success adds 0.3/s (so the rate grows by
@@ -83,6 +102,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 30 % off, at most once per 500 ms, so the refusals of requests already
     // in flight count once. The crate's defaults for a start of 10/s, and the
     // README's quick start: the rate saws just below each host's capacity.
+    // A refused page is fetched again, up to 3 times, within the host's
+    // retry budget and 10 s.
     let manager = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::new(STARTING_RATE)
@@ -90,14 +111,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .increment(0.3)
                 .decrease_factor(0.7),
         )
+        .retry(
+            RetryPolicy::new()
+                .max_retries(3)
+                .deadline(Duration::from_secs(10)),
+        )
         .build()?;
     let mut client = reqwest::Client::builder().timeout(Duration::from_secs(5));
     for (host, _) in HOSTS {
         client = client.resolve(host, addr); // the virtual hosts all live on loopback
     }
     // The middleware keys each request by its host (here "alpha.test:PORT"),
-    // waits for that host's rate, reports the response and honours
-    // Retry-After.
+    // waits for that host's rate, reports the response, honours
+    // Retry-After and retries a refusal as the policy allows.
     let client = reqwest_middleware::ClientBuilder::new(client.build()?)
         .with(ThrottleMiddleware::new(manager.clone()))
         .build();
@@ -129,10 +155,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             host_stats.refused_locally.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
+                        // The last answer, after any retries.
                         Ok(response) => match response.status() {
                             status if status.is_success() => &host_stats.ok,
-                            StatusCode::TOO_MANY_REQUESTS => &host_stats.too_many,
-                            StatusCode::SERVICE_UNAVAILABLE => &host_stats.unavailable,
+                            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                                &host_stats.refused
+                            }
                             _ => &host_stats.errors,
                         },
                         Err(_) => &host_stats.errors,
@@ -212,21 +240,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!();
     println!("learned rate and goodput: averages over the second half of the run, once settled");
-    println!(
-        "(refused: refused locally by the manager, never sent; delta asks for Retry-After: 1)"
-    );
+    println!("(requests and refused: what each host saw, 429s and 503s; calls: the crawler's,");
+    println!(" each one request and its retries; failed: calls whose last answer was a refusal;");
+    println!(" not sent: refused locally by the manager; delta asks for Retry-After: 1)");
     println!(
         "(rate/used: the highest rate over the host's successes per second in the 2 s before)"
     );
     println!(
-        "{:<13} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>13} {:>11} {:>11} {:>10}",
+        "{:<13} {:>9} {:>9} {:>8} {:>7} {:>9} {:>7} {:>9} {:>6} {:>13} {:>11} {:>11} {:>10}",
         "host",
         "capacity",
         "requests",
-        "successes",
-        "429s",
-        "503s",
         "refused",
+        "calls",
+        "successes",
+        "failed",
+        "not sent",
         "errors",
         "learned rate",
         "learned/cap",
@@ -236,19 +265,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (half_time, ok_half) = ok_at_half.unwrap_or_else(|| (started, HashMap::new()));
     let secs = ended.duration_since(half_time).as_secs_f64();
     for (host, capacity) in HOSTS {
-        let s = &stats[host];
+        let (s, load) = (&stats[host], &loads[host]);
         let (sum, n) = learned.get(host).copied().unwrap_or((0.0, 1));
         let learned_rate = sum / f64::from(n.max(1));
         let ok = s.ok.load(Ordering::Relaxed);
         let ok_settled = ok_at_end[host] - ok_half.get(host).copied().unwrap_or(0);
         println!(
-            "{:<13} {:>7}/s {:>9} {:>9} {:>6} {:>6} {:>8} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}% {:>9.1}x",
+            "{:<13} {:>7}/s {:>9} {:>8} {:>7} {:>9} {:>7} {:>9} {:>6} {:>11.1}/s {:>10.0}% {:>10.0}% {:>9.1}x",
             host,
             capacity,
+            load.requests.load(Ordering::Relaxed),
+            load.refused.load(Ordering::Relaxed),
             s.sent.load(Ordering::Relaxed),
             ok,
-            s.too_many.load(Ordering::Relaxed),
-            s.unavailable.load(Ordering::Relaxed),
+            s.refused.load(Ordering::Relaxed),
             s.refused_locally.load(Ordering::Relaxed),
             s.errors.load(Ordering::Relaxed),
             learned_rate,
@@ -270,8 +300,9 @@ fn describe_hosts() -> String {
 
 /// Serves the virtual hosts on an ephemeral loopback port. Each host admits
 /// `capacity` requests per second (burst: a tenth of a second's worth) and
-/// refuses beyond, as [`refusal`] says.
-async fn start_server() -> std::io::Result<SocketAddr> {
+/// refuses beyond, as [`refusal`] says, and counts in `loads` what it
+/// answered.
+async fn start_server(loads: Arc<HashMap<&'static str, HostLoad>>) -> std::io::Result<SocketAddr> {
     let limits: HashMap<&'static str, DefaultDirectRateLimiter> = HOSTS
         .iter()
         .map(|&(host, capacity)| {
@@ -285,32 +316,37 @@ async fn start_server() -> std::io::Result<SocketAddr> {
         .collect();
     let app = Router::new()
         .route("/page/{n}", get(page))
-        .with_state(Arc::new(limits));
+        .with_state(Arc::new(Hosts { limits, loads }));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(addr)
 }
 
-async fn page(
-    State(limits): State<Arc<HashMap<&'static str, DefaultDirectRateLimiter>>>,
-    headers: HeaderMap,
-) -> axum::response::Response {
+/// The virtual hosts: each one's token bucket, and what it answered.
+struct Hosts {
+    limits: HashMap<&'static str, DefaultDirectRateLimiter>,
+    loads: Arc<HashMap<&'static str, HostLoad>>,
+}
+
+async fn page(State(hosts): State<Arc<Hosts>>, headers: HeaderMap) -> axum::response::Response {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.split(':').next())
         .unwrap_or_default();
-    match limits.get(host) {
-        None => (StatusCode::NOT_FOUND, "no such host\n").into_response(),
-        Some(limit) if limit.check().is_ok() => {
-            (StatusCode::OK, "<html>a page</html>\n").into_response()
+    let (Some(limit), Some(load)) = (hosts.limits.get(host), hosts.loads.get(host)) else {
+        return (StatusCode::NOT_FOUND, "no such host\n").into_response();
+    };
+    load.requests.fetch_add(1, Ordering::Relaxed);
+    if limit.check().is_ok() {
+        return (StatusCode::OK, "<html>a page</html>\n").into_response();
+    }
+    load.refused.fetch_add(1, Ordering::Relaxed);
+    match refusal(host) {
+        (status, Some(seconds)) => {
+            (status, [(header::RETRY_AFTER, seconds)], "slow down\n").into_response()
         }
-        Some(_) => match refusal(host) {
-            (status, Some(seconds)) => {
-                (status, [(header::RETRY_AFTER, seconds)], "slow down\n").into_response()
-            }
-            (status, None) => (status, "slow down\n").into_response(),
-        },
+        (status, None) => (status, "slow down\n").into_response(),
     }
 }

@@ -26,7 +26,7 @@ mod headers;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::Extensions;
 use reqwest::{Request, Response, StatusCode};
@@ -37,6 +37,7 @@ pub use headers::{InvalidHeader, retry_after};
 use crate::ThrottleManager;
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::{Priority, with_priority};
+use crate::retry::RetryCause;
 
 type KeyOf = dyn Fn(&Request) -> String + Send + Sync;
 type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
@@ -62,7 +63,9 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
 ///    dropped and counted as overload, so a host that never answers frees
 ///    its bulkhead slots; the error downcasts to [`RequestTimedOut`];
-/// 5. a response that asks for a pause defers the key by that long, up to
+/// 5. under the manager's [`RetryPolicy`](crate::retry::RetryPolicy), an
+///    overloaded answer is sent again (see [Retries](#retries) below);
+/// 6. a response that asks for a pause defers the key by that long, up to
 ///    the manager's [`max_defer`](crate::ThrottleManagerBuilder::max_defer):
 ///    `Retry-After` on a 429 or 503 ([`retry_after`]), `RateLimit:
 ///    "default";r=0;t=30` (the IETF draft's spent quota),
@@ -72,6 +75,34 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    pause.
 ///
 /// Cloning the middleware is cheap; the clones share the manager.
+///
+/// # Retries
+///
+/// A manager built with a [`RetryPolicy`](crate::retry::RetryPolicy)
+/// sends a request again when its outcome is overload (429, 503, a call
+/// timeout; refused connections and resets only under
+/// [`retry_transport_errors`](crate::retry::RetryPolicy::retry_transport_errors)),
+/// within the host's retry budget, after a full-jitter backoff or the
+/// `Retry-After` when longer, one priority level lower, and never past the
+/// policy's deadline: a pause that would end after it returns the 429 or
+/// 503 at once. A local refusal that says when the host is free again is
+/// retried then, at no cost to the budget. Only idempotent methods (GET,
+/// HEAD, OPTIONS, PUT, DELETE, TRACE) are retried, unless
+/// [`retry_non_idempotent`](crate::retry::RetryPolicy::retry_non_idempotent)
+/// says otherwise, and only requests whose body can be copied (not a
+/// stream). The caller gets the last attempt's response or error.
+///
+/// Stacking reqwest-retry's `RetryTransientMiddleware` as well is not
+/// needed, and amplifies overload: placed before this middleware (its
+/// `.with(...)` first, so it runs outside this one), each of
+/// its retries is a new logical call with a fresh budget share and its own
+/// retries here (up to `(1 + its retries) × (1 + these)` requests a call);
+/// placed after, its retries bypass the host's controls entirely (no
+/// waiting for the rate, no budget, no throttle), and the outcome reported
+/// here is only the last one. If you must keep it, put it before this
+/// middleware and give the manager no retry policy, so that every attempt
+/// at least waits for the host's controls and is counted by them (and a
+/// local refusal, which reqwest-retry treats as fatal, ends its retries).
 ///
 /// # Example
 ///
@@ -220,8 +251,8 @@ impl ThrottleMiddleware {
         }
     }
 
-    /// Defers `key` for as long as the response asks.
-    fn honour_pause(&self, key: &str, response: &Response) {
+    /// Defers `key` for as long as the response asks; that pause.
+    fn honour_pause(&self, key: &str, response: &Response) -> Option<Duration> {
         let pause = headers::requested_pause(
             response.status(),
             response.headers(),
@@ -232,6 +263,7 @@ impl ThrottleMiddleware {
             let deferred = self.manager.defer(key, pause);
             tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
         }
+        pause
     }
 }
 
@@ -248,13 +280,16 @@ impl fmt::Debug for ThrottleMiddleware {
 
 #[async_trait::async_trait]
 impl Middleware for ThrottleMiddleware {
-    /// Waits for the request's key, sends the request, reports its outcome.
+    /// Waits for the request's key, sends the request, reports its outcome;
+    /// under the manager's [`RetryPolicy`](crate::retry::RetryPolicy),
+    /// sends it again while the policy allows.
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe, as [`acquire`](crate::ThrottleManager::acquire): dropped
     /// while waiting, it takes nothing; dropped while the request is in
-    /// flight, its permit is released as a neutral outcome.
+    /// flight, its permit is released as a neutral outcome; dropped during a
+    /// retry's backoff, no retry is sent.
     async fn handle(
         &self,
         request: Request,
@@ -262,11 +297,60 @@ impl Middleware for ThrottleMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let key = self.key_of(&request);
-        let admitted = match extensions.get::<Priority>().copied() {
-            Some(asked) => with_priority(asked, self.manager.acquire(key.as_str(), asked)).await,
-            None => self.manager.acquire(key.as_str(), self.priority).await,
+        let first = extensions
+            .get::<Priority>()
+            .copied()
+            .or_else(Priority::current)
+            .unwrap_or(self.priority);
+        let mut retries = self.manager.retries(key.as_str(), first);
+        let may_retry = retries.may_retry(is_idempotent(request.method()));
+        let mut request = request;
+        loop {
+            // A copy kept for the next attempt, made only while there may
+            // be one; a streamed body cannot be copied, so it is sent once.
+            let spare = if may_retry { request.try_clone() } else { None };
+            let attempt = self.attempt(&key, retries.priority(), request, extensions, next.clone());
+            let Some((result, cause)) = retries.within(attempt).await else {
+                let after = retries.deadline().unwrap_or_default();
+                return Err(reqwest_middleware::Error::middleware(RequestTimedOut {
+                    after,
+                }));
+            };
+            let (Some(cause), Some(again)) = (cause, spare) else {
+                return result;
+            };
+            if retries.after(cause).await.is_err() {
+                return result;
+            }
+            request = again;
+        }
+    }
+}
+
+impl ThrottleMiddleware {
+    /// One attempt at `priority`: admitted, sent, reported. Its result, and
+    /// why it failed as [`Retries::after`](crate::retry::Retries::after)
+    /// judges it (`None`: nothing to retry).
+    async fn attempt(
+        &self,
+        key: &str,
+        priority: Priority,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
+        let permit = match with_priority(priority, self.manager.acquire(key, priority)).await {
+            Ok(permit) => permit,
+            Err(rejected) => {
+                let cause = RetryCause::Refused {
+                    retry_after: rejected.retry_after(),
+                };
+                return (
+                    Err(reqwest_middleware::Error::middleware(rejected)),
+                    Some(cause),
+                );
+            }
         };
-        let permit = admitted.map_err(reqwest_middleware::Error::middleware)?;
         let result = match self.manager.call_timeout() {
             None => next.run(request, extensions).await,
             Some(limit) => match tokio::time::timeout(limit, next.run(request, extensions)).await {
@@ -274,23 +358,53 @@ impl Middleware for ThrottleMiddleware {
                 Err(_) => {
                     permit.report(Outcome::Overloaded);
                     let timed_out = RequestTimedOut { after: limit };
-                    return Err(reqwest_middleware::Error::middleware(timed_out));
+                    let cause = RetryCause::Overloaded { pause: None };
+                    return (
+                        Err(reqwest_middleware::Error::middleware(timed_out)),
+                        Some(cause),
+                    );
                 }
             },
         };
         // The outcome first: a failure rescales the rate's debt, which must
         // not stretch a pause set before it.
-        permit.report(self.outcome_of(&result));
-        if let Ok(response) = &result {
-            self.honour_pause(&key, response);
-        }
-        result
+        let outcome = self.outcome_of(&result);
+        permit.report(outcome);
+        let pause = match &result {
+            Ok(response) => self.honour_pause(key, response),
+            Err(_) => None,
+        };
+        let cause = match (outcome, &result) {
+            (Outcome::Overloaded, Err(reqwest_middleware::Error::Reqwest(_))) => {
+                Some(RetryCause::Transport)
+            }
+            (Outcome::Overloaded, _) => Some(RetryCause::Overloaded { pause }),
+            _ => None,
+        };
+        (result, cause)
     }
 }
 
+/// Whether a request with this method may be sent twice: GET, HEAD,
+/// OPTIONS, PUT, DELETE and TRACE (RFC 9110, 9.2.2).
+fn is_idempotent(method: &reqwest::Method) -> bool {
+    use reqwest::Method;
+    [
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PUT,
+        Method::DELETE,
+        Method::TRACE,
+    ]
+    .contains(method)
+}
+
 /// A request the middleware dropped because it ran past the manager's
-/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout); counted
-/// as overload for its host. The client's error is
+/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) (counted
+/// as overload for its host), or past the retry policy's
+/// [`deadline`](crate::retry::RetryPolicy::deadline) with its attempts and
+/// waits together (counted as neutral). The client's error is
 /// `reqwest_middleware::Error::Middleware`, which downcasts to it.
 ///
 /// ```
@@ -401,7 +515,6 @@ mod tests {
     use super::*;
     use crate::RateConfig;
     use crate::error::RejectReason;
-    use std::time::Duration;
 
     fn request(url: &str) -> Request {
         Request::new(reqwest::Method::GET, url.parse().unwrap())

@@ -91,12 +91,12 @@ impl fmt::Display for GaveUp {
 ///
 /// ```
 /// use portcullis::retry::{RetryCause, RetryPolicy};
-/// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+/// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .throttle(ThrottleConfig::new())
+///     .bulkhead(BulkheadConfig::new(8))
 ///     .retry(RetryPolicy::new().max_retries(2))
 ///     .build()?;
 /// let mut retries = manager.retries("api", Priority::HIGH);
@@ -186,6 +186,26 @@ impl<'m> Retries<'m> {
         }
     }
 
+    /// Whether the call may be retried at all: the manager has a policy
+    /// that makes retries, and the call is `idempotent` (safe to send
+    /// twice) or the policy
+    /// [retries any call](super::RetryPolicy::retry_non_idempotent). An
+    /// edge asks it before keeping a copy of what it sends.
+    ///
+    /// ```
+    /// # use portcullis::{retry::RetryPolicy, *};
+    /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).retry(RetryPolicy::new()).build()?;
+    /// let retries = manager.retries("api", Priority::HIGH);
+    /// assert!(retries.may_retry(true)); // a GET
+    /// assert!(!retries.may_retry(false)); // a POST, by default
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn may_retry(&self, idempotent: bool) -> bool {
+        self.policy.as_ref().is_some_and(|policy| {
+            policy.settings.max_retries > 0 && (idempotent || policy.settings.any_method)
+        })
+    }
+
     /// How many retries the call has made so far.
     ///
     /// ```
@@ -196,6 +216,23 @@ impl<'m> Retries<'m> {
     /// ```
     pub fn made(&self) -> u32 {
         self.made
+    }
+
+    /// How long the whole call may take, first attempt, waits and retries
+    /// together: the policy's
+    /// [`deadline`](super::RetryPolicy::deadline); `None` without one.
+    ///
+    /// ```
+    /// # use portcullis::{retry::RetryPolicy, *};
+    /// # use std::time::Duration;
+    /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new())
+    /// #     .retry(RetryPolicy::new().deadline(Duration::from_secs(30))).build()?;
+    /// let retries = manager.retries("api", Priority::HIGH);
+    /// assert_eq!(retries.deadline(), Some(Duration::from_secs(30)));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn deadline(&self) -> Option<Duration> {
+        self.policy.as_ref()?.settings.deadline
     }
 
     /// The time left before the call's deadline; `None` without a deadline.

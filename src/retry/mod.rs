@@ -26,12 +26,12 @@
 //! ```
 //! use std::time::Duration;
 //! use portcullis::retry::RetryPolicy;
-//! use portcullis::{overloaded, Priority, ThrottleConfig, ThrottleManager};
+//! use portcullis::{overloaded, BulkheadConfig, Priority, ThrottleManager};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .throttle(ThrottleConfig::new())
+//!     .bulkhead(BulkheadConfig::new(8))
 //!     .retry(RetryPolicy::new().max_retries(3).backoff(Duration::from_millis(50), Duration::from_secs(5)))
 //!     .build()?;
 //! let mut attempts = 0;

@@ -7,6 +7,14 @@
 //! pause arithmetic itself is tested on virtual time with `defer`.
 
 #![cfg(feature = "reqwest")]
+// Tests that measure real time hold `support::alone()` across their
+// awaits, so they do not run at once.
+#![allow(clippy::await_holding_lock)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod retry;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -486,6 +494,7 @@ async fn the_priority_comes_from_the_extension_then_the_task_then_the_middleware
 /// settled. The README's quick-start steps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
+    let _alone = support::alone();
     let limit: Arc<DefaultDirectRateLimiter> = Arc::new(RateLimiter::direct(
         Quota::per_second(NonZeroU32::new(50).unwrap()).allow_burst(NonZeroU32::new(5).unwrap()),
     ));
