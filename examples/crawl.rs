@@ -155,14 +155,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             host_stats.refused_locally.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
-                        // The last answer, after any retries.
-                        Ok(response) => match response.status() {
-                            status if status.is_success() => &host_stats.ok,
-                            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                                &host_stats.refused
+                        // The last answer, after any retries. The call ends
+                        // when its page has been read: a success counts then.
+                        Ok(response) => {
+                            let status = response.status();
+                            match (response.bytes().await, status) {
+                                (Err(_), _) => &host_stats.errors,
+                                (Ok(_), status) if status.is_success() => &host_stats.ok,
+                                (Ok(_), StatusCode::TOO_MANY_REQUESTS)
+                                | (Ok(_), StatusCode::SERVICE_UNAVAILABLE) => &host_stats.refused,
+                                (Ok(_), _) => &host_stats.errors,
                             }
-                            _ => &host_stats.errors,
-                        },
+                        }
                         Err(_) => &host_stats.errors,
                     };
                     host_stats.sent.fetch_add(1, Ordering::Relaxed);

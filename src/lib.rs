@@ -99,6 +99,8 @@
 
 mod builder;
 pub mod bulkhead;
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+mod call_body;
 #[cfg(feature = "reqwest")]
 pub mod client;
 pub mod clock;

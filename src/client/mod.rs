@@ -26,16 +26,18 @@ mod headers;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::Extensions;
-use reqwest::{Request, Response, StatusCode};
+use reqwest::{Request, Response, ResponseBuilderExt, StatusCode};
 use reqwest_middleware::{Middleware, Next};
 
 pub use headers::{InvalidHeader, retry_after};
 
 use crate::ThrottleManager;
+use crate::call_body::CallBody;
 use crate::outcome::{Outcome, transport_overload};
+use crate::permit::OwnedPermit;
 use crate::priority::{Priority, with_priority};
 use crate::retry::RetryCause;
 
@@ -75,6 +77,19 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    pause.
 ///
 /// Cloning the middleware is cheap; the clones share the manager.
+///
+/// # The call ends when its body ends
+///
+/// A successful response's body carries the request's permit: the host's
+/// bulkhead slot stays taken while the caller reads it, so a large
+/// download or a stream counts against the host's concurrency for as long
+/// as it flows, and the success is reported when the body ends. A body
+/// that fails midway (the connection broke) is reported as overload. A
+/// response dropped before its body is read to the end (including one whose
+/// body the caller never reads) frees its slot then, as neutral. A response
+/// that fails, is neutral, or asks for a pause is reported at once.
+/// [`release_at_headers`](Self::release_at_headers) ends every call when
+/// its headers arrive instead.
 ///
 /// # Retries
 ///
@@ -143,6 +158,7 @@ pub struct ThrottleMiddleware {
     key_of: Option<Arc<KeyOf>>,
     classify: Option<Arc<ClassifyResponse>>,
     priority: Priority,
+    release_at_headers: bool,
 }
 
 impl ThrottleMiddleware {
@@ -164,6 +180,7 @@ impl ThrottleMiddleware {
             key_of: None,
             classify: None,
             priority: Priority::HIGH,
+            release_at_headers: false,
         }
     }
 
@@ -237,6 +254,25 @@ impl ThrottleMiddleware {
         self
     }
 
+    /// Ends each call when its response's headers arrive, not when its
+    /// body ends: the host's bulkhead slot is freed while the caller may
+    /// still be reading, and a body that fails midway is not counted.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleMiddleware;
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
+    /// let middleware = ThrottleMiddleware::new(manager).release_at_headers(true);
+    /// # drop(middleware);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn release_at_headers(mut self, release: bool) -> Self {
+        self.release_at_headers = release;
+        self
+    }
+
     fn key_of(&self, request: &Request) -> String {
         match &self.key_of {
             Some(key_of) => key_of(request),
@@ -250,21 +286,6 @@ impl ThrottleMiddleware {
             None => classify(result),
         }
     }
-
-    /// Defers `key` for as long as the response asks; that pause.
-    fn honour_pause(&self, key: &str, response: &Response) -> Option<Duration> {
-        let pause = headers::requested_pause(
-            response.status(),
-            response.headers(),
-            SystemTime::now(),
-            |invalid| tracing::debug!(key, %invalid, "ignored a header the client cannot read"),
-        );
-        if let Some(pause) = pause {
-            let deferred = self.manager.defer(key, pause);
-            tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
-        }
-        pause
-    }
 }
 
 impl fmt::Debug for ThrottleMiddleware {
@@ -274,6 +295,7 @@ impl fmt::Debug for ThrottleMiddleware {
             .field("key_by", &self.key_of.as_ref().map(|_| "custom"))
             .field("classify_by", &self.classify.as_ref().map(|_| "custom"))
             .field("priority", &self.priority)
+            .field("release_at_headers", &self.release_at_headers)
             .finish()
     }
 }
@@ -339,7 +361,8 @@ impl ThrottleMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
-        let permit = match with_priority(priority, self.manager.acquire(key, priority)).await {
+        let admitted = with_priority(priority, self.manager.acquire_owned(key, priority)).await;
+        let permit = match admitted {
             Ok(permit) => permit,
             Err(rejected) => {
                 let cause = RetryCause::Refused {
@@ -366,14 +389,34 @@ impl ThrottleMiddleware {
                 }
             },
         };
-        // The outcome first: a failure rescales the rate's debt, which must
-        // not stretch a pause set before it.
         let outcome = self.outcome_of(&result);
-        permit.report(outcome);
         let pause = match &result {
-            Ok(response) => self.honour_pause(key, response),
+            Ok(response) => headers::requested_pause(
+                response.status(),
+                response.headers(),
+                SystemTime::now(),
+                |invalid| tracing::debug!(key, %invalid, "ignored a header the client cannot read"),
+            ),
             Err(_) => None,
         };
+        // A successful answer's body carries the permit to its end, unless
+        // it asks for a pause: a report after the pause is set would
+        // rescale the pause with the rate's debt.
+        let result = match result {
+            Ok(response)
+                if outcome == Outcome::Success && pause.is_none() && !self.release_at_headers =>
+            {
+                return (Ok(carrying(response, permit)), None);
+            }
+            result => result,
+        };
+        // The outcome first: a failure rescales the rate's debt, which must
+        // not stretch a pause set after it.
+        permit.report(outcome);
+        if let Some(pause) = pause {
+            let deferred = self.manager.defer(key, pause);
+            tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
+        }
         let cause = match (outcome, &result) {
             (Outcome::Overloaded, Err(reqwest_middleware::Error::Reqwest(_))) => {
                 Some(RetryCause::Transport)
@@ -383,6 +426,20 @@ impl ThrottleMiddleware {
         };
         (result, cause)
     }
+}
+
+/// `response` with its body carrying `permit`, to report a success when
+/// the body ends (see [`CallBody`]).
+fn carrying(response: Response, permit: OwnedPermit) -> Response {
+    let url = response.url().clone();
+    let (mut parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
+    // reqwest keeps a response's URL in an extension only its builder sets.
+    let mut with_url = http::Response::builder().url(url);
+    if let Some(extensions) = with_url.extensions_mut() {
+        parts.extensions.extend(std::mem::take(extensions));
+    }
+    let body = reqwest::Body::wrap(CallBody::new(body, permit, Outcome::Success));
+    Response::from(http::Response::from_parts(parts, body))
 }
 
 /// Whether a request with this method may be sent twice: GET, HEAD,
@@ -515,6 +572,7 @@ mod tests {
     use super::*;
     use crate::RateConfig;
     use crate::error::RejectReason;
+    use std::time::Duration;
 
     fn request(url: &str) -> Request {
         Request::new(reqwest::Method::GET, url.parse().unwrap())

@@ -9,11 +9,16 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::call_body::CallBody;
+use crate::outcome::Outcome;
+use crate::permit::OwnedPermit;
+
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
 /// The future of a [`ThrottleService`](super::ThrottleService)'s answer.
 /// It holds the request's permit while the inner service runs, so dropping
-/// it frees the key's bulkhead slot.
+/// it frees the key's bulkhead slot; a successful answer's
+/// [`ResponseBody`] holds it from then on.
 pub struct ResponseFuture<T, E> {
     inner: Boxed<T, E>,
 }
@@ -40,8 +45,8 @@ impl<T, E> fmt::Debug for ResponseFuture<T, E> {
 
 pin_project_lite::pin_project! {
     /// The body of a [`ThrottleService`](super::ThrottleService)'s answer:
-    /// the inner service's body, or the layer's own answer to a request it
-    /// refused.
+    /// the inner service's body, which holds its call's permit until it
+    /// ends, or the layer's own answer to a request it refused.
     #[derive(Debug)]
     pub struct ResponseBody<B> {
         #[pin]
@@ -53,18 +58,26 @@ pin_project_lite::pin_project! {
     #[project = KindProjection]
     #[derive(Debug)]
     enum Kind<B> {
-        Inner { #[pin] body: B },
+        Inner { #[pin] body: CallBody<B> },
         Answer { data: Option<Bytes> },
     }
 }
 
-impl<B> ResponseBody<B> {
-    pub(super) fn inner(body: B) -> Self {
+impl<B: Body> ResponseBody<B> {
+    /// The inner service's `body`, holding `permit` (if the call was not
+    /// reported yet) until it ends: a success then.
+    pub(super) fn inner(body: B, permit: Option<OwnedPermit>) -> Self {
+        let body = match permit {
+            Some(permit) => CallBody::new(body, permit, Outcome::Success),
+            None => CallBody::reported(body),
+        };
         Self {
             kind: Kind::Inner { body },
         }
     }
+}
 
+impl<B> ResponseBody<B> {
     pub(super) fn answer(data: Bytes) -> Self {
         let data = (!data.is_empty()).then_some(data);
         Self {
@@ -125,10 +138,13 @@ mod tests {
         let empty = Answer::answer(Bytes::new());
         assert_eq!(empty.size_hint().exact(), Some(0));
         assert!(empty.is_end_stream());
-        let inner = ResponseBody::inner(http_body_util::Full::new(Bytes::from_static(b"hello")));
+        let inner = ResponseBody::inner(
+            http_body_util::Full::new(Bytes::from_static(b"hello")),
+            None,
+        );
         assert_eq!(inner.size_hint().exact(), Some(5));
         assert!(!inner.is_end_stream());
-        let inner_empty = ResponseBody::inner(http_body_util::Empty::<Bytes>::new());
+        let inner_empty = ResponseBody::inner(http_body_util::Empty::<Bytes>::new(), None);
         assert_eq!(inner_empty.size_hint().exact(), Some(0));
         assert!(inner_empty.is_end_stream());
     }

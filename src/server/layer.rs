@@ -39,9 +39,15 @@ type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 ///    [`on_refusal`](Self::on_refusal) replaces the status and body;
 /// 4. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
 ///    or [`classify_by`](Self::classify_by)): 5xx and timeouts lower an
-///    adaptive key's rate, 4xx leave it alone. The key's bulkhead slot is
-///    held until the inner service has answered (its body may still be
-///    streaming).
+///    adaptive key's rate, 4xx leave it alone;
+/// 5. **the call ends when its body ends**: a successful answer's body
+///    carries the key's bulkhead slot until its last frame is sent, so a
+///    stream (a download, server-sent events) counts against the key's
+///    concurrency for as long as it flows. A body that fails midway is
+///    overload; one the client stops reading (it went away) is neutral.
+///    An answer judged a failure or neutral by its head is reported at
+///    once. [`release_at_headers`](Self::release_at_headers) ends every
+///    call at its head instead.
 ///
 /// Clones are cheap and share the manager; the layer's types are nameable
 /// (`ThrottleService<S>`, `ResponseFuture`, `ResponseBody<B>`).
@@ -81,6 +87,9 @@ pub(super) struct Settings {
     pub(super) on_refusal: Option<Arc<OnRefusal>>,
     pub(super) on_missing_key: Option<Arc<OnMissingKey>>,
     pub(super) rate_limit_headers: bool,
+    /// Whether a call ends when its answer's head is sent (`true`) rather
+    /// than when its body ends.
+    pub(super) release_at_headers: bool,
 }
 
 impl ThrottleLayer {
@@ -107,6 +116,7 @@ impl ThrottleLayer {
                 on_refusal: None,
                 on_missing_key: None,
                 rate_limit_headers: false,
+                release_at_headers: false,
             }),
         }
     }
@@ -185,6 +195,27 @@ impl ThrottleLayer {
         F: Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync + 'static,
     {
         self.settings_mut().classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// Ends each call when its answer's head is sent, not when its body
+    /// ends: the key's bulkhead slot is freed while the body may still be
+    /// streaming, and a body that fails midway is not counted. For
+    /// services whose long bodies should not count against a client's
+    /// concurrency.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
+    /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip()).release_at_headers(true);
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn release_at_headers(mut self, release: bool) -> Self {
+        self.settings_mut().release_at_headers = release;
         self
     }
 

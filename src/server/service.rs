@@ -50,7 +50,7 @@ where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: Send + 'static,
-    ResBody: 'static,
+    ResBody: http_body::Body + 'static,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -85,6 +85,7 @@ async fn handle<S, ReqBody, ResBody>(
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: http_body::Body,
 {
     let (head, body) = request.into_parts();
     let key = match settings.extractor.key_of(&head) {
@@ -103,19 +104,28 @@ where
         Ok(permit) => permit,
         Err(rejected) => return Ok(settings.refused(manager, &key, &rejected)),
     };
-    let answered = inner.call(Request::from_parts(head, body)).await;
-    let outcome = match &answered {
-        Ok(response) => settings.outcome_of(response),
-        Err(_) => Outcome::Overloaded,
+    let mut response = match inner.call(Request::from_parts(head, body)).await {
+        Ok(response) => response,
+        Err(error) => {
+            permit.report(Outcome::Overloaded);
+            return Err(error);
+        }
     };
-    permit.report(outcome);
-    let mut response = answered?;
+    let outcome = settings.outcome_of(&response);
+    // A successful answer's body carries the permit to its end; any other
+    // is judged by its head alone.
+    let permit = if outcome == Outcome::Success && !settings.release_at_headers {
+        Some(permit)
+    } else {
+        permit.report(outcome);
+        None
+    };
     if settings.rate_limit_headers {
         if let Some(rate) = manager.peek(key.as_str()) {
             set_rate_limit(response.headers_mut(), &rate);
         }
     }
-    Ok(response.map(ResponseBody::inner))
+    Ok(response.map(|body| ResponseBody::inner(body, permit)))
 }
 
 impl Settings {

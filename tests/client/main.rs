@@ -15,6 +15,7 @@
 mod support;
 
 mod retry;
+mod streams;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -133,13 +134,15 @@ fn client(manager: &ThrottleManager<String>) -> ClientWithMiddleware {
         .build()
 }
 
-/// Sends requests to `url` one after another until `until`; returns how
-/// many got an answer.
+/// Sends requests to `url` one after another until `until`, reading each
+/// answer to its end (where the call ends); returns how many got one.
 async fn keep_sending(client: ClientWithMiddleware, url: String, until: Instant) -> usize {
     let mut answered = 0;
     while Instant::now() < until {
-        if client.get(&url).send().await.is_ok() {
-            answered += 1;
+        if let Ok(response) = client.get(&url).send().await {
+            if response.bytes().await.is_ok() {
+                answered += 1;
+            }
         }
     }
     answered
@@ -409,8 +412,11 @@ async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
     assert_eq!(manager.rate(&missing.key()), Some(10.0));
 
+    // A success counts when its body has been read: the call ends there.
     let fine = Server::always(StatusCode::OK).await;
-    client.get(fine.url()).send().await.unwrap();
+    let response = client.get(fine.url()).send().await.unwrap();
+    assert_eq!(manager.rate(&fine.key()), Some(10.0));
+    response.bytes().await.unwrap();
     assert_eq!(manager.rate(&fine.key()), Some(11.0));
 }
 
@@ -523,11 +529,17 @@ async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
         let (client, url, counts) = (client(&manager), server.url(), Arc::clone(&counts));
         callers.push(tokio::spawn(async move {
             while Instant::now() < until {
-                let result = client.get(&url).send().await;
+                let result = match client.get(&url).send().await {
+                    Ok(response) => {
+                        let status = response.status();
+                        response.bytes().await.map(|_| status).map_err(|_| ())
+                    }
+                    Err(_) => Err(()),
+                };
                 if Instant::now() < settled_from {
                     continue;
                 }
-                let index = match result.map(|r| r.status()) {
+                let index = match result {
                     Ok(StatusCode::OK) => 0,
                     Ok(StatusCode::TOO_MANY_REQUESTS) => 1,
                     Ok(_) => 2,

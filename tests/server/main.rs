@@ -18,3 +18,4 @@ mod database;
 mod layer;
 mod per_user_db;
 mod routes;
+mod streams;

@@ -4,6 +4,8 @@
 // Each test binary compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod slow_body;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
