@@ -8,6 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use http_body::{Body, Frame, SizeHint};
 
+use crate::grpc;
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
 
@@ -15,7 +16,8 @@ pin_project_lite::pin_project! {
     /// `body`, holding the permit of the call it answers until it ends.
     ///
     /// The permit is reported once: with the outcome the head was judged
-    /// by when the body ends, as [`Overloaded`](Outcome::Overloaded) when
+    /// by when the body ends (or, for gRPC, the `grpc-status` of its
+    /// trailers), as [`Overloaded`](Outcome::Overloaded) when
     /// it fails midway (a backend that breaks off a response is in
     /// trouble), and as neutral when it is dropped before its end (the
     /// reader's choice says nothing about the backend). Until then the
@@ -71,6 +73,14 @@ impl<B: Body> Body for CallBody<B> {
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let mut this = self.project();
         let frame = ready!(this.body.as_mut().poll_frame(cx));
+        // A gRPC call's status comes in its trailers, and is its outcome.
+        if let Some(code) = frame
+            .as_ref()
+            .and_then(|frame| frame.as_ref().ok()?.trailers_ref())
+            .and_then(grpc::status_in)
+        {
+            *this.at_end = grpc::outcome_of(code);
+        }
         let ended = match &frame {
             None => Some(*this.at_end),
             Some(Err(_)) => Some(Outcome::Overloaded),
@@ -93,5 +103,88 @@ impl<B: Body> Body for CallBody<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use bytes::Bytes;
+    use http::{HeaderMap, HeaderValue};
+    use http_body_util::BodyExt;
+
+    use super::*;
+    use crate::{Priority, ThrottleConfig, ThrottleManager};
+
+    /// A body that yields its frames, then ends.
+    struct Frames(VecDeque<Result<Frame<Bytes>, std::io::Error>>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            Poll::Ready(self.0.pop_front())
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    fn data() -> Result<Frame<Bytes>, std::io::Error> {
+        Ok(Frame::data(Bytes::from_static(b"message")))
+    }
+
+    fn trailers(grpc_status: &'static str) -> Result<Frame<Bytes>, std::io::Error> {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static(grpc_status));
+        Ok(Frame::trailers(trailers))
+    }
+
+    /// Reads a call's body carrying its permit as far as `read` frames,
+    /// then drops it; what the key's throttle counted (requests, accepts).
+    async fn counted(frames: Vec<Result<Frame<Bytes>, std::io::Error>>, read: usize) -> (u64, u64) {
+        let manager = ThrottleManager::<String>::builder()
+            .throttle(ThrottleConfig::new())
+            .random_source(|| 0.999)
+            .build()
+            .unwrap();
+        let permit = manager.try_acquire_owned("k", Priority::HIGH).unwrap();
+        let mut body = CallBody::new(Frames(frames.into()), permit, Outcome::Success);
+        for _ in 0..read {
+            let _ = body.frame().await;
+        }
+        drop(body);
+        let high = manager.snapshot("k").unwrap().priorities[0];
+        (high.requests, high.accepts)
+    }
+
+    #[tokio::test]
+    async fn a_body_read_to_its_end_is_the_heads_outcome() {
+        assert_eq!(counted(vec![data(), data()], 2).await, (1, 1));
+    }
+
+    #[tokio::test]
+    async fn grpc_trailers_say_the_outcome() {
+        assert_eq!(counted(vec![data(), trailers("0")], 2).await, (1, 1));
+        assert_eq!(counted(vec![data(), trailers("14")], 2).await, (1, 0));
+        // NOT_FOUND: neutral, a request and an accept.
+        assert_eq!(counted(vec![data(), trailers("5")], 2).await, (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_body_that_fails_midway_is_overload() {
+        let broken = Err(std::io::Error::other("reset"));
+        assert_eq!(counted(vec![data(), broken, data()], 2).await, (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_body_dropped_early_is_neutral_even_if_it_would_have_failed() {
+        assert_eq!(counted(vec![data(), trailers("14")], 1).await, (1, 1));
     }
 }

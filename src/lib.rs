@@ -101,7 +101,7 @@ mod builder;
 pub mod bulkhead;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 mod call_body;
-#[cfg(feature = "reqwest")]
+#[cfg(any(feature = "reqwest", feature = "tower"))]
 pub mod client;
 pub mod clock;
 pub mod config;
@@ -110,6 +110,8 @@ mod core;
 pub mod database;
 pub mod error;
 mod events;
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+pub mod grpc;
 mod key;
 mod manager;
 mod metrics;

@@ -21,13 +21,15 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 ///
 /// | answer | outcome |
 /// |---|---|
+/// | a `grpc-status` in the head (a gRPC call that failed before any message) | by [`grpc::outcome_of`](crate::grpc::outcome_of) |
 /// | 5xx | [`Overloaded`](Outcome::Overloaded): the service is struggling |
 /// | 408 Request Timeout (tower-http's `TimeoutLayer`) | [`Overloaded`](Outcome::Overloaded) |
 /// | any other 4xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
 /// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) |
 ///
 /// An error from the inner service (rather than an answer) is
-/// [`Overloaded`](Outcome::Overloaded). A key whose rate is a fixed quota
+/// [`Overloaded`](Outcome::Overloaded). A gRPC answer whose status comes in
+/// its trailers is judged again by that status when its body ends. A key whose rate is a fixed quota
 /// (`bounds(r, r)`) does not move on any of them.
 ///
 /// ```
@@ -39,8 +41,10 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// assert_eq!(classify(StatusCode::INTERNAL_SERVER_ERROR, &HeaderMap::new()), Outcome::Overloaded);
 /// assert_eq!(classify(StatusCode::NOT_FOUND, &HeaderMap::new()), Outcome::Neutral);
 /// ```
-pub fn classify(status: StatusCode, _headers: &HeaderMap) -> Outcome {
-    if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {
+pub fn classify(status: StatusCode, headers: &HeaderMap) -> Outcome {
+    if let Some(code) = crate::grpc::status_in(headers) {
+        crate::grpc::outcome_of(code)
+    } else if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {
         Outcome::Overloaded
     } else if status.is_client_error() {
         Outcome::Neutral

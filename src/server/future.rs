@@ -24,7 +24,7 @@ pub struct ResponseFuture<T, E> {
 }
 
 impl<T, E> ResponseFuture<T, E> {
-    pub(super) fn new(inner: Boxed<T, E>) -> Self {
+    pub(crate) fn new(inner: Boxed<T, E>) -> Self {
         Self { inner }
     }
 }
@@ -66,7 +66,7 @@ pin_project_lite::pin_project! {
 impl<B: Body> ResponseBody<B> {
     /// The inner service's `body`, holding `permit` (if the call was not
     /// reported yet) until it ends: a success then.
-    pub(super) fn inner(body: B, permit: Option<OwnedPermit>) -> Self {
+    pub(crate) fn inner(body: B, permit: Option<OwnedPermit>) -> Self {
         let body = match permit {
             Some(permit) => CallBody::new(body, permit, Outcome::Success),
             None => CallBody::reported(body),
@@ -78,7 +78,7 @@ impl<B: Body> ResponseBody<B> {
 }
 
 impl<B> ResponseBody<B> {
-    pub(super) fn answer(data: Bytes) -> Self {
+    pub(crate) fn answer(data: Bytes) -> Self {
         let data = (!data.is_empty()).then_some(data);
         Self {
             kind: Kind::Answer { data },

@@ -165,7 +165,8 @@ impl KeyExtractor {
     /// in the request's extensions (what a hyper server puts there, or a
     /// user's own layer), or, with feature `axum`, axum's
     /// `ConnectInfo<SocketAddr>` (serve with
-    /// `into_make_service_with_connect_info::<SocketAddr>()`). Behind
+    /// `into_make_service_with_connect_info::<SocketAddr>()`), or, with
+    /// feature `tonic`, the `TcpConnectInfo` a tonic server adds. Behind
     /// a proxy every request has the proxy's address: use
     /// [`forwarded_ip`](Self::forwarded_ip) there.
     ///
@@ -357,7 +358,8 @@ impl fmt::Debug for KeyExtractor {
     }
 }
 
-/// The peer's address, from a plain `SocketAddr` or axum's `ConnectInfo`.
+/// The peer's address, from a plain `SocketAddr`, axum's `ConnectInfo` or
+/// tonic's `TcpConnectInfo`.
 pub(super) fn peer_ip(request: &Parts) -> Result<IpAddr, MissingKey> {
     let extensions = &request.extensions;
     let plain = extensions.get::<SocketAddr>().map(SocketAddr::ip);
@@ -366,6 +368,13 @@ pub(super) fn peer_ip(request: &Parts) -> Result<IpAddr, MissingKey> {
         extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
             .map(|info| info.0.ip())
+    });
+    #[cfg(feature = "tonic")]
+    let plain = plain.or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(|info| info.remote_addr())
+            .map(|addr| addr.ip())
     });
     plain.ok_or_else(|| {
         MissingKey::new(

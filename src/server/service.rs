@@ -15,6 +15,7 @@ use super::key::MissingKey;
 use super::layer::Settings;
 use crate::ThrottleManager;
 use crate::error::Rejected;
+use crate::grpc;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 
@@ -88,13 +89,21 @@ where
     ResBody: http_body::Body,
 {
     let (head, body) = request.into_parts();
+    let grpc = grpc::is_grpc(&head.headers);
     let key = match settings.extractor.key_of(&head) {
         Ok(key) => key,
-        Err(missing) => return Ok(settings.missing_key(&missing)),
+        Err(missing) => return Ok(settings.missing_key(&missing, grpc)),
     };
     let priority = match settings.priority_of(&head) {
         Ok(priority) => priority,
-        Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
+        Err(problem) => {
+            let answer = if grpc {
+                grpc::invalid_argument(&problem)
+            } else {
+                answer::bad_request(&problem)
+            };
+            return Ok(answer.map(ResponseBody::answer));
+        }
     };
     let manager = settings.manager_for(head.uri.path());
     let permit = match manager
@@ -102,7 +111,7 @@ where
         .await
     {
         Ok(permit) => permit,
-        Err(rejected) => return Ok(settings.refused(manager, &key, &rejected)),
+        Err(rejected) => return Ok(settings.refused(manager, &key, &rejected, grpc)),
     };
     let mut response = match inner.call(Request::from_parts(head, body)).await {
         Ok(response) => response,
@@ -182,14 +191,19 @@ impl Settings {
         }
     }
 
+    /// The answer to a refused request: [`on_refusal`](super::ThrottleLayer::on_refusal)'s,
+    /// else a trailers-only gRPC answer to a gRPC request, else
+    /// [`refusal`](answer::refusal); with the wait and the rate's headers.
     fn refused<B>(
         &self,
         manager: &ThrottleManager<String>,
         key: &str,
         rejected: &Rejected,
+        grpc: bool,
     ) -> Response<ResponseBody<B>> {
         let mut answer = match &self.on_refusal {
             Some(answer) => answer(rejected),
+            None if grpc => grpc::refusal(rejected),
             None => answer::refusal(rejected),
         };
         let headers = answer.headers_mut();
@@ -202,9 +216,10 @@ impl Settings {
         answer.map(ResponseBody::answer)
     }
 
-    fn missing_key<B>(&self, missing: &MissingKey) -> Response<ResponseBody<B>> {
+    fn missing_key<B>(&self, missing: &MissingKey, grpc: bool) -> Response<ResponseBody<B>> {
         let answer: Response<Bytes> = match &self.on_missing_key {
             Some(answer) => answer(missing),
+            None if grpc => grpc::invalid_argument(&missing.to_string()),
             None => answer::missing_key(missing),
         };
         answer.map(ResponseBody::answer)

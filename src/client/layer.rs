@@ -1,0 +1,405 @@
+//! [`ThrottleClientLayer`]: any tower HTTP client through a manager; a
+//! tonic channel, hyper's client.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::SystemTime;
+
+use http::request::Parts;
+use http::{HeaderMap, Request, Response, StatusCode};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::headers;
+use crate::ThrottleManager;
+use crate::grpc;
+use crate::outcome::Outcome;
+use crate::priority::{Priority, with_priority};
+use crate::server::{ResponseBody, ResponseFuture};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type KeyOf = dyn Fn(&Parts) -> String + Send + Sync;
+type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
+
+/// A tower [`Layer`] for clients: every request of the service it wraps
+/// (a tonic `Channel`, hyper's client, any `Service<http::Request<_>>`)
+/// goes through a [`ThrottleManager`] first, keyed by host, and its answer
+/// is reported; what [`ThrottleMiddleware`](super::ThrottleMiddleware)
+/// does for reqwest.
+///
+/// For each request:
+/// 1. its **key** is the URI's authority (`host:port`), else its `Host`
+///    header, else the first segment of its path: the gRPC service, for a
+///    tonic client whose channel adds the origin only after this layer
+///    ([`key_by`](Self::key_by) for anything else,
+///    [`key_by_grpc_method`](Self::key_by_grpc_method) for one key per
+///    method);
+/// 2. its **priority** is a [`Priority`] in its extensions, else the
+///    task's ([`with_priority`]), else [`priority`](Self::priority);
+/// 3. it waits for the key's controls as
+///    [`acquire`](crate::ThrottleManager::acquire) does. A refused gRPC
+///    call is answered here, without reaching the network, as the server
+///    layer answers one ([`grpc::refusal`]: tonic reads
+///    `Code::ResourceExhausted` or `Code::Unavailable`, with
+///    `grpc-retry-pushback-ms` in its metadata); a refused HTTP request is
+///    an error that downcasts to [`Rejected`](crate::Rejected);
+/// 4. the answer is the call's [`Outcome`] ([`classify_head`], or
+///    [`classify_by`](Self::classify_by)); an error from the inner service
+///    (a refused connection, a timeout) is overload. A call ends when its
+///    body ends, with a gRPC call judged by the `grpc-status` of its
+///    trailers;
+/// 5. an answer that asks for a pause (`grpc-retry-pushback-ms`, else
+///    `Retry-After` on a 429 or 503 or a spent `RateLimit`) defers the key
+///    by that long, up to the manager's
+///    [`max_defer`](crate::ThrottleManagerBuilder::max_defer).
+///
+/// It does not retry: a tonic request's body is a stream, which cannot be
+/// sent twice. The manager's [`RetryPolicy`](crate::retry::RetryPolicy)
+/// applies to [`call`](crate::ThrottleManager::call) and the reqwest
+/// middleware.
+///
+/// ```
+/// use portcullis::client::ThrottleClientLayer;
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use tower_layer::Layer;
+///
+/// # #[derive(Clone)] struct Channel;
+/// let per_host = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let channel = ThrottleClientLayer::new(per_host).layer(Channel);
+/// # drop(channel);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct ThrottleClientLayer {
+    settings: Arc<ClientSettings>,
+}
+
+/// What every clone of a client layer and its services share.
+#[derive(Clone)]
+struct ClientSettings {
+    manager: ThrottleManager<String>,
+    key_of: Option<Arc<KeyOf>>,
+    classify: Option<Arc<ClassifyHead>>,
+    priority: Priority,
+}
+
+impl ThrottleClientLayer {
+    /// A layer over `manager`: one key per host, [`classify_head`] for the
+    /// outcome, [`Priority::HIGH`] for requests that name none.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleClientLayer;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let layer = ThrottleClientLayer::new(manager);
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn new(manager: ThrottleManager<String>) -> Self {
+        Self {
+            settings: Arc::new(ClientSettings {
+                manager,
+                key_of: None,
+                classify: None,
+                priority: Priority::HIGH,
+            }),
+        }
+    }
+
+    /// Keys requests by `key_of` instead of by host.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleClientLayer;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// // One key per tenant, from a header an earlier layer set.
+    /// let layer = ThrottleClientLayer::new(manager).key_by(|request| {
+    ///     let tenant = request.headers.get("x-tenant").and_then(|v| v.to_str().ok());
+    ///     tenant.unwrap_or("anonymous").to_owned()
+    /// });
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn key_by<F>(mut self, key_of: F) -> Self
+    where
+        F: Fn(&Parts) -> String + Send + Sync + 'static,
+    {
+        self.settings_mut().key_of = Some(Arc::new(key_of));
+        self
+    }
+
+    /// Keys requests by their gRPC method, the whole path
+    /// (`/grpc.health.v1.Health/Check`): each method of a backend learns
+    /// its own rate.
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleClientLayer;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let layer = ThrottleClientLayer::new(manager).key_by_grpc_method();
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn key_by_grpc_method(self) -> Self {
+        self.key_by(|request| request.uri.path().to_owned())
+    }
+
+    /// Judges each answer's head by `classify` instead of by
+    /// [`classify_head`], which it can fall back on. A gRPC call's
+    /// trailers are still judged by their `grpc-status`.
+    ///
+    /// ```
+    /// use portcullis::client::{ThrottleClientLayer, classify_head};
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// // This backend answers 500 when its database is overloaded.
+    /// let layer = ThrottleClientLayer::new(manager).classify_by(|status, headers| match status.as_u16() {
+    ///     500 => Outcome::Overloaded,
+    ///     _ => classify_head(status, headers),
+    /// });
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn classify_by<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync + 'static,
+    {
+        self.settings_mut().classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// The priority of requests that carry none (default
+    /// [`Priority::HIGH`]).
+    ///
+    /// ```
+    /// use portcullis::client::ThrottleClientLayer;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let background = ThrottleClientLayer::new(manager).priority(Priority::LOW);
+    /// # drop(background);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.settings_mut().priority = priority;
+        self
+    }
+
+    fn settings_mut(&mut self) -> &mut ClientSettings {
+        Arc::make_mut(&mut self.settings)
+    }
+}
+
+impl<S> Layer<S> for ThrottleClientLayer {
+    type Service = ThrottleClientService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ThrottleClientService {
+            inner,
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+impl fmt::Debug for ThrottleClientLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleClientLayer")
+            .field("manager", &self.settings.manager)
+            .field("key_by", &self.settings.key_of.as_ref().map(|_| "custom"))
+            .field(
+                "classify_by",
+                &self.settings.classify.as_ref().map(|_| "custom"),
+            )
+            .field("priority", &self.settings.priority)
+            .finish()
+    }
+}
+
+/// The service a [`ThrottleClientLayer`] wraps around `S`.
+///
+/// ```
+/// use portcullis::client::{ThrottleClientLayer, ThrottleClientService};
+/// use portcullis::{RateConfig, ThrottleManager};
+/// use tower_layer::Layer;
+///
+/// # #[derive(Clone)] struct Channel;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let service: ThrottleClientService<Channel> = ThrottleClientLayer::new(manager).layer(Channel);
+/// # drop(service);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct ThrottleClientService<S> {
+    inner: S,
+    settings: Arc<ClientSettings>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for ThrottleClientService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleClientService")
+            .field("inner", &self.inner)
+            .field("manager", &self.settings.manager)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ThrottleClientService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    ReqBody: Send + 'static,
+    ResBody: http_body::Body + 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<Self::Response, BoxError>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    /// Waits for the request's key, sends it, reports its answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while it waits takes nothing from the key; while
+    /// the request is in flight, it drops the request and frees the key's
+    /// slot, counting a neutral outcome.
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The clone that was polled ready sends this request.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        ResponseFuture::new(Box::pin(send(settings, ready, request)))
+    }
+}
+
+async fn send<S, ReqBody, ResBody>(
+    settings: Arc<ClientSettings>,
+    mut inner: S,
+    request: Request<ReqBody>,
+) -> Result<Response<ResponseBody<ResBody>>, BoxError>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Error: Into<BoxError>,
+    ResBody: http_body::Body,
+{
+    let (head, body) = request.into_parts();
+    let key = settings.key_of(&head);
+    let priority = head
+        .extensions
+        .get::<Priority>()
+        .copied()
+        .or_else(Priority::current)
+        .unwrap_or(settings.priority);
+    let manager = &settings.manager;
+    let permit = match with_priority(priority, manager.acquire_owned(key.as_str(), priority)).await
+    {
+        Ok(permit) => permit,
+        Err(rejected) if grpc::is_grpc(&head.headers) => {
+            return Ok(grpc::refusal(&rejected).map(ResponseBody::answer));
+        }
+        Err(rejected) => return Err(Box::new(rejected)),
+    };
+    let response = match inner.call(Request::from_parts(head, body)).await {
+        Ok(response) => response,
+        Err(error) => {
+            permit.report(Outcome::Overloaded);
+            return Err(error.into());
+        }
+    };
+    let outcome = match &settings.classify {
+        Some(classify) => classify(response.status(), response.headers()),
+        None => classify_head(response.status(), response.headers()),
+    };
+    let pause = requested_pause(&key, response.status(), response.headers());
+    // A successful answer's body carries the permit to its end (where a
+    // gRPC call's status is), unless it asks for a pause: a report after
+    // the pause is set would rescale the pause with the rate's debt.
+    if outcome == Outcome::Success && pause.is_none() {
+        return Ok(response.map(|body| ResponseBody::inner(body, Some(permit))));
+    }
+    permit.report(outcome);
+    if let Some(pause) = pause {
+        let deferred = manager.defer(key.as_str(), pause);
+        tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
+    }
+    Ok(response.map(|body| ResponseBody::inner(body, None)))
+}
+
+impl ClientSettings {
+    fn key_of(&self, head: &Parts) -> String {
+        if let Some(key_of) = &self.key_of {
+            return key_of(head);
+        }
+        if let Some(authority) = head.uri.authority() {
+            return authority.as_str().to_owned();
+        }
+        if let Some(host) = head
+            .headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+        {
+            return host.to_owned();
+        }
+        let path = head.uri.path().trim_start_matches('/');
+        path.split('/').next().unwrap_or_default().to_owned()
+    }
+}
+
+/// The pause an answer asks for: its `grpc-retry-pushback-ms` if it has
+/// one (gRPC's own word, in milliseconds, over HTTP headers that a server
+/// may add in whole seconds), else what the HTTP headers say
+/// (`Retry-After` on a 429 or 503, a spent rate-limit quota).
+fn requested_pause(
+    key: &str,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Option<std::time::Duration> {
+    grpc::pushback_in(headers).or_else(|| {
+        headers::requested_pause(status, headers, SystemTime::now(), |invalid| {
+            tracing::debug!(key, %invalid, "ignored a header the client cannot read");
+        })
+    })
+}
+
+/// The default classification of an answer's head, for the client layer:
+///
+/// | answer | outcome |
+/// |---|---|
+/// | a `grpc-status` in the head | by [`grpc::outcome_of`] |
+/// | 429 Too Many Requests, 503 Service Unavailable | [`Overloaded`](Outcome::Overloaded) |
+/// | any other 4xx or 5xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
+/// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) (a gRPC call: judged again by its trailers) |
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue, StatusCode};
+/// use portcullis::Outcome;
+/// use portcullis::client::classify_head;
+///
+/// assert_eq!(classify_head(StatusCode::OK, &HeaderMap::new()), Outcome::Success);
+/// assert_eq!(classify_head(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new()), Outcome::Overloaded);
+/// let mut grpc = HeaderMap::new();
+/// grpc.insert("grpc-status", HeaderValue::from_static("8"));
+/// assert_eq!(classify_head(StatusCode::OK, &grpc), Outcome::Overloaded);
+/// ```
+pub fn classify_head(status: StatusCode, headers: &HeaderMap) -> Outcome {
+    if let Some(code) = grpc::status_in(headers) {
+        return grpc::outcome_of(code);
+    }
+    match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
+        status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
+        _ => Outcome::Success,
+    }
+}

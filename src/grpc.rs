@@ -1,0 +1,249 @@
+//! gRPC at the edges (features `tower` or `reqwest`): how a gRPC status
+//! code is judged, and the trailers-only answer a refused gRPC call gets.
+//!
+//! gRPC carries its outcome in `grpc-status`, not in the HTTP status: in
+//! the response headers when the call fails before any message (a
+//! "trailers-only" answer, HTTP 200), else in the trailers after the body.
+//! The server layer and the client layer read both, so an overloaded gRPC
+//! backend is not counted as a success.
+//!
+//! | `grpc-status` | outcome |
+//! |---|---|
+//! | 0 `OK` | [`Success`](Outcome::Success) |
+//! | 4 `DEADLINE_EXCEEDED`, 8 `RESOURCE_EXHAUSTED`, 14 `UNAVAILABLE` | [`Overloaded`](Outcome::Overloaded) |
+//! | any other (3 `INVALID_ARGUMENT`, 5 `NOT_FOUND`, 7 `PERMISSION_DENIED`, 16 `UNAUTHENTICATED`, 1 `CANCELLED`, 13 `INTERNAL`, ...) | [`Neutral`](Outcome::Neutral) |
+//!
+//! A refused gRPC call is answered as gRFC A6 expects: HTTP 200,
+//! `grpc-status` 8 for the rate and the key space, 14 for the throttle and
+//! the bulkhead, a `grpc-message` saying why, and `grpc-retry-pushback-ms`
+//! when the wait is known.
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Response, StatusCode};
+
+use crate::error::{RejectReason, Rejected};
+use crate::outcome::Outcome;
+
+/// `grpc-status`: the call's status code.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+/// `grpc-message`: what went wrong, percent-encoded.
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+/// `grpc-retry-pushback-ms`: how long the client should wait (gRFC A6).
+const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+
+/// `RESOURCE_EXHAUSTED`.
+const RESOURCE_EXHAUSTED: u8 = 8;
+/// `UNAVAILABLE`.
+const UNAVAILABLE: u8 = 14;
+/// `INVALID_ARGUMENT`.
+#[cfg(feature = "tower")]
+const INVALID_ARGUMENT: u8 = 3;
+/// `INTERNAL`.
+const INTERNAL: u8 = 13;
+
+/// The outcome of a call that ended with gRPC status `code` (see the
+/// module's table).
+///
+/// ```
+/// use portcullis::{Outcome, grpc};
+///
+/// assert_eq!(grpc::outcome_of(0), Outcome::Success);
+/// assert_eq!(grpc::outcome_of(14), Outcome::Overloaded); // UNAVAILABLE
+/// assert_eq!(grpc::outcome_of(5), Outcome::Neutral); // NOT_FOUND
+/// ```
+pub fn outcome_of(code: u32) -> Outcome {
+    match code {
+        0 => Outcome::Success,
+        4 | 8 | 14 => Outcome::Overloaded,
+        _ => Outcome::Neutral,
+    }
+}
+
+/// The `grpc-status` in `headers` (a trailers-only answer's head, or the
+/// trailers), if there is one that reads as a number.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use portcullis::grpc;
+///
+/// let mut trailers = HeaderMap::new();
+/// trailers.insert("grpc-status", HeaderValue::from_static("8"));
+/// assert_eq!(grpc::status_in(&trailers), Some(8));
+/// assert_eq!(grpc::status_in(&HeaderMap::new()), None);
+/// ```
+pub fn status_in(headers: &HeaderMap) -> Option<u32> {
+    headers.get(GRPC_STATUS)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The wait a gRPC answer asks for in `grpc-retry-pushback-ms`; a negative
+/// or unreadable value asks for none.
+#[cfg(feature = "tower")]
+pub(crate) fn pushback_in(headers: &HeaderMap) -> Option<std::time::Duration> {
+    let ms: u64 = headers
+        .get(GRPC_PUSHBACK)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_millis(ms))
+}
+
+/// Whether a request (or response) with these headers is gRPC:
+/// `content-type: application/grpc`, `application/grpc+proto`, ...
+#[cfg(feature = "tower")]
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| {
+            value
+                .strip_prefix("application/grpc")
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['+', ';']))
+        })
+}
+
+/// The gRPC status code a refused call is answered with: 8
+/// `RESOURCE_EXHAUSTED` when the client asked for more than its share (the
+/// rate, a cost above the burst, a full key space), 14 `UNAVAILABLE` when
+/// the service is short of capacity (the throttle, the bulkhead), 13
+/// `INTERNAL` for the server's own mistakes (an invalid priority it
+/// chose, a key named twice).
+///
+/// ```
+/// use portcullis::{RateConfig, Priority, ThrottleManager, grpc};
+///
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
+/// manager.check("client").unwrap();
+/// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
+/// assert_eq!(grpc::code_of(&rejected), 8);
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+pub fn code_of(rejected: &Rejected) -> u32 {
+    u32::from(match rejected.reason() {
+        RejectReason::RateLimited | RejectReason::CostAboveBurst | RejectReason::KeySpaceFull => {
+            RESOURCE_EXHAUSTED
+        }
+        RejectReason::InvalidPriority | RejectReason::DuplicateKey => INTERNAL,
+        _ => UNAVAILABLE,
+    })
+}
+
+/// The trailers-only gRPC answer to a refused call: HTTP 200,
+/// `grpc-status` [`code_of`] the refusal, a `grpc-message` saying why, and
+/// `grpc-retry-pushback-ms` when the wait is known. A gRPC client reads it
+/// as that status (tonic: `Code::ResourceExhausted`, `Code::Unavailable`),
+/// with the pushback in its metadata.
+///
+/// ```
+/// use portcullis::{RateConfig, Priority, ThrottleManager, grpc};
+///
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::per_second(1))
+///     .clock(portcullis::clock::ManualClock::new()) // time stands still here
+///     .build()?;
+/// manager.check("client").unwrap();
+/// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
+/// let answer = grpc::refusal(&rejected);
+/// assert_eq!(answer.status(), 200);
+/// assert_eq!(answer.headers()["grpc-status"], "8");
+/// assert_eq!(answer.headers()["grpc-message"], "rate limited");
+/// assert_eq!(answer.headers()["grpc-retry-pushback-ms"], "1000");
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
+    let mut answer = trailers_only(code_of(rejected), &rejected.reason().to_string());
+    if let Some(after) = rejected.retry_after() {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        answer
+            .headers_mut()
+            .insert(GRPC_PUSHBACK, HeaderValue::from(ms));
+    }
+    answer
+}
+
+/// The trailers-only answer to a gRPC call the request itself got wrong
+/// (no key, a priority that is not a level): 3 `INVALID_ARGUMENT`.
+#[cfg(feature = "tower")]
+pub(crate) fn invalid_argument(problem: &str) -> Response<Bytes> {
+    trailers_only(u32::from(INVALID_ARGUMENT), problem)
+}
+
+/// HTTP 200 with the call's whole status in its head and no body.
+fn trailers_only(code: u32, message: &str) -> Response<Bytes> {
+    let mut answer = Response::new(Bytes::new());
+    *answer.status_mut() = StatusCode::OK;
+    let headers = answer.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(GRPC_STATUS, HeaderValue::from(code));
+    if let Ok(message) = HeaderValue::from_str(&percent_encoded(message)) {
+        headers.insert(GRPC_MESSAGE, message);
+    }
+    answer
+}
+
+/// `message` as `grpc-message` carries it: bytes outside printable ASCII,
+/// and `%`, as `%XX` (the gRPC over HTTP/2 spec).
+fn percent_encoded(message: &str) -> String {
+    let mut encoded = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(feature = "tower")]
+    fn only_the_grpc_content_types_are_grpc() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(value));
+            is_grpc(&headers)
+        };
+        assert!(with("application/grpc"));
+        assert!(with("application/grpc+proto"));
+        assert!(with("application/grpc;charset=utf-8"));
+        assert!(!with("application/grpc-web"));
+        assert!(!with("application/json"));
+        assert!(!is_grpc(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn a_message_is_percent_encoded_outside_printable_ascii() {
+        assert_eq!(percent_encoded("rate limited"), "rate limited");
+        assert_eq!(percent_encoded("100% full\né"), "100%25 full%0A%C3%A9");
+    }
+
+    #[test]
+    #[cfg(feature = "tower")]
+    fn a_pushback_is_whole_milliseconds_and_nothing_else() {
+        let with = |value: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(GRPC_PUSHBACK, HeaderValue::from_static(value));
+            pushback_in(&headers)
+        };
+        assert_eq!(with("250"), Some(std::time::Duration::from_millis(250)));
+        assert_eq!(with("-1"), None);
+        assert_eq!(with("soon"), None);
+    }
+
+    #[test]
+    fn overload_codes_are_overload_and_the_callers_mistakes_are_neutral() {
+        for code in [4, 8, 14] {
+            assert_eq!(outcome_of(code), Outcome::Overloaded, "{code}");
+        }
+        for code in [1, 2, 3, 5, 6, 7, 9, 10, 11, 12, 13, 15, 16, 99] {
+            assert_eq!(outcome_of(code), Outcome::Neutral, "{code}");
+        }
+        assert_eq!(outcome_of(0), Outcome::Success);
+    }
+}
