@@ -6,29 +6,16 @@
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::get;
 use portcullis::client::ThrottleMiddleware;
 use portcullis::{BulkheadConfig, ThrottleConfig, ThrottleManager};
 use reqwest_middleware::ClientWithMiddleware;
 
 use crate::support;
-use crate::support::slow_body::{SlowBody, Streams};
+use crate::support::slow_body::{Streams, slow_routes};
 
-/// A server (no layer) whose `/stream` streams a [`SlowBody`] and
-/// `/broken` one that breaks off; its address.
+/// A server (no layer) with the slow routes; its address.
 async fn streaming(streams: &Arc<Streams>) -> std::net::SocketAddr {
-    let (whole, broken) = (Arc::clone(streams), Arc::clone(streams));
-    let app = Router::new()
-        .route(
-            "/stream",
-            get(move || async move { Body::new(SlowBody::new(&whole)) }),
-        )
-        .route(
-            "/broken",
-            get(move || async move { Body::new(SlowBody::failing(&broken)) }),
-        );
+    let app = slow_routes(streams);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -7,15 +7,12 @@
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::get;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
 use portcullis::{BulkheadConfig, ThrottleConfig, ThrottleManager};
 
 use crate::layer::serve;
 use crate::support;
-use crate::support::slow_body::{SlowBody, Streams};
+use crate::support::slow_body::{Streams, slow_routes};
 
 /// A manager with a bulkhead of 2 (no queue: a third call is refused) and
 /// a throttle that counts outcomes but sheds nothing.
@@ -28,21 +25,9 @@ fn two_at_a_time() -> ThrottleManager<String> {
         .unwrap()
 }
 
-/// A server whose `/stream` streams a [`SlowBody`] and `/broken` one that
-/// breaks off, behind `layer`; its base URL.
+/// A server with the slow routes behind `layer`; its base URL.
 async fn streaming(layer: ThrottleLayer, streams: &Arc<Streams>) -> String {
-    let (whole, broken) = (Arc::clone(streams), Arc::clone(streams));
-    let app = Router::new()
-        .route(
-            "/stream",
-            get(move || async move { Body::new(SlowBody::new(&whole)) }),
-        )
-        .route(
-            "/broken",
-            get(move || async move { Body::new(SlowBody::failing(&broken)) }),
-        )
-        .layer(layer);
-    serve(app).await
+    serve(slow_routes(streams).layer(layer)).await
 }
 
 /// Eight clients ask for a stream at once; how many were served it whole

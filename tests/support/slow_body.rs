@@ -37,6 +37,23 @@ impl Streams {
     }
 }
 
+/// A router whose `/stream` answers a [`SlowBody`] and `/broken` one that
+/// breaks off, both counted in `streams`.
+pub(crate) fn slow_routes(streams: &Arc<Streams>) -> axum::Router {
+    let (whole, broken) = (Arc::clone(streams), Arc::clone(streams));
+    axum::Router::new()
+        .route(
+            "/stream",
+            axum::routing::get(move || async move { axum::body::Body::new(SlowBody::new(&whole)) }),
+        )
+        .route(
+            "/broken",
+            axum::routing::get(
+                move || async move { axum::body::Body::new(SlowBody::failing(&broken)) },
+            ),
+        )
+}
+
 /// A body of 1 MiB sent over about a second, or one that fails after its
 /// fourth chunk. It streams from its first poll until it yields its last
 /// chunk (or its error), so a body counts as streaming exactly while the
