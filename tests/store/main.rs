@@ -19,6 +19,8 @@ mod support;
 mod redis_server;
 
 #[cfg(feature = "redis")]
+mod cluster;
+#[cfg(feature = "redis")]
 mod fleet;
 mod memory;
 #[cfg(feature = "redis")]

@@ -11,6 +11,28 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether `redis-server` is installed; if not, says that `test` was
+/// skipped, or fails it when `PORTCULLIS_REQUIRE_REDIS` is set.
+fn installed(test: &str) -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        let required = std::env::var_os("PORTCULLIS_REQUIRE_REDIS").is_some();
+        assert!(
+            !required,
+            "{test}: redis-server is not installed, and PORTCULLIS_REQUIRE_REDIS is set"
+        );
+        eprintln!(
+            "SKIPPED {test}: redis-server is not installed (apt-get install redis-server; \
+             .ci/run installs it and requires these tests)"
+        );
+    }
+    found
+}
+
 /// A `redis-server` process; killed when dropped.
 pub(crate) struct RedisServer {
     child: Option<Child>,
@@ -21,21 +43,7 @@ impl RedisServer {
     /// Starts a server, or `None` (after saying why) when `redis-server`
     /// is not installed and the tests are not required to run.
     pub(crate) fn start(test: &str) -> Option<Self> {
-        if Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_err()
-        {
-            let required = std::env::var_os("PORTCULLIS_REQUIRE_REDIS").is_some();
-            assert!(
-                !required,
-                "{test}: redis-server is not installed, and PORTCULLIS_REQUIRE_REDIS is set"
-            );
-            eprintln!(
-                "SKIPPED {test}: redis-server is not installed (apt-get install redis-server; \
-                 .ci/run installs it and requires these tests)"
-            );
+        if !installed(test) {
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")
@@ -119,5 +127,140 @@ impl Drop for RedisServer {
                 .status();
         }
         self.kill();
+    }
+}
+
+/// A Redis Cluster of three masters (no replicas) on loopback ports of its
+/// own, in a temporary directory; killed when dropped.
+pub(crate) struct RedisCluster {
+    nodes: Vec<ClusterNode>,
+    _dir: tempfile::TempDir,
+}
+
+struct ClusterNode {
+    child: Option<Child>,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl ClusterNode {
+    fn start(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", "2000"])
+            .current_dir(&self.dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl RedisCluster {
+    /// Starts three nodes and joins them into a cluster that covers every
+    /// slot, or `None` as [`RedisServer::start`] says.
+    pub(crate) fn start(test: &str) -> Option<Self> {
+        if !installed(test) {
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut nodes = Vec::new();
+        for i in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .expect("a free port")
+                .port();
+            let node_dir = dir.path().join(format!("node-{i}"));
+            std::fs::create_dir(&node_dir).unwrap();
+            let mut node = ClusterNode {
+                child: None,
+                port,
+                dir: node_dir,
+            };
+            node.start();
+            nodes.push(node);
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli runs (package redis-tools)");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        let cluster = Self { nodes, _dir: dir };
+        cluster.wait_until_ok();
+        Some(cluster)
+    }
+
+    /// `redis://127.0.0.1:port/` of each node.
+    pub(crate) fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect()
+    }
+
+    /// Kills node `i` (as a crash would).
+    pub(crate) fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again with its cluster config, and waits until the
+    /// cluster covers every slot again.
+    pub(crate) fn restart(&mut self, i: usize) {
+        self.nodes[i].start();
+        self.wait_until_ok();
+    }
+
+    /// Waits until every node says `cluster_state:ok`.
+    fn wait_until_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.nodes.iter().all(|node| {
+                Command::new("redis-cli")
+                    .args(["-p", &node.port.to_string(), "cluster", "info"])
+                    .output()
+                    .is_ok_and(|out| {
+                        String::from_utf8_lossy(&out.stdout).contains("cluster_state:ok")
+                    })
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.kill();
+        }
     }
 }

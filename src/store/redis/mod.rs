@@ -9,9 +9,13 @@
 //! decrease with its cooldown, outcomes of calls scheduled before the last
 //! decrease left out, bounds, and the bucket's debt kept across a change.
 //! Scripts go by hash, loaded again when the server does not know them;
-//! each touches one Redis key (so Redis Cluster routes it), which expires
-//! once the key has been idle for the store's
-//! [`idle_ttl`](RedisStore::idle_ttl) and owes nothing.
+//! each touches one Redis key (so on Redis Cluster,
+//! [`connect_cluster`](RedisStore::connect_cluster), it runs on the node
+//! of that key's slot), which expires once the key has been idle for the
+//! store's [`idle_ttl`](RedisStore::idle_ttl) and owes nothing. The
+//! scripts write after reading `TIME`, which needs Redis 5 or later
+//! (script effects replication); the store checks the version when it is
+//! made.
 //!
 //! # When Redis is unreachable or slow
 //!
@@ -39,12 +43,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+
+use connection::{Connection, MIN_VERSION, lowest_version, text_of};
 
 use super::{
     RateEvent, RateRules, RateStore, StoreFuture, TokenAnswer, TokenRequest, WhenUnavailable,
 };
 use crate::clock::Nanos;
 
+mod connection;
 mod scripts;
 
 /// Each key's rate shared through Redis; see [`store`](crate::store) for
@@ -72,7 +80,7 @@ mod scripts;
 /// # }
 /// ```
 pub struct RedisStore {
-    connection: ConnectionManager,
+    connection: Connection,
     prefix: String,
     settings: StoreSettings,
     scripts: scripts::Scripts,
@@ -106,20 +114,15 @@ impl RedisStore {
     /// # Errors
     ///
     /// [`ConnectError`] when the URL is not a Redis URL, the prefix is
-    /// empty, or the server cannot be reached within a second.
+    /// empty, the server cannot be reached within a second, or it is older
+    /// than Redis 5 (field `"connection"`).
     ///
     /// # Cancel safety
     ///
     /// Cancel-safe: dropped before it resolves, no store exists and the
     /// connection attempt is abandoned.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, ConnectError> {
-        if prefix.is_empty() {
-            return Err(ConnectError::new(
-                "prefix",
-                "must not be empty (keys of every fleet would mix)",
-                None,
-            ));
-        }
+        check_prefix(prefix)?;
         let client = redis::Client::open(url).map_err(|error| {
             ConnectError::new("url", format!("{url:?} is not a Redis URL"), Some(error))
         })?;
@@ -137,6 +140,141 @@ impl RedisStore {
                     Some(error),
                 )
             })?;
+        Self::over(Connection::Server(connection), prefix).await
+    }
+
+    /// A store over a connection the application already has (its
+    /// reconnect and timeout settings, its TLS, a Sentinel-resolved
+    /// master), keeping every key's rate under `prefix` as
+    /// [`connect`](Self::connect) does.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when the prefix is empty, or the server does not
+    /// answer `INFO` or is older than Redis 5 (field `"connection"`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before it resolves, no store exists.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// use portcullis::store::RedisStore;
+    ///
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let connection = redis::aio::ConnectionManager::new(client).await?;
+    /// let store = RedisStore::with_connection(connection.clone(), "api").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_connection(
+        connection: ConnectionManager,
+        prefix: &str,
+    ) -> Result<Self, ConnectError> {
+        Self::over(Connection::Server(connection), prefix).await
+    }
+
+    /// Connects to the Redis Cluster that `nodes` belong to (`redis://`
+    /// URLs of one or more of its nodes), keeping every key's rate under
+    /// `prefix`. Each script touches one Redis key, so it runs on the node
+    /// that holds its slot; a node that fails takes its keys to the local
+    /// fallback until the cluster answers for them again.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when a URL is not a Redis URL, the prefix is empty,
+    /// the cluster cannot be reached (field `"nodes"`), or a node is older
+    /// than Redis 5 (field `"connection"`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before it resolves, no store exists.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
+    /// use portcullis::store::RedisStore;
+    ///
+    /// let nodes = ["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"];
+    /// let store = RedisStore::connect_cluster(&nodes, "crawler").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_cluster(nodes: &[&str], prefix: &str) -> Result<Self, ConnectError> {
+        check_prefix(prefix)?;
+        let client = redis::cluster::ClusterClient::builder(nodes.iter().copied())
+            .connection_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(1))
+            .retries(1)
+            .build()
+            .map_err(|error| {
+                ConnectError::new(
+                    "nodes",
+                    format!("{nodes:?} are not Redis URLs"),
+                    Some(error),
+                )
+            })?;
+        let connection = client.get_async_connection().await.map_err(|error| {
+            ConnectError::new(
+                "nodes",
+                format!("no Redis Cluster answered at {nodes:?}"),
+                Some(error),
+            )
+        })?;
+        Self::over(Connection::Cluster(connection), prefix).await
+    }
+
+    /// A store over a cluster connection the application already has.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`] when the prefix is empty, or a node does not answer
+    /// `INFO` or is older than Redis 5 (field `"connection"`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before it resolves, no store exists.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// use portcullis::store::RedisStore;
+    ///
+    /// let client = redis::cluster::ClusterClient::new(vec!["redis://10.0.0.1:7000/"])?;
+    /// let connection = client.get_async_connection().await?;
+    /// let store = RedisStore::with_cluster_connection(connection.clone(), "api").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_cluster_connection(
+        connection: ClusterConnection,
+        prefix: &str,
+    ) -> Result<Self, ConnectError> {
+        Self::over(Connection::Cluster(connection), prefix).await
+    }
+
+    /// A store over `connection`, once Redis has said it is recent enough.
+    async fn over(mut connection: Connection, prefix: &str) -> Result<Self, ConnectError> {
+        check_prefix(prefix)?;
+        let info: redis::Value = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| {
+                ConnectError::new("connection", "Redis did not answer INFO", Some(error))
+            })?;
+        match lowest_version(&text_of(&info)) {
+            Some(version) if version >= MIN_VERSION => {}
+            found => {
+                let found = found.map_or("an unknown version".to_owned(), |(major, minor)| {
+                    format!("Redis {major}.{minor}")
+                });
+                return Err(ConnectError::new(
+                    "connection",
+                    format!(
+                        "{found} is too old: the scripts need Redis {}.{} or later \
+                         (they write after reading TIME, which needs script effects replication)",
+                        MIN_VERSION.0, MIN_VERSION.1
+                    ),
+                    None,
+                ));
+            }
+        }
         Ok(Self {
             connection,
             prefix: prefix.to_owned(),
@@ -241,6 +379,37 @@ impl RedisStore {
     /// ```
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// Forgets the shared state of the manager's key `key`: the next call
+    /// of any process starts it afresh, at the starting rate with a full
+    /// burst (redis_rate's `Reset`). Each manager's local state for the key
+    /// (its fallback while Redis is away) is its own, and stays. Whether
+    /// Redis held state for it.
+    ///
+    /// # Errors
+    ///
+    /// Redis's error, when the round trip fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped before Redis has the command, nothing changes;
+    /// after, the state is forgotten all the same.
+    ///
+    /// ```no_run
+    /// # async fn f(store: portcullis::store::RedisStore) -> redis::RedisResult<()> {
+    /// // The tenant's quota was changed: let it start afresh.
+    /// let existed: bool = store.reset("tenant-a").await?;
+    /// # let _ = existed;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reset(&self, key: &str) -> redis::RedisResult<bool> {
+        let mut connection = self.connection.clone();
+        let removed: u32 = redis::cmd("DEL")
+            .arg(self.redis_key(key))
+            .query_async(&mut connection)
+            .await?;
+        Ok(removed > 0)
     }
 
     /// The Redis key of the manager's key named `name`.
@@ -404,7 +573,9 @@ impl ConnectError {
         }
     }
 
-    /// The argument at fault: `"url"` or `"prefix"`.
+    /// What is at fault: `"url"`, `"nodes"` (a cluster's), `"prefix"`, or
+    /// `"connection"` (Redis answered, but not as the store needs: too old,
+    /// or no `INFO`).
     pub fn field(&self) -> &'static str {
         self.field
     }
@@ -424,6 +595,18 @@ impl std::error::Error for ConnectError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_ref().map(|e| e as _)
     }
+}
+
+/// A prefix is needed: without one the keys of every fleet would mix.
+fn check_prefix(prefix: &str) -> Result<(), ConnectError> {
+    if prefix.is_empty() {
+        return Err(ConnectError::new(
+            "prefix",
+            "must not be empty (keys of every fleet would mix)",
+            None,
+        ));
+    }
+    Ok(())
 }
 
 /// The rate store stopped answering (at `warn`: every key of every
