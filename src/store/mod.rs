@@ -121,7 +121,7 @@ use crate::rate::config::RateSettings;
 mod redis;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{ConnectError, RedisStore};
+pub use self::redis::{ConnectError, RedisStore, SharedRate};
 
 /// The future a [`RateStore`] method returns: boxed, so that the manager
 /// holds any store behind one pointer.

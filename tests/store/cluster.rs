@@ -112,9 +112,34 @@ async fn a_store_over_the_applications_connection_shares_and_resets_a_key() {
     );
 
     let store = RedisStore::connect(&server.url(), "app").await.unwrap();
+    // A look changes nothing: the hour's call is taken, the bucket full in
+    // about an hour.
+    let shared = store
+        .peek("tenant")
+        .await
+        .unwrap()
+        .expect("state for the key");
+    assert_eq!(shared.rate, 1.0 / 3600.0);
+    assert!(shared.full_in > Duration::from_secs(3590), "{shared:?}");
+    assert_eq!(shared.remaining(1), 0);
+    assert!(
+        !admitted(&other, "tenant").await,
+        "looking gave nothing back"
+    );
+    // With a burst: three of ten taken, seven left.
+    let bursty = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_hour(10))
+        .rate_store(RedisStore::connect(&server.url(), "app").await.unwrap())
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        assert!(admitted(&bursty, "batch").await);
+    }
+    assert_eq!(store.peek("batch").await.unwrap().unwrap().remaining(10), 7);
     assert!(store.reset("tenant").await.unwrap(), "it held state");
     assert!(!store.reset("tenant").await.unwrap(), "nothing left");
     assert_eq!(server.command(&["EXISTS", "app:tenant"]), ":0\r\n");
+    assert_eq!(store.peek("tenant").await.unwrap(), None);
     // Afresh: the next call of either manager goes.
     assert!(admitted(&other, "tenant").await);
 }

@@ -412,6 +412,30 @@ impl RedisStore {
         Ok(removed > 0)
     }
 
+    /// What Redis holds for the manager's key `key`, changing nothing: its
+    /// shared rate, and how long until its bucket is full again; `None` if
+    /// Redis holds no state for it (never called, idle past its
+    /// [`idle_ttl`](Self::idle_ttl), or [reset](Self::reset)).
+    ///
+    /// # Errors
+    ///
+    /// Redis's error, when the round trip fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn f(store: portcullis::store::RedisStore) -> redis::RedisResult<()> {
+    /// if let Some(shared) = store.peek("example.com").await? {
+    ///     println!("{:.1}/s, {} of a burst of 10 left", shared.rate, shared.remaining(10));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn peek(&self, key: &str) -> redis::RedisResult<Option<SharedRate>> {
+        self.look(&self.redis_key(key)).await
+    }
+
     /// The Redis key of the manager's key named `name`.
     fn redis_key(&self, name: &str) -> String {
         format!("{}:{name}", self.prefix)
@@ -485,6 +509,33 @@ impl fmt::Debug for RedisStore {
             .field("settings", &self.settings)
             .field("available", &self.health.is_up())
             .finish_non_exhaustive()
+    }
+}
+
+/// A key's shared state in Redis, from [`RedisStore::peek`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct SharedRate {
+    /// The key's shared rate, in calls a second.
+    pub rate: f64,
+    /// How long until its bucket is full again (zero: it is full).
+    pub full_in: Duration,
+}
+
+impl SharedRate {
+    /// How many calls could start at once now, for a key whose burst is
+    /// `burst` (the rate's [`RateConfig::burst`](crate::RateConfig::burst)):
+    /// the burst less the calls' worth of debt still to clear.
+    ///
+    /// ```
+    /// use portcullis::store::SharedRate;
+    /// # fn f(shared: SharedRate) {
+    /// let left = shared.remaining(20);
+    /// # let _ = left; }
+    /// ```
+    pub fn remaining(&self, burst: u32) -> u32 {
+        let owed = (self.full_in.as_secs_f64() * self.rate).ceil();
+        (f64::from(burst) - owed).clamp(0.0, f64::from(burst)) as u32
     }
 }
 

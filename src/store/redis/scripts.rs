@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{RedisStore, WhenUnavailable, restored_event, unavailable_event};
+use super::{RedisStore, SharedRate, WhenUnavailable, restored_event, unavailable_event};
 use crate::clock::{Nanos, nanos};
 use crate::rate::aimd::{MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED};
 use crate::rate::config::Decrease;
@@ -13,6 +13,7 @@ use crate::store::{RateEvent, RateRules, TokenAnswer, TokenReceipt};
 pub(super) struct Scripts {
     decide: redis::Script,
     outcome: redis::Script,
+    peek: redis::Script,
 }
 
 impl Scripts {
@@ -26,6 +27,7 @@ impl Scripts {
                 include_str!("now.lua"),
                 include_str!("outcome.lua")
             )),
+            peek: redis::Script::new(concat!(include_str!("now.lua"), include_str!("peek.lua"))),
         }
     }
 }
@@ -172,6 +174,24 @@ impl RedisStore {
         )
         .await;
         self.settle(answer).and_then(|rate| rate.parse().ok())
+    }
+
+    /// The shared state of the Redis key `key`, or `None` if Redis holds
+    /// none for it.
+    pub(super) async fn look(&self, key: &str) -> redis::RedisResult<Option<SharedRate>> {
+        let mut invocation = self.scripts.peek.key(key);
+        invocation.arg("");
+        let mut connection = self.connection.clone();
+        let (rate, debt) = invocation
+            .invoke_async::<(String, String)>(&mut connection)
+            .await?;
+        let (Ok(rate), Ok(debt)) = (rate.parse::<f64>(), debt.parse::<f64>()) else {
+            return Ok(None);
+        };
+        Ok(Some(SharedRate {
+            rate,
+            full_in: Duration::from_nanos((debt.max(0.0) * 1e3).ceil() as Nanos),
+        }))
     }
 
     /// A round trip's answer, with the store's health updated from it.
