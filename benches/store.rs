@@ -2,12 +2,12 @@
 //! is shared (the decision script), next to a plain GCRA script of the kind
 //! go-redis's `redis_rate` runs (one string key, `GET` and `SET`, Redis's
 //! `TIME`), sent the same way (the redis crate's connection manager, by
-//! hash) in the same run; one caller at a time, and 32 at once. Then the
-//! round trips a decision costs, counted by Redis itself (`INFO
-//! commandstats`).
+//! hash) in the same run; one caller at a time, and 32 at once; on one
+//! server and on a three-node Redis Cluster. Then the round trips a
+//! decision costs, counted by Redis itself (`INFO commandstats`).
 //!
 //! Run: `cargo bench --features redis --bench store` (starts its own
-//! `redis-server`, which must be installed). Compare ratios, not times:
+//! `redis-server` and cluster, which need redis-server and redis-cli). Compare ratios, not times:
 //! these machines are shared and noisy.
 
 #[path = "../tests/support/redis.rs"]
@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 use portcullis::store::RedisStore;
 use portcullis::{Priority, RateConfig, ThrottleManager};
+use redis::aio::ConnectionLike;
 use redis::aio::ConnectionManager;
-use redis_server::RedisServer;
+use redis_server::{RedisCluster, RedisServer};
 use tokio::runtime::Runtime;
 
 /// GCRA in the style of `redis_rate`: the bucket's `tat` in one string key.
@@ -81,45 +82,7 @@ fn decisions(c: &mut Criterion) {
         let plain = ConnectionManager::new(client).await.unwrap();
         (manager, plain)
     });
-    let script = redis::Script::new(PLAIN_GCRA);
-
-    let mut group = c.benchmark_group("shared_decision");
-    group.measurement_time(Duration::from_secs(5));
-    for concurrency in [1, 32] {
-        let manager = manager.clone();
-        group.bench_function(format!("portcullis_acquire/{concurrency}"), |b| {
-            b.iter_custom(|calls| {
-                let manager = manager.clone();
-                runtime.block_on(timed(calls, concurrency, move || {
-                    let manager = manager.clone();
-                    async move {
-                        let permit = manager.acquire("host", Priority::HIGH).await.unwrap();
-                        drop(permit); // no outcome: the decision alone
-                    }
-                }))
-            });
-        });
-        let (plain, script) = (plain.clone(), script.clone());
-        group.bench_function(format!("plain_gcra_script/{concurrency}"), |b| {
-            b.iter_custom(|calls| {
-                let (plain, script) = (plain.clone(), script.clone());
-                runtime.block_on(timed(calls, concurrency, move || {
-                    let (mut plain, script) = (plain.clone(), script.clone());
-                    async move {
-                        let answer: (i64, String) = script
-                            .key("bench-plain:host")
-                            .arg(RATE)
-                            .arg(1_000)
-                            .invoke_async(&mut plain)
-                            .await
-                            .unwrap();
-                        assert_eq!(answer.0, 1);
-                    }
-                }))
-            });
-        });
-    }
-    group.finish();
+    compare(c, "shared_decision", &runtime, &manager, &plain);
 
     // Round trips: scripts Redis ran for 1,000 decisions, and for 1,000
     // decisions each with its outcome reported.
@@ -159,5 +122,78 @@ fn decisions(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, decisions);
+/// The manager's decision next to the plain script over `plain`, one
+/// caller at a time and 32 at once, as the group `name`.
+fn compare<C>(
+    c: &mut Criterion,
+    name: &str,
+    runtime: &Runtime,
+    manager: &ThrottleManager<String>,
+    plain: &C,
+) where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let script = redis::Script::new(PLAIN_GCRA);
+    let mut group = c.benchmark_group(name);
+    group.measurement_time(Duration::from_secs(5));
+    for concurrency in [1, 32] {
+        let manager = manager.clone();
+        group.bench_function(format!("portcullis_acquire/{concurrency}"), |b| {
+            b.iter_custom(|calls| {
+                let manager = manager.clone();
+                runtime.block_on(timed(calls, concurrency, move || {
+                    let manager = manager.clone();
+                    async move {
+                        let permit = manager.acquire("host", Priority::HIGH).await.unwrap();
+                        drop(permit); // no outcome: the decision alone
+                    }
+                }))
+            });
+        });
+        let (plain, script) = (plain.clone(), script.clone());
+        group.bench_function(format!("plain_gcra_script/{concurrency}"), |b| {
+            b.iter_custom(|calls| {
+                let (plain, script) = (plain.clone(), script.clone());
+                runtime.block_on(timed(calls, concurrency, move || {
+                    let (mut plain, script) = (plain.clone(), script.clone());
+                    async move {
+                        let answer: (i64, String) = script
+                            .key("bench-plain:host")
+                            .arg(RATE)
+                            .arg(1_000)
+                            .invoke_async(&mut plain)
+                            .await
+                            .unwrap();
+                        assert_eq!(answer.0, 1);
+                    }
+                }))
+            });
+        });
+    }
+    group.finish();
+}
+
+/// The same comparison on a three-node Redis Cluster.
+fn cluster_decisions(c: &mut Criterion) {
+    let Some(cluster) = RedisCluster::start("the store bench on a cluster") else {
+        return;
+    };
+    let urls = cluster.urls();
+    let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let runtime = Runtime::new().unwrap();
+    let (manager, plain) = runtime.block_on(async {
+        let store = RedisStore::connect_cluster(&nodes, "bench").await.unwrap();
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::new(RATE).burst(1_000).bounds(RATE, RATE))
+            .rate_store(store)
+            .build()
+            .unwrap();
+        let client = redis::cluster::ClusterClient::new(nodes.clone()).unwrap();
+        let plain = client.get_async_connection().await.unwrap();
+        (manager, plain)
+    });
+    compare(c, "shared_decision_cluster", &runtime, &manager, &plain);
+}
+
+criterion_group!(benches, decisions, cluster_decisions);
 criterion_main!(benches);
