@@ -124,6 +124,9 @@ async fn a_body_that_breaks_off_is_overload_and_one_dropped_unread_is_neutral() 
         .await
         .unwrap();
     assert_eq!(counted(), (1, 0, Some(1)));
+    // The response that carries the permit is still the one reqwest made.
+    assert_eq!(unread.url().as_str(), format!("http://{addr}/stream"));
+    assert_eq!(unread.remote_addr(), Some(addr));
     drop(unread);
     assert_eq!(
         counted(),
