@@ -13,4 +13,5 @@ mod adaptive;
 mod adaptive_http;
 mod fixed;
 mod http;
+mod shapes;
 mod stress;

@@ -1,0 +1,191 @@
+//! The learned concurrency limit against backends whose latency varies,
+//! on virtual time: a backend that serves at most N = 8 calls at once
+//! (503 beyond), each taking a latency drawn from a shape (constant,
+//! uniform, exponential, a tenth fast cache hits, rising with load). Over
+//! the second half of a run, the learned limit, the goodput against a
+//! fixed limit of N in the same run, and the share of calls refused.
+//!
+//! `cargo test --all-features --test bulkhead shapes -- --ignored
+//! --nocapture` prints the table. Ignored until issue 30 lands: the learned
+//! limit collapses to 1 for uniform and exponential latency (13 % of the
+//! fixed limit's goodput) and holds 4 to 5 when latency rises with load
+//! (78 %), so the test fails today, for that reason.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+use tokio::time::Instant;
+
+/// What the backend serves at once.
+const N: u32 = 8;
+const MEAN: Duration = Duration::from_millis(10);
+const CALLERS: usize = 32;
+const LENGTH: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Shape {
+    Constant,
+    Uniform,
+    Exponential,
+    FastHits,
+    RisingWithLoad,
+}
+
+/// splitmix64: a seeded source of draws in [0, 1).
+struct Draws(u64);
+
+impl Draws {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+struct Backend {
+    shape: Shape,
+    in_flight: AtomicU32,
+    draws: Mutex<Draws>,
+}
+
+impl Backend {
+    fn new(shape: Shape) -> Self {
+        Self {
+            shape,
+            in_flight: AtomicU32::new(0),
+            draws: Mutex::new(Draws(7)),
+        }
+    }
+
+    /// One call: `true` if served, `false` for a 503 (more than N at once).
+    async fn call(&self) -> bool {
+        let in_flight = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        if in_flight > N {
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            return false;
+        }
+        let u = self.draws.lock().unwrap().next();
+        let latency = match self.shape {
+            Shape::Constant => MEAN,
+            Shape::Uniform => MEAN.mul_f64(0.5 + u),
+            Shape::Exponential => MEAN.mul_f64(-(1.0 - u).ln()),
+            Shape::FastHits if u < 0.1 => MEAN / 10,
+            Shape::FastHits => MEAN.mul_f64(1.1),
+            Shape::RisingWithLoad => MEAN.mul_f64(1.0 + f64::from(in_flight - 1) / f64::from(N)),
+        };
+        tokio::time::sleep(latency.max(Duration::from_micros(50))).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        true
+    }
+}
+
+/// Over the second half of a run: the limit's 5th to 95th percentile,
+/// successes a second, and the share of calls refused.
+struct Settled {
+    limits: (usize, usize),
+    goodput: f64,
+    refused: f64,
+}
+
+async fn run(shape: Shape, config: BulkheadConfig) -> Settled {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(config)
+        .build()
+        .unwrap();
+    let backend = Arc::new(Backend::new(shape));
+    let (ok, no) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let start = Instant::now();
+    let half = LENGTH / 2;
+    let tasks: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let (manager, backend, ok, no) =
+                (manager.clone(), backend.clone(), ok.clone(), no.clone());
+            tokio::spawn(async move {
+                while start.elapsed() < LENGTH {
+                    let permit = manager.acquire("api", Priority::HIGH).await.unwrap();
+                    let served = backend.call().await;
+                    let counter = if served { &ok } else { &no };
+                    if start.elapsed() > half {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if served {
+                        permit.success();
+                    } else {
+                        permit.failure();
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut limits = Vec::new();
+    while start.elapsed() < LENGTH {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if start.elapsed() > half {
+            limits.push(manager.concurrency_limit("api").unwrap());
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    limits.sort();
+    let (ok, no) = (ok.load(Ordering::Relaxed), no.load(Ordering::Relaxed));
+    Settled {
+        limits: (
+            limits[limits.len() / 20],
+            limits[limits.len() - 1 - limits.len() / 20],
+        ),
+        goodput: ok as f64 / half.as_secs_f64(),
+        refused: no as f64 / (ok + no).max(1) as f64,
+    }
+}
+
+fn adaptive() -> BulkheadConfig {
+    BulkheadConfig::adaptive().bounds(1, 200).queue(1_000)
+}
+
+#[tokio::test(start_paused = true)]
+#[ignore = "issue 30: the learned limit fails on varying latency; run with --ignored"]
+async fn the_learned_limit_holds_up_whatever_the_latency_shape() {
+    let shapes = [
+        Shape::Constant,
+        Shape::Uniform,
+        Shape::Exponential,
+        Shape::FastHits,
+        Shape::RisingWithLoad,
+    ];
+    println!(
+        "backend of N = {N} at once (503 beyond), {CALLERS} callers, second half of {LENGTH:?}"
+    );
+    println!("| latency | learned limit (5th..95th) | goodput vs fixed {N} | refused |");
+    println!("| --- | --- | --- | --- |");
+    let mut failures = Vec::new();
+    for shape in shapes {
+        let fixed = run(shape, BulkheadConfig::new(N).queue(1_000)).await;
+        let learned = run(shape, adaptive()).await;
+        let ratio = learned.goodput / fixed.goodput;
+        println!(
+            "| {shape:?} | {}..={} | {:.0} % ({:.0}/s vs {:.0}/s) | {:.1} % |",
+            learned.limits.0,
+            learned.limits.1,
+            100.0 * ratio,
+            learned.goodput,
+            fixed.goodput,
+            100.0 * learned.refused
+        );
+        let n = N as f64;
+        let (low, high) = (learned.limits.0 as f64, learned.limits.1 as f64);
+        if low < 0.75 * n || high > 1.5 * n || ratio < 0.9 || learned.refused > 0.05 {
+            failures.push(shape);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "shapes that fail the bar: {failures:?}"
+    );
+}
