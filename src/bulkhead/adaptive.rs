@@ -2,35 +2,52 @@
 //! key's limit and what a window of calls does to it. No clock, no atomics:
 //! time comes in with the samples.
 //!
-//! The controller is a gradient one, in the style of Envoy's adaptive
-//! concurrency filter (and of Netflix's Gradient2):
+//! The controller compares like with like, in the style of Netflix's
+//! Vegas limit (and of Envoy's adaptive concurrency filter, whose probes
+//! it shares):
 //!
-//! - the **baseline** is the latency of calls made with almost nothing in
-//!   flight: the limit is held low for a few calls now and then (a probe)
-//!   and the fastest of them is the baseline. A baseline taken under load
-//!   cannot tell a slow backend from a queueing one, and a limit that
-//!   measures itself against it drifts up without end;
-//! - every window of calls, `gradient = clamp((1 + BUFFER) × baseline /
-//!   latency, 0.5, 2)` and the new limit is `limit × gradient`, plus
-//!   `√limit` of room while the gradient is 1 or more: it grows while
-//!   calls are as fast as the baseline allows and falls in proportion once
-//!   the backend queues them, settling where calls take the baseline plus
-//!   the buffer;
+//! - the **baseline** is the mean latency of calls made with almost
+//!   nothing in flight: the limit is held low for [`PROBE_CALLS`] calls now
+//!   and then (a probe). It is the same statistic as a window's (a mean of
+//!   calls), so a backend whose latency varies (uniform, exponential, a
+//!   few fast cache hits) shows a window's latency near its baseline, not
+//!   always above it as against the fastest call. A baseline taken under
+//!   load cannot tell a slow backend from a queueing one;
+//! - every window of calls estimates how many of the calls in flight wait
+//!   at the backend: `queued = limit × (1 − baseline / latency)`. Below
+//!   [`ALPHA`] steps the limit grows a step, above [`BETA`] steps it falls
+//!   one, between it holds; a step is `log10(limit)`, at least 1. A
+//!   backend whose calls queue (more in flight than its workers) settles a
+//!   few calls above its workers, where about `BETA` steps wait; the
+//!   thresholds grow with the logarithm of the limit, so a large limit
+//!   tolerates more waiting calls but a smaller share of its calls
+//!   waiting. Latency that only varies, with nothing waiting, moves the
+//!   estimate around zero, and the limit grows until the backend refuses;
+//! - a fresh key's limit starts at its lower bound and doubles each window
+//!   (TCP's slow start) until calls first queue or the backend first
+//!   refuses one: a slow backend would otherwise take a window of calls at
+//!   each step of the climb;
 //! - an overload (a 429, a 503, a timeout) takes [`OVERLOAD_FACTOR`] off
 //!   the limit at once, at most once per baseline latency (the calls in
 //!   flight when it fell report the same overload); from then on it grows
-//!   by at most [`CAREFUL_STEP`] a window (until the next probe): a
-//!   backend that refuses beyond N in flight answers fast, and its latency
-//!   never warns of the next refusal;
+//!   by at most [`CAREFUL_STEP`] a window, and not back to the whole limit
+//!   that was refused (until the next probe): a backend that refuses
+//!   beyond N in flight answers fast, and its latency never warns of the
+//!   next refusal. An overload that ends the slow start halves the limit,
+//!   back to where it last doubled from;
 //! - the limit grows only while it is what holds calls back (calls queued,
 //!   or every slot taken in the window), never while the key uses a
 //!   fraction of it: the lesson of the rate's validation.
 
 use crate::clock::Nanos;
 
-/// How much latency above the baseline the gradient tolerates before it
-/// lowers the limit.
-pub(crate) const BUFFER: f64 = 0.2;
+/// Below this many calls queued at the backend (times the step,
+/// `log10(limit)`, at least 1), the limit grows by a step.
+const ALPHA: f64 = 2.0;
+
+/// Above this many calls queued at the backend (times the step), the limit
+/// falls by a step; between the two it holds.
+const BETA: f64 = 4.0;
 
 /// What an overload leaves of the limit.
 pub(crate) const OVERLOAD_FACTOR: f64 = 0.9;
@@ -46,8 +63,11 @@ const CAREFUL_STEP: f64 = 0.25;
 /// window's mean latency.
 const MIN_WINDOW: u32 = 10;
 
-/// The calls of a probe: the baseline is the fastest of them.
-pub(crate) const PROBE_CALLS: u32 = 10;
+/// The calls of a probe: the baseline is their mean latency (enough of
+/// them that the mean of an exponential latency is within about a fifth
+/// of the true one; a probe's calls are made at its low limit, so each
+/// one more costs a slow backend's throughput).
+pub(crate) const PROBE_CALLS: u32 = 20;
 
 /// Calls in flight at most during a probe (or the lower bound, if higher).
 pub(crate) const PROBE_LIMIT: u32 = 2;
@@ -55,11 +75,6 @@ pub(crate) const PROBE_LIMIT: u32 = 2;
 /// Time between probes (ns): Envoy's filter measures its unloaded latency
 /// every minute.
 const PROBE_EVERY: Nanos = 30_000_000_000;
-
-/// How much of each window's estimate the limit takes (the rest is its old
-/// value): the window's latency lags the limit that caused it, and taking
-/// all of it overshoots.
-const SMOOTHING: f64 = 0.3;
 
 /// What one key's limit has learned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,8 +91,11 @@ pub(crate) struct LimitEstimate {
     pub(crate) probed_at: Nanos,
     /// During a probe, its calls still to come (0: not probing).
     pub(crate) probe_left: u32,
-    /// During a probe, the fastest of its calls so far (ns).
-    pub(crate) probe_best: Nanos,
+    /// During a probe, its calls' latencies so far, summed (ns).
+    pub(crate) probe_sum: Nanos,
+    /// Whether the limit is still in its slow start: it doubles each
+    /// window until calls first queue at the backend or it refuses one.
+    pub(crate) slow_start: bool,
 }
 
 /// The calls of one window, summed.
@@ -122,7 +140,8 @@ impl LimitEstimate {
             overloaded_at_limit: 0.0,
             probed_at: 0,
             probe_left: PROBE_CALLS,
-            probe_best: Nanos::MAX,
+            probe_sum: 0,
+            slow_start: true,
         }
     }
 
@@ -135,9 +154,16 @@ impl LimitEstimate {
         }
     }
 
-    /// How many calls the current window takes.
+    /// How many calls the current window takes: in the slow start, one
+    /// limit's worth (it doubles on each: a window of ten calls at a low
+    /// limit takes ten latencies on a slow backend), else at least
+    /// [`MIN_WINDOW`].
     pub(crate) fn window_size(&self) -> u32 {
-        MIN_WINDOW.max(self.limit as u32)
+        if self.slow_start {
+            (self.limit as u32).max(1)
+        } else {
+            MIN_WINDOW.max(self.limit as u32)
+        }
     }
 }
 
@@ -154,13 +180,13 @@ pub(crate) fn probed(
     if learned.probe_left == 0 || in_flight > bounds.probe_limit() {
         return learned; // not a probe's call (one still finishing from before)
     }
-    let best = learned.probe_best.min(latency.max(1));
+    let sum = learned.probe_sum.saturating_add(latency.max(1));
     let left = learned.probe_left - 1;
     LimitEstimate {
         probe_left: left,
-        probe_best: best,
+        probe_sum: sum,
         baseline: if left == 0 {
-            best as f64
+            sum as f64 / f64::from(PROBE_CALLS)
         } else {
             learned.baseline
         },
@@ -181,32 +207,47 @@ pub(crate) fn learn(learned: LimitEstimate, window: Window, bounds: Bounds) -> L
         return learned;
     }
     let latency = (window.latency / u64::from(window.calls)).max(1) as f64;
-    let gradient = ((1.0 + BUFFER) * learned.baseline / latency).clamp(0.5, 2.0);
-    // Room to grow (√limit) only while calls are within the buffer: once
-    // they wait beyond it, the limit shrinks in proportion, and settles
-    // where the latency is the baseline plus the buffer.
-    let headroom = if gradient >= 1.0 {
-        learned.limit.sqrt()
+    let queued = queued_at_backend(learned.limit, learned.baseline, latency);
+    let step = learned.limit.log10().max(1.0);
+    let congested = queued >= ALPHA * step;
+    let slow_start = learned.slow_start && !congested;
+    let mut limit = if slow_start {
+        learned.limit * 2.0
+    } else if !congested {
+        learned.limit + step
+    } else if queued > BETA * step {
+        learned.limit - step
     } else {
-        0.0
+        learned.limit
     };
-    let estimate = learned.limit * gradient + headroom;
-    let mut limit = learned.limit * (1.0 - SMOOTHING) + estimate * SMOOTHING;
     if limit > learned.limit && !window.limiting {
         limit = learned.limit;
     }
     let careful = learned.overloaded_at_limit > 0.0
         && learned.limit >= OVERLOAD_FACTOR * learned.overloaded_at_limit;
     if careful {
-        limit = limit.min(learned.limit + CAREFUL_STEP);
+        // Careful, and never back to the whole limit that was refused.
+        let refused = learned.overloaded_at_limit.floor();
+        limit = limit
+            .min(learned.limit + CAREFUL_STEP)
+            .min((refused - CAREFUL_STEP).max(learned.limit));
     }
     let probe = window.end.saturating_sub(learned.probed_at) >= PROBE_EVERY;
     LimitEstimate {
         limit: bounds.clamp(limit),
         probe_left: if probe { PROBE_CALLS } else { 0 },
-        probe_best: Nanos::MAX,
+        probe_sum: 0,
+        slow_start,
         ..learned
     }
+}
+
+/// How many of `limit` calls in flight wait at the backend rather than
+/// being served, if calls served without waiting take `baseline` and they
+/// take `latency` now (Vegas: the limit times the share of the latency
+/// that is waiting).
+fn queued_at_backend(limit: f64, baseline: f64, latency: f64) -> f64 {
+    limit * (1.0 - baseline / latency).max(0.0)
 }
 
 /// An overload at `at` lowers the limit at once, unless it already fell
@@ -217,10 +258,18 @@ pub(crate) fn overloaded(learned: LimitEstimate, at: Nanos, bounds: Bounds) -> L
     if recently {
         return learned;
     }
+    // In its slow start the limit has just doubled: the half it doubled
+    // from had no refusal.
+    let factor = if learned.slow_start {
+        0.5
+    } else {
+        OVERLOAD_FACTOR
+    };
     LimitEstimate {
-        limit: bounds.clamp(learned.limit * OVERLOAD_FACTOR),
+        limit: bounds.clamp(learned.limit * factor),
         decreased_at: at.max(1),
         overloaded_at_limit: learned.limit,
+        slow_start: false,
         ..learned
     }
 }
@@ -232,13 +281,17 @@ mod tests {
     const MS: Nanos = 1_000_000;
     const BOUNDS: Bounds = Bounds { min: 1, max: 200 };
 
-    /// A limit whose baseline is `baseline`, past its first probe.
+    /// A settled limit (its slow start over) whose baseline is
+    /// `baseline`, past its first probe.
     fn probed_at(limit: u32, baseline: Nanos) -> LimitEstimate {
         let mut learned = LimitEstimate::new(limit);
         for _ in 0..PROBE_CALLS {
             learned = probed(learned, MS, baseline, 1, BOUNDS);
         }
-        learned
+        LimitEstimate {
+            slow_start: false,
+            ..learned
+        }
     }
 
     fn window(latency: Nanos, limiting: bool) -> Window {
@@ -264,38 +317,56 @@ mod tests {
     }
 
     #[test]
-    fn the_baseline_is_the_fastest_call_of_its_probe_not_the_last() {
+    fn the_baseline_is_the_mean_of_its_probe_like_the_windows_it_is_compared_with() {
         let mut learned = LimitEstimate::new(20);
-        for latency in [30, 12, 25, 18, 40, 22, 35, 15, 28, 33] {
+        // Latencies that vary (a quarter fast, the rest slower), as a real
+        // backend's do: the baseline is their mean, not the fastest, so a
+        // window of the same calls under no load shows nothing queued.
+        for i in 0..PROBE_CALLS {
+            let latency = if i % 4 == 0 { 2 } else { 14 };
             learned = probed(learned, MS, latency * MS, 1, BOUNDS);
         }
         assert_eq!(learned.probe_left, 0);
-        assert_eq!(learned.baseline, (12 * MS) as f64);
+        assert_eq!(learned.baseline, (11 * MS) as f64);
+        assert_eq!(
+            queued_at_backend(20.0, learned.baseline, learned.baseline),
+            0.0
+        );
     }
 
     #[test]
-    fn the_limit_rises_while_latency_is_low_and_calls_queue() {
+    fn the_queue_at_the_backend_is_the_share_of_latency_spent_waiting() {
+        // Twice the unloaded latency: half of the calls in flight wait.
+        assert_eq!(queued_at_backend(16.0, 10.0, 20.0), 8.0);
+        // Faster than the baseline: nothing waits (never a negative queue).
+        assert_eq!(queued_at_backend(16.0, 10.0, 8.0), 0.0);
+    }
+
+    #[test]
+    fn the_limit_rises_while_nothing_queues_and_calls_are_held_back() {
         let mut learned = probed_at(10, 10 * MS);
         for _ in 0..20 {
             learned = learn(learned, window(10 * MS, true), BOUNDS);
         }
-        assert!(learned.limit > 40.0, "{learned:?}");
+        // A step (log10 of the limit, at least 1) a window.
+        assert!(learned.limit > 28.0, "{learned:?}");
     }
 
     #[test]
-    fn the_limit_falls_when_latency_rises_past_the_buffer() {
+    fn the_limit_falls_a_step_when_more_than_beta_steps_queue_and_holds_between() {
         let settled = probed_at(50, 10 * MS);
-        // The backend queues: calls take three times the baseline.
+        let step = 50f64.log10();
+        // Three times the baseline: two thirds of 50 wait, past BETA steps.
         let loaded = learn(settled, window(30 * MS, true), BOUNDS);
-        assert_eq!(
-            loaded.limit,
-            50.0 * (1.0 - SMOOTHING) + 50.0 * 0.5 * SMOOTHING
-        );
-        assert!(loaded.limit < settled.limit);
+        assert_eq!(loaded.limit, 50.0 - step);
+        // A queue between ALPHA and BETA steps: the limit holds.
+        let between = 10.0 * MS as f64 / (1.0 - 3.0 * step / 50.0);
+        let held = learn(settled, window(between as Nanos, true), BOUNDS);
+        assert_eq!(held.limit, 50.0);
     }
 
     #[test]
-    fn against_a_queueing_backend_the_limit_settles_near_its_workers() {
+    fn against_a_queueing_backend_the_limit_settles_a_few_calls_above_its_workers() {
         // Ten workers of 10 ms: with more than ten in flight, calls wait.
         let mut learned = probed_at(1, 10 * MS);
         for _ in 0..90 {
@@ -303,7 +374,41 @@ mod tests {
             let latency = (10.0 * MS as f64 * (limit / 10.0).max(1.0)) as Nanos;
             learned = learn(learned, window(latency, true), BOUNDS);
         }
-        assert!((10.0..=14.0).contains(&learned.limit), "{learned:?}");
+        assert!((11.0..=15.0).contains(&learned.limit), "{learned:?}");
+    }
+
+    #[test]
+    fn a_fresh_limit_doubles_each_window_until_calls_queue_or_are_refused() {
+        let mut learned = LimitEstimate::new(1);
+        for _ in 0..PROBE_CALLS {
+            learned = probed(learned, MS, 10 * MS, 1, BOUNDS);
+        }
+        for expected in [2.0, 4.0, 8.0, 16.0] {
+            assert_eq!(learned.window_size(), learned.limit as u32);
+            learned = learn(learned, window(10 * MS, true), BOUNDS);
+            assert_eq!(learned.limit, expected);
+        }
+        // Calls queue (twice the baseline: half of 16 wait): the slow start
+        // ends, and the limit steps as Vegas does from then on.
+        let queued = learn(learned, window(20 * MS, true), BOUNDS);
+        assert!(!queued.slow_start);
+        assert_eq!(queued.limit, 16.0 - 16f64.log10());
+        // Or a refusal ends it: back to the half it doubled from.
+        let refused = overloaded(learned, 500 * MS, BOUNDS);
+        assert!(!refused.slow_start);
+        assert_eq!(refused.limit, 8.0);
+    }
+
+    #[test]
+    fn after_an_overload_the_limit_stays_below_the_whole_limit_refused() {
+        let settled = probed_at(5, 10 * MS);
+        let lowered = overloaded(settled, 100 * MS, BOUNDS);
+        let mut learned = lowered;
+        for _ in 0..20 {
+            learned = learn(learned, window(10 * MS, true), BOUNDS);
+        }
+        assert!(learned.limit < 5.0 && learned.limit >= 4.5, "{learned:?}");
+        assert_eq!(learned.whole(BOUNDS), 4);
     }
 
     #[test]

@@ -110,15 +110,19 @@ impl BulkheadConfig {
     /// [`bounds`](Self::bounds) (default 1 to 1,000) from its calls'
     /// latency, from admission to outcome, and their outcomes.
     ///
-    /// Now and then (first of all, and every hundred windows of calls) the
-    /// limit is held at 2 for ten calls, and the fastest of them is the
-    /// key's unloaded latency. After each window of calls (at least ten,
-    /// or the limit), the limit moves by `gradient = clamp(1.2 × unloaded /
-    /// mean latency, 0.5, 2)`: to `limit × gradient + √limit`. So it grows
-    /// while calls are as fast as the unloaded ones, and falls in
-    /// proportion once the backend makes them wait. An overload (a
-    /// [`failure`](crate::Permit::failure)) takes 20 % off at once, at most
-    /// once per unloaded latency. It grows only while it is what holds
+    /// Now and then (first of all, and every 30 s) the limit is held at 2
+    /// for twenty calls, and their mean latency is the key's unloaded
+    /// latency. After each window of calls (at least ten, or the limit),
+    /// the calls waiting at the backend are estimated as `limit × (1 −
+    /// unloaded / mean latency)`: below 2 steps the limit grows a step,
+    /// above 4 it falls one (a step is `log10(limit)`, at least 1). So it
+    /// grows while calls are as fast as the unloaded ones, however their
+    /// latency varies, and settles a few calls above what the backend
+    /// serves at once. An overload (a [`failure`](crate::Permit::failure))
+    /// takes 10 % off at once, at most once per unloaded latency, and
+    /// growth is careful after it (never back to the whole limit refused)
+    /// until the next probe. A fresh key starts at the lower bound and
+    /// doubles each window until calls first queue or are refused. It grows only while it is what holds
     /// calls back: calls waiting in the queue, or every slot taken. A
     /// neutral outcome (a permit dropped unreported) teaches it nothing.
     ///

@@ -5,11 +5,8 @@
 //! the second half of a run, the learned limit, the goodput against a
 //! fixed limit of N in the same run, and the share of calls refused.
 //!
-//! `cargo test --all-features --test bulkhead shapes -- --ignored
-//! --nocapture` prints the table. Ignored until issue 30 lands: the learned
-//! limit collapses to 1 for uniform and exponential latency (13 % of the
-//! fixed limit's goodput) and holds 4 to 5 when latency rises with load
-//! (78 %), so the test fails today, for that reason.
+//! `cargo test --all-features --test bulkhead shapes -- --nocapture`
+//! prints the table.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -150,7 +147,6 @@ fn adaptive() -> BulkheadConfig {
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 30: the learned limit fails on varying latency; run with --ignored"]
 async fn the_learned_limit_holds_up_whatever_the_latency_shape() {
     let shapes = [
         Shape::Constant,
