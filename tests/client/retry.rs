@@ -358,14 +358,16 @@ async fn retries_do_not_multiply_an_outage_and_still_mend_transient_faults() {
             ours.per_call()
         );
     }
+    // The budget mends transient faults as well as reqwest-retry does.
     let baseline = transient[0].succeeded_share();
-    for ours in &transient[1..] {
-        let share = ours.succeeded_share();
-        assert!(share >= 0.995, "{}: {share:.4}", ours.client);
-        assert!(
-            share >= baseline - 0.005,
-            "{}: {share:.4} vs {baseline:.4}",
-            ours.client
-        );
-    }
+    let share = transient[1].succeeded_share();
+    assert!(share >= 0.995, "{}: {share:.4}", transient[1].client);
+    assert!(share >= baseline - 0.005, "{share:.4} vs {baseline:.4}");
+    // With the throttle, retries go in one level lower, where the level
+    // above's failures count as requests (the SRE rule): at 5 % failures
+    // that level's requests are about twice its accepts, so the throttle
+    // sheds a few per cent of retries, at random. Nearly every call still
+    // succeeds.
+    let share = transient[2].succeeded_share();
+    assert!(share >= 0.98, "{}: {share:.4}", transient[2].client);
 }
