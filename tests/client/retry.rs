@@ -51,9 +51,10 @@ async fn a_503_is_sent_again_and_the_caller_gets_the_answer_after_it() {
     let response = through(&manager).get(server.url()).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(server.arrivals().len(), 2);
-    // The bucket was full (10 tokens): the retry took one.
+    // The bucket was full (10 tokens): the retry took one (the floor of
+    // one a second refills a little while the test runs).
     let tokens = retry_tokens(&manager, &server.key());
-    assert!((9.0..9.1).contains(&tokens), "{tokens} tokens");
+    assert!((9.0..9.5).contains(&tokens), "{tokens} tokens");
 }
 
 #[tokio::test]
@@ -118,7 +119,7 @@ async fn a_refused_connection_is_retried_only_when_the_policy_says_so() {
     assert!(through(&opted_in).get(&url).send().await.is_err());
     // Two taken, and what the floor of one a second refilled since.
     let tokens = retry_tokens(&opted_in, &key);
-    assert!((8.0..8.5).contains(&tokens), "{tokens} tokens");
+    assert!((8.0..9.0).contains(&tokens), "{tokens} tokens");
 }
 
 #[tokio::test]
