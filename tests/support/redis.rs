@@ -33,6 +33,31 @@ fn installed(test: &str) -> bool {
     found
 }
 
+/// Runs `command` (a `redis-server` with its own arguments) on loopback
+/// port `port` with no persistence, and waits until it answers.
+fn spawn(port: u16, mut command: Command) -> Child {
+    let child = command
+        .args(["--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Kills a server's process, if it runs (as a crash would).
+fn stop(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// A `redis-server` process; killed when dropped.
 pub(crate) struct RedisServer {
     child: Option<Child>,
@@ -64,26 +89,12 @@ impl RedisServer {
     /// it answers.
     pub(crate) fn restart(&mut self) {
         self.kill();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.child = Some(spawn(self.port, Command::new("redis-server")));
     }
 
     /// Kills the server (as a crash would).
     pub(crate) fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        stop(&mut self.child);
     }
 
     /// Stops (`true`) or resumes the server's process: a server that
@@ -145,33 +156,17 @@ struct ClusterNode {
 
 impl ClusterNode {
     fn start(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args([
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-            ])
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", "nodes.conf"])
             .args(["--cluster-node-timeout", "2000"])
-            .current_dir(&self.dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not come up");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            .current_dir(&self.dir);
+        self.child = Some(spawn(self.port, command));
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        stop(&mut self.child);
     }
 }
 
