@@ -7,8 +7,8 @@
 //! it shares):
 //!
 //! - the **baseline** is the mean latency of calls made with almost
-//!   nothing in flight: the limit is held low for [`PROBE_CALLS`] calls now
-//!   and then (a probe). It is the same statistic as a window's (a mean of
+//!   nothing in flight: the limit is held low for a few calls now
+//!   and then (a probe, jittered; see [`LimitTuning`]). It is the same statistic as a window's (a mean of
 //!   calls), so a backend whose latency varies (uniform, exponential, a
 //!   few fast cache hits) shows a window's latency near its baseline, not
 //!   always above it as against the fastest call. A baseline taken under
@@ -63,18 +63,55 @@ const CAREFUL_STEP: f64 = 0.25;
 /// window's mean latency.
 const MIN_WINDOW: u32 = 10;
 
-/// The calls of a probe: the baseline is their mean latency (enough of
-/// them that the mean of an exponential latency is within about a fifth
-/// of the true one; a probe's calls are made at its low limit, so each
-/// one more costs a slow backend's throughput).
-pub(crate) const PROBE_CALLS: u32 = 20;
+/// How a key's limit probes for its unloaded latency, and the bounds it
+/// stays within: set on [`BulkheadConfig::adaptive`](crate::BulkheadConfig::adaptive),
+/// validated there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LimitTuning {
+    pub(crate) min: u32,
+    pub(crate) max: u32,
+    /// Calls in flight at most during a probe (or `min`, if higher).
+    pub(crate) probe_limit: u32,
+    /// The calls of a probe: the baseline is their mean latency.
+    pub(crate) probe_calls: u32,
+    /// Time between the end of a probe and the next (ns), before jitter.
+    pub(crate) probe_every: Nanos,
+    /// The next probe comes up to this much later (ns), drawn from the
+    /// end of the last: keys (and the processes of a fleet) that started
+    /// together do not all hold their limits low at once.
+    pub(crate) probe_jitter: Nanos,
+}
 
-/// Calls in flight at most during a probe (or the lower bound, if higher).
-pub(crate) const PROBE_LIMIT: u32 = 2;
+impl LimitTuning {
+    fn clamp(self, limit: f64) -> f64 {
+        limit.clamp(f64::from(self.min), f64::from(self.max))
+    }
 
-/// Time between probes (ns): Envoy's filter measures its unloaded latency
-/// every minute.
-const PROBE_EVERY: Nanos = 30_000_000_000;
+    /// The limit during a probe.
+    pub(crate) fn probe_limit(self) -> u32 {
+        self.probe_limit.max(self.min)
+    }
+
+    /// Whether a probe is due at `now`, the last one having ended at
+    /// `probed_at`: `probe_every` later, plus a share of `probe_jitter`
+    /// that `probed_at` draws (the same draw for the same end, so virtual
+    /// time stays deterministic).
+    fn probe_due(self, probed_at: Nanos, now: Nanos) -> bool {
+        let share = spread(probed_at) as f64 / (u64::MAX as f64 + 1.0);
+        let wait = self
+            .probe_every
+            .saturating_add((self.probe_jitter as f64 * share) as Nanos);
+        now.saturating_sub(probed_at) >= wait
+    }
+}
+
+/// splitmix64's finaliser: `x` scattered evenly over `u64`.
+fn spread(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// What one key's limit has learned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -111,44 +148,26 @@ pub(crate) struct Window {
     pub(crate) limiting: bool,
 }
 
-/// The bounds a limit stays within.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bounds {
-    pub(crate) min: u32,
-    pub(crate) max: u32,
-}
-
-impl Bounds {
-    fn clamp(self, limit: f64) -> f64 {
-        limit.clamp(f64::from(self.min), f64::from(self.max))
-    }
-
-    /// The limit during a probe.
-    pub(crate) fn probe_limit(self) -> u32 {
-        PROBE_LIMIT.max(self.min)
-    }
-}
-
 impl LimitEstimate {
     /// A fresh key's limit: probing first (its baseline is unknown), then
     /// `initial`.
-    pub(crate) fn new(initial: u32) -> Self {
+    pub(crate) fn new(initial: u32, tuning: LimitTuning) -> Self {
         Self {
             limit: f64::from(initial),
             baseline: 0.0,
             decreased_at: 0,
             overloaded_at_limit: 0.0,
             probed_at: 0,
-            probe_left: PROBE_CALLS,
+            probe_left: tuning.probe_calls,
             probe_sum: 0,
             slow_start: true,
         }
     }
 
     /// The limit in whole calls now.
-    pub(crate) fn whole(&self, bounds: Bounds) -> u32 {
+    pub(crate) fn whole(&self, tuning: LimitTuning) -> u32 {
         if self.probe_left > 0 {
-            bounds.probe_limit().min(self.limit as u32)
+            tuning.probe_limit().min(self.limit as u32)
         } else {
             self.limit as u32
         }
@@ -168,16 +187,16 @@ impl LimitEstimate {
 }
 
 /// A call of a probe ended `latency` after its admission with `in_flight`
-/// calls in flight (itself included): the fastest of the probe's calls made
-/// at the probe's concurrency becomes the baseline.
+/// calls in flight (itself included): once the probe has all its calls
+/// made at its concurrency, their mean latency becomes the baseline.
 pub(crate) fn probed(
     learned: LimitEstimate,
     at: Nanos,
     latency: Nanos,
     in_flight: u32,
-    bounds: Bounds,
+    tuning: LimitTuning,
 ) -> LimitEstimate {
-    if learned.probe_left == 0 || in_flight > bounds.probe_limit() {
+    if learned.probe_left == 0 || in_flight > tuning.probe_limit() {
         return learned; // not a probe's call (one still finishing from before)
     }
     let sum = learned.probe_sum.saturating_add(latency.max(1));
@@ -186,7 +205,7 @@ pub(crate) fn probed(
         probe_left: left,
         probe_sum: sum,
         baseline: if left == 0 {
-            sum as f64 / f64::from(PROBE_CALLS)
+            sum as f64 / f64::from(tuning.probe_calls)
         } else {
             learned.baseline
         },
@@ -202,7 +221,7 @@ pub(crate) fn probed(
 }
 
 /// What a window of calls teaches a limit outside a probe.
-pub(crate) fn learn(learned: LimitEstimate, window: Window, bounds: Bounds) -> LimitEstimate {
+pub(crate) fn learn(learned: LimitEstimate, window: Window, tuning: LimitTuning) -> LimitEstimate {
     if window.calls == 0 || learned.baseline == 0.0 {
         return learned;
     }
@@ -232,10 +251,10 @@ pub(crate) fn learn(learned: LimitEstimate, window: Window, bounds: Bounds) -> L
             .min(learned.limit + CAREFUL_STEP)
             .min((refused - CAREFUL_STEP).max(learned.limit));
     }
-    let probe = window.end.saturating_sub(learned.probed_at) >= PROBE_EVERY;
+    let probe = tuning.probe_due(learned.probed_at, window.end);
     LimitEstimate {
-        limit: bounds.clamp(limit),
-        probe_left: if probe { PROBE_CALLS } else { 0 },
+        limit: tuning.clamp(limit),
+        probe_left: if probe { tuning.probe_calls } else { 0 },
         probe_sum: 0,
         slow_start,
         ..learned
@@ -252,7 +271,7 @@ fn queued_at_backend(limit: f64, baseline: f64, latency: f64) -> f64 {
 
 /// An overload at `at` lowers the limit at once, unless it already fell
 /// within the last baseline latency.
-pub(crate) fn overloaded(learned: LimitEstimate, at: Nanos, bounds: Bounds) -> LimitEstimate {
+pub(crate) fn overloaded(learned: LimitEstimate, at: Nanos, tuning: LimitTuning) -> LimitEstimate {
     let recently = learned.decreased_at > 0
         && at.saturating_sub(learned.decreased_at) < learned.baseline as Nanos;
     if recently {
@@ -266,7 +285,7 @@ pub(crate) fn overloaded(learned: LimitEstimate, at: Nanos, bounds: Bounds) -> L
         OVERLOAD_FACTOR
     };
     LimitEstimate {
-        limit: bounds.clamp(learned.limit * factor),
+        limit: tuning.clamp(learned.limit * factor),
         decreased_at: at.max(1),
         overloaded_at_limit: learned.limit,
         slow_start: false,
@@ -279,14 +298,24 @@ mod tests {
     use super::*;
 
     const MS: Nanos = 1_000_000;
-    const BOUNDS: Bounds = Bounds { min: 1, max: 200 };
+    const PROBE_CALLS: u32 = 20;
+    const PROBE_LIMIT: u32 = 2;
+    const PROBE_EVERY: Nanos = 30_000 * MS;
+    const TUNING: LimitTuning = LimitTuning {
+        min: 1,
+        max: 200,
+        probe_limit: PROBE_LIMIT,
+        probe_calls: PROBE_CALLS,
+        probe_every: PROBE_EVERY,
+        probe_jitter: 0,
+    };
 
     /// A settled limit (its slow start over) whose baseline is
     /// `baseline`, past its first probe.
     fn probed_at(limit: u32, baseline: Nanos) -> LimitEstimate {
-        let mut learned = LimitEstimate::new(limit);
+        let mut learned = LimitEstimate::new(limit, TUNING);
         for _ in 0..PROBE_CALLS {
-            learned = probed(learned, MS, baseline, 1, BOUNDS);
+            learned = probed(learned, MS, baseline, 1, TUNING);
         }
         LimitEstimate {
             slow_start: false,
@@ -305,26 +334,26 @@ mod tests {
 
     #[test]
     fn a_fresh_limit_probes_for_its_baseline_first() {
-        let learned = LimitEstimate::new(20);
-        assert_eq!(learned.whole(BOUNDS), PROBE_LIMIT);
+        let learned = LimitEstimate::new(20, TUNING);
+        assert_eq!(learned.whole(TUNING), PROBE_LIMIT);
         // A call that ends with more in flight than the probe allows is
         // not one of the probe's.
-        let ignored = probed(learned, MS, 50 * MS, 9, BOUNDS);
+        let ignored = probed(learned, MS, 50 * MS, 9, TUNING);
         assert_eq!(ignored, learned);
         let done = probed_at(20, 10 * MS);
         assert_eq!(done.baseline, (10 * MS) as f64);
-        assert_eq!(done.whole(BOUNDS), 20);
+        assert_eq!(done.whole(TUNING), 20);
     }
 
     #[test]
     fn the_baseline_is_the_mean_of_its_probe_like_the_windows_it_is_compared_with() {
-        let mut learned = LimitEstimate::new(20);
+        let mut learned = LimitEstimate::new(20, TUNING);
         // Latencies that vary (a quarter fast, the rest slower), as a real
         // backend's do: the baseline is their mean, not the fastest, so a
         // window of the same calls under no load shows nothing queued.
         for i in 0..PROBE_CALLS {
             let latency = if i % 4 == 0 { 2 } else { 14 };
-            learned = probed(learned, MS, latency * MS, 1, BOUNDS);
+            learned = probed(learned, MS, latency * MS, 1, TUNING);
         }
         assert_eq!(learned.probe_left, 0);
         assert_eq!(learned.baseline, (11 * MS) as f64);
@@ -346,7 +375,7 @@ mod tests {
     fn the_limit_rises_while_nothing_queues_and_calls_are_held_back() {
         let mut learned = probed_at(10, 10 * MS);
         for _ in 0..20 {
-            learned = learn(learned, window(10 * MS, true), BOUNDS);
+            learned = learn(learned, window(10 * MS, true), TUNING);
         }
         // A step (log10 of the limit, at least 1) a window.
         assert!(learned.limit > 28.0, "{learned:?}");
@@ -357,11 +386,11 @@ mod tests {
         let settled = probed_at(50, 10 * MS);
         let step = 50f64.log10();
         // Three times the baseline: two thirds of 50 wait, past BETA steps.
-        let loaded = learn(settled, window(30 * MS, true), BOUNDS);
+        let loaded = learn(settled, window(30 * MS, true), TUNING);
         assert_eq!(loaded.limit, 50.0 - step);
         // A queue between ALPHA and BETA steps: the limit holds.
         let between = 10.0 * MS as f64 / (1.0 - 3.0 * step / 50.0);
-        let held = learn(settled, window(between as Nanos, true), BOUNDS);
+        let held = learn(settled, window(between as Nanos, true), TUNING);
         assert_eq!(held.limit, 50.0);
     }
 
@@ -372,29 +401,29 @@ mod tests {
         for _ in 0..90 {
             let limit = learned.limit.floor();
             let latency = (10.0 * MS as f64 * (limit / 10.0).max(1.0)) as Nanos;
-            learned = learn(learned, window(latency, true), BOUNDS);
+            learned = learn(learned, window(latency, true), TUNING);
         }
         assert!((11.0..=15.0).contains(&learned.limit), "{learned:?}");
     }
 
     #[test]
     fn a_fresh_limit_doubles_each_window_until_calls_queue_or_are_refused() {
-        let mut learned = LimitEstimate::new(1);
+        let mut learned = LimitEstimate::new(1, TUNING);
         for _ in 0..PROBE_CALLS {
-            learned = probed(learned, MS, 10 * MS, 1, BOUNDS);
+            learned = probed(learned, MS, 10 * MS, 1, TUNING);
         }
         for expected in [2.0, 4.0, 8.0, 16.0] {
             assert_eq!(learned.window_size(), learned.limit as u32);
-            learned = learn(learned, window(10 * MS, true), BOUNDS);
+            learned = learn(learned, window(10 * MS, true), TUNING);
             assert_eq!(learned.limit, expected);
         }
         // Calls queue (twice the baseline: half of 16 wait): the slow start
         // ends, and the limit steps as Vegas does from then on.
-        let queued = learn(learned, window(20 * MS, true), BOUNDS);
+        let queued = learn(learned, window(20 * MS, true), TUNING);
         assert!(!queued.slow_start);
         assert_eq!(queued.limit, 16.0 - 16f64.log10());
         // Or a refusal ends it: back to the half it doubled from.
-        let refused = overloaded(learned, 500 * MS, BOUNDS);
+        let refused = overloaded(learned, 500 * MS, TUNING);
         assert!(!refused.slow_start);
         assert_eq!(refused.limit, 8.0);
     }
@@ -402,25 +431,25 @@ mod tests {
     #[test]
     fn after_an_overload_the_limit_stays_below_the_whole_limit_refused() {
         let settled = probed_at(5, 10 * MS);
-        let lowered = overloaded(settled, 100 * MS, BOUNDS);
+        let lowered = overloaded(settled, 100 * MS, TUNING);
         let mut learned = lowered;
         for _ in 0..20 {
-            learned = learn(learned, window(10 * MS, true), BOUNDS);
+            learned = learn(learned, window(10 * MS, true), TUNING);
         }
         assert!(learned.limit < 5.0 && learned.limit >= 4.5, "{learned:?}");
-        assert_eq!(learned.whole(BOUNDS), 4);
+        assert_eq!(learned.whole(TUNING), 4);
     }
 
     #[test]
     fn an_overload_lowers_the_limit_at_once_and_once_per_baseline() {
         let settled = probed_at(50, 10 * MS);
         let at = 200 * MS;
-        let once = overloaded(settled, at, BOUNDS);
+        let once = overloaded(settled, at, TUNING);
         assert_eq!(once.limit, 50.0 * OVERLOAD_FACTOR);
         // The calls in flight with it fail too, within one latency: no more.
-        assert_eq!(overloaded(once, at + 5 * MS, BOUNDS).limit, once.limit);
+        assert_eq!(overloaded(once, at + 5 * MS, TUNING).limit, once.limit);
         assert_eq!(
-            overloaded(once, at + 11 * MS, BOUNDS).limit,
+            overloaded(once, at + 11 * MS, TUNING).limit,
             once.limit * OVERLOAD_FACTOR
         );
     }
@@ -428,10 +457,10 @@ mod tests {
     #[test]
     fn after_an_overload_growth_is_careful() {
         let settled = probed_at(40, 10 * MS);
-        let lowered = overloaded(settled, 100 * MS, BOUNDS);
+        let lowered = overloaded(settled, 100 * MS, TUNING);
         assert_eq!(lowered.limit, 40.0 * OVERLOAD_FACTOR);
         // Fast calls: a quarter of a call a window, not the gradient's pace.
-        let next = learn(lowered, window(10 * MS, true), BOUNDS);
+        let next = learn(lowered, window(10 * MS, true), TUNING);
         assert_eq!(next.limit, lowered.limit + CAREFUL_STEP);
         // A probe starts over.
         let mut probing = LimitEstimate {
@@ -439,15 +468,19 @@ mod tests {
             ..next
         };
         for _ in 0..PROBE_CALLS {
-            probing = probed(probing, 50 * MS, 10 * MS, 1, BOUNDS);
+            probing = probed(probing, 50 * MS, 10 * MS, 1, TUNING);
         }
-        let free = learn(probing, window(10 * MS, true), BOUNDS);
+        let free = learn(probing, window(10 * MS, true), TUNING);
         assert!(free.limit > next.limit + 1.0, "{free:?}");
     }
 
     #[test]
     fn the_limit_stays_within_its_bounds() {
-        let bounds = Bounds { min: 4, max: 16 };
+        let bounds = LimitTuning {
+            min: 4,
+            max: 16,
+            ..TUNING
+        };
         let mut learned = probed_at(8, MS);
         for _ in 0..100 {
             learned = learn(learned, window(MS, true), bounds);
@@ -467,7 +500,7 @@ mod tests {
         // Fast calls, but the limit held nothing back: they say nothing
         // about twenty-one.
         for _ in 0..50 {
-            learned = learn(learned, window(MS, false), BOUNDS);
+            learned = learn(learned, window(MS, false), TUNING);
         }
         assert!(learned.limit <= 20.0, "{learned:?}");
     }
@@ -475,20 +508,73 @@ mod tests {
     #[test]
     fn a_probe_comes_back_every_thirty_seconds_and_rebases() {
         let mut learned = probed_at(20, 10 * MS);
-        learned = learn(learned, window(10 * MS, false), BOUNDS);
+        learned = learn(learned, window(10 * MS, false), TUNING);
         assert_eq!(learned.probe_left, 0);
         let later = Window {
             end: MS + PROBE_EVERY,
             ..window(10 * MS, false)
         };
-        learned = learn(learned, later, BOUNDS);
+        learned = learn(learned, later, TUNING);
         assert_eq!(learned.probe_left, PROBE_CALLS);
-        assert_eq!(learned.whole(BOUNDS), PROBE_LIMIT);
+        assert_eq!(learned.whole(TUNING), PROBE_LIMIT);
         // The backend is slower for good now: the probe finds it.
         for _ in 0..PROBE_CALLS {
-            learned = probed(learned, 40 * MS, 25 * MS, 2, BOUNDS);
+            learned = probed(learned, 40 * MS, 25 * MS, 2, TUNING);
         }
         assert_eq!(learned.baseline, (25 * MS) as f64);
-        assert_eq!(learned.whole(BOUNDS), 20);
+        assert_eq!(learned.whole(TUNING), 20);
+    }
+
+    #[test]
+    fn probes_are_jittered_so_keys_started_together_do_not_probe_together() {
+        let jittered = LimitTuning {
+            probe_jitter: 10_000 * MS,
+            ..TUNING
+        };
+        // When each key's next probe falls due, for keys whose last probes
+        // ended a millisecond apart.
+        let due: Vec<Nanos> = (1..=200)
+            .map(|end| {
+                let end = end * MS;
+                let wait = (0..=20)
+                    .map(|tenth| PROBE_EVERY + tenth * 500 * MS)
+                    .find(|&wait| jittered.probe_due(end, end + wait))
+                    .expect("due within the interval and its jitter");
+                assert!(!jittered.probe_due(end, end + PROBE_EVERY - 1));
+                wait
+            })
+            .collect();
+        // Spread over the whole jitter, not bunched at either end.
+        let early = due
+            .iter()
+            .filter(|&&wait| wait < PROBE_EVERY + 5_000 * MS)
+            .count();
+        assert!(
+            (60..=140).contains(&early),
+            "{early} of 200 in the first half"
+        );
+        // Without jitter, every key is due at once.
+        assert!(TUNING.probe_due(MS, MS + PROBE_EVERY));
+    }
+
+    #[test]
+    fn a_probe_takes_as_many_calls_and_as_few_in_flight_as_tuned() {
+        let tuning = LimitTuning {
+            probe_limit: 3,
+            probe_calls: 5,
+            ..TUNING
+        };
+        let mut learned = LimitEstimate::new(20, tuning);
+        assert_eq!(learned.whole(tuning), 3);
+        for latency in [10, 20, 30, 40] {
+            learned = probed(learned, MS, latency * MS, 3, tuning);
+            assert_eq!(learned.baseline, 0.0);
+        }
+        learned = probed(learned, MS, 50 * MS, 3, tuning);
+        assert_eq!(learned.baseline, (30 * MS) as f64);
+        assert_eq!(learned.whole(tuning), 20);
+        // The lower bound wins over a lower probe limit.
+        let high_floor = LimitTuning { min: 6, ..tuning };
+        assert_eq!(LimitEstimate::new(20, high_floor).whole(high_floor), 6);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::adaptive::Bounds;
+use super::adaptive::LimitTuning;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
@@ -67,21 +67,41 @@ pub struct BulkheadConfig {
     max_concurrent: u32,
     /// Set for a limit learned between these bounds.
     learned: Option<AdaptiveSetup>,
-    /// `bounds` set on a fixed limit: an error at `build`.
-    misplaced: bool,
+    /// Settings of a learned limit given to a fixed one, by name: an error
+    /// at `build`.
+    misplaced: Vec<&'static str>,
     max_queued: u32,
     queue_timeout: Option<Duration>,
     overflow: Overflow,
 }
 
-/// How a learned limit is set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a learned limit is set up: what the user set, `None` for the
+/// default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct AdaptiveSetup {
     bounds: Option<(u32, u32)>,
+    probe_interval: Option<Duration>,
+    probe_jitter: Option<Duration>,
+    probe_calls: Option<u32>,
+    probe_limit: Option<u32>,
 }
 
 /// The bounds of a learned limit unless [`BulkheadConfig::bounds`] says.
 const DEFAULT_LEARNED_BOUNDS: (u32, u32) = (1, 1_000);
+
+/// Envoy's adaptive concurrency filter measures its unloaded latency every
+/// minute; half that follows a backend that changes sooner, at a cost of
+/// one probe's calls held low (about 2 % of a busy key's calls).
+const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Enough calls that the mean of an exponential latency is within about a
+/// fifth of the true one; each one more costs a slow backend's throughput,
+/// made at the probe's low limit.
+const DEFAULT_PROBE_CALLS: u32 = 20;
+
+/// Two in flight: one call would make a backend that serves calls in
+/// pairs (or pipelines them) look slower unloaded than it is.
+const DEFAULT_PROBE_LIMIT: u32 = 2;
 
 impl BulkheadConfig {
     /// At most `max_concurrent` calls of a key in flight at once (at least 1).
@@ -99,7 +119,7 @@ impl BulkheadConfig {
         Self {
             max_concurrent,
             learned: None,
-            misplaced: false,
+            misplaced: Vec::new(),
             max_queued: 0,
             queue_timeout: None,
             overflow: Overflow::RejectNew,
@@ -110,9 +130,11 @@ impl BulkheadConfig {
     /// [`bounds`](Self::bounds) (default 1 to 1,000) from its calls'
     /// latency, from admission to outcome, and their outcomes.
     ///
-    /// Now and then (first of all, and every 30 s) the limit is held at 2
-    /// for twenty calls, and their mean latency is the key's unloaded
-    /// latency. After each window of calls (at least ten, or the limit),
+    /// Now and then (first of all, then every
+    /// [`probe_interval`](Self::probe_interval), 30 s by default, jittered)
+    /// the limit is held at [`probe_limit`](Self::probe_limit) (2) for
+    /// [`probe_calls`](Self::probe_calls) (20) calls, and their mean latency
+    /// is the key's unloaded latency. After each window of calls (at least ten, or the limit),
     /// the calls waiting at the backend are estimated as `limit × (1 −
     /// unloaded / mean latency)`: below 2 steps the limit grows a step,
     /// above 4 it falls one (a step is `log10(limit)`, at least 1). So it
@@ -122,8 +144,8 @@ impl BulkheadConfig {
     /// takes 10 % off at once, at most once per unloaded latency, and
     /// growth is careful after it (never back to the whole limit refused)
     /// until the next probe. A fresh key starts at the lower bound and
-    /// doubles each window until calls first queue or are refused. It grows only while it is what holds
-    /// calls back: calls waiting in the queue, or every slot taken. A
+    /// doubles each window until calls first queue or are refused. It grows
+    /// only while it is what holds calls back: calls waiting in the queue, or every slot taken. A
     /// neutral outcome (a permit dropped unreported) teaches it nothing.
     ///
     /// The queue, its timeout and overflow policy work as for a fixed
@@ -147,7 +169,7 @@ impl BulkheadConfig {
     /// ```
     pub fn adaptive() -> Self {
         Self {
-            learned: Some(AdaptiveSetup { bounds: None }),
+            learned: Some(AdaptiveSetup::default()),
             ..Self::new(DEFAULT_LEARNED_BOUNDS.0)
         }
     }
@@ -162,10 +184,91 @@ impl BulkheadConfig {
     /// let config = BulkheadConfig::adaptive().bounds(4, 64);
     /// # drop(config);
     /// ```
-    pub fn bounds(mut self, min: u32, max: u32) -> Self {
+    pub fn bounds(self, min: u32, max: u32) -> Self {
+        self.learning("bounds", |setup| setup.bounds = Some((min, max)))
+    }
+
+    /// How often a learned limit measures its key's unloaded latency
+    /// (default 30 s, at least 1 ms): the limit is held at
+    /// [`probe_limit`](Self::probe_limit) for
+    /// [`probe_calls`](Self::probe_calls) calls, whose mean latency is the
+    /// baseline every later window is compared with. Shorter follows a
+    /// backend that changes (a deploy, a cache warmed) sooner; each probe
+    /// costs a busy key a few calls' worth of throughput. Only for
+    /// [`adaptive`](Self::adaptive).
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    /// use std::time::Duration;
+    ///
+    /// let config = BulkheadConfig::adaptive()
+    ///     .probe_interval(Duration::from_secs(60))
+    ///     .probe_jitter(Duration::from_secs(15))
+    ///     .probe_calls(50)
+    ///     .probe_limit(3);
+    /// # drop(config);
+    /// ```
+    pub fn probe_interval(self, interval: Duration) -> Self {
+        self.learning("probe_interval", |setup| {
+            setup.probe_interval = Some(interval);
+        })
+    }
+
+    /// Each probe comes up to `jitter` later than
+    /// [`probe_interval`](Self::probe_interval) says, at random (default
+    /// 15 % of the interval), so that keys, or the processes of a fleet,
+    /// that started together do not all hold their limits low at once.
+    /// Only for [`adaptive`](Self::adaptive).
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    /// use std::time::Duration;
+    ///
+    /// // Every 30 s exactly (a single process, one key).
+    /// let config = BulkheadConfig::adaptive().probe_jitter(Duration::ZERO);
+    /// # drop(config);
+    /// ```
+    pub fn probe_jitter(self, jitter: Duration) -> Self {
+        self.learning("probe_jitter", |setup| setup.probe_jitter = Some(jitter))
+    }
+
+    /// How many calls a probe takes (default 20, at least 1): the baseline
+    /// is their mean latency. More calls give a steadier baseline for a
+    /// backend whose latency varies widely, and cost a slow backend more
+    /// throughput, made at the probe's low limit. Only for
+    /// [`adaptive`](Self::adaptive).
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    ///
+    /// let config = BulkheadConfig::adaptive().probe_calls(50);
+    /// # drop(config);
+    /// ```
+    pub fn probe_calls(self, calls: u32) -> Self {
+        self.learning("probe_calls", |setup| setup.probe_calls = Some(calls))
+    }
+
+    /// Calls in flight at most during a probe (default 2, at least 1, at
+    /// most the upper bound; the lower bound wins if it is higher): few
+    /// enough that nothing queues at the backend. Only for
+    /// [`adaptive`](Self::adaptive).
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    ///
+    /// let config = BulkheadConfig::adaptive().probe_limit(1);
+    /// # drop(config);
+    /// ```
+    pub fn probe_limit(self, limit: u32) -> Self {
+        self.learning("probe_limit", |setup| setup.probe_limit = Some(limit))
+    }
+
+    /// Sets a learned limit's setting `field`, or notes that it was given
+    /// to a fixed limit.
+    fn learning(mut self, field: &'static str, set: impl FnOnce(&mut AdaptiveSetup)) -> Self {
         match &mut self.learned {
-            Some(learned) => learned.bounds = Some((min, max)),
-            None => self.misplaced = true,
+            Some(setup) => set(setup),
+            None => self.misplaced.push(field),
         }
         self
     }
@@ -245,24 +348,13 @@ impl BulkheadConfig {
     /// Adds every problem to `problems`; returns the settings when there are none.
     pub(crate) fn check(&self, problems: &mut Problems<'_>) -> Option<BulkheadSettings> {
         let before = problems.len();
-        let learned = self.learned.map(|learned| {
-            let (min, max) = learned.bounds.unwrap_or(DEFAULT_LEARNED_BOUNDS);
-            if min == 0 {
-                problems.add("bounds", "the lower bound must be at least 1, got 0");
-            } else if min > max {
-                problems.add(
-                    "bounds",
-                    format!("the lower bound must not exceed the upper, got {min} and {max}"),
-                );
-            }
-            LearnedSettings {
-                bounds: Bounds { min, max },
-            }
+        let learned = self.learned.map(|setup| LearnedSettings {
+            tuning: setup.check(problems),
         });
-        if self.misplaced {
+        for field in &self.misplaced {
             problems.add(
-                "bounds",
-                "bounds are for a learned limit (BulkheadConfig::adaptive), not a fixed one",
+                field,
+                "only for a learned limit (BulkheadConfig::adaptive), not a fixed one",
             );
         }
         if learned.is_none() && self.max_concurrent == 0 {
@@ -272,7 +364,7 @@ impl BulkheadConfig {
             problems.add("queue_timeout", "must be above 0, got 0ns");
         }
         (problems.len() == before).then(|| BulkheadSettings {
-            max_concurrent: learned.map_or(self.max_concurrent, |learned| learned.bounds.min),
+            max_concurrent: learned.map_or(self.max_concurrent, |learned| learned.tuning.min),
             learned,
             max_queued: self.max_queued,
             queue_timeout: self.queue_timeout.map(nanos),
@@ -296,7 +388,52 @@ pub(crate) struct BulkheadSettings {
 /// How a key's limit is learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LearnedSettings {
-    pub(crate) bounds: Bounds,
+    pub(crate) tuning: LimitTuning,
+}
+
+impl AdaptiveSetup {
+    /// The tuning, with every problem added to `problems`.
+    fn check(&self, problems: &mut Problems<'_>) -> LimitTuning {
+        let (min, max) = self.bounds.unwrap_or(DEFAULT_LEARNED_BOUNDS);
+        if min == 0 {
+            problems.add("bounds", "the lower bound must be at least 1, got 0");
+        } else if min > max {
+            problems.add(
+                "bounds",
+                format!("the lower bound must not exceed the upper, got {min} and {max}"),
+            );
+        }
+        let probe_interval = self.probe_interval.unwrap_or(DEFAULT_PROBE_INTERVAL);
+        if probe_interval < Duration::from_millis(1) {
+            problems.add(
+                "probe_interval",
+                format!("must be at least 1ms, got {probe_interval:?}"),
+            );
+        }
+        let probe_calls = self.probe_calls.unwrap_or(DEFAULT_PROBE_CALLS);
+        if probe_calls == 0 {
+            problems.add("probe_calls", "must be at least 1, got 0");
+        }
+        let probe_limit = self.probe_limit.unwrap_or(DEFAULT_PROBE_LIMIT);
+        if probe_limit == 0 {
+            problems.add("probe_limit", "must be at least 1, got 0");
+        } else if probe_limit > max {
+            problems.add(
+                "probe_limit",
+                format!("must not exceed the upper bound ({max}), got {probe_limit}"),
+            );
+        }
+        // By default 15 % of the interval (Envoy's default jitter).
+        let probe_jitter = self.probe_jitter.unwrap_or(probe_interval / 20 * 3);
+        LimitTuning {
+            min,
+            max,
+            probe_limit,
+            probe_calls,
+            probe_every: nanos(probe_interval),
+            probe_jitter: nanos(probe_jitter),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -321,10 +458,64 @@ mod tests {
         assert_eq!(
             fields(BulkheadConfig::new(4).bounds(1, 10)),
             [
-                "bulkhead.bounds: bounds are for a learned limit (BulkheadConfig::adaptive), not a fixed one"
+                "bulkhead.bounds: only for a learned limit (BulkheadConfig::adaptive), not a fixed one"
             ]
         );
         assert!(fields(BulkheadConfig::adaptive().bounds(1, 200).queue(32)).is_empty());
+    }
+
+    #[test]
+    fn probe_settings_are_checked_and_only_for_a_learned_limit() {
+        let fields = |config: BulkheadConfig| {
+            let mut found = Vec::new();
+            let _ = config.check(&mut Problems::new("bulkhead", &mut found));
+            found.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+        };
+        let bad = BulkheadConfig::adaptive()
+            .bounds(1, 8)
+            .probe_interval(Duration::from_micros(10))
+            .probe_calls(0)
+            .probe_limit(9);
+        assert_eq!(
+            fields(bad),
+            [
+                "bulkhead.probe_interval: must be at least 1ms, got 10µs",
+                "bulkhead.probe_calls: must be at least 1, got 0",
+                "bulkhead.probe_limit: must not exceed the upper bound (8), got 9",
+            ]
+        );
+        assert_eq!(
+            fields(BulkheadConfig::adaptive().probe_limit(0)),
+            ["bulkhead.probe_limit: must be at least 1, got 0"]
+        );
+        assert_eq!(
+            fields(
+                BulkheadConfig::new(4)
+                    .probe_calls(5)
+                    .probe_jitter(Duration::ZERO)
+            ),
+            [
+                "bulkhead.probe_calls: only for a learned limit (BulkheadConfig::adaptive), not a fixed one",
+                "bulkhead.probe_jitter: only for a learned limit (BulkheadConfig::adaptive), not a fixed one",
+            ]
+        );
+        // What is set reaches the tuning; the jitter defaults to 15 % of
+        // the interval.
+        let mut found = Vec::new();
+        let settings = BulkheadConfig::adaptive()
+            .probe_interval(Duration::from_secs(60))
+            .probe_calls(50)
+            .probe_limit(3)
+            .check(&mut Problems::new("bulkhead", &mut found))
+            .unwrap();
+        let tuning = settings.learned.unwrap().tuning;
+        assert_eq!(
+            (tuning.probe_every, tuning.probe_jitter),
+            (60_000_000_000, 9_000_000_000)
+        );
+        assert_eq!((tuning.probe_calls, tuning.probe_limit), (50, 3));
+        // The longest interval there is does not overflow.
+        assert!(fields(BulkheadConfig::adaptive().probe_interval(Duration::MAX)).is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::adaptive::{self, Bounds, LimitEstimate, Window};
+use super::adaptive::{self, LimitEstimate, LimitTuning, Window};
 use crate::clock::Nanos;
 use crate::sync::{AtomicU32, AtomicU64, Mutex};
 
@@ -28,7 +28,7 @@ pub(crate) struct LearnedLimit {
     probing: AtomicU32,
     /// Which way the whole limit last moved: 0 never, 1 up, 2 down.
     last_move: AtomicU32,
-    bounds: Bounds,
+    tuning: LimitTuning,
     state: Mutex<LimitEstimate>,
 }
 
@@ -69,19 +69,19 @@ impl LimitChange {
 }
 
 impl LearnedLimit {
-    /// A fresh limit of `initial` calls (after its first probe), within
-    /// `bounds`.
-    pub(crate) fn new(initial: u32, bounds: Bounds) -> Self {
-        let fresh = LimitEstimate::new(initial);
+    /// A fresh limit of `initial` calls (after its first probe), learned
+    /// as `tuning` says.
+    pub(crate) fn new(initial: u32, tuning: LimitTuning) -> Self {
+        let fresh = LimitEstimate::new(initial, tuning);
         Self {
-            whole: AtomicU32::new(fresh.whole(bounds)),
+            whole: AtomicU32::new(fresh.whole(tuning)),
             window_calls: AtomicU32::new(0),
             window_latency: AtomicU64::new(0),
             window_limiting: AtomicU32::new(0),
             window_size: AtomicU32::new(fresh.window_size()),
             probing: AtomicU32::new(u32::from(fresh.probe_left > 0)),
             last_move: AtomicU32::new(0),
-            bounds,
+            tuning,
             state: Mutex::new(fresh),
         }
     }
@@ -101,15 +101,15 @@ impl LearnedLimit {
     /// Learns from one call's sample.
     pub(crate) fn learn(&self, sample: Sample) -> LimitChange {
         let before = self.whole();
-        let bounds = self.bounds;
+        let tuning = self.tuning;
         if sample.overloaded {
             return self.update(before, |learned| {
-                adaptive::overloaded(learned, sample.at, bounds)
+                adaptive::overloaded(learned, sample.at, tuning)
             });
         }
         if self.probing.load(Ordering::Acquire) == 1 {
             return self.update(before, |learned| {
-                adaptive::probed(learned, sample.at, sample.latency, sample.in_flight, bounds)
+                adaptive::probed(learned, sample.at, sample.latency, sample.in_flight, tuning)
             });
         }
         if sample.limiting {
@@ -128,7 +128,7 @@ impl LearnedLimit {
                 latency: self.window_latency.swap(0, Ordering::AcqRel),
                 limiting: self.window_limiting.swap(0, Ordering::AcqRel) == 1,
             };
-            adaptive::learn(learned, window, bounds)
+            adaptive::learn(learned, window, tuning)
         })
     }
 
@@ -153,7 +153,7 @@ impl LearnedLimit {
             .store(next.window_size(), Ordering::Release);
         self.probing
             .store(u32::from(next.probe_left > 0), Ordering::Release);
-        let after = next.whole(self.bounds);
+        let after = next.whole(self.tuning);
         self.whole.store(after, Ordering::Release);
         if after == before {
             return LimitChange::none(before);

@@ -134,7 +134,7 @@ impl Bulkhead {
     pub(crate) fn new(settings: &BulkheadSettings) -> Self {
         Self {
             learned: settings.learned.map(|learned| {
-                Box::new(LearnedLimit::new(settings.max_concurrent, learned.bounds))
+                Box::new(LearnedLimit::new(settings.max_concurrent, learned.tuning))
             }),
             ..Self::default()
         }

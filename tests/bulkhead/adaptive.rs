@@ -244,3 +244,74 @@ async fn a_limit_its_calls_never_fill_does_not_grow() {
         "one caller at a time took the limit to {learned}"
     );
 }
+
+/// The probe's settings reach every key: with probes every 2 s (no
+/// jitter), 5 calls at 1 in flight, the limit drops to 1 about every 2 s
+/// for about five calls' latency, and not in between.
+#[tokio::test(start_paused = true)]
+async fn probes_come_as_often_and_as_long_as_tuned() {
+    let config = BulkheadConfig::adaptive()
+        .bounds(1, 200)
+        .queue(1_000)
+        .probe_interval(Duration::from_secs(2))
+        .probe_jitter(Duration::ZERO)
+        .probe_calls(5)
+        .probe_limit(1);
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(config)
+        .build()
+        .unwrap();
+    let backend = Arc::new(Backend {
+        workers: AtomicU32::new(8),
+        in_flight: AtomicU32::new(0),
+    });
+    let start = Instant::now();
+    let length = Duration::from_secs(7);
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (manager, backend) = (manager.clone(), Arc::clone(&backend));
+            tokio::spawn(async move {
+                while start.elapsed() < length {
+                    let permit = manager.acquire("db", Priority::HIGH).await.unwrap();
+                    backend.call().await;
+                    permit.success();
+                }
+            })
+        })
+        .collect();
+    // When the limit is at the probe's 1, in 5 ms steps.
+    let mut probing = Vec::new();
+    while start.elapsed() < length {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if manager.concurrency_limit("db") == Some(1) {
+            probing.push(start.elapsed().as_millis() as u64);
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Runs of consecutive samples: one probe each.
+    let mut probes: Vec<(u64, u64)> = Vec::new();
+    for at in probing {
+        match probes.last_mut() {
+            Some((_, end)) if at - *end <= 5 => *end = at,
+            _ => probes.push((at, at)),
+        }
+    }
+    let starts: Vec<u64> = probes.iter().map(|&(from, _)| from).collect();
+    assert_eq!(
+        probes.len(),
+        4,
+        "the first probe and one every 2 s: {probes:?}"
+    );
+    for (probe, &(from, to)) in probes.iter().enumerate().skip(1) {
+        let after = from - starts[probe - 1];
+        assert!(
+            (2_000..2_200).contains(&after),
+            "probe {probe} came {after} ms after the one before: {probes:?}"
+        );
+        // Five calls of 10 ms, one at a time (and the window the probe
+        // began in finishing).
+        assert!(to - from <= 100, "probe {probe} lasted {} ms", to - from);
+    }
+}
