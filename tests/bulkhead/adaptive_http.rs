@@ -1,11 +1,13 @@
 //! A learned concurrency limit against real HTTP servers on loopback that
 //! serve at most N requests at once (N unknown to the client) and answer
-//! 503 beyond: after warm-up, few 503s and most of the server's capacity.
+//! 503 beyond: after warm-up, few 503s and most of the server's capacity,
+//! whether each request takes the same time or their latency varies.
 //!
 //! Real time, real sockets. `cargo test --test bulkhead adaptive_http:: --
 //! --nocapture` prints the figures.
 
 use crate::support;
+use crate::support::latency_shape::Shape;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,5 +142,41 @@ async fn against_a_slow_server_the_learned_limit_serves_what_a_fixed_one_does() 
         learned.refused() <= 0.05,
         "{:.1} % answered 503",
         learned.refused() * 100.0
+    );
+}
+
+/// Issue 30's real-server shapes: a server of N = 8 at once (503 beyond)
+/// whose latency varies (exponential, and a tenth fast cache hits; mean
+/// 40 ms), 32 callers. After 3 s, the learned limit serves at least 90 % of
+/// what a fixed bulkhead of 8 serves against the same server, with at
+/// most 5 % 503s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_a_server_whose_latency_varies_the_learned_limit_serves_what_a_fixed_one_does() {
+    let _alone = crate::support::alone();
+    let (warm_up, length) = (Duration::from_secs(3), Duration::from_secs(8));
+    let mut failures = Vec::new();
+    for shape in [Shape::Exponential, Shape::FastHits] {
+        // A server each, drawing the same latencies in the same order.
+        let serve = || support::serve_shaped(8, shape, Duration::from_millis(40));
+        let fixed = BulkheadConfig::new(8).queue(64);
+        let fixed = run(&serve().await, fixed, 32, warm_up, length).await;
+        let learned = learned(Duration::from_secs(1));
+        let learned = run(&serve().await, learned, 32, warm_up, length).await;
+        let share = learned.ok as f64 / fixed.ok.max(1) as f64;
+        println!(
+            "{shape:?}: fixed 8 served {}, learned (limit {:?}) {} ({:.0} %), {:.1} % answered 503",
+            fixed.ok,
+            learned.limit,
+            learned.ok,
+            share * 100.0,
+            learned.refused() * 100.0
+        );
+        if share < 0.9 || learned.refused() > 0.05 {
+            failures.push((shape, share, learned.refused()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "shapes below 90 % of the fixed limit's goodput or above 5 % 503s: {failures:?}"
     );
 }

@@ -16,33 +16,13 @@ use std::time::Duration;
 use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 use tokio::time::Instant;
 
+use crate::support::latency_shape::{Draws, Shape};
+
 /// What the backend serves at once.
 const N: u32 = 8;
 const MEAN: Duration = Duration::from_millis(10);
 const CALLERS: usize = 32;
 const LENGTH: Duration = Duration::from_secs(60);
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Shape {
-    Constant,
-    Uniform,
-    Exponential,
-    FastHits,
-    RisingWithLoad,
-}
-
-/// splitmix64: a seeded source of draws in [0, 1).
-struct Draws(u64);
-
-impl Draws {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 struct Backend {
     shape: Shape,
@@ -68,15 +48,8 @@ impl Backend {
             return false;
         }
         let u = self.draws.lock().unwrap().next();
-        let latency = match self.shape {
-            Shape::Constant => MEAN,
-            Shape::Uniform => MEAN.mul_f64(0.5 + u),
-            Shape::Exponential => MEAN.mul_f64(-(1.0 - u).ln()),
-            Shape::FastHits if u < 0.1 => MEAN / 10,
-            Shape::FastHits => MEAN.mul_f64(1.1),
-            Shape::RisingWithLoad => MEAN.mul_f64(1.0 + f64::from(in_flight - 1) / f64::from(N)),
-        };
-        tokio::time::sleep(latency.max(Duration::from_micros(50))).await;
+        let latency = self.shape.latency(MEAN, u, in_flight, N);
+        tokio::time::sleep(latency).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         true
     }
@@ -148,20 +121,13 @@ fn adaptive() -> BulkheadConfig {
 
 #[tokio::test(start_paused = true)]
 async fn the_learned_limit_holds_up_whatever_the_latency_shape() {
-    let shapes = [
-        Shape::Constant,
-        Shape::Uniform,
-        Shape::Exponential,
-        Shape::FastHits,
-        Shape::RisingWithLoad,
-    ];
     println!(
         "backend of N = {N} at once (503 beyond), {CALLERS} callers, second half of {LENGTH:?}"
     );
     println!("| latency | learned limit (5th..95th) | goodput vs fixed {N} | refused |");
     println!("| --- | --- | --- | --- |");
     let mut failures = Vec::new();
-    for shape in shapes {
+    for shape in Shape::EVERY {
         let fixed = run(shape, BulkheadConfig::new(N).queue(1_000)).await;
         let learned = run(shape, adaptive()).await;
         let ratio = learned.goodput / fixed.goodput;

@@ -4,6 +4,7 @@
 // Each test binary compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod latency_shape;
 pub(crate) mod slow_body;
 
 use std::io::Write;
@@ -100,26 +101,55 @@ fn lines(bytes: Vec<u8>) -> Vec<String> {
 /// `limit` requests at once, each in `service`, and answers 503 beyond, as
 /// a backend with N workers and no queue does. Returns its URL.
 pub(crate) async fn serve_at_most(limit: usize, service: std::time::Duration) -> String {
+    serve_shaped(limit, latency_shape::Shape::Constant, service).await
+}
+
+/// As [`serve_at_most`], each request taking a latency of `shape` whose
+/// mean is about `mean` (drawn from a fixed seed).
+pub(crate) async fn serve_shaped(
+    limit: usize,
+    shape: latency_shape::Shape,
+    mean: std::time::Duration,
+) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use axum::extract::State;
     use axum::http::StatusCode;
+    use latency_shape::{Draws, Shape};
 
-    async fn limited(
-        State((in_flight, limit, service)): State<(Arc<AtomicUsize>, usize, std::time::Duration)>,
-    ) -> StatusCode {
-        if in_flight.fetch_add(1, Ordering::AcqRel) >= limit {
-            in_flight.fetch_sub(1, Ordering::AcqRel);
+    struct Limited {
+        in_flight: AtomicUsize,
+        limit: usize,
+        shape: Shape,
+        mean: std::time::Duration,
+        draws: Mutex<Draws>,
+    }
+
+    async fn limited(State(server): State<Arc<Limited>>) -> StatusCode {
+        let in_flight = server.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        if in_flight > server.limit {
+            server.in_flight.fetch_sub(1, Ordering::AcqRel);
             return StatusCode::SERVICE_UNAVAILABLE;
         }
-        tokio::time::sleep(service).await;
-        in_flight.fetch_sub(1, Ordering::AcqRel);
+        let u = server.draws.lock().unwrap().next();
+        let latency = server
+            .shape
+            .latency(server.mean, u, in_flight as u32, server.limit as u32);
+        tokio::time::sleep(latency).await;
+        server.in_flight.fetch_sub(1, Ordering::AcqRel);
         StatusCode::OK
     }
 
+    let server = Limited {
+        in_flight: AtomicUsize::new(0),
+        limit,
+        shape,
+        mean,
+        draws: Mutex::new(Draws(7)),
+    };
     let app = axum::Router::new()
         .route("/work", axum::routing::get(limited))
-        .with_state((Arc::new(AtomicUsize::new(0)), limit, service));
+        .with_state(Arc::new(server));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .unwrap();
