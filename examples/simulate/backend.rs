@@ -7,6 +7,8 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::rng::SplitMix64;
+
 /// How long a server takes to turn a call away.
 pub(crate) const REJECT_LATENCY: Duration = Duration::from_millis(5);
 
@@ -37,6 +39,46 @@ pub(crate) enum BackendKind {
         service: Duration,
         deadline: Duration,
     },
+    /// Serves at most `max_in_flight` calls at once and answers 503
+    /// beyond, as `Concurrency` does, each call taking a latency of
+    /// `shape` whose mean is `mean` at no load.
+    Shaped {
+        max_in_flight: u32,
+        mean: Duration,
+        shape: LatencyShape,
+    },
+}
+
+/// How a [`BackendKind::Shaped`] backend's latency varies from call to
+/// call: real backends' latencies are seldom constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LatencyShape {
+    Constant,
+    /// Uniform within ±50 % of the mean.
+    Uniform,
+    Exponential,
+    /// A tenth of the calls are cache hits, ten times faster (the rest a
+    /// little slower than the mean, which stays the same).
+    FastHits,
+    /// Slower the more calls are in flight: `mean × (1 + (in_flight − 1) /
+    /// max_in_flight)`.
+    RisingWithLoad,
+}
+
+impl LatencyShape {
+    /// A call's latency, from a draw `u` in [0, 1), with `in_flight` calls
+    /// (itself included) of at most `max_in_flight`.
+    fn latency(self, mean: Duration, u: f64, in_flight: u32, max_in_flight: u32) -> Duration {
+        match self {
+            LatencyShape::Constant => mean,
+            LatencyShape::Uniform => mean.mul_f64(0.5 + u),
+            LatencyShape::Exponential => mean.mul_f64(-(1.0 - u).ln()),
+            LatencyShape::FastHits if u < 0.1 => mean / 10,
+            LatencyShape::FastHits => mean.mul_f64(1.1),
+            LatencyShape::RisingWithLoad => mean
+                .mul_f64(1.0 + f64::from(in_flight.saturating_sub(1)) / f64::from(max_in_flight)),
+        }
+    }
 }
 
 /// Changes to a backend's capacity during a run.
@@ -70,13 +112,16 @@ pub(crate) struct Backend {
     window: VecDeque<(Duration, u64)>,
     window_used: u64,
     in_flight: u32,
+    /// The draws of a shaped backend's latencies.
+    draws: SplitMix64,
 }
 
 impl Backend {
     /// A backend of `kind` following `plan`, for which turning a call away
     /// costs `reject_cost` of serving one (0 to 1; rate-limited backends
-    /// only: a full concurrency backend rejects for free).
-    pub(crate) fn new(kind: BackendKind, plan: CapacityPlan, reject_cost: f64) -> Self {
+    /// only: a full concurrency backend rejects for free), its latencies
+    /// (shaped backends) drawn from `seed`.
+    pub(crate) fn new(kind: BackendKind, plan: CapacityPlan, reject_cost: f64, seed: u64) -> Self {
         Self {
             kind,
             plan,
@@ -84,6 +129,7 @@ impl Backend {
             window: VecDeque::new(),
             window_used: 0,
             in_flight: 0,
+            draws: SplitMix64::new(seed),
         }
     }
 
@@ -96,6 +142,21 @@ impl Backend {
                 max_in_flight,
                 service,
             } => (f64::from(max_in_flight) * share).floor() / service.as_secs_f64(),
+            // Mean latency at full load: the constant of `RisingWithLoad`
+            // grows with the calls in flight.
+            BackendKind::Shaped {
+                max_in_flight,
+                mean,
+                shape,
+            } => {
+                let slots = (f64::from(max_in_flight) * share).floor();
+                let full = if shape == LatencyShape::RisingWithLoad {
+                    mean.mul_f64(1.0 + (slots - 1.0).max(0.0) / f64::from(max_in_flight))
+                } else {
+                    mean
+                };
+                slots / full.as_secs_f64()
+            }
             BackendKind::Workers {
                 workers, service, ..
             } => (f64::from(workers) * share).floor() / (service.as_secs_f64() * self.slowdown(at)),
@@ -166,6 +227,21 @@ impl Backend {
                     (Response::Unavailable, REJECT_LATENCY)
                 }
             }
+            BackendKind::Shaped {
+                max_in_flight,
+                mean,
+                shape,
+            } => {
+                let limit = (f64::from(max_in_flight) * share) as u32;
+                if self.in_flight < limit {
+                    self.in_flight += 1;
+                    let u = self.draws.next_f64();
+                    let took = shape.latency(mean, u, self.in_flight, max_in_flight);
+                    (Response::Ok, took.max(Duration::from_micros(50)))
+                } else {
+                    (Response::Unavailable, REJECT_LATENCY)
+                }
+            }
             BackendKind::Workers {
                 workers,
                 service,
@@ -186,7 +262,10 @@ impl Backend {
 
     /// A call this backend served has ended.
     pub(crate) fn finish(&mut self) {
-        if let BackendKind::Concurrency { .. } | BackendKind::Workers { .. } = self.kind {
+        if let BackendKind::Concurrency { .. }
+        | BackendKind::Workers { .. }
+        | BackendKind::Shaped { .. } = self.kind
+        {
             self.in_flight = self.in_flight.saturating_sub(1);
         }
     }
@@ -223,7 +302,7 @@ mod workers_tests {
             slower_from: Some(Duration::from_secs(10)),
             ..CapacityPlan::default()
         };
-        let mut backend = Backend::new(kind, plan, 0.0);
+        let mut backend = Backend::new(kind, plan, 0.0, 1);
         let at = Duration::ZERO;
         assert_eq!(
             backend.offer(at),
@@ -322,7 +401,7 @@ mod tests {
             per_second,
             latency: Duration::from_millis(50),
         };
-        Backend::new(kind, plan, reject_cost)
+        Backend::new(kind, plan, reject_cost, 1)
     }
 
     #[test]
@@ -342,13 +421,13 @@ mod tests {
             max_in_flight: 10,
             service: Duration::from_millis(100),
         };
-        let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0);
+        let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0, 1);
         assert_eq!(backend.capacity_per_second(Duration::ZERO), 100.0);
         let accepted = accepted_times(&mut backend, 500.0, 30.0, 3);
         assert!(most_in_any_second(&accepted) <= 100);
         assert!(accepted.len() >= 100 * 29, "{}", accepted.len());
         // Ten calls at one instant fill it; the eleventh is turned away.
-        let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0);
+        let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0, 1);
         for _ in 0..10 {
             assert_eq!(backend.offer(Duration::ZERO).0, Response::Ok);
         }
@@ -411,5 +490,54 @@ mod tests {
         );
         assert_eq!(backend.capacity_per_second(Duration::from_secs(15)), 0.0);
         assert_eq!(backend.capacity_per_second(Duration::from_secs(35)), 50.0);
+    }
+
+    #[test]
+    fn a_shaped_backend_serves_its_slots_with_the_mean_of_its_shape() {
+        let mean = Duration::from_millis(100);
+        for shape in [
+            LatencyShape::Constant,
+            LatencyShape::Uniform,
+            LatencyShape::Exponential,
+            LatencyShape::FastHits,
+        ] {
+            let kind = BackendKind::Shaped {
+                max_in_flight: 10,
+                mean,
+                shape,
+            };
+            let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0, 7);
+            let mut total = Duration::ZERO;
+            for _ in 0..4_000 {
+                let (response, took) = backend.offer(Duration::ZERO);
+                assert_eq!(response, Response::Ok);
+                total += took;
+                backend.finish();
+            }
+            let average = total / 4_000;
+            assert!(
+                average.abs_diff(mean) < Duration::from_millis(5),
+                "{shape:?}: {average:?}"
+            );
+            assert_eq!(backend.capacity_per_second(Duration::ZERO), 100.0);
+        }
+        // Ten at once, 503 beyond; rising with the calls in flight.
+        let kind = BackendKind::Shaped {
+            max_in_flight: 10,
+            mean,
+            shape: LatencyShape::RisingWithLoad,
+        };
+        let mut backend = Backend::new(kind, CapacityPlan::default(), 0.0, 7);
+        let took: Vec<Duration> = (0..10).map(|_| backend.offer(Duration::ZERO).1).collect();
+        assert_eq!(took[0], mean);
+        assert_eq!(took[9], Duration::from_millis(190));
+        assert_eq!(
+            backend.offer(Duration::ZERO),
+            (Response::Unavailable, REJECT_LATENCY)
+        );
+        assert_eq!(backend.in_flight(), 10);
+        // At full load every call takes 190 ms: 10 / 0.19 s.
+        let capacity = backend.capacity_per_second(Duration::ZERO);
+        assert!((capacity - 52.6).abs() < 0.1, "{capacity}");
     }
 }

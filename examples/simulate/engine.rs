@@ -10,6 +10,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Response};
+use crate::candidates::CandidateLimiter;
 use crate::rng::SplitMix64;
 use crate::scenario::{Arrivals, Scenario};
 use crate::strategy::Strategy;
@@ -114,6 +115,15 @@ struct World {
 
 type Shared = Arc<Mutex<World>>;
 
+/// What stands between the callers and the backend.
+#[derive(Debug, Clone)]
+enum Gate {
+    Open,
+    Manager(ThrottleManager<String>),
+    /// Another algorithm's concurrency limit (`candidates.rs`).
+    Candidate(Arc<CandidateLimiter>),
+}
+
 fn lock(world: &Shared) -> std::sync::MutexGuard<'_, World> {
     world.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -153,7 +163,12 @@ async fn simulate(
     let seed = settings.seed;
     let buckets = (scenario.length.as_nanos() / BUCKET.as_nanos()) as usize;
     assert!(buckets > 0, "a scenario lasts at least one {BUCKET:?}");
-    let backend = Backend::new(scenario.backend, scenario.plan.clone(), REJECT_COST);
+    let backend = Backend::new(
+        scenario.backend,
+        scenario.plan.clone(),
+        REJECT_COST,
+        seed ^ 0xBAC_4E4D,
+    );
     let world: Shared = Arc::new(Mutex::new(World {
         backend,
         series: Series::new(buckets, scenario.priorities()),
@@ -164,6 +179,11 @@ async fn simulate(
     let manager = strategy
         .manager(settings.max_wait, shedding)
         .expect("the strategies' configurations are valid");
+    let gate = match (manager, strategy.candidate()) {
+        (Some(manager), _) => Gate::Manager(manager),
+        (None, Some(algorithm)) => Gate::Candidate(Arc::new(CandidateLimiter::new(algorithm))),
+        (None, None) => Gate::Open,
+    };
 
     let start = Instant::now();
     let mut calls = JoinSet::new();
@@ -171,7 +191,7 @@ async fn simulate(
         start,
         sampled: 0,
         world: Arc::clone(&world),
-        manager: manager.clone(),
+        gate: gate.clone(),
     };
     for (at, priority) in Arrivals::new(scenario, seed) {
         sampler.sample_through(at, progress).await;
@@ -185,7 +205,7 @@ async fn simulate(
                 series.offered_by[index][bucket] += 1;
             }
         }
-        calls.spawn(call(Arc::clone(&world), manager.clone(), priority, start));
+        calls.spawn(call(Arc::clone(&world), gate.clone(), priority, start));
         // Reap finished calls as we go, so the set stays small.
         while calls.try_join_next().is_some() {}
     }
@@ -203,7 +223,7 @@ struct Sampler {
     /// Fine steps recorded so far.
     sampled: u32,
     world: Shared,
-    manager: Option<ThrottleManager<String>>,
+    gate: Gate,
 }
 
 impl Sampler {
@@ -213,7 +233,7 @@ impl Sampler {
         while FINE * (self.sampled + 1) <= until {
             let end = FINE * (self.sampled + 1);
             tokio::time::sleep_until(self.start + end).await;
-            if let Some(manager) = &self.manager {
+            if let Gate::Manager(manager) = &self.gate {
                 lock(&self.world).series.fine_rate[self.sampled as usize] = manager.rate(KEY);
             }
             self.sampled += 1;
@@ -229,7 +249,14 @@ impl Sampler {
         let capacity = world.backend.capacity_per_second(BUCKET * index as u32);
         let series = &mut world.series;
         series.capacity[index] = capacity;
-        let Some(manager) = &self.manager else { return };
+        let manager = match &self.gate {
+            Gate::Open => return,
+            Gate::Candidate(limiter) => {
+                series.limit[index] = Some(f64::from(limiter.limit()));
+                return;
+            }
+            Gate::Manager(manager) => manager,
+        };
         series.rate[index] = manager.rate(KEY);
         series.limit[index] = manager.concurrency_limit(KEY).map(|limit| limit as f64);
         for (i, &priority) in series.priorities.iter().enumerate() {
@@ -238,28 +265,25 @@ impl Sampler {
     }
 }
 
-/// One call: through the manager (if any), to the backend, and the outcome
-/// reported back.
-async fn call(
-    world: Shared,
-    manager: Option<ThrottleManager<String>>,
-    priority: Priority,
-    start: Instant,
-) {
+/// One call: through the gate, to the backend, and the outcome reported
+/// back.
+async fn call(world: Shared, gate: Gate, priority: Priority, start: Instant) {
     let arrived = start.elapsed();
-    let permit = match &manager {
-        None => None,
-        Some(manager) => match manager.acquire(KEY, priority).await {
-            Ok(permit) => Some(permit),
-            Err(_rejected) => {
-                let mut world = lock(&world);
-                let series = &mut world.series;
-                if let Some(bucket) = series.bucket(start.elapsed()) {
-                    series.shed[bucket] += 1;
-                }
-                return;
-            }
+    let admitted = match &gate {
+        Gate::Open => Ok(None),
+        Gate::Manager(manager) => manager.acquire(KEY, priority).await.map(Some).map_err(drop),
+        Gate::Candidate(limiter) => match limiter.acquire().await {
+            true => Ok(None),
+            false => Err(()),
         },
+    };
+    let Ok(permit) = admitted else {
+        let mut world = lock(&world);
+        let series = &mut world.series;
+        if let Some(bucket) = series.bucket(start.elapsed()) {
+            series.shed[bucket] += 1;
+        }
+        return;
     };
     let now = start.elapsed();
     let (response, took) = {
@@ -295,6 +319,10 @@ async fn call(
             Response::Ok => permit.success(),
             Response::TooManyRequests | Response::Unavailable => permit.failure(),
         }
+    }
+    if let Gate::Candidate(limiter) = &gate {
+        let ended = start.elapsed();
+        limiter.release(ended, ended - now, response != Response::Ok);
     }
 }
 

@@ -16,11 +16,13 @@
 //! - `report.rs`, `plot.rs`: the figures, tables and plots.
 
 mod backend;
+mod candidates;
 mod engine;
 mod plot;
 mod report;
 mod rng;
 mod scenario;
+mod shape_table;
 mod strategy;
 
 use std::io::{IsTerminal, Write as _};
@@ -38,7 +40,10 @@ usage: cargo run --release --example simulate -- [options]
   --seed N          seed of the arrivals and the throttle's draws (default 1)
   --max-wait MS     the managers' max_wait in milliseconds (default 250)
   --only NAME       run one scenario: steady, steady-concurrency, spike,
-                    outage, capacity-drop or priorities
+                    outage, capacity-drop, quiet-spike, priorities,
+                    workers-halve, service-doubles, shape-constant,
+                    shape-uniform, shape-exponential, shape-fast-hits or
+                    shape-rising
   --out DIR         where the tables and plots go (default docs/simulation)
   --no-files        print the tables, write nothing
   --help            this text";

@@ -29,6 +29,10 @@ fn colour(strategy: Strategy) -> RGBColor {
         Strategy::BulkheadSmall => RGBColor(148, 103, 189),
         Strategy::BulkheadLarge => RGBColor(140, 86, 75),
         Strategy::BulkheadAdaptive => RGBColor(214, 39, 40),
+        Strategy::BulkheadKnown => RGBColor(23, 190, 207),
+        Strategy::Gradient2 => RGBColor(188, 189, 34),
+        Strategy::Aimd => RGBColor(227, 119, 194),
+        Strategy::ProbeGradient => RGBColor(0, 0, 128),
     }
 }
 

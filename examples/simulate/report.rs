@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::engine::{BUCKET, FINE, REJECT_COST, Series, Settings};
 use crate::scenario::{CAPACITY, Scenario};
+use crate::shape_table::{ShapeFigures, shape_table};
 use crate::strategy::{Strategy, THROTTLE_WINDOW};
 
 /// Seconds over which "settled" and "recovered" are judged.
@@ -50,6 +51,8 @@ pub(crate) struct Summary {
     /// For concurrency scenarios: what the calls were like and what the
     /// limit did ([`Concurrency`]).
     pub(crate) concurrency: Option<Concurrency>,
+    /// For latency-shape scenarios.
+    pub(crate) shape: Option<ShapeFigures>,
 }
 
 /// How a strategy fared against a workers backend whose capacity changes.
@@ -235,6 +238,8 @@ impl Summary {
                 let change = plan.halved_from.or(plan.slower_from).unwrap_or_default();
                 Concurrency::of(series, change)
             }),
+            shape: matches!(scenario.backend, crate::backend::BackendKind::Shaped { .. })
+                .then(|| ShapeFigures::of(series)),
         }
     }
 }
@@ -388,6 +393,9 @@ fn concurrency_table(summaries: &[Summary]) -> String {
 pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
     if summaries.first().is_some_and(|s| s.concurrency.is_some()) {
         return concurrency_table(summaries);
+    }
+    if summaries.first().is_some_and(|s| s.shape.is_some()) {
+        return shape_table(summaries);
     }
     let mut header = vec!["strategy".to_string(), "goodput (of capacity)".to_string()];
     let first = &summaries[0];

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use portcullis::Priority;
 
-use crate::backend::{BackendKind, CapacityPlan};
+use crate::backend::{BackendKind, CapacityPlan, LatencyShape};
 use crate::rng::SplitMix64;
 use crate::strategy::Strategy;
 
@@ -54,6 +54,7 @@ impl Scenario {
     pub(crate) fn strategies(&self) -> &'static [Strategy] {
         match self.backend {
             BackendKind::Workers { .. } => &Strategy::CONCURRENCY,
+            BackendKind::Shaped { .. } => &Strategy::SHAPES,
             _ => &Strategy::EVERY,
         }
     }
@@ -89,6 +90,58 @@ fn workers_backend() -> BackendKind {
     }
 }
 
+/// Ten slots, calls of 100 ms on average in `shape`, 503 beyond.
+fn shaped_backend(shape: LatencyShape) -> BackendKind {
+    BackendKind::Shaped {
+        max_in_flight: CAPACITY / 10,
+        mean: Duration::from_millis(100),
+        shape,
+    }
+}
+
+/// One scenario per latency shape: 1.5x demand on ten slots, for a minute.
+fn shapes() -> Vec<Scenario> {
+    [
+        (
+            "shape-constant",
+            "1.5x demand on 10 slots (503 beyond), every call 100 ms",
+            LatencyShape::Constant,
+        ),
+        (
+            "shape-uniform",
+            "1.5x demand on 10 slots (503 beyond), calls of 50 to 150 ms, uniform",
+            LatencyShape::Uniform,
+        ),
+        (
+            "shape-exponential",
+            "1.5x demand on 10 slots (503 beyond), calls of 100 ms on average, exponential",
+            LatencyShape::Exponential,
+        ),
+        (
+            "shape-fast-hits",
+            "1.5x demand on 10 slots (503 beyond), a tenth of the calls 10 ms (cache hits), the rest 110 ms",
+            LatencyShape::FastHits,
+        ),
+        (
+            "shape-rising",
+            "1.5x demand on 10 slots (503 beyond), calls of 100 ms, up to 190 ms as the slots fill",
+            LatencyShape::RisingWithLoad,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, title, shape)| Scenario {
+        name,
+        title,
+        length: secs(60),
+        backend: shaped_backend(shape),
+        plan: CapacityPlan::default(),
+        demand: steady(1.5),
+        mix: MEDIUM_ONLY.to_vec(),
+        settles_from: None,
+    })
+    .collect()
+}
+
 fn steady(times_capacity: f64) -> Vec<Phase> {
     vec![Phase {
         from: Duration::ZERO,
@@ -101,7 +154,7 @@ const MEDIUM_ONLY: [(Priority, f64); 1] = [(Priority::MEDIUM, 1.0)];
 /// The scenarios of the README, in its order.
 pub(crate) fn defaults() -> Vec<Scenario> {
     let capacity = f64::from(CAPACITY);
-    vec![
+    [
         Scenario {
             name: "steady",
             title: "steady 3x overload, backend answers 429 above 100 calls/s",
@@ -227,6 +280,9 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             settles_from: None,
         },
     ]
+    .into_iter()
+    .chain(shapes())
+    .collect()
 }
 
 /// The arrival times and priorities of a scenario's calls: a Poisson

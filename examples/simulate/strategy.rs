@@ -9,6 +9,7 @@ use portcullis::{
     BulkheadConfig, ConfigError, Priority, RateConfig, ThrottleConfig, ThrottleManager,
 };
 
+use crate::candidates::Algorithm;
 use crate::rng::SplitMix64;
 
 /// The throttle's window in the simulation: a sixth of the library's
@@ -41,9 +42,17 @@ pub(crate) enum Strategy {
     BulkheadLarge,
     /// A bulkhead whose limit is learned.
     BulkheadAdaptive,
+    /// A fixed bulkhead set to the backend's own limit (10 in flight), as
+    /// a user who knew it would: the mark for the learned limits.
+    BulkheadKnown,
+    /// Limits learned by other algorithms (see `candidates.rs`).
+    Gradient2,
+    Aimd,
+    ProbeGradient,
 }
 
-/// The queue every bulkhead strategy has: 20 calls, for at most 200 ms.
+/// The queue every bulkhead strategy has: 20 calls, for at most 200 ms
+/// (and the other algorithms' limits, in `candidates.rs`).
 fn queued(config: BulkheadConfig) -> BulkheadConfig {
     config.queue(20).queue_timeout(Duration::from_millis(200))
 }
@@ -67,6 +76,16 @@ impl Strategy {
         Strategy::BulkheadAdaptive,
     ];
 
+    /// The strategies of the latency-shape scenarios: the known limit,
+    /// the library's learned one, and the algorithms it was chosen against.
+    pub(crate) const SHAPES: [Strategy; 5] = [
+        Strategy::BulkheadKnown,
+        Strategy::BulkheadAdaptive,
+        Strategy::ProbeGradient,
+        Strategy::Gradient2,
+        Strategy::Aimd,
+    ];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Strategy::None => "no control",
@@ -77,6 +96,10 @@ impl Strategy {
             Strategy::BulkheadSmall => "bulkhead of 4",
             Strategy::BulkheadLarge => "bulkhead of 40",
             Strategy::BulkheadAdaptive => "adaptive bulkhead",
+            Strategy::BulkheadKnown => "bulkhead of 10 (the backend's)",
+            Strategy::Gradient2 => "Gradient2 (Netflix)",
+            Strategy::Aimd => "AIMD (Netflix)",
+            Strategy::ProbeGradient => "probe-gradient (before issue 30)",
         }
     }
 
@@ -88,7 +111,18 @@ impl Strategy {
                 | Strategy::BulkheadSmall
                 | Strategy::BulkheadLarge
                 | Strategy::BulkheadAdaptive
-        )
+                | Strategy::BulkheadKnown
+        ) || self.candidate().is_some()
+    }
+
+    /// The algorithm of a strategy that is not the library's.
+    pub(crate) fn candidate(self) -> Option<Algorithm> {
+        match self {
+            Strategy::Gradient2 => Some(Algorithm::Gradient2),
+            Strategy::Aimd => Some(Algorithm::Aimd),
+            Strategy::ProbeGradient => Some(Algorithm::ProbeGradient),
+            _ => None,
+        }
     }
 
     /// Whether the strategy learns a rate (for the plots).
@@ -106,7 +140,8 @@ impl Strategy {
 
     /// The manager for this strategy, on tokio's (paused) clock, calls
     /// waiting at most `max_wait` for a rate token, the throttle drawing
-    /// from `random`; `None` for no control. Call it inside the runtime that
+    /// from `random`; `None` for no control or another algorithm's limit
+    /// ([`candidate`](Self::candidate)). Call it inside the runtime that
     /// runs the simulation.
     pub(crate) fn manager(
         self,
@@ -135,7 +170,9 @@ impl Strategy {
             .max_wait(max_wait)
             .random_source(move || random.next_f64());
         let builder = match self {
-            Strategy::None => return Ok(None),
+            Strategy::None | Strategy::Gradient2 | Strategy::Aimd | Strategy::ProbeGradient => {
+                return Ok(None);
+            }
             Strategy::RateAdditive => builder.rate(additive),
             Strategy::RateMultiplicative => builder.rate(multiplicative),
             Strategy::Throttle => builder.throttle(throttle),
@@ -153,6 +190,7 @@ impl Strategy {
                 .max_wait_for(Priority::LOW, max_wait / 5),
             Strategy::BulkheadSmall => builder.bulkhead(queued(BulkheadConfig::new(4))),
             Strategy::BulkheadLarge => builder.bulkhead(queued(BulkheadConfig::new(40))),
+            Strategy::BulkheadKnown => builder.bulkhead(queued(BulkheadConfig::new(10))),
             Strategy::BulkheadAdaptive => {
                 builder.bulkhead(queued(BulkheadConfig::adaptive().bounds(1, 200)))
             }
