@@ -1,6 +1,8 @@
 //! A deterministic overload simulator: five ways of guarding calls against
-//! six overload scenarios, on virtual time, with the real `ThrottleManager`
-//! between the callers and a simulated backend.
+//! nine overload scenarios, and learned concurrency limits against five
+//! latency shapes, on virtual time, with the real `ThrottleManager`
+//! between the callers and a simulated backend (and, for comparison, other
+//! algorithms' limits: `candidates.rs`).
 //!
 //! Run: `cargo run --release --example simulate` (a few seconds). It prints
 //! one table per scenario, and writes them as Markdown to
@@ -12,8 +14,10 @@
 //! - `backend.rs`: the simulated servers (429 above a rate, 503 above a
 //!   number of calls in flight);
 //! - `strategy.rs`: the manager configurations compared;
+//! - `candidates.rs`: the other concurrency limiters compared;
 //! - `engine.rs`: one run, on tokio's paused clock;
-//! - `report.rs`, `plot.rs`: the figures, tables and plots.
+//! - `report.rs`, `shape_table.rs`, `plot.rs`: the figures, tables and
+//!   plots.
 
 mod backend;
 mod candidates;

@@ -148,6 +148,12 @@ impl BulkheadConfig {
     /// only while it is what holds calls back: calls waiting in the queue, or every slot taken. A
     /// neutral outcome (a permit dropped unreported) teaches it nothing.
     ///
+    /// The latency compared is a mean, not a percentile: the estimate of
+    /// calls waiting is Little's law, which holds for means. Measured
+    /// beside Netflix's Gradient2 and AIMD on five latency shapes, this is
+    /// the controller that keeps near a known limit's goodput with almost
+    /// no refusals (the README's adaptive concurrency section).
+    ///
     /// The queue, its timeout and overflow policy work as for a fixed
     /// limit. A limit lowered below the calls in flight lets them finish
     /// and admits no one until they are under it; one that rises gives its
