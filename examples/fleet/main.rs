@@ -19,6 +19,11 @@
 //! For each, the table gives what the server saw once the rates settled
 //! (the last 3 s of a fixed run, the last 6 s of an adaptive one), and the
 //! fewest and most requests one process sent.
+//!
+//! Then the learning curve of a bigger fleet, 8 processes of 8 loops each
+//! on one shared adaptive rate: second by second, the rate Redis holds,
+//! how far ahead its bucket is booked (the calls already scheduled, in
+//! seconds), and what the server served and refused.
 
 #[path = "../../tests/support/limited_server.rs"]
 mod limited_server;
@@ -30,6 +35,7 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use parts::{Job, Mode};
+use portcullis::store::RedisStore;
 use redis_server::RedisServer;
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -94,5 +100,64 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
             }
         }
     }
+    learning_curve(redis).await
+}
+
+/// 8 processes of 8 loops each sharing one adaptive rate for 12 s, second
+/// by second.
+async fn learning_curve(
+    redis: &RedisServer,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let program = vec![std::env::current_exe()?.to_string_lossy().into_owned()];
+    let (server, seen) = limited_server::start_server().await?;
+    let job = Job {
+        server,
+        redis: Some(redis.url()),
+        prefix: "fleet-curve".to_string(),
+        mode: Mode::Adaptive,
+        length: Duration::from_secs(12),
+        callers: 8,
+    };
+    let store = RedisStore::connect(&redis.url(), &job.prefix).await?;
+    let crawlers = parts::start_fleet(&program, &job, 8);
+    let start = Instant::now();
+    let fleet = tokio::task::spawn_blocking(move || parts::collect(crawlers));
+    // What Redis holds for the key, sampled at the end of each second.
+    let mut shared = Vec::new();
+    for second in 1..=12 {
+        tokio::time::sleep_until((start + Duration::from_secs(second)).into()).await;
+        shared.push(store.peek("host").await?);
+    }
+    fleet.await?;
+    println!(
+        "\n8 processes x 8 loops, one shared adaptive rate, against {}/s:",
+        limited_server::CAPACITY
+    );
+    println!(
+        "{:>6} {:>12} {:>10} {:>8} {:>8}",
+        "second", "shared rate", "booked", "served", "refused"
+    );
+    for (second, rate) in shared.iter().enumerate() {
+        let figures = seen.between(start + Duration::from_secs(second as u64), 1.0);
+        let (rate, booked) = match rate {
+            Some(rate) => (
+                format!("{:.1}/s", rate.rate),
+                format!("{:.1} s", rate.full_in.as_secs_f64()),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        println!(
+            "{:>6} {rate:>12} {booked:>10} {:>8} {:>8}",
+            format!("{}-{}", second, second + 1),
+            figures.served,
+            figures.requests - figures.served,
+        );
+    }
+    let late = seen.between(start + Duration::from_secs(4), 8.0);
+    println!(
+        "from 4 s to 12 s: {:.0} % of the capacity served, {:.1} % refused",
+        100.0 * late.goodput(),
+        100.0 * late.refused()
+    );
     Ok(())
 }
