@@ -371,16 +371,19 @@ mod tests {
     }
 
     /// The whole steady 3x overload: once learned (the second half), a
-    /// rate with multiplicative decrease serves at least 98 % of the
+    /// rate with multiplicative decrease serves at least 97.5 % of the
     /// backend's capacity, alone and with the other two controls, and
-    /// the backend refuses few of its calls.
+    /// the backend refuses few of its calls. (Calls waiting in the key's
+    /// line leave at the pace of the moment, so a fall slows all of them
+    /// at once, where calls that had booked their tokens used to move only
+    /// halfway to the new pace.)
     #[test]
-    fn a_learned_rate_serves_98_percent_of_capacity_under_steady_overload() {
+    fn a_learned_rate_serves_97_percent_of_capacity_under_steady_overload() {
         let steady = scenario("steady", 120);
         for strategy in [Strategy::RateMultiplicative, Strategy::All] {
             let series = run(&steady, strategy, settings(1), &mut |_| {});
             let summary = Summary::of(&steady, strategy, &series);
-            assert!(summary.late_goodput.unwrap() >= 0.98, "{summary:?}");
+            assert!(summary.late_goodput.unwrap() >= 0.975, "{summary:?}");
             assert!(summary.failed < 0.05, "{summary:?}");
         }
     }

@@ -330,9 +330,9 @@ pub(crate) fn section(scenario: &Scenario, summaries: &[Summary]) -> String {
 pub(crate) fn max_wait_table(scenario: &Scenario, rows: &[(Duration, Summary)]) -> String {
     let mut out = format!(
         "## How deep a queue: `max_wait` ({})\n\n\
-         A fall of the rate moves the calls already waiting halfway to the new pace; \
-         a rise does not (it would have to wake them early). The deeper the queue of \
-         waiters, the longer it leaves at the pace of the last fall.\n\n\
+         Calls wait in their key's line and take their tokens at most 10 ms ahead, \
+         so a change of the rate reaches every call in line at once, and a deep \
+         queue does not hold the pace of an old rate.\n\n\
          | max_wait | strategy | goodput | backend load | failed at backend | mean wait | settled after |\n\
          | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n",
         scenario.name

@@ -193,19 +193,20 @@ where
     ///
     /// Set it when demand can outrun the rate for long (a service answering
     /// users, rather than a crawler working through a list): unbounded, the
-    /// queue of waiters and their latency grow without end. Wrapping
-    /// `acquire` in a timeout instead is worse: each waiter that gives up
-    /// leaves its reserved slot empty whenever someone has reserved after
-    /// it, so under sustained overload the rate's slots are spent on calls
-    /// that never happen. `Duration::ZERO` never waits (as
+    /// queue of waiters and their latency grow without end. A timeout
+    /// around `acquire` also bounds a wait, but only after the caller has
+    /// waited it out; `max_wait` refuses at once a call that would wait too
+    /// long. `Duration::ZERO` never waits (as
     /// [`try_acquire`](crate::ThrottleManager::try_acquire)). [`wait`](crate::ThrottleManager::wait)
     /// always waits.
     ///
-    /// The bound holds at the rate in force when the call takes its token.
-    /// If the rate falls while calls wait, they move back with the rest of
-    /// the queue, so that they leave halfway to the new pace: a fall by a
-    /// factor of 0.7 can lengthen a wait by up to (1 + 1 / 0.7) / 2, 1.21
-    /// times.
+    /// Calls whose tokens lie more than a few milliseconds ahead wait in the
+    /// key's line, first come first served, and take their tokens in turn
+    /// (so a change of the rate reaches all of them at once). A call joins
+    /// the line if its expected wait, at the rate then, is within the
+    /// bound; if the rate falls while it waits and its token would then
+    /// start more than the bound after it came, it is refused then, with
+    /// [`RateLimited`](crate::RejectReason::RateLimited).
     ///
     /// ```
     /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};

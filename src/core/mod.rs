@@ -90,6 +90,9 @@ pub(crate) enum Token {
     Due(Option<Reservation>),
     /// Taken, but not due until its slot starts: sleep for it.
     Ahead(Reservation),
+    /// Not taken: further ahead than a call books, or others are in line
+    /// before it. Wait for its turn ([`Core::wait_in_line`]).
+    InLine,
 }
 
 /// A free slot, from [`Core::take_free_slot`].

@@ -14,6 +14,8 @@ use crate::key::KeyState;
 use crate::metrics;
 use crate::priority::Priority;
 use crate::rate::cell::Reservation;
+use crate::rate::gcra;
+use crate::rate::line::{self, HORIZON};
 use crate::throttle::window::Count;
 
 /// # Admission: the steps of one call, in the one order they run
@@ -150,7 +152,10 @@ impl Core {
 
     /// Step 4: the key's next `cost` rate tokens, if the caller waits as
     /// long as they lie ahead. Tokens further ahead than that are not
-    /// taken: the rejection says how far ahead they were. Without a rate,
+    /// taken: the rejection says how far ahead they were. Tokens within
+    /// the caller's patience but beyond the booking horizon, or behind
+    /// calls already in the key's line, are not taken either: the call
+    /// joins the line ([`rate::line`](crate::rate::line)). Without a rate,
     /// no token. (A cost above the burst never gets here: see
     /// [`Core::cost_fits`].)
     #[inline]
@@ -166,15 +171,67 @@ impl Core {
             return Ok(Token::Due(None));
         };
         let patience = self.patience_for_token(priority, patience);
-        let reservation = state
-            .rate
-            .reserve(now, settings.burst, cost, patience)
-            .map_err(|wait| Rejected::rate_limited(wait, priority))?;
-        Ok(if reservation.slot.start <= now {
-            Token::Due(Some(reservation))
-        } else {
-            Token::Ahead(reservation)
-        })
+        let in_line = state.rate.waiting_in_line();
+        if in_line == 0 {
+            match state
+                .rate
+                .reserve(now, settings.burst, cost, patience.min(HORIZON))
+            {
+                Ok(reservation) if reservation.slot.start <= now => {
+                    return Ok(Token::Due(Some(reservation)));
+                }
+                Ok(reservation) => return Ok(Token::Ahead(reservation)),
+                Err(wait) if wait > patience => return Err(Rejected::rate_limited(wait, priority)),
+                Err(_) => {}
+            }
+        }
+        let wait = state.rate.wait(now, settings.burst, cost);
+        let interval = gcra::interval(state.rate.rate());
+        let expected = line::expected_wait(wait, in_line, cost, interval);
+        if expected > patience {
+            return Err(Rejected::rate_limited(expected, priority));
+        }
+        Ok(Token::InLine)
+    }
+
+    /// Step 4, in the key's line: waits for this call's turn, then for its
+    /// token to come within the booking horizon, and takes it (the line's
+    /// next call then has its turn). Returns the token and when it was
+    /// taken. Refused if the token would start later than `patience` after
+    /// `arrived` (the rate fell while the call was in line).
+    ///
+    /// Dropped before it returns, the call leaves the line with nothing
+    /// taken.
+    pub(crate) async fn wait_in_line(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+        cost: u32,
+        arrived: Nanos,
+    ) -> Result<(Token, Nanos), Rejected> {
+        let Some(settings) = self.rate_of(state) else {
+            return Ok((Token::Due(None), arrived));
+        };
+        let deadline = arrived.saturating_add(self.patience_for_token(priority, patience));
+        let mut place = state.rate.line().join();
+        place.head().await;
+        loop {
+            let now = self.now();
+            match state.rate.reserve(now, settings.burst, cost, HORIZON) {
+                Ok(reservation) if reservation.slot.start <= now => {
+                    return Ok((Token::Due(Some(reservation)), now));
+                }
+                Ok(reservation) => return Ok((Token::Ahead(reservation), now)),
+                Err(wait) if now.saturating_add(wait) > deadline => {
+                    return Err(Rejected::rate_limited(wait, priority));
+                }
+                Err(wait) => {
+                    let look = line::next_look(now, wait, HORIZON);
+                    self.clock.sleep_until(Duration::from_nanos(look)).await;
+                }
+            }
+        }
     }
 
     /// Step 4, when the token lies ahead: sleeps until it is due, and

@@ -14,6 +14,8 @@ use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 use crate::rate::config::RateSettings;
+use crate::rate::gcra;
+use crate::rate::line::{self, STORE_HORIZON};
 use crate::store::{
     MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
     TokenRequest, WhenUnavailable,
@@ -24,6 +26,16 @@ use crate::store::{
 pub(crate) struct StoreToken {
     wait: Nanos,
     receipt: TokenReceipt,
+}
+
+/// What one round trip to the store gave.
+enum Asked {
+    Granted(StoreToken),
+    /// Not taken: due this long from now, beyond what was asked for.
+    Later(Nanos),
+    /// Nothing to wait for: the store is not there for the key, or is
+    /// unavailable.
+    Done(StoreStep),
 }
 
 /// What the store's step gave a call.
@@ -50,19 +62,99 @@ impl Core {
         Some((store, state.store_key()?, self.rate_of(state)?))
     }
 
-    /// The rate step for a key whose rate is in the store: one round trip.
+    /// The rate step for a key whose rate is in the store: one round trip
+    /// when the token is due within [`STORE_HORIZON`] and nobody is in the
+    /// key's line; otherwise the call waits in the line
+    /// ([`rate::line`](crate::rate::line)), whose head asks the store, one
+    /// call of this process at a time, until its token comes within the
+    /// horizon. So the store's bucket is never booked further ahead than
+    /// that by any process, and a change of the shared rate reaches every
+    /// call still in line. `arrived`: when the call came, from which its
+    /// patience counts.
     pub(crate) async fn take_store_token(
         &self,
         state: &KeyState,
         priority: Priority,
         patience: Patience,
         cost: u32,
+        arrived: Nanos,
     ) -> StoreStep {
-        let Some((handle, key, settings)) = self.store_of(state) else {
+        let Some((_, key, settings)) = self.store_of(state) else {
             return StoreStep::Local;
         };
         let patience = self.patience_for_token(priority, patience);
-        let max_wait = (patience != Nanos::MAX).then(|| Duration::from_nanos(patience));
+        let in_line = state.rate.waiting_in_line();
+        // When the token the call first asked for was due, if it was
+        // beyond the horizon: the head sleeps until then before asking
+        // again.
+        let mut due = None;
+        if in_line == 0 {
+            let horizon = if settings.never_moves() {
+                patience
+            } else {
+                STORE_HORIZON
+            };
+            match self
+                .ask_store(state, priority, patience.min(horizon), cost)
+                .await
+            {
+                Asked::Granted(token) => return StoreStep::Token(token),
+                Asked::Later(wait) if wait > patience => {
+                    return StoreStep::Refused(Rejected::rate_limited(wait, priority));
+                }
+                Asked::Later(wait) => due = Some(self.now().saturating_add(wait)),
+                Asked::Done(step) => return step,
+            }
+        } else {
+            // Behind others in line: expected at the shared rate last seen.
+            let interval = gcra::interval(key.rate().unwrap_or(settings.starting_rate));
+            let expected = line::expected_wait(0, in_line, cost, interval);
+            if expected > patience {
+                return StoreStep::Refused(Rejected::rate_limited(expected, priority));
+            }
+        }
+        let deadline = arrived.saturating_add(patience);
+        let mut place = state.rate.line().join();
+        place.head().await;
+        loop {
+            if let Some(due) = due.take() {
+                let now = self.now();
+                let look = line::next_look(now, due.saturating_sub(now), STORE_HORIZON);
+                self.clock.sleep_until(Duration::from_nanos(look)).await;
+            }
+            match self.ask_store(state, priority, STORE_HORIZON, cost).await {
+                Asked::Granted(mut token) => {
+                    // The head keeps its place until its token is due: each
+                    // process books one token at a time, so the processes
+                    // of a fleet take turns at the store's bucket.
+                    self.sleep_for_store_token(state, &token, self.now()).await;
+                    token.wait = 0;
+                    return StoreStep::Token(token);
+                }
+                Asked::Later(wait) => {
+                    let now = self.now();
+                    if now.saturating_add(wait) > deadline {
+                        return StoreStep::Refused(Rejected::rate_limited(wait, priority));
+                    }
+                    due = Some(now.saturating_add(wait));
+                }
+                Asked::Done(step) => return step,
+            }
+        }
+    }
+
+    /// One round trip: the store's token if due within `max_wait`.
+    async fn ask_store(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        max_wait: Nanos,
+        cost: u32,
+    ) -> Asked {
+        let Some((handle, key, settings)) = self.store_of(state) else {
+            return Asked::Done(StoreStep::Local);
+        };
+        let max_wait = (max_wait != Nanos::MAX).then(|| Duration::from_nanos(max_wait));
         let request = TokenRequest::new(RateRules::from_settings(settings), max_wait).cost(cost);
         match handle.store.take_token(&key.name, request).await {
             TokenAnswer::Granted {
@@ -71,23 +163,25 @@ impl Core {
                 rate,
             } => {
                 key.set_rate(rate);
-                StoreStep::Token(StoreToken {
+                Asked::Granted(StoreToken {
                     wait: crate::clock::nanos(wait),
                     receipt,
                 })
             }
             TokenAnswer::Refused { wait, rate } => {
                 key.set_rate(rate);
-                StoreStep::Refused(Rejected::rate_limited(crate::clock::nanos(wait), priority))
+                Asked::Later(crate::clock::nanos(wait))
             }
-            TokenAnswer::Unavailable { retry_after } => match handle.store.when_unavailable() {
-                WhenUnavailable::UseLocalRate => StoreStep::Local,
-                WhenUnavailable::Refuse => StoreStep::Refused(Rejected::new(
-                    RejectReason::StoreUnavailable,
-                    priority,
-                    Some(retry_after),
-                )),
-            },
+            TokenAnswer::Unavailable { retry_after } => {
+                Asked::Done(match handle.store.when_unavailable() {
+                    WhenUnavailable::UseLocalRate => StoreStep::Local,
+                    WhenUnavailable::Refuse => StoreStep::Refused(Rejected::new(
+                        RejectReason::StoreUnavailable,
+                        priority,
+                        Some(retry_after),
+                    )),
+                })
+            }
         }
     }
 
@@ -99,7 +193,7 @@ impl Core {
     pub(crate) async fn wait_for_store_token(&self, state: &KeyState, cost: u32) -> bool {
         loop {
             match self
-                .take_store_token(state, Priority::HIGH, Patience::Unbounded, cost)
+                .take_store_token(state, Priority::HIGH, Patience::Unbounded, cost, self.now())
                 .await
             {
                 StoreStep::Token(token) => {

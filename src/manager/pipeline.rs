@@ -68,6 +68,9 @@ enum Wait {
     /// Its rate token is taken but not due: sleep until it is, then the
     /// bulkhead.
     ForToken(Admitting, Reservation),
+    /// In its key's line for a rate token: wait for its turn, take the
+    /// token, then as above.
+    InLine(Admitting),
     /// In the bulkhead's queue: wait for the slot.
     InQueue(Admitting, WaiterId),
     /// Its rate is in a store: ask the store for the token (a round trip).
@@ -389,6 +392,37 @@ where
                     call.times.started = core.sleep_for_token(&call.state, token).await;
                     Self::take_slot(core, call, patience)
                 }
+                Wait::InLine(mut call) => {
+                    let arrived = call.times.scheduled;
+                    let (state, priority, cost) = (&call.state, call.priority, call.cost);
+                    match core
+                        .wait_in_line(state, priority, patience, cost, arrived)
+                        .await
+                    {
+                        Ok((token, taken_at)) => {
+                            // Still scheduled when it arrived: a fall while
+                            // it was in line answered the calls of its time,
+                            // so its failure is no news to the rate
+                            // (`rate::aimd::is_news`). It waited for its
+                            // token, in line: started a tick after it came
+                            // at the earliest.
+                            call.times.started = taken_at.max(arrived.saturating_add(1));
+                            match token {
+                                Token::Ahead(token) => {
+                                    call.token = Some(HeldToken::Local(token));
+                                    wait = Wait::ForToken(call, token);
+                                    continue;
+                                }
+                                Token::Due(token) => {
+                                    call.token = token.map(HeldToken::Local);
+                                    Self::take_slot(core, call, patience)
+                                }
+                                Token::InLine => unreachable!("the head takes its token"),
+                            }
+                        }
+                        Err(rejected) => Err(Stop::Refused(rejected)),
+                    }
+                }
                 Wait::InQueue(call, id) => {
                     let mut queued = Queued {
                         core,
@@ -413,12 +447,14 @@ where
                     };
                 }
                 Wait::ForStoreToken(mut call) => {
+                    let arrived = call.times.scheduled;
                     match core
-                        .take_store_token(&call.state, call.priority, patience, call.cost)
+                        .take_store_token(&call.state, call.priority, patience, call.cost, arrived)
                         .await
                     {
                         StoreStep::Token(token) => {
                             let answered = core.now();
+
                             call.times.started = core
                                 .sleep_for_store_token(&call.state, &token, answered)
                                 .await;
@@ -533,6 +569,10 @@ where
                 call.token = Some(HeldToken::Local(token));
                 Err(Stop::wait(Wait::ForToken(call, token)))
             }
+            Ok(Token::InLine) => {
+                call.give_back_slot();
+                Err(Stop::wait(Wait::InLine(call)))
+            }
             Err(rejected) => {
                 call.give_back_slot();
                 Err(Stop::Refused(rejected))
@@ -569,6 +609,7 @@ where
                 call.token = Some(HeldToken::Local(token));
                 Err(Stop::wait(Wait::ForToken(call, token)))
             }
+            Token::InLine => Err(Stop::wait(Wait::InLine(call))),
         }
     }
 
@@ -641,6 +682,9 @@ impl Wait {
                 let wait = token.slot.start.saturating_sub(call.times.scheduled);
                 call.refused(core, Rejected::rate_limited(wait, priority))
             }
+            // Never asked of a caller that does not wait: the rate refuses
+            // it instead (see `Core::reserve_token`).
+            Wait::InLine(call) => call.refused(core, Rejected::rate_limited(0, priority)),
             Wait::InQueue(call, id) => {
                 if let Some((bulkhead, _)) = core.bulkhead_of(&call.state) {
                     // Dropped at once: leaves the queue.

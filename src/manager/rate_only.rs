@@ -120,13 +120,15 @@ where
         if core.wait_for_store_token(&state, cost).await {
             return Ok(());
         }
-        if let Ok(Token::Ahead(token)) = core.reserve_token(
-            &state,
-            core.now(),
-            Priority::HIGH,
-            Patience::Unbounded,
-            cost,
-        ) {
+        let now = core.now();
+        let mut token = core.reserve_token(&state, now, Priority::HIGH, Patience::Unbounded, cost);
+        if let Ok(Token::InLine) = token {
+            token = core
+                .wait_in_line(&state, Priority::HIGH, Patience::Unbounded, cost, now)
+                .await
+                .map(|(token, _)| token);
+        }
+        if let Ok(Token::Ahead(token)) = token {
             core.sleep_for_token(&state, token).await;
         }
         Ok(())

@@ -9,6 +9,7 @@ use super::aimd;
 use super::config::RateSettings;
 use super::falls;
 use super::gcra::{self, TimeSlot};
+use super::line::Line;
 use super::usage;
 use crate::clock::Nanos;
 
@@ -29,15 +30,17 @@ pub(crate) struct RateCell {
     /// How fast calls have recently succeeded ([`usage`]), for rate
     /// validation. Written by every success, unless the rate is fixed.
     used: AtomicU64,
-    /// The falls of the rate that moved calls waiting for their tokens
-    /// ([`falls`]); allocated by the first such fall.
+    /// The calls waiting for their turn ([`line`]) and the falls of the
+    /// rate that moved calls waiting for their tokens ([`falls`]);
+    /// allocated by the first call in line or the first such fall.
     queue: OnceBox<Queue>,
 }
 
-/// The falls that moved a key's waiting calls, for those calls to find when
-/// they wake.
+/// The calls in line for a turn at a key's tokens, and the falls that moved
+/// its booked calls, for those calls to find when they wake.
 #[derive(Debug, Default)]
 struct Queue {
+    line: Line,
     /// Twice the number of falls that moved the queue, plus one while a
     /// fall is being applied: a waiter that saw this number when it took
     /// its token has nowhere to move while it stays the same and even. An
@@ -197,6 +200,17 @@ impl RateCell {
                 Err(actual) => tat = actual,
             }
         }
+    }
+
+    /// Calls in the key's line now ([`line`](super::line)).
+    #[inline]
+    pub(crate) fn waiting_in_line(&self) -> u32 {
+        self.queue.get().map_or(0, |queue| queue.line.waiting())
+    }
+
+    /// The key's line, made by the first call that joins it.
+    pub(crate) fn line(&self) -> &Line {
+        &self.queue.get_or_init(Box::default).line
     }
 
     /// How many falls have moved the queue so far.

@@ -654,6 +654,18 @@ pub(crate) struct RateSettings {
     pub(crate) cooldown: Nanos,
 }
 
+impl RateSettings {
+    /// Whether the rate can never move (its bounds are one rate, as a
+    /// fixed quota's are). Through a store, its calls book their tokens on
+    /// arrival: there is no change for the key's line to pass on, and the
+    /// processes of a fleet keep the store's first come, first served
+    /// order (each process's line takes turns by polling, which favours
+    /// the process whose calls are already coming).
+    pub(crate) fn never_moves(&self) -> bool {
+        self.lower_bound >= self.upper_bound
+    }
+}
+
 #[cfg(test)]
 impl RateSettings {
     /// Settings for tests of the pure maths.

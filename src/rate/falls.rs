@@ -23,20 +23,24 @@
 //! simulator's figures for none, all the way and halfway are in
 //! `benches/README.md`).
 //!
-//! Rises do not move waiters: they would have to wake them early, for
-//! little gain in the simulator. So that a
-//! fall, a rise and a fall do not stretch the same queue twice for one net
-//! fall, the queue remembers the pace a fall set it to ([`Paced`]) for as
-//! long as the calls it moved are waiting, and a later fall stretches it
-//! only as far as its own halfway pace is below that.
+//! Only calls that booked their tokens are moved, and a call books its
+//! token only within a few milliseconds of it
+//! ([`line`](super::line)): calls further back wait in the key's line,
+//! take nothing, and leave at whatever pace the rate has when their turn
+//! comes. Rises do not move booked calls (they would have to wake them
+//! early, and there are few). So that a fall, a rise and a fall do not
+//! stretch the same queue twice for one net fall, the queue remembers the
+//! pace a fall set it to ([`Paced`]) for as long as the calls it moved are
+//! waiting, and a later fall stretches it only as far as its own halfway
+//! pace is below that.
 //!
 //! A pause ([`RateCell::pause_until`](super::cell::RateCell::pause_until))
 //! is debt like a queue: a fall during one stretches it as it does a
 //! queue, later, never earlier.
 //!
-//! A waiter may so wait longer than `max_wait`, which bounds the wait at
-//! the rate in force when the call took its token: a fall by `factor`
-//! lengthens it by up to `(1 + 1 / factor) / 2` (1.21x for 0.7).
+//! A booked call may so start a little later than `max_wait` allowed: a
+//! fall by `factor` lengthens its wait (at most the booking horizon) by up
+//! to `(1 + 1 / factor) / 2` (1.21x for 0.7).
 //!
 //! A rate in a [store](crate::store) keeps its waiters' places: they wait
 //! on the store's decisions in other processes, which a fall cannot reach,

@@ -50,7 +50,7 @@ async fn take_then_give_up(manager: &ThrottleManager<String>) -> (Instant, Permi
     let start = Instant::now();
     let first = manager.acquire("api", Priority::HIGH).await.unwrap();
     let gave_up = tokio::time::timeout(
-        Duration::from_millis(100),
+        Duration::from_millis(10),
         manager.acquire("api", Priority::HIGH),
     )
     .await;

@@ -96,12 +96,29 @@ async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_wait_hands_its_token_back() {
     let store = store();
-    let manager = manager(&store, RateConfig::new(1.0).burst(1).bounds(1.0, 1.0));
+    // A token 50 ms away: within the booking horizon, so the call takes it.
+    let manager = manager(&store, RateConfig::new(20.0).burst(1).bounds(20.0, 20.0));
     let (start, _first) = crate::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 1, "one token handed back");
     let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
-    // Its token was the one given back: one second after the first, not two.
+    // Its token was the one given back: 50 ms after the first, not 100.
+    assert_eq!(start.elapsed(), Duration::from_millis(50));
+}
+
+/// A call whose shared token (of a rate that moves) lies beyond the
+/// booking horizon waits in its key's line and takes nothing until its
+/// turn: given up meanwhile, it leaves nothing to hand back, and delays
+/// nobody.
+#[tokio::test(start_paused = true)]
+async fn a_call_given_up_in_line_takes_nothing() {
+    let store = store();
+    let manager = manager(&store, RateConfig::new(1.0).burst(1).bounds(0.5, 2.0));
+    let (start, _first) = crate::take_then_give_up(&manager).await;
+    reports_arrive().await;
+    assert_eq!(store.reports(2), 0, "nothing to hand back");
+    assert_eq!(store.asked.load(std::sync::atomic::Ordering::Acquire), 2);
+    let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_secs(1));
 }
 
@@ -245,6 +262,8 @@ async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_b
     .await;
     assert!(dropped.is_err());
     reports_arrive().await;
+    // A fixed quota's calls book their shared tokens on arrival (the
+    // processes of a fleet keep the store's order): all six go back.
     assert_eq!(store.reports(2), 1, "the six tokens handed back");
     let before = Instant::now();
     manager
