@@ -55,11 +55,12 @@ fn crawler_program() -> Vec<String> {
     .to_vec()
 }
 
-/// `processes` crawlers for `length`; what the server saw after `settle`.
+/// `processes` crawlers of `callers` loops each for `length`; what the
+/// server saw after `settle`.
 async fn fleet(
     redis: Option<&RedisServer>,
     mode: Mode,
-    processes: usize,
+    (processes, callers): (usize, usize),
     length: Duration,
     settle: Duration,
 ) -> (ServerFigures, Vec<Tally>) {
@@ -70,7 +71,7 @@ async fn fleet(
         prefix: format!("fleet-{mode:?}-{processes}"),
         mode,
         length,
-        callers: 2,
+        callers,
     };
     let crawlers = parts::start_fleet(&crawler_program(), &job, processes);
     // The crawlers count their length from when they are up; the first
@@ -83,7 +84,7 @@ async fn fleet(
     let figures = seen.between(start + settle, seconds);
     let shared = if redis.is_some() { "shared" } else { "alone" };
     println!(
-        "{processes} processes, {mode:?}, {shared}: {:.1} requests/s reached the server, \
+        "{processes} processes of {callers} loops, {mode:?}, {shared}: {:.1} requests/s reached the server, \
          {:.1} % refused, goodput {:.0} % of its capacity",
         figures.sent_per_second(),
         100.0 * figures.refused(),
@@ -99,32 +100,37 @@ async fn four_processes_hold_one_fixed_quota_between_them() {
         return;
     };
     let (length, settle) = (Duration::from_secs(4), Duration::from_secs(1));
-    let (shared, tallies) = fleet(Some(&redis), Mode::Fixed, 4, length, settle).await;
-    let (alone, _) = fleet(None, Mode::Fixed, 4, length, settle).await;
+    let (shared, tallies) = fleet(Some(&redis), Mode::Fixed, (4, 2), length, settle).await;
+    let (alone, _) = fleet(None, Mode::Fixed, (4, 2), length, settle).await;
     // The server sees the quota of 40/s, not four times it.
     assert!(shared.sent_per_second() <= 42.0, "{shared:?}");
     assert!(shared.sent_per_second() >= 36.0, "{shared:?}");
     assert!(shared.refused() <= 0.02, "{shared:?}");
-    assert!(
-        tallies.iter().all(|t| t.requests > 0),
-        "every process called: {tallies:?}"
-    );
+    // In the store's first come, first served order: even shares.
+    let sent = tallies.iter().map(|t| t.requests);
+    let (fewest, most) = (sent.clone().min().unwrap(), sent.max().unwrap());
+    assert!(fewest * 4 >= most * 3, "uneven shares: {tallies:?}");
     // Each on its own, they send 160/s and most are refused.
     assert!(alone.refused() >= 0.5, "{alone:?}");
 }
 
+/// Issue 34's fleet: 8 processes of 8 loops each on one shared adaptive
+/// rate learn the server's capacity as fast as one process does: from
+/// 4 s to 12 s, at least 90 % of it served and at most 8 % refused. (When
+/// each call booked its shared token on arrival, the 64 loops booked the
+/// store's bucket 6.4 s ahead at 10/s, and 35 to 44 % was served.) Each
+/// learning alone, they interfere: more refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_processes_learn_one_rate_with_few_refusals() {
+async fn eight_processes_learn_one_rate_as_fast_as_one() {
     let _alone = crate::support::alone();
-    let Some(redis) = RedisServer::start("eight_processes_learn_one_rate_with_few_refusals") else {
+    let Some(redis) = RedisServer::start("eight_processes_learn_one_rate_as_fast_as_one") else {
         return;
     };
-    let (length, settle) = (Duration::from_secs(12), Duration::from_secs(6));
-    let (shared, _) = fleet(Some(&redis), Mode::Adaptive, 8, length, settle).await;
-    let (alone, _) = fleet(None, Mode::Adaptive, 8, length, settle).await;
+    let (length, settle) = (Duration::from_secs(12), Duration::from_secs(4));
+    let (shared, _) = fleet(Some(&redis), Mode::Adaptive, (8, 8), length, settle).await;
+    let (alone, _) = fleet(None, Mode::Adaptive, (8, 8), length, settle).await;
     assert!(shared.refused() <= 0.08, "{shared:?}");
     assert!(shared.goodput() >= 0.9, "{shared:?}");
-    // Each learning on its own, they interfere: more refusals.
     assert!(
         alone.refused() > shared.refused(),
         "{alone:?} against {shared:?}"
