@@ -17,10 +17,9 @@
 //! The line is allocated by the first call that waits in it; a key whose
 //! calls never wait for a token beyond the horizon has none.
 
-use crate::clock::Nanos;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::sync::AtomicU32;
+use crate::clock::Nanos;
 
 /// How far ahead a call may book the key's own rate token: a few timer
 /// ticks, so that at high rates many calls book at once and each sleeps to
@@ -51,7 +50,7 @@ impl Default for Line {
     }
 }
 
-/// A call's place in line; at the head once [`Line::head`] returns.
+/// A call's place in line; at the head once [`Place::head`] returns.
 /// Dropped, it leaves the line (and hands the head on).
 #[derive(Debug)]
 pub(crate) struct Place<'a> {

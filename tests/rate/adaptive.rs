@@ -720,3 +720,75 @@ async fn a_call_that_waited_for_its_token_lets_the_rate_climb_further() {
     );
     assert!(limited > 1.25 * measured, "{limited}/s and {measured}/s");
 }
+
+/// The key's line under a moving rate, on a multi-threaded runtime: calls
+/// join, give up and take their turns while the rate jumps about. No call
+/// is stranded in line (each patient one gets its token), and the calls
+/// admitted never outrun the fastest rate the key had, plus its burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_line_strands_no_one_and_admits_no_more_than_the_rate() {
+    const FASTEST: f64 = 4_000.0;
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(2_000.0)
+                .burst(1)
+                .bounds(500.0, FASTEST)
+                .increment(500.0)
+                .decrease_factor(0.5)
+                .decrease_cooldown(Duration::ZERO),
+        )
+        .build()
+        .unwrap();
+    let admitted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let start = std::time::Instant::now();
+    let chaos = {
+        let (manager, done) = (manager.clone(), Arc::clone(&done));
+        tokio::spawn(async move {
+            let mut n: u32 = 7;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                n = n.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                if n >> 31 == 0 {
+                    manager.increment("k");
+                } else {
+                    manager.decrement("k");
+                }
+                tokio::time::sleep(Duration::from_micros(300)).await;
+            }
+        })
+    };
+    let callers: Vec<_> = (0..64u32)
+        .map(|caller| {
+            let (manager, admitted) = (manager.clone(), Arc::clone(&admitted));
+            tokio::spawn(async move {
+                for round in 0..20u32 {
+                    // One call in five gives up at once, in line or not.
+                    let patience = if (caller + round) % 5 == 0 {
+                        Duration::from_micros(200)
+                    } else {
+                        Duration::from_secs(10)
+                    };
+                    match tokio::time::timeout(patience, manager.wait("k")).await {
+                        Ok(()) => {
+                            admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Err(_) if patience < Duration::from_secs(1) => {}
+                        Err(_) => panic!("a call was stranded in line"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    chaos.await.unwrap();
+    let elapsed = start.elapsed().as_secs_f64();
+    let admitted = admitted.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(admitted >= 64 * 16, "every patient call got in: {admitted}");
+    assert!(
+        admitted as f64 <= FASTEST * elapsed + 2.0,
+        "{admitted} admitted in {elapsed:.3} s"
+    );
+}
