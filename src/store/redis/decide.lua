@@ -10,7 +10,7 @@
 -- Returns {admitted (1 or 0), wait in microseconds, rate, tat after the
 -- call or ''}; numbers that are not whole are sent as strings, since
 -- Redis turns a Lua number into an integer. A refused call takes nothing.
-local state = redis.call('HMGET', KEYS[1], 't', 'r')
+local state = redis.call('HMGET', KEYS[1], 't', 'r', 'x')
 local tat = tonumber(state[1]) or now
 local rate = tonumber(state[2]) or tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
@@ -23,11 +23,25 @@ if max_wait >= 0 and wait > max_wait then
   return {0, text(wait), text(rate), ''}
 end
 local stored = text(new_tat)
-if state[1] then
-  redis.call('HSET', KEYS[1], 't', stored, 'r', text(rate))
+-- The key is kept at least the idle time after its debt runs out. Its
+-- expiry ('x', in the script's microseconds) moves only when it falls
+-- short of that, and then half the idle time further: a busy key's
+-- decision writes one field and sets no expiry.
+local idle = tonumber(ARGV[5]) * 1000
+local expires = tonumber(state[3])
+local keep = not expires or expires < new_tat + idle
+if state[1] and not keep then
+  redis.call('HSET', KEYS[1], 't', stored)
+elseif state[1] then
+  expires = new_tat + idle * 1.5
+  redis.call('HSET', KEYS[1], 't', stored, 'x', text(expires))
 else
   -- A new key: its use is measured from now (usage.rs `fresh`).
-  redis.call('HSET', KEYS[1], 't', stored, 'r', text(rate), 'us', text(now), 'uc', 0)
+  expires = new_tat + idle * 1.5
+  redis.call('HSET', KEYS[1], 't', stored, 'r', text(rate), 'us', text(now), 'uc', 0,
+    'x', text(expires))
 end
-redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + tonumber(ARGV[5]))
+if keep then
+  redis.call('PEXPIRE', KEYS[1], math.ceil((expires - now) / 1000))
+end
 return {1, text(wait), text(rate), stored}

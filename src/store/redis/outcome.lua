@@ -105,7 +105,11 @@ if #changes > 0 then
   if state[2] == false then
     table.insert(changes, 'r'); table.insert(changes, text(rate))
   end
+  -- Kept the idle time after the debt runs out, as decide.lua keeps it
+  -- ('x': when it expires, for decide.lua to tell when to move it).
+  local expires = math.max(tat, now) + tonumber(ARGV[13]) * 1000
+  table.insert(changes, 'x'); table.insert(changes, text(expires))
   redis.call('HSET', key, unpack(changes))
-  redis.call('PEXPIRE', key, math.ceil(math.max(tat - now, 0) / 1000) + tonumber(ARGV[13]))
+  redis.call('PEXPIRE', key, math.ceil((expires - now) / 1000))
 end
 return text(rate)
