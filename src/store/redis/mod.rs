@@ -160,9 +160,10 @@ impl RedisStore {
     }
 
     /// How long Redis keeps a key's shared state once the key is idle and
-    /// its bucket owes nothing (default 10 minutes); after that the key
-    /// starts again from its starting rate, as an evicted local key does.
-    /// At least 1 s.
+    /// its bucket owes nothing (default 10 minutes), or up to half as long
+    /// again (a decision moves the key's expiry only when it falls short,
+    /// which spares a busy key a write); after that the key starts again
+    /// from its starting rate, as an evicted local key does. At least 1 s.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), portcullis::store::ConnectError> {
