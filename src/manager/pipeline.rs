@@ -36,6 +36,10 @@ use crate::permit::Ticket;
 use crate::priority::Priority;
 use crate::rate::cell::Reservation;
 
+mod admission;
+
+pub(super) use admission::{Admission, Held};
+
 /// Why the pipeline stopped short of admitting a call: refused, or a step
 /// that must wait before the call can go on.
 ///
@@ -159,79 +163,6 @@ impl HeldToken {
             HeldToken::Local(token) => state.rate.cancel(token),
             HeldToken::Store(token) => core.return_store_token(state, *token),
         }
-    }
-}
-
-/// What the pipeline hands a call it admits. A plain call gets its
-/// [`Ticket`], and its rate token is spent; one key of a call charged to
-/// several ([`Held`]) keeps the token too, to hand back if another key
-/// refuses. The pipeline is generic over it so that a plain call carries
-/// nothing more.
-pub(super) trait Admission: Sized {
-    /// Whether the call keeps its rate token once admitted.
-    const KEEPS_TOKEN: bool;
-
-    fn from_call(call: Admitting, holds_slot: bool) -> Self;
-
-    fn ticket(&self) -> &Ticket;
-}
-
-impl Admission for Ticket {
-    const KEEPS_TOKEN: bool = false;
-
-    #[inline(always)]
-    fn from_call(call: Admitting, holds_slot: bool) -> Self {
-        call.admitted(holds_slot)
-    }
-
-    #[inline(always)]
-    fn ticket(&self) -> &Ticket {
-        self
-    }
-}
-
-/// One key of a call charged to several, admitted: its ticket, and the rate
-/// token it took, which goes back if another key refuses the call.
-pub(super) struct Held {
-    pub(super) ticket: Ticket,
-    token: Option<HeldToken>,
-}
-
-impl Admission for Held {
-    const KEEPS_TOKEN: bool = true;
-
-    fn from_call(mut call: Admitting, holds_slot: bool) -> Self {
-        let token = call.token.take();
-        Held {
-            ticket: call.admitted(holds_slot),
-            token,
-        }
-    }
-
-    fn ticket(&self) -> &Ticket {
-        &self.ticket
-    }
-}
-
-impl Held {
-    /// The call will not happen after all: everything this key gave it
-    /// goes back, and no control counts it. Its token returns as a
-    /// cancelled wait's does (while no later call has taken one, see
-    /// `rate::gcra::cancel`), its slot goes to the head of the queue, and
-    /// the key may make room in a full key space.
-    pub(super) fn withdraw(self, core: &Core) {
-        let Held { ticket, token } = self;
-        let state = &ticket.state;
-        if let Some(token) = token {
-            token.give_back(core, state);
-        }
-        if ticket.holds_slot {
-            give_back_slot(state);
-        }
-        // Neither an outcome nor a slot was counted for the ticket (no
-        // permit was made of it), so nothing more is undone.
-        core.room
-            .call_ended(|| triomphe::Arc::strong_count(state) <= 2);
     }
 }
 
@@ -407,18 +338,7 @@ where
                             // token, in line: started a tick after it came
                             // at the earliest.
                             call.times.started = taken_at.max(arrived.saturating_add(1));
-                            match token {
-                                Token::Ahead(token) => {
-                                    call.token = Some(HeldToken::Local(token));
-                                    wait = Wait::ForToken(call, token);
-                                    continue;
-                                }
-                                Token::Due(token) => {
-                                    call.token = token.map(HeldToken::Local);
-                                    Self::take_slot(core, call, patience)
-                                }
-                                Token::InLine => unreachable!("the head takes its token"),
-                            }
+                            Self::with_token(core, call, token, patience)
                         }
                         Err(rejected) => Err(Stop::Refused(rejected)),
                     }
@@ -586,11 +506,23 @@ where
     #[inline(always)]
     fn rate_then_slot<A: Admission>(
         core: &Core,
-        mut call: Admitting,
+        call: Admitting,
         patience: Patience,
     ) -> Result<A, Stop> {
         let now = call.times.scheduled;
         let token = core.reserve_token(&call.state, now, call.priority, patience, call.cost)?;
+        Self::with_token(core, call, token, patience)
+    }
+
+    /// The call's rate token, from step 4: due, the bulkhead; ahead or in
+    /// line, a wait. (Always inlined, as [`rate_then_slot`](Self::rate_then_slot).)
+    #[inline(always)]
+    fn with_token<A: Admission>(
+        core: &Core,
+        mut call: Admitting,
+        token: Token,
+        patience: Patience,
+    ) -> Result<A, Stop> {
         match token {
             // Without a bulkhead nothing can refuse the call from here:
             // the token is not kept to be handed back, unless another key
