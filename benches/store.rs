@@ -3,8 +3,10 @@
 //! go-redis's `redis_rate` runs (one string key, `GET` and `SET`, Redis's
 //! `TIME`), sent the same way (the redis crate's connection manager, by
 //! hash) in the same run; one caller at a time, and 32 at once; on one
-//! server and on a three-node Redis Cluster. Then the round trips a
-//! decision costs, counted by Redis itself (`INFO commandstats`).
+//! server and on a three-node Redis Cluster; then the same ratio in 15
+//! rounds that alternate the two, whose median the machine's drift moves
+//! least. Then the round trips a decision costs, counted by Redis itself
+//! (`INFO commandstats`).
 //!
 //! Run: `cargo bench --features redis --bench store` (starts its own
 //! `redis-server` and cluster, which need redis-server and redis-cli). Compare ratios, not times:
@@ -122,8 +124,66 @@ fn decisions(c: &mut Criterion) {
     );
 }
 
+/// The ratio of the manager's decision to the plain script, in rounds that
+/// alternate the two (and which goes first), so that the machine's drift
+/// falls on both alike: the median of the rounds' ratios, and the lowest
+/// and highest.
+fn interleaved<C>(
+    runtime: &Runtime,
+    manager: &ThrottleManager<String>,
+    plain: &C,
+    concurrency: u64,
+) -> (f64, f64, f64)
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    const ROUNDS: usize = 15;
+    let calls = if concurrency == 1 { 300 } else { 3_000 };
+    let script = redis::Script::new(PLAIN_GCRA);
+    let ours = || {
+        let manager = manager.clone();
+        runtime.block_on(timed(calls, concurrency, move || {
+            let manager = manager.clone();
+            async move {
+                drop(manager.acquire("host", Priority::HIGH).await.unwrap());
+            }
+        }))
+    };
+    let theirs = || {
+        let (plain, script) = (plain.clone(), script.clone());
+        runtime.block_on(timed(calls, concurrency, move || {
+            let (mut plain, script) = (plain.clone(), script.clone());
+            async move {
+                let answer: (i64, String) = script
+                    .key("bench-plain:host")
+                    .arg(RATE)
+                    .arg(1_000)
+                    .invoke_async(&mut plain)
+                    .await
+                    .unwrap();
+                assert_eq!(answer.0, 1);
+            }
+        }))
+    };
+    let mut ratios: Vec<f64> = (0..ROUNDS)
+        .map(|round| {
+            let (a, b) = if round % 2 == 0 {
+                let a = ours();
+                (a, theirs())
+            } else {
+                let b = theirs();
+                (ours(), b)
+            };
+            a.as_secs_f64() / b.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    (ratios[ROUNDS / 2], ratios[0], ratios[ROUNDS - 1])
+}
+
 /// The manager's decision next to the plain script over `plain`, one
-/// caller at a time and 32 at once, as the group `name`.
+/// caller at a time and 32 at once, as the group `name`; then the same
+/// in interleaved rounds, printed.
 fn compare<C>(
     c: &mut Criterion,
     name: &str,
@@ -171,6 +231,13 @@ fn compare<C>(
         });
     }
     group.finish();
+    for concurrency in [1, 32] {
+        let (median, low, high) = interleaved(runtime, manager, plain, concurrency);
+        println!(
+            "{name}, {concurrency} at once, interleaved rounds: {median:.2}x median \
+             ({low:.2}x to {high:.2}x)"
+        );
+    }
 }
 
 /// The same comparison on a three-node Redis Cluster.
