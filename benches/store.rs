@@ -124,6 +124,45 @@ fn decisions(c: &mut Criterion) {
     );
 }
 
+/// How long `calls` of the manager's decisions take, `concurrency` at once
+/// (each permit dropped: no outcome, the decision alone).
+fn time_manager(
+    runtime: &Runtime,
+    manager: &ThrottleManager<String>,
+    calls: u64,
+    concurrency: u64,
+) -> Duration {
+    let manager = manager.clone();
+    runtime.block_on(timed(calls, concurrency, move || {
+        let manager = manager.clone();
+        async move {
+            drop(manager.acquire("host", Priority::HIGH).await.unwrap());
+        }
+    }))
+}
+
+/// How long `calls` of the plain script's decisions take over `plain`,
+/// `concurrency` at once.
+fn time_plain<C>(runtime: &Runtime, plain: &C, calls: u64, concurrency: u64) -> Duration
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let (plain, script) = (plain.clone(), redis::Script::new(PLAIN_GCRA));
+    runtime.block_on(timed(calls, concurrency, move || {
+        let (mut plain, script) = (plain.clone(), script.clone());
+        async move {
+            let answer: (i64, String) = script
+                .key("bench-plain:host")
+                .arg(RATE)
+                .arg(1_000)
+                .invoke_async(&mut plain)
+                .await
+                .unwrap();
+            assert_eq!(answer.0, 1);
+        }
+    }))
+}
+
 /// The ratio of the manager's decision to the plain script, in rounds that
 /// alternate the two (and which goes first), so that the machine's drift
 /// falls on both alike: the median of the rounds' ratios, and the lowest
@@ -139,32 +178,8 @@ where
 {
     const ROUNDS: usize = 15;
     let calls = if concurrency == 1 { 300 } else { 3_000 };
-    let script = redis::Script::new(PLAIN_GCRA);
-    let ours = || {
-        let manager = manager.clone();
-        runtime.block_on(timed(calls, concurrency, move || {
-            let manager = manager.clone();
-            async move {
-                drop(manager.acquire("host", Priority::HIGH).await.unwrap());
-            }
-        }))
-    };
-    let theirs = || {
-        let (plain, script) = (plain.clone(), script.clone());
-        runtime.block_on(timed(calls, concurrency, move || {
-            let (mut plain, script) = (plain.clone(), script.clone());
-            async move {
-                let answer: (i64, String) = script
-                    .key("bench-plain:host")
-                    .arg(RATE)
-                    .arg(1_000)
-                    .invoke_async(&mut plain)
-                    .await
-                    .unwrap();
-                assert_eq!(answer.0, 1);
-            }
-        }))
-    };
+    let ours = || time_manager(runtime, manager, calls, concurrency);
+    let theirs = || time_plain(runtime, plain, calls, concurrency);
     let mut ratios: Vec<f64> = (0..ROUNDS)
         .map(|round| {
             let (a, b) = if round % 2 == 0 {
@@ -193,41 +208,14 @@ fn compare<C>(
 ) where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    let script = redis::Script::new(PLAIN_GCRA);
     let mut group = c.benchmark_group(name);
     group.measurement_time(Duration::from_secs(5));
     for concurrency in [1, 32] {
-        let manager = manager.clone();
         group.bench_function(format!("portcullis_acquire/{concurrency}"), |b| {
-            b.iter_custom(|calls| {
-                let manager = manager.clone();
-                runtime.block_on(timed(calls, concurrency, move || {
-                    let manager = manager.clone();
-                    async move {
-                        let permit = manager.acquire("host", Priority::HIGH).await.unwrap();
-                        drop(permit); // no outcome: the decision alone
-                    }
-                }))
-            });
+            b.iter_custom(|calls| time_manager(runtime, manager, calls, concurrency));
         });
-        let (plain, script) = (plain.clone(), script.clone());
         group.bench_function(format!("plain_gcra_script/{concurrency}"), |b| {
-            b.iter_custom(|calls| {
-                let (plain, script) = (plain.clone(), script.clone());
-                runtime.block_on(timed(calls, concurrency, move || {
-                    let (mut plain, script) = (plain.clone(), script.clone());
-                    async move {
-                        let answer: (i64, String) = script
-                            .key("bench-plain:host")
-                            .arg(RATE)
-                            .arg(1_000)
-                            .invoke_async(&mut plain)
-                            .await
-                            .unwrap();
-                        assert_eq!(answer.0, 1);
-                    }
-                }))
-            });
+            b.iter_custom(|calls| time_plain(runtime, plain, calls, concurrency));
         });
     }
     group.finish();
