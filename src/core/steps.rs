@@ -173,18 +173,20 @@ impl Core {
         let patience = self.patience_for_token(priority, patience);
         let in_line = state.rate.waiting_in_line();
         if in_line == 0 {
-            match state
+            return match state
                 .rate
                 .reserve(now, settings.burst, cost, patience.min(HORIZON))
             {
                 Ok(reservation) if reservation.slot.start <= now => {
-                    return Ok(Token::Due(Some(reservation)));
+                    Ok(Token::Due(Some(reservation)))
                 }
-                Ok(reservation) => return Ok(Token::Ahead(reservation)),
-                Err(wait) if wait > patience => return Err(Rejected::rate_limited(wait, priority)),
-                Err(_) => {}
-            }
+                Ok(reservation) => Ok(Token::Ahead(reservation)),
+                Err(wait) if wait > patience => Err(Rejected::rate_limited(wait, priority)),
+                // Within the caller's patience, beyond the horizon.
+                Err(_) => Ok(Token::InLine),
+            };
         }
+        // Behind the calls in line: expected at the rate now.
         let wait = state.rate.wait(now, settings.burst, cost);
         let interval = gcra::interval(state.rate.rate());
         let expected = line::expected_wait(wait, in_line, cost, interval);
