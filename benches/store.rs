@@ -5,7 +5,8 @@
 //! hash) in the same run; one caller at a time, and 32 at once; on one
 //! server and on a three-node Redis Cluster; then the same ratio in 15
 //! rounds that alternate the two, whose median the machine's drift moves
-//! least. Then the round trips a decision costs, counted by Redis itself
+//! least, and the same split into the store's script over the plain one and
+//! the manager over its script alone. Then the round trips a decision costs, counted by Redis itself
 //! (`INFO commandstats`).
 //!
 //! Run: `cargo bench --features redis --bench store` (starts its own
@@ -40,6 +41,12 @@ end
 redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1)
 return {1, '0'}
 ";
+
+/// The keys the two scripts decide on: hash-tagged to the slot of the
+/// manager's key (`bench:host`), so that on the cluster all three sides
+/// ask the same node.
+const PLAIN_KEY: &str = "{bench:host}:plain";
+const SCRIPT_KEY: &str = "{bench:host}:script";
 
 /// Fast enough that no decision waits.
 const RATE: f64 = 1e6;
@@ -152,7 +159,7 @@ where
         let (mut plain, script) = (plain.clone(), script.clone());
         async move {
             let answer: (i64, String) = script
-                .key("bench-plain:host")
+                .key(PLAIN_KEY)
                 .arg(RATE)
                 .arg(1_000)
                 .invoke_async(&mut plain)
@@ -161,6 +168,61 @@ where
             assert_eq!(answer.0, 1);
         }
     }))
+}
+
+/// How long `calls` of the store's own decision script take when sent
+/// directly over `plain`, `concurrency` at once: the manager's decision
+/// without the manager.
+fn time_store_script<C>(runtime: &Runtime, plain: &C, calls: u64, concurrency: u64) -> Duration
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/now.lua"),
+        include_str!("../src/store/redis/decide.lua")
+    ));
+    let plain = plain.clone();
+    runtime.block_on(timed(calls, concurrency, move || {
+        let (mut plain, script) = (plain.clone(), script.clone());
+        async move {
+            // The arguments the store sends: no pinned time, the rate, the
+            // burst, no wait limit, a minute's idle time, one token.
+            let answer: (i64, String, String, String) = script
+                .key(SCRIPT_KEY)
+                .arg("")
+                .arg(RATE)
+                .arg(1_000)
+                .arg(-1.0)
+                .arg(60_000)
+                .arg(1)
+                .invoke_async(&mut plain)
+                .await
+                .unwrap();
+            assert_eq!(answer.0, 1);
+        }
+    }))
+}
+
+/// Where the manager's time over the plain script goes, 32 callers at
+/// once, in interleaved rounds: the store's script over the plain one
+/// (Redis's side and the reply), and the manager over its script sent
+/// alone (the pipeline and the client's side); the medians.
+fn split<C>(runtime: &Runtime, manager: &ThrottleManager<String>, plain: &C) -> (f64, f64)
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    const ROUNDS: usize = 15;
+    let (mut script_ratios, mut pipeline_ratios) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let script = time_store_script(runtime, plain, 3_000, 32);
+        let theirs = time_plain(runtime, plain, 3_000, 32);
+        let ours = time_manager(runtime, manager, 3_000, 32);
+        script_ratios.push(script.as_secs_f64() / theirs.as_secs_f64());
+        pipeline_ratios.push(ours.as_secs_f64() / script.as_secs_f64());
+    }
+    script_ratios.sort_by(f64::total_cmp);
+    pipeline_ratios.sort_by(f64::total_cmp);
+    (script_ratios[ROUNDS / 2], pipeline_ratios[ROUNDS / 2])
 }
 
 /// The ratio of the manager's decision to the plain script, in rounds that
@@ -219,6 +281,11 @@ fn compare<C>(
         });
     }
     group.finish();
+    let (script, pipeline) = split(runtime, manager, plain);
+    println!(
+        "{name}, 32 at once, where the time goes: the store's script {script:.2}x the plain \
+         one; the manager around it {pipeline:.2}x the script alone"
+    );
     for concurrency in [1, 32] {
         let (median, low, high) = interleaved(runtime, manager, plain, concurrency);
         println!(

@@ -12,7 +12,9 @@
 -- Redis turns a Lua number into an integer. A refused call takes nothing.
 local state = redis.call('HMGET', KEYS[1], 't', 'r', 'x')
 local tat = tonumber(state[1]) or now
-local rate = tonumber(state[2]) or tonumber(ARGV[2])
+-- The rate's text goes back as stored: no formatting on a busy key.
+local rate_text = state[2] or ARGV[2]
+local rate = tonumber(rate_text)
 local burst = tonumber(ARGV[3])
 local max_wait = tonumber(ARGV[4])
 local interval = 1000000 / rate
@@ -20,7 +22,7 @@ local new_tat = math.max(tat, now) + interval * tonumber(ARGV[6])
 local start = math.max(new_tat - interval * burst, now)
 local wait = start - now
 if max_wait >= 0 and wait > max_wait then
-  return {0, text(wait), text(rate), ''}
+  return {0, text(wait), rate_text, ''}
 end
 local stored = text(new_tat)
 -- The key is kept at least the idle time after its debt runs out. Its
@@ -38,10 +40,12 @@ elseif state[1] then
 else
   -- A new key: its use is measured from now (usage.rs `fresh`).
   expires = new_tat + idle * 1.5
-  redis.call('HSET', KEYS[1], 't', stored, 'r', text(rate), 'us', text(now), 'uc', 0,
+  redis.call('HSET', KEYS[1], 't', stored, 'r', rate_text, 'us', text(now), 'uc', 0,
     'x', text(expires))
 end
 if keep then
   redis.call('PEXPIRE', KEYS[1], math.ceil((expires - now) / 1000))
 end
-return {1, text(wait), text(rate), stored}
+-- A call that need not wait (most, on a busy key) gets a plain 0.
+if wait <= 0 then wait = 0 else wait = text(wait) end
+return {1, wait, rate_text, stored}
