@@ -287,6 +287,39 @@ pub enum RejectReason {
     DuplicateKey,
 }
 
+impl RejectReason {
+    /// Every reason, in the order a status page lists them.
+    pub(crate) const ALL: [Self; 10] = [
+        Self::Throttled,
+        Self::RateLimited,
+        Self::Full,
+        Self::QueueTimeout,
+        Self::Dropped,
+        Self::KeySpaceFull,
+        Self::StoreUnavailable,
+        Self::CostAboveBurst,
+        Self::InvalidPriority,
+        Self::DuplicateKey,
+    ];
+
+    /// The reason's name in metrics labels and JSON: snake case, stable.
+    #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Throttled => "throttled",
+            Self::RateLimited => "rate_limited",
+            Self::KeySpaceFull => "key_space_full",
+            Self::InvalidPriority => "invalid_priority",
+            Self::Full => "full",
+            Self::QueueTimeout => "queue_timeout",
+            Self::Dropped => "dropped",
+            Self::StoreUnavailable => "store_unavailable",
+            Self::CostAboveBurst => "cost_above_burst",
+            Self::DuplicateKey => "duplicate_key",
+        }
+    }
+}
+
 impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

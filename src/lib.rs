@@ -123,6 +123,8 @@ mod registry;
 pub mod retry;
 #[cfg(feature = "tower")]
 pub mod server;
+#[cfg(feature = "status")]
+pub mod status;
 pub mod store;
 mod sync;
 pub mod throttle;

@@ -49,18 +49,7 @@ pub(crate) fn admitted(key: KeyLabel<'_>) {
 pub(crate) fn rejected(key: KeyLabel<'_>, reason: RejectReason) {
     #[cfg(feature = "metrics")]
     {
-        let reason = match reason {
-            RejectReason::Throttled => "throttled",
-            RejectReason::RateLimited => "rate_limited",
-            RejectReason::KeySpaceFull => "key_space_full",
-            RejectReason::InvalidPriority => "invalid_priority",
-            RejectReason::Full => "full",
-            RejectReason::QueueTimeout => "queue_timeout",
-            RejectReason::Dropped => "dropped",
-            RejectReason::StoreUnavailable => "store_unavailable",
-            RejectReason::CostAboveBurst => "cost_above_burst",
-            RejectReason::DuplicateKey => "duplicate_key",
-        };
+        let reason = reason.label();
         metrics::counter!(
             "portcullis_rejected_total",
             labels(key, &[("reason", reason)])

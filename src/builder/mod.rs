@@ -387,6 +387,8 @@ where
             key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
             store_names,
+            #[cfg(feature = "status")]
+            refusals: Default::default(),
         }))
     }
 }

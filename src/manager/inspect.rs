@@ -225,7 +225,7 @@ where
         all.into_iter()
     }
 
-    fn snapshot_of(&self, state: &KeyState) -> KeySnapshot {
+    pub(super) fn snapshot_of(&self, state: &KeyState) -> KeySnapshot {
         let core = self.core();
         let load = state.bulkhead().map(|bulkhead| bulkhead.load());
         let priorities = core

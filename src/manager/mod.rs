@@ -32,10 +32,14 @@ mod keys;
 mod permits;
 mod pipeline;
 mod rate_only;
+#[cfg(feature = "status")]
+mod watch;
 
 pub use call::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{ControlOverrides, KeyNames, Overrides, TierOf};
+#[cfg(feature = "status")]
+pub(crate) use watch::KeyLoad;
 
 /// Guards calls to many keys (hosts, users, tenants) at once: for each key it
 /// sees, it lazily creates the controls configured (an adaptive rate, an
@@ -85,6 +89,9 @@ pub(crate) struct ManagerState<K> {
     pub(crate) metrics_per_key: bool,
     /// How the rate store names a key (present with a store).
     pub(crate) store_names: Option<Box<KeyNames<K>>>,
+    /// The refusals a status page shows; counts nothing until one watches.
+    #[cfg(feature = "status")]
+    pub(crate) refusals: crate::status::RefusalTally<K>,
 }
 
 impl<K> Clone for ThrottleManager<K> {

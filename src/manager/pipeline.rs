@@ -578,12 +578,18 @@ where
     fn count<Q, A: Admission>(&self, key: &Q, admitted: &Result<A, Rejected>)
     where
         K: Borrow<Q> + From<Q::Owned>,
-        Q: ToOwned + ?Sized,
+        Q: Eq + ToOwned + ?Sized,
     {
         match admitted {
             Ok(_) if A::KEEPS_TOKEN => {}
             Ok(admitted) => metrics::admitted(admitted.ticket().label()),
-            Err(rejected) => metrics::rejected(self.label_of(key).as_deref(), rejected.reason()),
+            Err(rejected) => {
+                metrics::rejected(self.label_of(key).as_deref(), rejected.reason());
+                #[cfg(feature = "status")]
+                self.inner
+                    .refusals
+                    .refused(key, rejected.reason(), || K::from(key.to_owned()));
+            }
         }
     }
 }

@@ -287,6 +287,13 @@ impl RateCell {
         })
     }
 
+    /// The key's successes per second lately, as rate validation measures
+    /// them (successes of an adaptive rate; a fixed rate counts none).
+    #[cfg_attr(not(feature = "status"), allow(dead_code))]
+    pub(crate) fn used_per_second(&self, now: Nanos) -> f64 {
+        usage::read(self.used.load(Ordering::Acquire), now)
+    }
+
     /// Counts a success of `tokens` at `at` in the key's use; returns the
     /// use per second.
     fn record_use(&self, at: Nanos, rate: f64, tokens: u32) -> f64 {

@@ -71,6 +71,16 @@ pub(crate) fn record(word: u64, now: Nanos, rate: f64, tokens: u32) -> Used {
     }
 }
 
+/// The use per second `word` shows at `now`, counting nothing: the
+/// successes of its window over the window's length, at least one
+/// [`WINDOW`] (a window just begun shows no burst of use).
+#[cfg_attr(not(feature = "status"), allow(dead_code))]
+pub(crate) fn read(word: u64, now: Nanos) -> f64 {
+    let (start, count) = unpack(word);
+    let elapsed = nanos_of(stamp(now).wrapping_sub(start)).max(WINDOW);
+    f64::from(count) / f64::from(ONE) / (elapsed as f64 / 1e9)
+}
+
 fn stamp(at: Nanos) -> u32 {
     (at >> STAMP_SHIFT) as u32
 }
@@ -107,6 +117,20 @@ mod tests {
             last = used.per_second;
         }
         last
+    }
+
+    #[test]
+    fn reading_the_use_counts_nothing_and_fades_with_quiet() {
+        let mut word = fresh(0);
+        for i in 1..=50 {
+            word = record(word, i * 20 * MS, 100.0, 1).word;
+        }
+        let busy = read(word, 1_000 * MS);
+        assert!((45.0..=55.0).contains(&busy), "{busy}");
+        assert_eq!(read(word, 1_000 * MS), busy);
+        // Ten quiet seconds later, the same successes over eleven seconds.
+        let quiet = read(word, 11_000 * MS);
+        assert!(quiet < 6.0, "{quiet}");
     }
 
     #[test]

@@ -135,6 +135,9 @@ where
                 Self::is_idle(quiet, idle_before) || (pressure && self.rank(quiet, now).is_ok())
             })
         });
+        if removed.is_some() {
+            self.evicted.fetch_add(1, Ordering::Relaxed);
+        }
         removed.is_some()
     }
 

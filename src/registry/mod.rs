@@ -145,6 +145,8 @@ pub(crate) struct Registry<K, S> {
     fruitless_first_quiet: AtomicU64,
     /// Woken when room is given back.
     room: std::sync::Arc<RoomSignal>,
+    /// Keys evicted since the registry was made.
+    evicted: AtomicU64,
 }
 
 impl<K, S> Registry<K, S> {
@@ -187,6 +189,7 @@ where
             fruitless_probes: AtomicUsize::new(0),
             fruitless_first_quiet: AtomicU64::new(Nanos::MAX),
             room,
+            evicted: AtomicU64::new(0),
         }
     }
 
@@ -272,6 +275,16 @@ where
     /// The number of live keys.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// The most keys the registry holds.
+    pub(crate) fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// Keys evicted since the registry was made (idle, or for room).
+    pub(crate) fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 
     /// Visits every live key. Holds each shard's read lock while visiting it.

@@ -1,0 +1,226 @@
+//! Who is being refused: the manager's refusals counted by reason, and the
+//! keys refused most recently, in a sketch of bounded size whatever the
+//! key space (the Space-Saving algorithm of Metwally, Agrawal and El
+//! Abbadi, with counts that decay).
+//!
+//! Invariant of the sketch: it holds at most [`SKETCH_KEYS`] keys; a key it
+//! holds has a count at least its true decayed count (a key that took a
+//! place inherits the count of the one it replaced, so it may be
+//! overstated by at most that); any key whose true count exceeds the
+//! smallest count held is in the sketch. So the keys refused most are
+//! found without a counter per key.
+
+use std::borrow::Borrow;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::error::RejectReason;
+
+/// How many keys the sketch holds: the keys a status page can rank by
+/// refusals.
+pub(crate) const SKETCH_KEYS: usize = 64;
+
+/// How many reasons a call may be refused for.
+const REASONS: usize = RejectReason::ALL.len();
+
+fn reason_index(reason: RejectReason) -> usize {
+    RejectReason::ALL
+        .iter()
+        .position(|known| *known == reason)
+        .unwrap_or(REASONS - 1)
+}
+
+/// The refusals a manager has made, kept while a status page watches it.
+#[derive(Debug)]
+pub(crate) struct RefusalTally<K> {
+    /// Whether a page watches: until one does, a refusal costs one load.
+    watched: AtomicBool,
+    by_reason: [AtomicU64; REASONS],
+    keys: Mutex<RefusalSketch<K>>,
+}
+
+impl<K> Default for RefusalTally<K> {
+    fn default() -> Self {
+        Self {
+            watched: AtomicBool::new(false),
+            by_reason: Default::default(),
+            keys: Mutex::new(RefusalSketch::default()),
+        }
+    }
+}
+
+impl<K: Eq> RefusalTally<K> {
+    /// Starts counting (a status page now watches).
+    pub(crate) fn watch(&self) {
+        self.watched.store(true, Ordering::Relaxed);
+    }
+
+    /// Counts a refusal of `key` for `reason`; `owned` makes the key's own
+    /// value when the sketch takes it in. While another thread holds the
+    /// sketch, the refusal is counted by reason only: a flood of refusals
+    /// never queues on this lock.
+    pub(crate) fn refused<Q>(&self, key: &Q, reason: RejectReason, owned: impl FnOnce() -> K)
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        if !self.watched.load(Ordering::Relaxed) {
+            return;
+        }
+        self.by_reason[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut keys) = self.keys.try_lock() {
+            keys.count(key, owned);
+        }
+    }
+
+    /// Refusals since the page started watching, by reason (only reasons
+    /// that occurred).
+    pub(crate) fn totals(&self) -> Vec<(&'static str, u64)> {
+        RejectReason::ALL
+            .iter()
+            .zip(&self.by_reason)
+            .map(|(reason, count)| (reason.label(), count.load(Ordering::Relaxed)))
+            .filter(|(_, count)| *count > 0)
+            .collect()
+    }
+
+    /// Decays every key's count by `factor` and returns the keys with their
+    /// counts, highest first.
+    pub(crate) fn decay_and_rank(&self, factor: f64) -> Vec<(K, f64)>
+    where
+        K: Clone,
+    {
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        keys.decay(factor);
+        keys.ranked()
+    }
+}
+
+/// The Space-Saving sketch: at most [`SKETCH_KEYS`] keys with their counts.
+#[derive(Debug)]
+pub(crate) struct RefusalSketch<K> {
+    entries: Vec<(K, f64)>,
+}
+
+impl<K> Default for RefusalSketch<K> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<K: Eq> RefusalSketch<K> {
+    /// Counts one refusal of `key`: its count grows by one; a key not held
+    /// takes a free place, or else the place of the key with the smallest
+    /// count, whose count it inherits.
+    pub(crate) fn count<Q>(&mut self, key: &Q, owned: impl FnOnce() -> K)
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|(held, _)| held.borrow() == key)
+        {
+            entry.1 += 1.0;
+            return;
+        }
+        if self.entries.len() < SKETCH_KEYS {
+            self.entries.push((owned(), 1.0));
+            return;
+        }
+        let smallest = self
+            .entries
+            .iter_mut()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("the sketch is full, so not empty");
+        *smallest = (owned(), smallest.1 + 1.0);
+    }
+
+    /// Multiplies every count by `factor`, forgetting keys whose count
+    /// falls below a hundredth of a refusal.
+    pub(crate) fn decay(&mut self, factor: f64) {
+        for entry in &mut self.entries {
+            entry.1 *= factor;
+        }
+        self.entries.retain(|(_, count)| *count >= 0.01);
+    }
+
+    /// The keys with their counts, highest first.
+    pub(crate) fn ranked(&self) -> Vec<(K, f64)>
+    where
+        K: Clone,
+    {
+        let mut ranked = self.entries.clone();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ranked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn a_page_not_watching_costs_nothing_and_counts_nothing() {
+        let tally = RefusalTally::<String>::default();
+        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
+        assert!(tally.totals().is_empty());
+        tally.watch();
+        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
+        tally.refused("b", RejectReason::Full, || "b".to_owned());
+        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
+        assert_eq!(tally.totals(), [("throttled", 2), ("full", 1)]);
+        assert_eq!(
+            tally.decay_and_rank(1.0),
+            [("a".to_owned(), 2.0), ("b".to_owned(), 1.0)]
+        );
+    }
+
+    #[test]
+    fn counts_decay_and_forgotten_keys_leave() {
+        let mut sketch = RefusalSketch::<u32>::default();
+        for _ in 0..4 {
+            sketch.count(&1, || 1);
+        }
+        sketch.count(&2, || 2);
+        sketch.decay(0.5);
+        assert_eq!(sketch.ranked(), [(1, 2.0), (2, 0.5)]);
+        sketch.decay(0.01);
+        assert_eq!(sketch.ranked(), [(1, 0.02)]);
+    }
+
+    proptest! {
+        /// Space-Saving's guarantees: at most SKETCH_KEYS keys; every
+        /// count held at least the key's true count; and every key refused
+        /// more often than the smallest count held is in the sketch, so a
+        /// heavy key is never lost among many light ones.
+        #[test]
+        fn the_sketch_keeps_every_heavy_key(keys in proptest::collection::vec(0u32..200, 0..2_000)) {
+            let mut sketch = RefusalSketch::default();
+            let mut truth: HashMap<u32, f64> = HashMap::new();
+            for key in &keys {
+                sketch.count(key, || *key);
+                *truth.entry(*key).or_default() += 1.0;
+            }
+            let held = sketch.ranked();
+            prop_assert!(held.len() <= SKETCH_KEYS);
+            for (key, count) in &held {
+                prop_assert!(*count >= truth[key]);
+            }
+            let smallest = held.iter().map(|(_, count)| *count).fold(f64::INFINITY, f64::min);
+            for (key, count) in &truth {
+                if held.len() == SKETCH_KEYS && *count > smallest {
+                    prop_assert!(held.iter().any(|(k, _)| k == key), "key {key} ({count}) lost");
+                }
+            }
+        }
+    }
+}

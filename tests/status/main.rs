@@ -1,0 +1,215 @@
+//! The status page on a real server over loopback: its JSON against the
+//! manager's own snapshots, and the page in a real headless browser.
+
+#![cfg(feature = "status")]
+
+mod browser;
+
+use std::time::Duration;
+
+use portcullis::clock::ManualClock;
+use portcullis::status::StatusPage;
+use portcullis::{BulkheadConfig, Priority, ThrottleConfig, ThrottleManager};
+use serde_json::Value;
+
+/// Serves `router` on a loopback port; its base URL.
+pub(crate) async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://{address}")
+}
+
+/// A manager whose keys starting with "secret" are shown as "redacted", on
+/// a clock that stands still (so its snapshots do not move under a test).
+fn manager() -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .bulkhead(BulkheadConfig::new(1).queue(4))
+        .key_names(|key: &String| {
+            if key.starts_with("secret") {
+                "redacted".to_owned()
+            } else {
+                key.clone()
+            }
+        })
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
+}
+
+/// Makes `key`'s throttle shed: 100 capacity failures, then `tries` calls
+/// at low priority, each admitted one handed back at once.
+fn shed(manager: &ThrottleManager<String>, key: &str, tries: usize) {
+    for _ in 0..100 {
+        manager.decrement(key);
+    }
+    for _ in 0..tries {
+        drop(manager.try_acquire(key, Priority::LOW));
+    }
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
+    let answer = client.get(url).send().await.unwrap();
+    let status = answer.status().as_u16();
+    let text = answer.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Asks `url` until `ready` holds for its JSON (the page samples on its
+/// own time), for at most 20 s.
+async fn until(client: &reqwest::Client, url: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..400 {
+        let (status, body) = get(client, url).await;
+        assert_eq!(status, 200, "{url}: {body}");
+        if ready(&body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{url} never showed what was expected");
+}
+
+/// `key`'s snapshot as JSON, read back as the page's answers are (the
+/// same text parses to the same numbers).
+fn snapshot_json(manager: &ThrottleManager<String>, key: &str) -> Value {
+    let text = serde_json::to_string(&manager.snapshot(key).unwrap()).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_ranks_the_shedding_and_the_queued_keys_and_its_json_is_the_snapshot() {
+    let manager = manager();
+    let page = StatusPage::builder(&manager)
+        .sample_every(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let base = serve(axum::Router::new().nest("/status", page.router())).await;
+    let client = reqwest::Client::new();
+    // Refusals are counted from the page's first answer on.
+    let (status, _) = get(&client, &format!("{base}/status/keys")).await;
+    assert_eq!(status, 200);
+
+    shed(&manager, "flaky", 200);
+    shed(&manager, "secret-token-42", 200);
+    let held = manager.acquire("busy", Priority::HIGH).await.unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let manager = manager.clone();
+            tokio::spawn(async move { manager.acquire("busy", Priority::HIGH).await.map(drop) })
+        })
+        .collect();
+    while manager.snapshot("busy").unwrap().queued != Some(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let refused = until(
+        &client,
+        &format!("{base}/status/keys?sort=refusals&top=5"),
+        |body| body["keys"].as_array().is_some_and(|keys| keys.len() == 2),
+    )
+    .await;
+    let names: Vec<&str> = refused["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"flaky") && names.contains(&"redacted"),
+        "{names:?}"
+    );
+    let flaky = refused["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["key"] == "flaky")
+        .unwrap();
+    assert_eq!(flaky["snapshot"], snapshot_json(&manager, "flaky"));
+    assert!(
+        flaky["refusals_per_second"].as_f64().unwrap() > 0.0,
+        "{flaky}"
+    );
+    assert!(
+        flaky["snapshot"]["priorities"][0]["rejection_probability"]
+            .as_f64()
+            .unwrap()
+            > 0.5,
+        "{flaky}"
+    );
+    assert!(refused["totals"]["refusals"]["throttled"].as_u64().unwrap() > 0);
+    assert_eq!(refused["totals"]["keys_live"], 3);
+    assert!(
+        !refused.to_string().contains("secret-token-42"),
+        "a key leaves only by its name: {refused}"
+    );
+
+    let busy = until(
+        &client,
+        &format!("{base}/status/keys?sort=in_flight"),
+        |body| body["keys"][0]["key"] == "busy",
+    )
+    .await;
+    let row = &busy["keys"][0];
+    assert_eq!(
+        (row["in_flight"].as_u64(), row["queued"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(row["snapshot"], snapshot_json(&manager, "busy"));
+
+    let one = until(&client, &format!("{base}/status/keys/busy"), |body| {
+        body["history"].as_array().is_some_and(|h| h.len() >= 2)
+    })
+    .await;
+    assert_eq!(one["snapshot"], snapshot_json(&manager, "busy"));
+    let last = one["history"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        (last["in_flight"].as_u64(), last["queued"].as_u64()),
+        (Some(1), Some(2))
+    );
+
+    drop(held);
+    for waiter in waiters {
+        waiter.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_naming_what_was_wrong() {
+    let manager = manager();
+    manager.decrement("known");
+    let base = serve(StatusPage::new(&manager).unwrap().router()).await;
+    let client = reqwest::Client::new();
+
+    let (status, body) = get(&client, &format!("{base}/keys?top=0")).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("top: must be from 1 to 1000, got 0"))
+    );
+    let answer = client
+        .get(format!("{base}/keys?sort=bogus"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("sort") && text.contains("bogus"), "{text}");
+    let (status, body) = get(&client, &format!("{base}/keys/nobody")).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some("no live key is named \"nobody\""))
+    );
+    // A name with a slash, percent-encoded, is one key.
+    let (status, _) = get(&client, &format!("{base}/keys/a%2Fb")).await;
+    assert_eq!(status, 404);
+
+    let (status, body) = get(&client, &format!("{base}/keys/known")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["snapshot"], snapshot_json(&manager, "known"));
+    let page = client.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(page.text().await.unwrap().contains("<canvas"));
+}
