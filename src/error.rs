@@ -289,6 +289,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in the order a status page lists them.
+    #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
     pub(crate) const ALL: [Self; 10] = [
         Self::Throttled,
         Self::RateLimited,

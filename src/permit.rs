@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::core::{CallTimes, Core, KeyTelemetry};
 use crate::key::KeyState;
-use crate::metrics;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 
@@ -138,7 +137,11 @@ impl<'a> Permit<'a> {
     #[inline]
     fn counted(core: CoreRef<'a>, ticket: Ticket) -> Self {
         if ticket.holds_slot {
-            metrics::active(ticket.telemetry().label(), 1.0);
+            let metrics = match &core {
+                CoreRef::Borrowed(core) => &core.metrics,
+                CoreRef::Owned(core) => &core.metrics,
+            };
+            metrics.active(ticket.telemetry().label(), 1.0);
         }
         Self { core, ticket }
     }

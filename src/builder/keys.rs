@@ -54,6 +54,29 @@ where
         self
     }
 
+    /// Names the manager: the `manager` label on every metric it records
+    /// (feature `metrics`) and the title of its
+    /// [status page](crate::status) (feature `status`), so that two
+    /// managers of one process (hosts, and a database) keep apart. 1 to 64
+    /// bytes, no control characters.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let hosts = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .name("hosts")
+    ///     .build()?;
+    /// assert_eq!(hosts.name(), Some("hosts"));
+    /// let refused = ThrottleManager::<String>::builder().name("").build().unwrap_err();
+    /// assert_eq!(refused.problems()[0].field(), "name");
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// At most this many keys are live at once (default 1,000,000). At the
     /// cap, a new key is refused with
     /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull)

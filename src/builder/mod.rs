@@ -112,6 +112,8 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) key_names: Option<Box<KeyNames<K>>>,
     /// Whether metrics carry a `key` label.
     pub(crate) metrics_per_key: bool,
+    /// The manager's name: the `manager` label of its metrics.
+    pub(crate) name: Option<String>,
     /// Where each default control is named in errors: `rate` when set in
     /// code (`rate.burst`), `default.rate` when read from a file
     /// (`default.rate.burst`).
@@ -147,6 +149,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("clock", &self.clock)
             .field("key_names", &self.key_names.is_some())
             .field("metrics_per_key", &self.metrics_per_key)
+            .field("name", &self.name)
             .finish()
     }
 }
@@ -198,6 +201,7 @@ where
             clock: None,
             key_names: None,
             metrics_per_key: false,
+            name: None,
             paths: ControlPaths::default(),
             config_problems: Vec::new(),
             store: None,
@@ -313,6 +317,14 @@ where
         if self.max_keys == 0 {
             Problems::new(self.paths.keys, &mut found).add("max_keys", "must be at least 1, got 0");
         }
+        if let Some(name) = &self.name {
+            if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+                Problems::new("", &mut found).add(
+                    "name",
+                    format!("must be 1 to 64 bytes without control characters, got {name:?}"),
+                );
+            }
+        }
         if self.metrics_per_key && self.key_names.is_none() {
             Problems::new("", &mut found).add(
                 "metrics_per_key",
@@ -368,6 +380,7 @@ where
             max_wait,
             room: Arc::clone(&room),
             store,
+            metrics: crate::metrics::ManagerMetrics::named(self.name.clone()),
         };
         Ok(ThrottleManager::from_state(ManagerState {
             core: Arc::new(core),
@@ -386,6 +399,7 @@ where
             },
             key_names: self.key_names,
             metrics_per_key: self.metrics_per_key,
+            name: self.name,
             store_names,
             #[cfg(feature = "status")]
             refusals: Default::default(),

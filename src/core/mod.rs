@@ -208,6 +208,8 @@ pub(crate) struct Core {
     pub(crate) room: Arc<crate::registry::RoomSignal>,
     /// Where every key's rate lives when it is shared across processes.
     pub(crate) store: Option<Arc<crate::store::StoreHandle>>,
+    /// The manager's series, labelled with its name.
+    pub(crate) metrics: crate::metrics::ManagerMetrics,
 }
 
 impl std::fmt::Debug for Core {
@@ -227,6 +229,11 @@ impl Core {
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
         self.clock.now_nanos()
+    }
+
+    /// The time from `then` to now.
+    pub(crate) fn since(&self, then: Nanos) -> Duration {
+        Duration::from_nanos(self.now().saturating_sub(then))
     }
 
     /// The key's rate in force: shared, while a store has answered for it

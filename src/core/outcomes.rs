@@ -5,7 +5,6 @@ use super::{CallTimes, Core, KeyTelemetry};
 use crate::clock::Nanos;
 use crate::events;
 use crate::key::KeyState;
-use crate::metrics;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 use crate::throttle::window::Count;
@@ -32,7 +31,7 @@ impl Core {
             return self.release_learned_slot(state, started, outcome, telemetry);
         }
         bulkhead.release();
-        metrics::active(telemetry.label(), -1.0);
+        self.metrics.active(telemetry.label(), -1.0);
     }
 
     fn release_learned_slot(
@@ -54,10 +53,11 @@ impl Core {
             }
         };
         bulkhead.release();
-        metrics::active(telemetry.label(), -1.0);
+        self.metrics.active(telemetry.label(), -1.0);
         if let Some(change) = changed {
             if change.after != change.before {
-                metrics::concurrency_limit(telemetry.label(), change.after);
+                self.metrics
+                    .concurrency_limit(telemetry.label(), change.after);
             }
             if change.turned {
                 events::concurrency_limit_turned(telemetry.span(), change.before, change.after);
@@ -84,7 +84,7 @@ impl Core {
         telemetry: &KeyTelemetry,
     ) {
         let label = telemetry.label();
-        metrics::outcome(label, outcome);
+        self.metrics.outcome(label, outcome);
         match outcome {
             Outcome::Success => {
                 // The window puts the count in its newest bucket, and a rate
@@ -102,7 +102,7 @@ impl Core {
                     );
                     events::rate_changed(telemetry.span(), change);
                     if change.from != change.to {
-                        metrics::rate(label, change.to);
+                        self.metrics.rate(label, change.to);
                     }
                 }
             }
@@ -112,7 +112,7 @@ impl Core {
                 if let Some(settings) = self.rate_of(state) {
                     let change = state.rate.decrease(now, times.scheduled, settings);
                     events::rate_changed(telemetry.span(), change);
-                    metrics::rate(label, change.to);
+                    self.metrics.rate(label, change.to);
                 }
             }
             Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),

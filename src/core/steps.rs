@@ -358,7 +358,7 @@ impl Core {
             return Ok(()); // unreachable: only a bulkhead queues
         };
         let refused = |refusal: Refusal| refusal.rejected(priority);
-        let _queued = metrics::Queued::enter(telemetry.label());
+        let _queued = metrics::Queued::enter(&self.metrics, telemetry.label());
         let mut waiting = QueuedWait::new(bulkhead, usize::from(priority.level()), id);
         let Some(timeout) = settings.queue_timeout else {
             return (&mut waiting).await.map_err(refused);

@@ -12,7 +12,6 @@ use super::ThrottleManager;
 use super::pipeline::Held;
 use crate::core::{Core, Patience};
 use crate::error::Rejected;
-use crate::metrics;
 use crate::permit::{JointPermit, Permit};
 use crate::priority::Priority;
 
@@ -275,7 +274,7 @@ impl<'a> Taken<'a> {
         let parts = std::mem::take(&mut self.held)
             .into_iter()
             .map(|held| {
-                metrics::admitted(held.ticket.label());
+                core.metrics.admitted(held.ticket.label());
                 Permit::borrowed(core, held.ticket)
             })
             .collect();

@@ -87,6 +87,8 @@ pub(crate) struct ManagerState<K> {
     pub(crate) key_names: Option<Box<KeyNames<K>>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).
     pub(crate) metrics_per_key: bool,
+    /// The manager's name ([`name`](crate::ThrottleManagerBuilder::name)).
+    pub(crate) name: Option<String>,
     /// How the rate store names a key (present with a store).
     pub(crate) store_names: Option<Box<KeyNames<K>>>,
     /// The refusals a status page shows; counts nothing until one watches.
@@ -164,6 +166,20 @@ where
     /// ```
     pub fn call_timeout(&self) -> Option<std::time::Duration> {
         self.core().call_timeout
+    }
+
+    /// The manager's [`name`](crate::ThrottleManagerBuilder::name), if it
+    /// has one.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+    /// assert_eq!(manager.name(), None);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
     }
 
     /// The number of live keys.

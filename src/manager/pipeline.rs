@@ -31,7 +31,7 @@ use crate::core::store::{StoreStep, StoreToken};
 use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
-use crate::metrics;
+use crate::metrics::{CallWaits, WaitReason};
 use crate::permit::Ticket;
 use crate::priority::Priority;
 use crate::rate::cell::Reservation;
@@ -299,7 +299,9 @@ where
         // from its first wait for room: past that, it is refused as the key
         // space's, with the time until room.
         let mut room_deadline = None;
+        let mut waits = CallWaits::new(&core.metrics, self.metrics_label_of(key));
         loop {
+            let (began, waiting_for) = (core.now(), wait.waiting_for());
             let decided = match wait {
                 Wait::ForRoom(retry_at) => {
                     let now = core.now();
@@ -356,6 +358,7 @@ where
                         .wait_in_queue(state, priority, id, since, telemetry)
                         .await;
                     let mut call = queued.call.take().expect("taken only here");
+                    waits.add(WaitReason::Queue, || core.since(began));
                     return match waited {
                         Ok(()) => {
                             // Admitted now: a learned limit times the call
@@ -386,6 +389,7 @@ where
                     }
                 }
             };
+            waits.add(waiting_for, || core.since(began));
             wait = match decided {
                 Ok(ticket) => return Ok(ticket),
                 Err(Stop::Refused(rejected)) => return Err(rejected),
@@ -570,6 +574,20 @@ where
         }
     }
 
+    /// `key`'s label for the wait histogram: only with per-key metrics
+    /// (and the feature), since it is a formatted string.
+    fn metrics_label_of<Q>(&self, key: &Q) -> Option<String>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: ToOwned + ?Sized,
+    {
+        if cfg!(feature = "metrics") {
+            self.label_of(key)
+        } else {
+            None
+        }
+    }
+
     /// Counts an admission or a rejection in the metrics.
     #[inline]
     ///
@@ -582,9 +600,11 @@ where
     {
         match admitted {
             Ok(_) if A::KEEPS_TOKEN => {}
-            Ok(admitted) => metrics::admitted(admitted.ticket().label()),
+            Ok(admitted) => self.core().metrics.admitted(admitted.ticket().label()),
             Err(rejected) => {
-                metrics::rejected(self.label_of(key).as_deref(), rejected.reason());
+                self.core()
+                    .metrics
+                    .rejected(self.label_of(key).as_deref(), rejected.reason());
                 #[cfg(feature = "status")]
                 self.inner
                     .refusals
@@ -595,6 +615,15 @@ where
 }
 
 impl Wait {
+    /// What the call waits for here, as the wait histogram names it.
+    fn waiting_for(&self) -> WaitReason {
+        match self {
+            Wait::ForRoom(_) => WaitReason::Room,
+            Wait::InQueue(..) => WaitReason::Queue,
+            Wait::ForToken(..) | Wait::InLine(_) | Wait::ForStoreToken(_) => WaitReason::Rate,
+        }
+    }
+
     /// Whether a caller of `patience` waits this out; otherwise it is
     /// refused at once ([`refused`](Self::refused)).
     fn is_waited_for_by(&self, patience: Patience) -> bool {

@@ -278,11 +278,13 @@ where
     }
 
     /// The most keys the registry holds.
+    #[cfg_attr(not(feature = "status"), allow(dead_code))]
     pub(crate) fn max_keys(&self) -> usize {
         self.max_keys
     }
 
     /// Keys evicted since the registry was made (idle, or for room).
+    #[cfg_attr(not(feature = "status"), allow(dead_code))]
     pub(crate) fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }

@@ -10,7 +10,6 @@ use super::backoff;
 use crate::clock::{Nanos, nanos};
 use crate::core::{Core, KeyTelemetry};
 use crate::key::KeyState;
-use crate::metrics;
 use crate::priority::Priority;
 
 /// Why an attempt failed, as [`Retries::after`] judges it.
@@ -346,13 +345,13 @@ impl<'m> Retries<'m> {
         match decided {
             Ok(wait) => {
                 self.made += 1;
-                metrics::retried(label);
+                self.core.metrics.retried(label);
                 tracing::debug!(parent: policy.telemetry.span(), retry = self.made, ?wait, ?cause, "retrying");
                 Ok(wait)
             }
             Err(why) => {
                 if why != GaveUp::NotRetryable {
-                    metrics::retry_refused(label, why.label());
+                    self.core.metrics.retry_refused(label, why.label());
                     tracing::debug!(parent: policy.telemetry.span(), %why, ?cause, "not retrying");
                 }
                 Err(why)

@@ -385,7 +385,77 @@ impl<K: Clone> TopList<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{BulkheadConfig, Priority};
     use proptest::prelude::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_busiest_keys_are_watched_each_with_a_bounded_ring() {
+        let manager = ThrottleManager::<String>::builder()
+            .bulkhead(BulkheadConfig::new(100))
+            .key_names(|key: &String| key.clone())
+            .build()
+            .unwrap();
+        // Key k{i} has i + 1 calls in flight.
+        let mut held = Vec::new();
+        for i in 0..10 {
+            for _ in 0..=i {
+                held.push(
+                    manager
+                        .try_acquire(&format!("k{i}"), Priority::HIGH)
+                        .unwrap(),
+                );
+            }
+        }
+        let settings = PageSettings {
+            history: Duration::from_secs(5),
+            sample_every: Duration::from_secs(1),
+            watch_at_most: 4,
+        };
+        let page = Arc::new(Shared::new(manager.clone(), settings));
+        page.start();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        // The task holds the page weakly: dropping the routers ends it.
+        assert_eq!(Arc::strong_count(&page), 1);
+        let board = page.board();
+        let mut watched: Vec<&String> = board.watched.keys().collect();
+        watched.sort();
+        assert_eq!(watched, ["k6", "k7", "k8", "k9"]);
+        for watched in board.watched.values() {
+            assert_eq!(watched.samples.len(), 5);
+        }
+        let busiest: Vec<(&str, f64)> = board
+            .top(SortBy::InFlight)
+            .iter()
+            .map(|ranked| (ranked.name.as_str(), ranked.score))
+            .collect();
+        assert_eq!(
+            busiest,
+            [("k9", 10.0), ("k8", 9.0), ("k7", 8.0), ("k6", 7.0)]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_asked_for_is_watched_until_the_history_has_passed() {
+        let manager = ThrottleManager::<String>::builder()
+            .bulkhead(BulkheadConfig::new(10))
+            .key_names(|key: &String| key.clone())
+            .build()
+            .unwrap();
+        manager.increment("quiet");
+        let settings = PageSettings {
+            history: Duration::from_secs(5),
+            sample_every: Duration::from_secs(1),
+            watch_at_most: 4,
+        };
+        let page = Arc::new(Shared::new(manager.clone(), settings));
+        page.start();
+        assert!(!page.ask_for("unknown"));
+        assert!(page.ask_for("quiet"));
+        tokio::time::sleep(Duration::from_millis(3_500)).await;
+        assert_eq!(page.board().watched["quiet"].samples.len(), 4);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(page.board().watched.is_empty());
+    }
 
     proptest! {
         /// The list holds exactly the highest non-zero scores offered.

@@ -148,3 +148,119 @@ fn per_key_labels_need_key_names() {
         .unwrap_err();
     assert_eq!(err.problems()[0].field(), "metrics_per_key");
 }
+
+#[test]
+fn two_named_managers_keep_their_series_apart() {
+    let _events = crate::support::capture();
+    let named = |name: &str| {
+        ThrottleManager::<String>::builder()
+            .bulkhead(BulkheadConfig::new(1))
+            .name(name)
+            .clock(ManualClock::new())
+            .build()
+            .unwrap()
+    };
+    let (hosts, database) = (named("hosts"), named("database"));
+    let metrics = record(|| {
+        hosts.try_acquire("a", Priority::HIGH).unwrap().success();
+        hosts.try_acquire("b", Priority::HIGH).unwrap().success();
+        let held = database.try_acquire("db", Priority::HIGH).unwrap();
+        assert!(database.try_acquire("db", Priority::HIGH).is_err());
+        drop(held);
+    });
+    let hosts = [("manager", "hosts")];
+    assert_eq!(counter(&metrics, "portcullis_admitted_total", &hosts), 2);
+    assert_eq!(
+        counter(
+            &metrics,
+            "portcullis_admitted_total",
+            &[("manager", "database")]
+        ),
+        1
+    );
+    let full = [("manager", "database"), ("reason", "full")];
+    assert_eq!(counter(&metrics, "portcullis_rejected_total", &full), 1);
+    assert!(!metrics.contains_key(&("portcullis_admitted_total".to_owned(), Vec::new())));
+}
+
+/// The waits a call made, by reason: how many and how long in all.
+fn waits(metrics: &Recorded, reason: &str) -> (usize, f64) {
+    let labels = vec![("reason".to_owned(), reason.to_owned())];
+    match metrics.get(&("portcullis_wait_seconds".to_owned(), labels)) {
+        Some(DebugValue::Histogram(values)) => {
+            (values.len(), values.iter().map(|v| v.into_inner()).sum())
+        }
+        other => panic!("{reason}: {other:?}"),
+    }
+}
+
+#[test]
+fn time_spent_waiting_is_a_histogram_by_what_was_waited_for() {
+    let _events = crate::support::capture();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let _paused = runtime.enter(); // the clock reads the runtime's paused time
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(1))
+        .bulkhead(BulkheadConfig::new(1).queue(1))
+        .clock(portcullis::clock::TokioClock::new())
+        .build()
+        .unwrap();
+    let metrics = record(|| {
+        runtime.block_on(async {
+            // The second call waits 100 ms for its token.
+            manager
+                .acquire("api", Priority::HIGH)
+                .await
+                .unwrap()
+                .success();
+            let held = manager.acquire("api", Priority::HIGH).await.unwrap();
+            // The third waits for its token (100 ms, to 0.2 s), then in
+            // the queue until the held slot is given back (at 0.45 s).
+            let third = manager.acquire("api", Priority::HIGH);
+            let release = async {
+                tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+                drop(held);
+            };
+            let (third, ()) = tokio::join!(third, release);
+            third.unwrap().success();
+        });
+    });
+    let (rate_waits, rate_seconds) = waits(&metrics, "rate");
+    assert_eq!(rate_waits, 2);
+    // Each waits about 100 ms; a call in the key's line takes its turn up
+    // to a few milliseconds before its token is due.
+    assert!((0.18..=0.2).contains(&rate_seconds), "{rate_seconds}");
+    let (queue_waits, queue_seconds) = waits(&metrics, "queue");
+    assert_eq!(queue_waits, 1);
+    assert!((0.245..=0.26).contains(&queue_seconds), "{queue_seconds}");
+}
+
+#[test]
+fn every_series_is_described() {
+    let _events = crate::support::capture();
+    let manager = manager(false);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        manager.try_acquire("db", Priority::HIGH).unwrap().success();
+    });
+    let described: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(_, _, description, _)| description.is_some())
+        .map(|(key, ..)| key.key().name().to_owned())
+        .collect();
+    assert!(
+        described.contains(&"portcullis_admitted_total".to_owned()),
+        "{described:?}"
+    );
+    assert!(
+        described.contains(&"portcullis_outcomes_total".to_owned()),
+        "{described:?}"
+    );
+}
