@@ -1,6 +1,7 @@
 //! The `tracing` events a manager emits: when a key's rate turns, when its
 //! throttle starts or stops shedding, when its bulkhead fills or times a
-//! waiter out. All at `debug` level, none on the hot path of a healthy key.
+//! waiter out, when a call is refused; and the span of a call that waits.
+//! All at `debug` level, none on the hot path of a healthy key.
 //! Each has the `portcullis` span of its key as parent, which names the key
 //! if the manager was given [key names](crate::ThrottleManagerBuilder::key_names),
 //! and carries the priority where there is one.
@@ -8,6 +9,7 @@
 use tracing::Span;
 
 use crate::bulkhead::limiter::Load;
+use crate::error::RejectReason;
 use crate::priority::Priority;
 use crate::rate::cell::{RateChange, Turn};
 
@@ -78,6 +80,48 @@ pub(crate) fn queue_timed_out(span: &Span, priority: Priority, load: Load) {
     let priority = priority.level();
     let (active, queued) = (load.active, load.queued);
     tracing::debug!(parent: span, priority, active, queued, "bulkhead queue timeout");
+}
+
+/// The span of a call that waits (for its rate, a bulkhead slot or room),
+/// a child of the caller's span: the key's name (when the manager names
+/// keys) and the priority; when the wait ends, [`wait_ended`] records how
+/// long it took and, if the call was refused, why. An OpenTelemetry
+/// exporter turns it into a span with those attributes.
+pub(crate) fn wait_span(key: Option<&str>, priority: Priority) -> Span {
+    let span = tracing::debug_span!(
+        "portcullis.wait",
+        key = tracing::field::Empty,
+        priority = priority.level(),
+        waited_s = tracing::field::Empty,
+        refused = tracing::field::Empty,
+    );
+    if let Some(key) = key {
+        span.record("key", key);
+    }
+    span
+}
+
+/// Records on a call's [`wait_span`] how long it waited and, if it was
+/// refused, why.
+pub(crate) fn wait_ended(span: &Span, waited: std::time::Duration, refused: Option<RejectReason>) {
+    span.record("waited_s", waited.as_secs_f64());
+    if let Some(reason) = refused {
+        span.record("refused", reason.label());
+    }
+}
+
+/// A call was refused: an event in the caller's span (so an exporter shows
+/// it on the request it refused), with the reason, the priority and when
+/// to try again.
+#[cold]
+pub(crate) fn call_refused(key: Option<&str>, refused: &crate::Rejected) {
+    let reason = refused.reason().label();
+    let priority = refused.priority().level();
+    let retry_after_s = refused.retry_after().map(|after| after.as_secs_f64());
+    match key {
+        Some(key) => tracing::debug!(key, reason, priority, retry_after_s, "call refused"),
+        None => tracing::debug!(reason, priority, retry_after_s, "call refused"),
+    }
 }
 
 /// A key's `tier_of` named a tier that no `.tier(...)` declares: the key

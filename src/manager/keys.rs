@@ -199,6 +199,16 @@ where
         Some(names(&K::from(key.to_owned())))
     }
 
+    /// `key`'s name for events, if the manager names keys.
+    pub(super) fn name_of_key<Q>(&self, key: &Q) -> Option<String>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: ToOwned + ?Sized,
+    {
+        let names = self.inner.key_names.as_ref()?;
+        Some(names(&K::from(key.to_owned())))
+    }
+
     /// A new key's state: every control the manager has for it, each with
     /// the key's own settings where they are not the default.
     fn new_key_state(&self, key: &K, now: Nanos) -> KeyState {

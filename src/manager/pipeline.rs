@@ -30,6 +30,7 @@ use crate::clock::Nanos;
 use crate::core::store::{StoreStep, StoreToken};
 use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::error::{RejectReason, Rejected};
+use crate::events;
 use crate::key::KeyState;
 use crate::metrics::{CallWaits, WaitReason};
 use crate::permit::Ticket;
@@ -274,7 +275,17 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let admitted = Box::pin(self.wait_then_admit(key, priority, patience, cost, *wait)).await;
+        let waiting = Box::pin(self.wait_then_admit(key, priority, patience, cost, *wait));
+        if !events::enabled() {
+            let admitted = waiting.await;
+            self.count(key, &admitted);
+            return admitted;
+        }
+        let span = events::wait_span(self.name_of_key(key).as_deref(), priority);
+        let began = self.core().now();
+        let admitted = tracing::Instrument::instrument(waiting, span.clone()).await;
+        let refused = admitted.as_ref().err().map(Rejected::reason);
+        events::wait_ended(&span, self.core().since(began), refused);
         self.count(key, &admitted);
         admitted
     }
@@ -605,6 +616,9 @@ where
                 self.core()
                     .metrics
                     .rejected(self.label_of(key).as_deref(), rejected.reason());
+                if events::enabled() {
+                    events::call_refused(self.name_of_key(key).as_deref(), rejected);
+                }
                 #[cfg(feature = "status")]
                 self.inner
                     .refusals

@@ -49,6 +49,8 @@ struct TopQuery {
 /// The manager as a whole.
 #[derive(Debug, serde::Serialize)]
 struct Totals {
+    /// The manager's name, if it has one.
+    manager: Option<String>,
     keys_live: usize,
     max_keys: usize,
     evicted: u64,
@@ -161,6 +163,7 @@ where
         sampled_at_ms,
         sample_every_ms: shared.settings.sample_every.as_millis() as u64,
         totals: Totals {
+            manager: shared.manager.name().map(str::to_owned),
             keys_live: shared.manager.len(),
             max_keys,
             evicted,

@@ -172,3 +172,66 @@ async fn without_key_names_events_never_name_the_key() {
         "{lines:#?}"
     );
 }
+
+/// A waiting call's span, as an exporter sees it when it closes, and the
+/// event of a refusal: the wait and the reason travel with the caller's
+/// trace.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_that_waits_has_a_span_with_its_wait_and_a_refusal_says_why() {
+    let captured = support::Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .without_time()
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _on_this_thread = tracing::subscriber::set_default(subscriber);
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(10.0).burst(1))
+        .bulkhead(BulkheadConfig::new(1))
+        .key_names(|key: &String| key.clone())
+        .clock(portcullis::clock::TokioClock::new())
+        .build()
+        .unwrap();
+    manager
+        .acquire("api", Priority::HIGH)
+        .await
+        .unwrap()
+        .success();
+    // Waits about 100 ms (its turn in the key's line comes a few
+    // milliseconds before its token is due).
+    let held = manager.acquire("api", Priority::MEDIUM).await.unwrap();
+    let refused = manager.try_acquire("api", Priority::LOW).unwrap_err();
+    drop(held);
+    let lines = captured.lines();
+    let closed: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains("portcullis.wait") && line.contains("close"))
+        .collect();
+    assert_eq!(closed.len(), 1, "{lines:#?}");
+    assert!(
+        closed[0].contains(r#"key="api""#)
+            && closed[0].contains("priority=2")
+            && closed[0].contains("waited_s=0.09"),
+        "{}",
+        closed[0]
+    );
+    assert!(!closed[0].contains("refused="), "{}", closed[0]);
+    let refusals: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("call refused"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{lines:#?}");
+    // The one slot is held: refused as full, before its rate is asked.
+    assert_eq!(refused.reason(), portcullis::RejectReason::Full);
+    let reason = r#"reason="full""#;
+    assert!(
+        refusals[0].contains(reason)
+            && refusals[0].contains("priority=3")
+            && refusals[0].contains(r#"key="api""#),
+        "{}",
+        refusals[0]
+    );
+}

@@ -85,6 +85,7 @@ async fn in_a_real_browser_the_page_shows_the_shedding_key_first_and_draws_its_c
         .throttle(ThrottleConfig::new())
         .bulkhead(BulkheadConfig::new(2).queue(4))
         .key_names(|host: &String| host.clone())
+        .name("crawler")
         .build()
         .unwrap();
     let page = StatusPage::builder(&manager)
