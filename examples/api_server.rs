@@ -2,8 +2,13 @@
 //! quota, and a load generator that shows what each client gets.
 //!
 //! ```text
-//! cargo run --release --features axum --example api_server
+//! cargo run --release --features axum,status,metrics --example api_server
 //! ```
+//!
+//! While it runs, the manager's status page is served on a loopback port
+//! printed at start (with `/metrics` for Prometheus); API keys appear there
+//! masked, through the manager's `key_names` (`STATUS_HOLD_SECS=60` keeps
+//! the page up after the run).
 //!
 //! The server (axum, on a loopback port) puts every request through a
 //! `ThrottleLayer`: a fixed quota per API key (free keys 5/s, burst 5; pro
@@ -25,6 +30,9 @@ use axum::routing::get;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
 use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
 
+#[path = "observe/mod.rs"]
+mod observe;
+
 /// Each client: its API key, the path it calls, and how many requests a
 /// second it sends.
 const CLIENTS: [(&str, &str, f64); 6] = [
@@ -44,6 +52,20 @@ fn tier(key: &str) -> (u32, u32) {
     } else {
         (5, 5)
     }
+}
+
+/// How an API key is shown outside the process (status page, logs): its
+/// tier and a short fingerprint, never the key itself.
+fn masked(key: &str) -> String {
+    let fingerprint = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let tier = if key.starts_with("pro-") {
+        "pro"
+    } else {
+        "free"
+    };
+    format!("{tier}-key-{:04x}", fingerprint & 0xffff)
 }
 
 /// A fixed quota: the rate never moves.
@@ -89,6 +111,7 @@ struct Tally {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let metrics = observe::install_metrics()?;
     let manager = ThrottleManager::<String>::builder()
         .rate(quota("free-"))
         .tier("pro", Tier::new().rate(quota("pro-")))
@@ -98,7 +121,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .queue(8)
                 .queue_timeout(Duration::from_millis(100)),
         )
+        .name("api")
+        .key_names(|key: &String| masked(key))
         .build()?;
+    let page = observe::serve(&manager, metrics).await?;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -111,7 +137,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await
     });
     println!("API server on http://{addr} (/v1/report, /v1/export), limiting by x-api-key");
-    println!("free keys: 5/s, burst 5; pro keys: 50/s, burst 20; 4 in flight per key\n");
+    println!("free keys: 5/s, burst 5; pro keys: 50/s, burst 20; 4 in flight per key");
+    println!("status page: http://{page}/status   metrics: http://{page}/metrics\n");
 
     let tallies: Arc<Mutex<BTreeMap<&str, Tally>>> = Arc::default();
     let client = reqwest::Client::new();
@@ -183,7 +210,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "503",
         "400 (no key)"
     );
-    let tallies = tallies.lock().unwrap();
+    print_tallies(&tallies.lock().unwrap(), seconds);
+    println!("\nkeys held by the manager: {}", manager.len());
+    observe::hold().await;
+    Ok(())
+}
+
+/// What each client offered and got back.
+fn print_tallies(tallies: &BTreeMap<&str, Tally>, seconds: f64) {
     for (key, path, _) in CLIENTS {
         let tally = tallies.get(key).cloned().unwrap_or_default();
         let quota = if key.is_empty() {
@@ -207,6 +241,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(sample) = tallies.get("free-alice").and_then(|t| t.sample.clone()) {
         println!("\na 429 for free-alice carries:\n    {sample}");
     }
-    println!("\nkeys held by the manager: {}", manager.len());
-    Ok(())
 }

@@ -19,8 +19,15 @@
 //! the host's retry budget (a tenth of its calls), after a jittered
 //! backoff or the `Retry-After`, whichever is longer.
 //!
-//! Run: `cargo run --release --features reqwest --example crawl` (about 20 s;
-//! `CRAWL_SECS=N` to change).
+//! While it runs, the manager's status page (the hosts refused most, each
+//! host's rate over time) is served on a loopback port printed at start,
+//! with its metrics for Prometheus at `/metrics`.
+//!
+//! Run: `cargo run --release --features reqwest,status,metrics --example crawl`
+//! (about 20 s; `CRAWL_SECS=N` to change).
+
+#[path = "observe/mod.rs"]
+mod observe;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -94,6 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|(h, _)| (*h, HostLoad::default()))
             .collect(),
     );
+    let metrics = observe::install_metrics()?;
     let addr = start_server(Arc::clone(&loads)).await?;
     println!("server on {addr}: {}", describe_hosts());
 
@@ -116,7 +124,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .max_retries(3)
                 .deadline(Duration::from_secs(10)),
         )
+        .name("crawler")
+        .key_names(|host: &String| host.clone()) // hosts are fine to show
         .build()?;
+    let page = observe::serve(&manager, metrics).await?;
+    println!("status page: http://{page}/status   metrics: http://{page}/metrics");
     let mut client = reqwest::Client::builder().timeout(Duration::from_secs(5));
     for (host, _) in HOSTS {
         client = client.resolve(host, addr); // the virtual hosts all live on loopback
@@ -291,6 +303,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             above_use.get(host).copied().unwrap_or(1.0),
         );
     }
+    observe::hold().await;
     Ok(())
 }
 

@@ -40,8 +40,9 @@
 //! is a secret (an API key, a user's id) never leaves the process unless
 //! that function lets it: a page needs key names, and is refused without.
 //!
-//! **What it costs.** Nothing until the page is first asked for. Then one
-//! task samples each `sample_every`: it walks the key space once (a few
+//! **What it costs.** Once a page is built, each refusal is counted (an
+//! atomic add, and a key in the sketch below). From the page's first
+//! request on, one task samples each `sample_every`: it walks the key space once (a few
 //! loads per key under each shard's read lock, keeping the top keys in
 //! bounded lists, cloning only the keys that enter them) and records a
 //! sample of each watched key, at most
@@ -281,6 +282,9 @@ where
         if let Some(error) = ConfigError::from_problems(found) {
             return Err(error);
         }
+        // Refusals are counted from now: the page shows who was refused
+        // before anyone looked.
+        self.manager.refusal_tally().watch();
         Ok(StatusPage {
             shared: Arc::new(sampler::Shared::new(self.manager, self.settings)),
         })

@@ -54,7 +54,7 @@ struct Totals {
     keys_live: usize,
     max_keys: usize,
     evicted: u64,
-    /// Refusals since the page was first asked for, by reason.
+    /// Refusals since the page was built, by reason.
     refusals: BTreeMap<&'static str, u64>,
 }
 

@@ -122,14 +122,13 @@ where
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts counting refusals and sampling, once: a first sample now,
+    /// Starts sampling, once: a first sample now,
     /// then one each `sample_every` from a task that ends when the page is
     /// dropped.
     pub(crate) fn start(self: &Arc<Self>) {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.manager.refusal_tally().watch();
         self.sample();
         let page: Weak<Self> = Arc::downgrade(self);
         let every = self.settings.sample_every;

@@ -73,7 +73,7 @@ impl<K: Eq> RefusalTally<K> {
         }
     }
 
-    /// Refusals since the page started watching, by reason (only reasons
+    /// Refusals since a page was built, by reason (only reasons
     /// that occurred).
     pub(crate) fn totals(&self) -> Vec<(&'static str, u64)> {
         RejectReason::ALL

@@ -93,7 +93,6 @@ async fn in_a_real_browser_the_page_shows_the_shedding_key_first_and_draws_its_c
         .build()
         .unwrap();
     let base = serve(axum::Router::new().nest("/status", page.router())).await;
-    reqwest::get(format!("{base}/status/keys")).await.unwrap(); // counting starts
     // Over a second and a half of samples: a host whose calls fail (its
     // rate falls, its throttle sheds), one whose calls succeed (its rate
     // rises), and a database whose two slots are held with a call queued.

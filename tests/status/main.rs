@@ -89,7 +89,6 @@ async fn the_page_ranks_the_shedding_and_the_queued_keys_and_its_json_is_the_sna
         .unwrap();
     let base = serve(axum::Router::new().nest("/status", page.router())).await;
     let client = reqwest::Client::new();
-    // Refusals are counted from the page's first answer on.
     let (status, _) = get(&client, &format!("{base}/status/keys")).await;
     assert_eq!(status, 200);
 
