@@ -23,11 +23,14 @@
 //! when the manager asks for it ([`metrics_per_key`]): keys from untrusted
 //! input would give a metric unbounded cardinality.
 //!
-//! Without per-key labels, a manager registers its series once, at its
-//! first use, and then only increments them: no allocation per call. The
-//! series bind to the recorder installed at that first use, so install the
-//! recorder before the manager's first call. Each series is described
-//! (`describe_*`) as it is registered.
+//! Without per-key labels, a manager registers its series with the
+//! recorder in force at its first count and then only increments them (an
+//! atomic add each, no allocation) for as long as that recorder is the one
+//! in force; under another recorder (one installed later, a test's local
+//! one) it asks that recorder for each series by its key, as the facade's
+//! macros do: slower, never lost. So install the recorder before the
+//! manager's first call. Every series is described (`describe_*`) to the
+//! recorder it is first registered with.
 //!
 //! [`metrics_per_key`]: crate::ThrottleManagerBuilder::metrics_per_key
 
@@ -88,10 +91,11 @@ pub(crate) struct ManagerMetrics {
     #[cfg(feature = "metrics")]
     name: Option<metrics::SharedString>,
     #[cfg(feature = "metrics")]
-    series: Option<Box<Series>>,
-    /// Whether the series were described to a recorder yet.
+    keys: Option<Box<SeriesKeys>>,
+    /// The series as registered with the first recorder they were counted
+    /// in (its address), for as long as that recorder is the one in force.
     #[cfg(feature = "metrics")]
-    described: std::sync::atomic::AtomicBool,
+    bound: std::sync::OnceLock<(usize, SeriesHandles)>,
 }
 
 impl ManagerMetrics {
@@ -101,10 +105,10 @@ impl ManagerMetrics {
         {
             let mut metrics = Self {
                 name: name.map(metrics::SharedString::from),
-                series: None,
-                described: std::sync::atomic::AtomicBool::new(false),
+                keys: None,
+                bound: std::sync::OnceLock::new(),
             };
-            metrics.series = Some(Box::new(Series::new(&metrics)));
+            metrics.keys = Some(Box::new(SeriesKeys::new(&metrics)));
             metrics
         }
         #[cfg(not(feature = "metrics"))]
@@ -115,7 +119,7 @@ impl ManagerMetrics {
     pub(crate) fn admitted(&self, key: KeyLabel<'_>) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.counter(|series| &series.admitted),
+            None => self.count(CounterOf::Admitted),
             Some(_) => metrics::counter!(ADMITTED, self.labels(key, &[])).increment(1),
         }
     }
@@ -124,7 +128,7 @@ impl ManagerMetrics {
     pub(crate) fn rejected(&self, key: KeyLabel<'_>, reason: RejectReason) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.counter(|series| &series.rejected[index_of(&RejectReason::ALL, reason)]),
+            None => self.count(CounterOf::Rejected(index_of(&RejectReason::ALL, reason))),
             Some(_) => {
                 let labels = self.labels(key, &[("reason", reason.label())]);
                 metrics::counter!(REJECTED, labels).increment(1);
@@ -136,7 +140,7 @@ impl ManagerMetrics {
     pub(crate) fn outcome(&self, key: KeyLabel<'_>, outcome: Outcome) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.counter(|series| &series.outcomes[index_of(&OUTCOMES, outcome)]),
+            None => self.count(CounterOf::Outcome(index_of(&OUTCOMES, outcome))),
             Some(_) => {
                 let labels = self.labels(key, &[("outcome", outcome_label(outcome))]);
                 metrics::counter!(OUTCOMES_TOTAL, labels).increment(1);
@@ -151,10 +155,7 @@ impl ManagerMetrics {
     pub(crate) fn waited(&self, key: KeyLabel<'_>, reason: WaitReason, waited: Duration) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.with(|recorder, series| {
-                let key = &series.waited[index_of(&WAIT_REASONS, reason)];
-                recorder.register_histogram(key, &METADATA).record(waited);
-            }),
+            None => self.record(index_of(&WAIT_REASONS, reason), waited),
             Some(_) => {
                 let labels = self.labels(key, &[("reason", reason.label())]);
                 metrics::histogram!(WAIT_SECONDS, labels).record(waited);
@@ -167,11 +168,7 @@ impl ManagerMetrics {
     pub(crate) fn active(&self, key: KeyLabel<'_>, change: f64) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.with(|recorder, series| {
-                recorder
-                    .register_gauge(&series.active, &METADATA)
-                    .increment(change);
-            }),
+            None => self.move_gauge(GaugeOf::Active, change),
             Some(_) => metrics::gauge!(ACTIVE, self.labels(key, &[])).increment(change),
         }
     }
@@ -181,11 +178,7 @@ impl ManagerMetrics {
     pub(crate) fn queued(&self, key: KeyLabel<'_>, change: f64) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.with(|recorder, series| {
-                recorder
-                    .register_gauge(&series.queued, &METADATA)
-                    .increment(change);
-            }),
+            None => self.move_gauge(GaugeOf::Queued, change),
             Some(_) => metrics::gauge!(QUEUED, self.labels(key, &[])).increment(change),
         }
     }
@@ -213,7 +206,7 @@ impl ManagerMetrics {
     pub(crate) fn retried(&self, key: KeyLabel<'_>) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.counter(|series| &series.retries),
+            None => self.count(CounterOf::Retries),
             Some(_) => metrics::counter!(RETRIES, self.labels(key, &[])).increment(1),
         }
     }
@@ -227,7 +220,7 @@ impl ManagerMetrics {
             None => {
                 let at = RETRY_REFUSALS.iter().position(|known| *known == why);
                 let at = at.unwrap_or(RETRY_REFUSALS.len() - 1);
-                self.counter(|series| &series.retries_refused[at]);
+                self.count(CounterOf::RetryRefused(at));
             }
             Some(_) => {
                 let labels = self.labels(key, &[("why", why)]);
@@ -268,25 +261,72 @@ fn index_of<T: PartialEq>(all: &[T], one: T) -> usize {
 static METADATA: metrics::Metadata<'static> =
     metrics::Metadata::new("portcullis", metrics::Level::INFO, Some(module_path!()));
 
-/// A manager's series without a key label: their keys (name and labels),
-/// built once, so that counting allocates nothing. Each count asks the
-/// recorder in force (local or global) for the series by its key, as the
-/// facade's macros do.
+/// A manager's series without a key label, one value of each: `C` for a
+/// counter, `G` a gauge, `H` a histogram. As [`SeriesKeys`], their names
+/// and labels, built once, so that counting allocates nothing; as
+/// [`SeriesHandles`], as one recorder registered them.
 #[cfg(feature = "metrics")]
 #[derive(Debug)]
-struct Series {
-    admitted: metrics::Key,
-    rejected: Vec<metrics::Key>,
-    outcomes: Vec<metrics::Key>,
-    waited: Vec<metrics::Key>,
-    active: metrics::Key,
-    queued: metrics::Key,
-    retries: metrics::Key,
-    retries_refused: Vec<metrics::Key>,
+struct Series<C, G, H> {
+    admitted: C,
+    rejected: Vec<C>,
+    outcomes: Vec<C>,
+    retries: C,
+    retries_refused: Vec<C>,
+    active: G,
+    queued: G,
+    waited: Vec<H>,
 }
 
 #[cfg(feature = "metrics")]
-impl Series {
+type SeriesKeys = Series<metrics::Key, metrics::Key, metrics::Key>;
+#[cfg(feature = "metrics")]
+type SeriesHandles = Series<metrics::Counter, metrics::Gauge, metrics::Histogram>;
+
+/// One of a manager's counters.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Clone, Copy)]
+enum CounterOf {
+    Admitted,
+    /// By [`RejectReason::ALL`].
+    Rejected(usize),
+    /// By [`OUTCOMES`].
+    Outcome(usize),
+    Retries,
+    /// By [`RETRY_REFUSALS`].
+    RetryRefused(usize),
+}
+
+/// One of a manager's gauges.
+#[cfg(feature = "metrics")]
+#[derive(Debug, Clone, Copy)]
+enum GaugeOf {
+    Active,
+    Queued,
+}
+
+#[cfg(feature = "metrics")]
+impl<C, G, H> Series<C, G, H> {
+    fn counter(&self, which: CounterOf) -> &C {
+        match which {
+            CounterOf::Admitted => &self.admitted,
+            CounterOf::Rejected(at) => &self.rejected[at],
+            CounterOf::Outcome(at) => &self.outcomes[at],
+            CounterOf::Retries => &self.retries,
+            CounterOf::RetryRefused(at) => &self.retries_refused[at],
+        }
+    }
+
+    fn gauge(&self, which: GaugeOf) -> &G {
+        match which {
+            GaugeOf::Active => &self.active,
+            GaugeOf::Queued => &self.queued,
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl SeriesKeys {
     fn new(metrics: &ManagerMetrics) -> Self {
         let key = |name: &'static str, more: &[(&'static str, &'static str)]| {
             metrics::Key::from_parts(name, metrics.labels(None, more))
@@ -301,16 +341,36 @@ impl Series {
                 .iter()
                 .map(|outcome| key(OUTCOMES_TOTAL, &[("outcome", outcome_label(*outcome))]))
                 .collect(),
-            waited: WAIT_REASONS
-                .iter()
-                .map(|reason| key(WAIT_SECONDS, &[("reason", reason.label())]))
-                .collect(),
-            active: key(ACTIVE, &[]),
-            queued: key(QUEUED, &[]),
             retries: key(RETRIES, &[]),
             retries_refused: RETRY_REFUSALS
                 .iter()
                 .map(|why| key(RETRIES_REFUSED, &[("why", *why)]))
+                .collect(),
+            active: key(ACTIVE, &[]),
+            queued: key(QUEUED, &[]),
+            waited: WAIT_REASONS
+                .iter()
+                .map(|reason| key(WAIT_SECONDS, &[("reason", reason.label())]))
+                .collect(),
+        }
+    }
+
+    /// Every series registered with `recorder`.
+    fn register(&self, recorder: &dyn metrics::Recorder) -> SeriesHandles {
+        let counter = |key: &metrics::Key| recorder.register_counter(key, &METADATA);
+        let gauge = |key: &metrics::Key| recorder.register_gauge(key, &METADATA);
+        Series {
+            admitted: counter(&self.admitted),
+            rejected: self.rejected.iter().map(counter).collect(),
+            outcomes: self.outcomes.iter().map(counter).collect(),
+            retries: counter(&self.retries),
+            retries_refused: self.retries_refused.iter().map(counter).collect(),
+            active: gauge(&self.active),
+            queued: gauge(&self.queued),
+            waited: self
+                .waited
+                .iter()
+                .map(|key| recorder.register_histogram(key, &METADATA))
                 .collect(),
         }
     }
@@ -318,29 +378,65 @@ impl Series {
 
 #[cfg(feature = "metrics")]
 impl ManagerMetrics {
-    /// Runs `emit` with the recorder in force and the manager's series,
-    /// describing every series the first time.
+    /// Counts through the recorder in force (a local one, the global one,
+    /// or the facade's no-op): with the handles registered at the first
+    /// count while that recorder is still the one in force (an atomic add),
+    /// else by asking the recorder for the series by its key, as the
+    /// facade's macros do. The first count describes every series.
     #[inline]
-    fn with(&self, emit: impl FnOnce(&dyn metrics::Recorder, &Series)) {
-        use std::sync::atomic::Ordering;
-        let Some(series) = self.series.as_deref() else {
+    fn emit(
+        &self,
+        bound: impl FnOnce(&SeriesHandles),
+        unbound: impl FnOnce(&dyn metrics::Recorder, &SeriesKeys),
+    ) {
+        let Some(keys) = self.keys.as_deref() else {
             return;
         };
-        if !self.described.load(Ordering::Relaxed) && !self.described.swap(true, Ordering::Relaxed)
-        {
-            describe();
-        }
-        metrics::with_recorder(|recorder| emit(recorder, series));
+        metrics::with_recorder(|recorder| {
+            let address = std::ptr::from_ref(recorder).cast::<()>() as usize;
+            let (bound_to, handles) = self.bound.get_or_init(|| {
+                describe(recorder);
+                (address, keys.register(recorder))
+            });
+            if *bound_to == address {
+                bound(handles);
+            } else {
+                unbound(recorder, keys);
+            }
+        });
     }
 
-    /// Adds one to the counter `pick` chooses.
     #[inline]
-    fn counter(&self, pick: impl FnOnce(&Series) -> &metrics::Key) {
-        self.with(|recorder, series| {
-            recorder
-                .register_counter(pick(series), &METADATA)
-                .increment(1);
-        });
+    fn count(&self, which: CounterOf) {
+        self.emit(
+            |handles| handles.counter(which).increment(1),
+            |recorder, keys| {
+                let key = keys.counter(which);
+                recorder.register_counter(key, &METADATA).increment(1);
+            },
+        );
+    }
+
+    #[inline]
+    fn move_gauge(&self, which: GaugeOf, change: f64) {
+        self.emit(
+            |handles| handles.gauge(which).increment(change),
+            |recorder, keys| {
+                let key = keys.gauge(which);
+                recorder.register_gauge(key, &METADATA).increment(change);
+            },
+        );
+    }
+
+    #[inline]
+    fn record(&self, at: usize, waited: Duration) {
+        self.emit(
+            |handles| handles.waited[at].record(waited),
+            |recorder, keys| {
+                let key = &keys.waited[at];
+                recorder.register_histogram(key, &METADATA).record(waited);
+            },
+        );
     }
 
     /// The labels of one series: `more`, the manager's name, the key's.
@@ -363,28 +459,57 @@ impl ManagerMetrics {
     }
 }
 
-/// Describes every series to the recorder (units and help text).
+/// Describes every series to `recorder` (units and help text).
 #[cfg(feature = "metrics")]
-fn describe() {
+fn describe(recorder: &dyn metrics::Recorder) {
     use metrics::Unit;
-    metrics::describe_counter!(ADMITTED, Unit::Count, "Calls admitted");
-    metrics::describe_counter!(REJECTED, Unit::Count, "Calls refused locally, by reason");
-    metrics::describe_counter!(OUTCOMES_TOTAL, Unit::Count, "Outcomes reported, by kind");
-    metrics::describe_histogram!(
-        WAIT_SECONDS,
-        Unit::Seconds,
-        "Time a call waited (for its rate, a bulkhead slot or room) before it was admitted or refused"
-    );
-    metrics::describe_gauge!(ACTIVE, Unit::Count, "Calls holding a bulkhead slot");
-    metrics::describe_gauge!(QUEUED, Unit::Count, "Calls waiting in a bulkhead queue");
-    metrics::describe_gauge!(RATE, "A key's rate, in calls a second");
-    metrics::describe_gauge!(
-        CONCURRENCY_LIMIT,
-        Unit::Count,
-        "A key's learned concurrency limit"
-    );
-    metrics::describe_counter!(RETRIES, Unit::Count, "Retries made");
-    metrics::describe_counter!(RETRIES_REFUSED, Unit::Count, "Retries not made, by why");
+    let described: [(&'static str, Option<Unit>, &'static str); 10] = [
+        (ADMITTED, Some(Unit::Count), "Calls admitted"),
+        (
+            REJECTED,
+            Some(Unit::Count),
+            "Calls refused locally, by reason",
+        ),
+        (
+            OUTCOMES_TOTAL,
+            Some(Unit::Count),
+            "Outcomes reported, by kind",
+        ),
+        (
+            WAIT_SECONDS,
+            Some(Unit::Seconds),
+            "Time a call waited (for its rate, a bulkhead slot or room) before it was admitted or refused",
+        ),
+        (ACTIVE, Some(Unit::Count), "Calls holding a bulkhead slot"),
+        (
+            QUEUED,
+            Some(Unit::Count),
+            "Calls waiting in a bulkhead queue",
+        ),
+        (RATE, None, "A key's rate, in calls a second"),
+        (
+            CONCURRENCY_LIMIT,
+            Some(Unit::Count),
+            "A key's learned concurrency limit",
+        ),
+        (RETRIES, Some(Unit::Count), "Retries made"),
+        (
+            RETRIES_REFUSED,
+            Some(Unit::Count),
+            "Retries not made, by why",
+        ),
+    ];
+    for (name, unit, help) in described {
+        let (name, help) = (
+            metrics::KeyName::from(name),
+            metrics::SharedString::from(help),
+        );
+        match name.as_str() {
+            WAIT_SECONDS => recorder.describe_histogram(name, unit, help),
+            ACTIVE | QUEUED | RATE | CONCURRENCY_LIMIT => recorder.describe_gauge(name, unit, help),
+            _ => recorder.describe_counter(name, unit, help),
+        }
+    }
 }
 
 /// The time one call spent waiting, by what for: each reason the call
