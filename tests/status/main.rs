@@ -212,3 +212,42 @@ async fn bad_requests_are_refused_naming_what_was_wrong() {
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
     assert!(page.text().await.unwrap().contains("<canvas"));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Paths and query strings from the network are hostile: whatever
+    /// they hold, the page answers 200, 400 or 404 (with a reason), never
+    /// an error of its own or a panic.
+    #[test]
+    fn any_path_or_query_gets_an_answer_not_a_failure(
+        key in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+        query in ".{0,40}",
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let status = runtime.block_on(async {
+            let manager = manager();
+            manager.decrement("known");
+            let router = StatusPage::new(&manager).unwrap().router();
+            let encoded: String = key.iter().map(|byte| format!("%{byte:02X}")).collect();
+            let query: String = query
+                .bytes()
+                .map(|byte| if byte.is_ascii_alphanumeric() || b"=&_".contains(&byte) {
+                    char::from(byte).to_string()
+                } else {
+                    format!("%{byte:02X}")
+                })
+                .collect();
+            let mut statuses = Vec::new();
+            for uri in [format!("/keys/{encoded}"), format!("/keys?{query}")] {
+                let request = axum::http::Request::get(uri).body(axum::body::Body::empty()).unwrap();
+                let answer = tower::ServiceExt::oneshot(router.clone(), request).await.unwrap();
+                statuses.push(answer.status().as_u16());
+            }
+            statuses
+        });
+        for code in status {
+            proptest::prop_assert!([200, 400, 404].contains(&code), "answered {}", code);
+        }
+    }
+}
