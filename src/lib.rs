@@ -76,7 +76,8 @@
 //! here must change on every outcome without granting a fresh burst or
 //! forgiving debt, so each key holds its own GCRA state with a mutable rate
 //! (see the `rate` module). governor serves as an input type
-//! ([`RateConfig::from_quota`]) and as the baseline in the benchmarks.
+//! (`RateConfig::from_quota`, feature `governor`) and as the baseline in
+//! the benchmarks.
 //!
 //! # Where things are
 //!
@@ -96,21 +97,27 @@
 //! steps, the words it uses, and how to add a control, an edge or a store.
 
 #![forbid(unsafe_code)]
+// docs.rs builds with `--cfg docsrs` on nightly: each item says which
+// feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod builder;
 pub mod bulkhead;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 mod call_body;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod client;
 pub mod clock;
 pub mod config;
 mod core;
 #[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub mod database;
 pub mod error;
 mod events;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod grpc;
 mod key;
 mod manager;
@@ -122,8 +129,10 @@ pub mod rate;
 mod registry;
 pub mod retry;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod server;
 #[cfg(feature = "status")]
+#[cfg_attr(docsrs, doc(cfg(feature = "status")))]
 pub mod status;
 pub mod store;
 mod sync;
@@ -131,6 +140,57 @@ pub mod throttle;
 
 #[doc = include_str!("../docs/architecture.md")]
 pub mod architecture {}
+
+/// The guide: each edge and each control in depth, with the measurements
+/// behind the defaults. Every example in it compiles as a doctest.
+///
+/// - [Getting started](guide::getting_started): the two commands, the main
+///   job's output, and `call`.
+/// - Edges: [HTTP clients](guide::clients), [HTTP servers](guide::servers),
+///   [gRPC](guide::grpc), [per-user database throttling](guide::database),
+///   [shared rates across processes](guide::shared_rates).
+/// - What a call may do: [quotas and costs](guide::quotas),
+///   [retries](guide::retries).
+/// - The controls: [the adaptive rate](guide::rate),
+///   [the throttle](guide::throttle), [the bulkhead and adaptive
+///   concurrency](guide::bulkhead), and [what they do under
+///   overload](guide::simulation), simulated.
+/// - Running it: [configuration files](guide::configuration),
+///   [what it tells you](guide::observability) (the status page, metrics,
+///   tracing).
+///
+/// How the code is built: [`architecture`]. What it costs:
+/// [benches/README.md](https://github.com/portcullis-rs/portcullis/blob/main/benches/README.md).
+pub mod guide {
+    #[doc = include_str!("../docs/guide/getting_started.md")]
+    pub mod getting_started {}
+    #[doc = include_str!("../docs/guide/clients.md")]
+    pub mod clients {}
+    #[doc = include_str!("../docs/guide/servers.md")]
+    pub mod servers {}
+    #[doc = include_str!("../docs/guide/grpc.md")]
+    pub mod grpc {}
+    #[doc = include_str!("../docs/guide/database.md")]
+    pub mod database {}
+    #[doc = include_str!("../docs/guide/shared_rates.md")]
+    pub mod shared_rates {}
+    #[doc = include_str!("../docs/guide/quotas.md")]
+    pub mod quotas {}
+    #[doc = include_str!("../docs/guide/retries.md")]
+    pub mod retries {}
+    #[doc = include_str!("../docs/guide/rate.md")]
+    pub mod rate {}
+    #[doc = include_str!("../docs/guide/throttle.md")]
+    pub mod throttle {}
+    #[doc = include_str!("../docs/guide/bulkhead.md")]
+    pub mod bulkhead {}
+    #[doc = include_str!("../docs/guide/simulation.md")]
+    pub mod simulation {}
+    #[doc = include_str!("../docs/guide/configuration.md")]
+    pub mod configuration {}
+    #[doc = include_str!("../docs/guide/observability.md")]
+    pub mod observability {}
+}
 
 /// The README's examples, compiled (and run, where they need no network)
 /// as doctests.

@@ -36,7 +36,8 @@ where
     /// [`key_names`](Self::key_names), which must be set). Off by default:
     /// keys from untrusted input would give a metric unbounded cardinality,
     /// and the label costs a formatted string per call. Needs feature
-    /// `metrics`; see the crate's metrics table in its README.
+    /// `metrics`; [the guide](crate::guide::observability) lists the
+    /// metrics.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, ThrottleManager};
@@ -49,6 +50,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics_per_key(mut self, per_key: bool) -> Self {
         self.metrics_per_key = per_key;
         self
@@ -68,7 +70,11 @@ where
     ///     .name("hosts")
     ///     .build()?;
     /// assert_eq!(hosts.name(), Some("hosts"));
-    /// let refused = ThrottleManager::<String>::builder().name("").build().unwrap_err();
+    /// let refused = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::new(10.0))
+    ///     .name("")
+    ///     .build()
+    ///     .unwrap_err();
     /// assert_eq!(refused.problems()[0].field(), "name");
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```

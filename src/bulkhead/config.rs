@@ -152,7 +152,7 @@ impl BulkheadConfig {
     /// calls waiting is Little's law, which holds for means. Measured
     /// beside Netflix's Gradient2 and AIMD on five latency shapes, this is
     /// the controller that keeps near a known limit's goodput with almost
-    /// no refusals (the README's adaptive concurrency section).
+    /// no refusals (the guide's adaptive concurrency section).
     ///
     /// The queue, its timeout and overflow policy work as for a fixed
     /// limit. A limit lowered below the calls in flight lets them finish

@@ -35,6 +35,8 @@ mod middleware;
 
 pub use headers::{InvalidHeader, retry_after};
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use layer::{ThrottleClientLayer, ThrottleClientService, classify_head};
 #[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub use middleware::{RequestTimedOut, ThrottleMiddleware, classify, host_key};

@@ -262,7 +262,8 @@ impl RateConfig {
     }
 
     /// A fixed quota from a governor [`Quota`](governor::Quota): its
-    /// replenishment interval and burst.
+    /// replenishment interval and burst. Feature `governor`, so that
+    /// governor's type is in the API only for those who ask.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};
@@ -280,6 +281,8 @@ impl RateConfig {
     /// assert_eq!(manager.increment("api"), Some(50.0)); // fixed, as governor's
     /// assert_eq!((0..6).filter(|_| manager.check("api").is_ok()).count(), 5);
     /// ```
+    #[cfg(feature = "governor")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "governor")))]
     pub fn from_quota(quota: governor::Quota) -> Self {
         Self::per(1, quota.replenish_interval()).burst(quota.burst_size().get())
     }

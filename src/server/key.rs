@@ -263,8 +263,8 @@ impl KeyExtractor {
     /// leaves the request without a key. With the manager's
     /// [`max_keys`](crate::ThrottleManagerBuilder::max_keys), this bounds
     /// what keys from untrusted input can cost: about `max_keys` times
-    /// `bytes` plus the per-key state (200 to 700 bytes; see the README's
-    /// Performance section).
+    /// `bytes` plus the per-key state (200 to 700 bytes; `benches/README.md`
+    /// has the figures).
     ///
     /// ```
     /// use portcullis::server::KeyExtractor;

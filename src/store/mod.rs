@@ -121,6 +121,7 @@ use crate::rate::config::RateSettings;
 mod redis;
 
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{ConnectError, RedisStore, SharedRate};
 
 /// The future a [`RateStore`] method returns: boxed, so that the manager
