@@ -387,6 +387,19 @@ mod tests {
     use crate::{BulkheadConfig, Priority};
     use proptest::prelude::*;
 
+    /// A page of `manager` that keeps 5 s of history, a sample a second,
+    /// for at most 4 keys, sampling already.
+    fn started_page(manager: &ThrottleManager<String>) -> Arc<Shared<String>> {
+        let settings = PageSettings {
+            history: Duration::from_secs(5),
+            sample_every: Duration::from_secs(1),
+            watch_at_most: 4,
+        };
+        let page = Arc::new(Shared::new(manager.clone(), settings));
+        page.start();
+        page
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_busiest_keys_are_watched_each_with_a_bounded_ring() {
         let manager = ThrottleManager::<String>::builder()
@@ -405,13 +418,7 @@ mod tests {
                 );
             }
         }
-        let settings = PageSettings {
-            history: Duration::from_secs(5),
-            sample_every: Duration::from_secs(1),
-            watch_at_most: 4,
-        };
-        let page = Arc::new(Shared::new(manager.clone(), settings));
-        page.start();
+        let page = started_page(&manager);
         tokio::time::sleep(Duration::from_secs(20)).await;
         // The task holds the page weakly: dropping the routers ends it.
         assert_eq!(Arc::strong_count(&page), 1);
@@ -441,13 +448,7 @@ mod tests {
             .build()
             .unwrap();
         manager.increment("quiet");
-        let settings = PageSettings {
-            history: Duration::from_secs(5),
-            sample_every: Duration::from_secs(1),
-            watch_at_most: 4,
-        };
-        let page = Arc::new(Shared::new(manager.clone(), settings));
-        page.start();
+        let page = started_page(&manager);
         assert!(!page.ask_for("unknown"));
         assert!(page.ask_for("quiet"));
         tokio::time::sleep(Duration::from_millis(3_500)).await;
