@@ -86,12 +86,12 @@ fn outcome_label(outcome: Outcome) -> &'static str {
 }
 
 /// One manager's metrics: its name, and its series once registered.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ManagerMetrics {
     #[cfg(feature = "metrics")]
     name: Option<metrics::SharedString>,
     #[cfg(feature = "metrics")]
-    keys: Option<Box<SeriesKeys>>,
+    keys: Box<SeriesKeys>,
     /// The series as registered with the first recorder they were counted
     /// in (its address), for as long as that recorder is the one in force.
     #[cfg(feature = "metrics")]
@@ -103,16 +103,15 @@ impl ManagerMetrics {
     pub(crate) fn named(name: Option<String>) -> Self {
         #[cfg(feature = "metrics")]
         {
-            let mut metrics = Self {
-                name: name.map(metrics::SharedString::from),
-                keys: None,
+            let name = name.map(metrics::SharedString::from);
+            Self {
+                keys: Box::new(SeriesKeys::new(name.as_ref())),
+                name,
                 bound: std::sync::OnceLock::new(),
-            };
-            metrics.keys = Some(Box::new(SeriesKeys::new(&metrics)));
-            metrics
+            }
         }
         #[cfg(not(feature = "metrics"))]
-        Self::default()
+        Self {}
     }
 
     #[inline]
@@ -120,7 +119,9 @@ impl ManagerMetrics {
         #[cfg(feature = "metrics")]
         match key {
             None => self.count(CounterOf::Admitted),
-            Some(_) => metrics::counter!(ADMITTED, self.labels(key, &[])).increment(1),
+            Some(_) => {
+                metrics::counter!(ADMITTED, labels(self.name.as_ref(), key, &[])).increment(1)
+            }
         }
     }
 
@@ -130,7 +131,7 @@ impl ManagerMetrics {
         match key {
             None => self.count(CounterOf::Rejected(index_of(&RejectReason::ALL, reason))),
             Some(_) => {
-                let labels = self.labels(key, &[("reason", reason.label())]);
+                let labels = labels(self.name.as_ref(), key, &[("reason", reason.label())]);
                 metrics::counter!(REJECTED, labels).increment(1);
             }
         }
@@ -142,7 +143,11 @@ impl ManagerMetrics {
         match key {
             None => self.count(CounterOf::Outcome(index_of(&OUTCOMES, outcome))),
             Some(_) => {
-                let labels = self.labels(key, &[("outcome", outcome_label(outcome))]);
+                let labels = labels(
+                    self.name.as_ref(),
+                    key,
+                    &[("outcome", outcome_label(outcome))],
+                );
                 metrics::counter!(OUTCOMES_TOTAL, labels).increment(1);
             }
         }
@@ -157,7 +162,7 @@ impl ManagerMetrics {
         match key {
             None => self.record(index_of(&WAIT_REASONS, reason), waited),
             Some(_) => {
-                let labels = self.labels(key, &[("reason", reason.label())]);
+                let labels = labels(self.name.as_ref(), key, &[("reason", reason.label())]);
                 metrics::histogram!(WAIT_SECONDS, labels).record(waited);
             }
         }
@@ -169,7 +174,9 @@ impl ManagerMetrics {
         #[cfg(feature = "metrics")]
         match key {
             None => self.move_gauge(GaugeOf::Active, change),
-            Some(_) => metrics::gauge!(ACTIVE, self.labels(key, &[])).increment(change),
+            Some(_) => {
+                metrics::gauge!(ACTIVE, labels(self.name.as_ref(), key, &[])).increment(change)
+            }
         }
     }
 
@@ -179,7 +186,9 @@ impl ManagerMetrics {
         #[cfg(feature = "metrics")]
         match key {
             None => self.move_gauge(GaugeOf::Queued, change),
-            Some(_) => metrics::gauge!(QUEUED, self.labels(key, &[])).increment(change),
+            Some(_) => {
+                metrics::gauge!(QUEUED, labels(self.name.as_ref(), key, &[])).increment(change)
+            }
         }
     }
 
@@ -188,7 +197,7 @@ impl ManagerMetrics {
     pub(crate) fn rate(&self, key: KeyLabel<'_>, rate: f64) {
         #[cfg(feature = "metrics")]
         if key.is_some() {
-            metrics::gauge!(RATE, self.labels(key, &[])).set(rate);
+            metrics::gauge!(RATE, labels(self.name.as_ref(), key, &[])).set(rate);
         }
     }
 
@@ -198,7 +207,8 @@ impl ManagerMetrics {
     pub(crate) fn concurrency_limit(&self, key: KeyLabel<'_>, limit: u32) {
         #[cfg(feature = "metrics")]
         if key.is_some() {
-            metrics::gauge!(CONCURRENCY_LIMIT, self.labels(key, &[])).set(f64::from(limit));
+            metrics::gauge!(CONCURRENCY_LIMIT, labels(self.name.as_ref(), key, &[]))
+                .set(f64::from(limit));
         }
     }
 
@@ -207,7 +217,9 @@ impl ManagerMetrics {
         #[cfg(feature = "metrics")]
         match key {
             None => self.count(CounterOf::Retries),
-            Some(_) => metrics::counter!(RETRIES, self.labels(key, &[])).increment(1),
+            Some(_) => {
+                metrics::counter!(RETRIES, labels(self.name.as_ref(), key, &[])).increment(1)
+            }
         }
     }
 
@@ -223,7 +235,7 @@ impl ManagerMetrics {
                 self.count(CounterOf::RetryRefused(at));
             }
             Some(_) => {
-                let labels = self.labels(key, &[("why", why)]);
+                let labels = labels(self.name.as_ref(), key, &[("why", why)]);
                 metrics::counter!(RETRIES_REFUSED, labels).increment(1);
             }
         }
@@ -327,9 +339,10 @@ impl<C, G, H> Series<C, G, H> {
 
 #[cfg(feature = "metrics")]
 impl SeriesKeys {
-    fn new(metrics: &ManagerMetrics) -> Self {
+    /// The series of a manager named `manager`.
+    fn new(manager: Option<&metrics::SharedString>) -> Self {
         let key = |name: &'static str, more: &[(&'static str, &'static str)]| {
-            metrics::Key::from_parts(name, metrics.labels(None, more))
+            metrics::Key::from_parts(name, labels(manager, None, more))
         };
         Series {
             admitted: key(ADMITTED, &[]),
@@ -389,9 +402,7 @@ impl ManagerMetrics {
         bound: impl FnOnce(&SeriesHandles),
         unbound: impl FnOnce(&dyn metrics::Recorder, &SeriesKeys),
     ) {
-        let Some(keys) = self.keys.as_deref() else {
-            return;
-        };
+        let keys = &*self.keys;
         metrics::with_recorder(|recorder| {
             let address = std::ptr::from_ref(recorder).cast::<()>() as usize;
             let (bound_to, handles) = self.bound.get_or_init(|| {
@@ -438,25 +449,26 @@ impl ManagerMetrics {
             },
         );
     }
+}
 
-    /// The labels of one series: `more`, the manager's name, the key's.
-    fn labels(
-        &self,
-        key: KeyLabel<'_>,
-        more: &[(&'static str, &'static str)],
-    ) -> Vec<metrics::Label> {
-        let mut labels: Vec<metrics::Label> = more
-            .iter()
-            .map(|(name, value)| metrics::Label::new(*name, *value))
-            .collect();
-        if let Some(name) = &self.name {
-            labels.push(metrics::Label::new("manager", name.clone()));
-        }
-        if let Some(key) = key {
-            labels.push(metrics::Label::new("key", key.to_owned()));
-        }
-        labels
+/// The labels of one series: `more`, the manager's name, the key's.
+#[cfg(feature = "metrics")]
+fn labels(
+    manager: Option<&metrics::SharedString>,
+    key: KeyLabel<'_>,
+    more: &[(&'static str, &'static str)],
+) -> Vec<metrics::Label> {
+    let mut labels: Vec<metrics::Label> = more
+        .iter()
+        .map(|(name, value)| metrics::Label::new(*name, *value))
+        .collect();
+    if let Some(name) = manager {
+        labels.push(metrics::Label::new("manager", name.clone()));
     }
+    if let Some(key) = key {
+        labels.push(metrics::Label::new("key", key.to_owned()));
+    }
+    labels
 }
 
 /// Describes every series to `recorder` (units and help text).
