@@ -303,6 +303,24 @@ impl RejectReason {
         Self::DuplicateKey,
     ];
 
+    /// The reason's place in [`ALL`](Self::ALL): a match, so a new reason
+    /// cannot be left out of the tallies that count by reason.
+    #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Self::Throttled => 0,
+            Self::RateLimited => 1,
+            Self::Full => 2,
+            Self::QueueTimeout => 3,
+            Self::Dropped => 4,
+            Self::KeySpaceFull => 5,
+            Self::StoreUnavailable => 6,
+            Self::CostAboveBurst => 7,
+            Self::InvalidPriority => 8,
+            Self::DuplicateKey => 9,
+        }
+    }
+
     /// The reason's name in metrics labels and JSON: snake case, stable.
     #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
     pub(crate) fn label(self) -> &'static str {

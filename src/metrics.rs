@@ -44,7 +44,8 @@ use crate::outcome::Outcome;
 /// The key label: `None` when metrics are not per key.
 pub(crate) type KeyLabel<'a> = Option<&'a str>;
 
-/// What a call waited for before it was admitted or refused.
+/// What a call waited for before it was admitted or refused; in the
+/// order of [`WAIT_REASONS`] (`reason as usize` is its place).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WaitReason {
     /// Its rate's token (locally, in the key's line, or from a store).
@@ -129,7 +130,7 @@ impl ManagerMetrics {
     pub(crate) fn rejected(&self, key: KeyLabel<'_>, reason: RejectReason) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.count(CounterOf::Rejected(index_of(&RejectReason::ALL, reason))),
+            None => self.count(CounterOf::Rejected(reason.index())),
             Some(_) => {
                 let labels = labels(self.name.as_ref(), key, &[("reason", reason.label())]);
                 metrics::counter!(REJECTED, labels).increment(1);
@@ -141,7 +142,7 @@ impl ManagerMetrics {
     pub(crate) fn outcome(&self, key: KeyLabel<'_>, outcome: Outcome) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.count(CounterOf::Outcome(index_of(&OUTCOMES, outcome))),
+            None => self.count(CounterOf::Outcome(outcome_index(outcome))),
             Some(_) => {
                 let labels = labels(
                     self.name.as_ref(),
@@ -160,7 +161,7 @@ impl ManagerMetrics {
     pub(crate) fn waited(&self, key: KeyLabel<'_>, reason: WaitReason, waited: Duration) {
         #[cfg(feature = "metrics")]
         match key {
-            None => self.record(index_of(&WAIT_REASONS, reason), waited),
+            None => self.record(reason as usize, waited),
             Some(_) => {
                 let labels = labels(self.name.as_ref(), key, &[("reason", reason.label())]);
                 metrics::histogram!(WAIT_SECONDS, labels).record(waited);
@@ -263,9 +264,14 @@ const RETRIES: &str = "portcullis_retries_total";
 #[cfg(feature = "metrics")]
 const RETRIES_REFUSED: &str = "portcullis_retries_refused_total";
 
+/// An outcome's place in [`OUTCOMES`].
 #[cfg(feature = "metrics")]
-fn index_of<T: PartialEq>(all: &[T], one: T) -> usize {
-    all.iter().position(|known| *known == one).unwrap_or(0)
+fn outcome_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Success => 0,
+        Outcome::Overloaded => 1,
+        Outcome::Neutral => 2,
+    }
 }
 
 /// Where the facade's macros would say a series comes from.
@@ -563,7 +569,7 @@ impl<'a> CallWaits<'a> {
     pub(crate) fn add(&mut self, reason: WaitReason, waited: impl FnOnce() -> Duration) {
         #[cfg(feature = "metrics")]
         {
-            let total = &mut self.waited[index_of(&WAIT_REASONS, reason)];
+            let total = &mut self.waited[reason as usize];
             *total = Some(total.unwrap_or_default() + waited());
         }
     }

@@ -185,8 +185,9 @@ where
         KeyTelemetry::new(span, label)
     }
 
-    /// `key`'s metrics label, if metrics are per key; for counting a call
-    /// refused before its key's state was found.
+    /// `key`'s metrics label, if metrics are per key (never without the
+    /// feature); for counting a call refused before its key's state was
+    /// found, and a call's waits.
     pub(super) fn label_of<Q>(&self, key: &Q) -> Option<String>
     where
         K: Borrow<Q> + From<Q::Owned>,

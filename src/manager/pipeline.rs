@@ -310,7 +310,7 @@ where
         // from its first wait for room: past that, it is refused as the key
         // space's, with the time until room.
         let mut room_deadline = None;
-        let mut waits = CallWaits::new(&core.metrics, self.metrics_label_of(key));
+        let mut waits = CallWaits::new(&core.metrics, self.label_of(key));
         loop {
             let (began, waiting_for) = (core.now(), wait.waiting_for());
             let decided = match wait {
@@ -582,20 +582,6 @@ where
             Ok(BulkheadPlace::Queued(id)) => Err(Stop::wait(Wait::InQueue(call, id))),
             Ok(slot) => Ok(A::from_call(call, matches!(slot, BulkheadPlace::Held))),
             Err(rejected) => Err(Stop::Refused(call.refused(core, rejected))),
-        }
-    }
-
-    /// `key`'s label for the wait histogram: only with per-key metrics
-    /// (and the feature), since it is a formatted string.
-    fn metrics_label_of<Q>(&self, key: &Q) -> Option<String>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: ToOwned + ?Sized,
-    {
-        if cfg!(feature = "metrics") {
-            self.label_of(key)
-        } else {
-            None
         }
     }
 

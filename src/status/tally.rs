@@ -23,13 +23,6 @@ pub(crate) const SKETCH_KEYS: usize = 64;
 /// How many reasons a call may be refused for.
 const REASONS: usize = RejectReason::ALL.len();
 
-fn reason_index(reason: RejectReason) -> usize {
-    RejectReason::ALL
-        .iter()
-        .position(|known| *known == reason)
-        .unwrap_or(REASONS - 1)
-}
-
 /// The refusals a manager has made, kept while a status page watches it.
 #[derive(Debug)]
 pub(crate) struct RefusalTally<K> {
@@ -67,7 +60,7 @@ impl<K: Eq> RefusalTally<K> {
         if !self.watched.load(Ordering::Relaxed) {
             return;
         }
-        self.by_reason[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
+        self.by_reason[reason.index()].fetch_add(1, Ordering::Relaxed);
         if let Ok(mut keys) = self.keys.try_lock() {
             keys.count(key, owned);
         }
@@ -167,6 +160,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn every_reason_has_its_own_place() {
+        for (at, reason) in RejectReason::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), at, "{reason:?}");
+        }
+    }
 
     #[test]
     fn a_page_not_watching_costs_nothing_and_counts_nothing() {
