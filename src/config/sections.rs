@@ -1,0 +1,330 @@
+//! Each control's file section: plain data that serde reads and writes,
+//! turned into the builder's config; and the formats they share (two
+//! numbers, durations as text).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bulkhead::{BulkheadConfig, Overflow};
+use crate::rate::RateConfig;
+use crate::throttle::ThrottleConfig;
+
+use super::Quota;
+
+/// [`RateConfig`] as a file section: an adaptive rate (`starting_rate`,
+/// with its bounds and steps) or a fixed quota (`quota = "600/min"`, with
+/// at most a `burst`). Set at most one of `decrement` and
+/// `decrease_factor`.
+///
+/// ```
+/// use portcullis::RateConfig;
+/// use portcullis::config::RateSection;
+///
+/// let adaptive: RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
+/// assert_eq!(adaptive.to_config().unwrap(), RateConfig::new(10.0).decrement(2.0));
+/// let fixed: RateSection = toml::from_str("quota = \"600/min\"\nburst = 20").unwrap();
+/// assert_eq!(fixed.to_config().unwrap(), RateConfig::per_minute(600).burst(20));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RateSection {
+    /// Calls per second a new key starts at: an adaptive rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_rate: Option<f64>,
+    /// A fixed quota, `"<calls>/<period>"` ([`Quota`]): a rate that never
+    /// moves, with a burst of `calls` unless `burst` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
+    /// How many calls may start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// `[lower, upper]`: exactly two numbers.
+    #[serde(
+        default,
+        deserialize_with = "two_numbers",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bounds: Option<[f64; 2]>,
+    /// What a success adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub increment: Option<f64>,
+    /// What a failure subtracts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decrement: Option<f64>,
+    /// What a failure multiplies the rate by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decrease_factor: Option<f64>,
+    /// How long after a decrease failures leave the rate alone.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub decrease_cooldown: Option<Duration>,
+}
+
+impl RateSection {
+    /// The builder config, or the problems a section alone can have:
+    /// neither or both of `starting_rate` and `quota`, both kinds of
+    /// decrease set. (A fixed quota given bounds or steps is refused by
+    /// the builder's validation, which names the field.)
+    ///
+    /// # Errors
+    ///
+    /// The message to report under the section's path.
+    ///
+    /// ```
+    /// use portcullis::config::RateSection;
+    ///
+    /// let both: RateSection =
+    ///     toml::from_str("starting_rate = 10\ndecrement = 2\ndecrease_factor = 0.5").unwrap();
+    /// assert!(both.to_config().is_err());
+    /// let neither: RateSection = toml::from_str("burst = 5").unwrap();
+    /// assert_eq!(
+    ///     neither.to_config().unwrap_err(),
+    ///     "set starting_rate (an adaptive rate) or quota (a fixed one, like \"600/min\")"
+    /// );
+    /// ```
+    pub fn to_config(&self) -> Result<RateConfig, String> {
+        let mut config = match (self.starting_rate, self.quota) {
+            (Some(rate), None) => RateConfig::new(rate),
+            (None, Some(quota)) => RateConfig::per(quota.calls, quota.period),
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set one of starting_rate (an adaptive rate) or quota (a fixed one), not both"
+                        .into(),
+                );
+            }
+            (None, None) => {
+                return Err(
+                    "set starting_rate (an adaptive rate) or quota (a fixed one, like \"600/min\")"
+                        .into(),
+                );
+            }
+        };
+        if let Some(burst) = self.burst {
+            config = config.burst(burst);
+        }
+        if let Some([lower, upper]) = self.bounds {
+            config = config.bounds(lower, upper);
+        }
+        if let Some(step) = self.increment {
+            config = config.increment(step);
+        }
+        config = match (self.decrement, self.decrease_factor) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "set one of decrement (additive) or decrease_factor (multiplicative), not both"
+                        .into(),
+                );
+            }
+            (Some(step), None) => config.decrement(step),
+            (None, Some(factor)) => config.decrease_factor(factor),
+            (None, None) => config,
+        };
+        if let Some(cooldown) = self.decrease_cooldown {
+            config = config.decrease_cooldown(cooldown);
+        }
+        Ok(config)
+    }
+}
+
+/// [`ThrottleConfig`] as a file section; unset fields keep the defaults.
+///
+/// ```
+/// let throttle: portcullis::config::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
+/// let ten_seconds = portcullis::ThrottleConfig::new().window(std::time::Duration::from_secs(10));
+/// assert_eq!(throttle.to_config(), ten_seconds);
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ThrottleSection {
+    /// `K`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Calls per second a failing key still lets through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rate: Option<f64>,
+    /// How far back outcomes count.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub window: Option<Duration>,
+    /// No shedding below this many requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<u64>,
+    /// The highest rejection probability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rejection: Option<f64>,
+}
+
+impl ThrottleSection {
+    /// The builder config.
+    ///
+    /// ```
+    /// let config = portcullis::config::ThrottleSection::default().to_config();
+    /// assert_eq!(config, portcullis::ThrottleConfig::new());
+    /// ```
+    pub fn to_config(&self) -> ThrottleConfig {
+        let mut config = ThrottleConfig::new();
+        if let Some(ratio) = self.ratio {
+            config = config.ratio(ratio);
+        }
+        if let Some(min_rate) = self.min_rate {
+            config = config.min_rate(min_rate);
+        }
+        if let Some(window) = self.window {
+            config = config.window(window);
+        }
+        if let Some(requests) = self.min_requests {
+            config = config.min_requests(requests);
+        }
+        if let Some(probability) = self.max_rejection {
+            config = config.max_rejection(probability);
+        }
+        config
+    }
+}
+
+/// [`BulkheadConfig`] as a file section. `overflow` is `"reject-new"`,
+/// `"drop-oldest"` or `"drop-lowest-priority"`.
+///
+/// ```
+/// let bulkhead: portcullis::config::BulkheadSection =
+///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
+/// use portcullis::{BulkheadConfig, Overflow};
+/// assert_eq!(bulkhead.to_config(), BulkheadConfig::new(4).queue(8).overflow(Overflow::DropOldest));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BulkheadSection {
+    /// Calls in flight at once.
+    pub max_concurrent: u32,
+    /// Calls that may wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
+    /// How long a call may wait.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_timeout: Option<Duration>,
+    /// Who is turned away when the queue is full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<Overflow>,
+}
+
+impl BulkheadSection {
+    /// The builder config.
+    ///
+    /// ```
+    /// let section: portcullis::config::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
+    /// assert_eq!(section.to_config(), portcullis::BulkheadConfig::new(2));
+    /// ```
+    pub fn to_config(&self) -> BulkheadConfig {
+        let mut config = BulkheadConfig::new(self.max_concurrent);
+        if let Some(queue) = self.queue {
+            config = config.queue(queue);
+        }
+        if let Some(timeout) = self.queue_timeout {
+            config = config.queue_timeout(timeout);
+        }
+        if let Some(overflow) = self.overflow {
+            config = config.overflow(overflow);
+        }
+        config
+    }
+}
+
+/// `bounds`: exactly two numbers. (A fixed-size array alone lets some
+/// formats, TOML among them, drop extra elements without a word.)
+fn two_numbers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
+    struct TwoNumbers;
+
+    impl<'de> serde::de::Visitor<'de> for TwoNumbers {
+        type Value = [f64; 2];
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("exactly two numbers, [lower, upper]")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[f64; 2], A::Error> {
+            use serde::de::Error;
+            let lower = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+            let upper = seq
+                .next_element()?
+                .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+            let mut extra = 0;
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                extra += 1;
+            }
+            if extra > 0 {
+                return Err(A::Error::invalid_length(2 + extra, &self));
+            }
+            Ok([lower, upper])
+        }
+    }
+
+    d.deserialize_seq(TwoNumbers).map(Some)
+}
+
+/// `Duration` as a humantime string.
+pub(super) mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(in crate::config) fn serialize<S: Serializer>(
+        value: &Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        super::opt_duration::serialize(&Some(*value), s)
+    }
+
+    pub(in crate::config) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
+        super::opt_duration::deserialize(d)?
+            .ok_or_else(|| serde::de::Error::custom("a duration like \"250ms\" is required"))
+    }
+}
+
+/// `Option<Duration>` as an optional humantime string.
+pub(super) mod opt_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(in crate::config) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(in crate::config) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|text| {
+            humantime::parse_duration(&text).map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "{e} in {text:?} (a duration like \"250ms\" or \"1m\")"
+                ))
+            })
+        })
+        .transpose()
+    }
+}
