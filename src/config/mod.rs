@@ -9,6 +9,7 @@ use std::hash::Hash;
 use serde::{Deserialize, Serialize};
 
 use crate::builder::{ThrottleManagerBuilder, Tier};
+use crate::bulkhead::BulkheadConfig;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::manager::ThrottleManager;
 use crate::priority::Priority;
@@ -73,6 +74,19 @@ where
             .ok()
     }
 
+    /// A file's bulkhead section at `path` as a config, or `None` with its
+    /// problem noted for `build` to report.
+    fn bulkhead_section(
+        &mut self,
+        section: &BulkheadSection,
+        path: &str,
+    ) -> Option<BulkheadConfig> {
+        section
+            .to_config()
+            .map_err(|problem| self.config_problems.push(ConfigProblem::new(path, problem)))
+            .ok()
+    }
+
     /// Takes every setting `config` has: the default controls, the per-key
     /// overrides, the key space, the priority levels and the timeouts. What
     /// the file does not set keeps what was set in code before; settings
@@ -108,7 +122,9 @@ where
         }
         if let Some(bulkhead) = &default.bulkhead {
             self.paths.bulkhead = "default.bulkhead";
-            self.bulkhead = Some(bulkhead.to_config());
+            if let Some(bulkhead) = self.bulkhead_section(bulkhead, "default.bulkhead") {
+                self.bulkhead = Some(bulkhead);
+            }
         }
         for (name, controls) in config.tiers {
             let at = format!("tiers.{name:?}");
@@ -122,7 +138,9 @@ where
                 tier = tier.throttle(throttle.to_config());
             }
             if let Some(bulkhead) = &controls.bulkhead {
-                tier = tier.bulkhead(bulkhead.to_config());
+                if let Some(bulkhead) = self.bulkhead_section(bulkhead, &format!("{at}.bulkhead")) {
+                    tier = tier.bulkhead(bulkhead);
+                }
             }
             tier.path = Some(at);
             self = self.tier(name, tier);
@@ -140,8 +158,10 @@ where
                 self.throttle_overrides.push(entry);
             }
             if let Some(bulkhead) = &controls.bulkhead {
-                let entry = (key.clone().into(), path("bulkhead"), bulkhead.to_config());
-                self.bulkhead_overrides.push(entry);
+                if let Some(bulkhead) = self.bulkhead_section(bulkhead, &path("bulkhead")) {
+                    self.bulkhead_overrides
+                        .push((key.clone().into(), path("bulkhead"), bulkhead));
+                }
             }
         }
         if let Some(keys) = config.keys {

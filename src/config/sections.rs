@@ -191,21 +191,64 @@ impl ThrottleSection {
     }
 }
 
-/// [`BulkheadConfig`] as a file section. `overflow` is `"reject-new"`,
+/// [`BulkheadConfig`] as a file section: a fixed limit
+/// (`max_concurrent`) or a learned one (`adaptive = true`, with its
+/// `bounds` and probe settings). `overflow` is `"reject-new"`,
 /// `"drop-oldest"` or `"drop-lowest-priority"`.
 ///
 /// ```
-/// let bulkhead: portcullis::config::BulkheadSection =
-///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
+/// use portcullis::config::BulkheadSection;
 /// use portcullis::{BulkheadConfig, Overflow};
-/// assert_eq!(bulkhead.to_config(), BulkheadConfig::new(4).queue(8).overflow(Overflow::DropOldest));
+/// use std::time::Duration;
+///
+/// let fixed: BulkheadSection =
+///     toml::from_str("max_concurrent = 4\nqueue = 8\noverflow = \"drop-oldest\"").unwrap();
+/// assert_eq!(fixed.to_config().unwrap(), BulkheadConfig::new(4).queue(8).overflow(Overflow::DropOldest));
+/// let learned: BulkheadSection =
+///     toml::from_str("adaptive = true\nbounds = [2, 64]\nprobe_interval = \"10s\"\nqueue = 32").unwrap();
+/// assert_eq!(
+///     learned.to_config().unwrap(),
+///     BulkheadConfig::adaptive().bounds(2, 64).probe_interval(Duration::from_secs(10)).queue(32)
+/// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct BulkheadSection {
-    /// Calls in flight at once.
-    pub max_concurrent: u32,
+    /// A fixed limit: calls in flight at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<u32>,
+    /// `true`: a limit the key learns from its latency
+    /// ([`BulkheadConfig::adaptive`]) instead of a fixed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<bool>,
+    /// The range a learned limit stays in, `[min, max]`.
+    #[serde(
+        default,
+        deserialize_with = "two_numbers",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bounds: Option<[u32; 2]>,
+    /// How often a learned limit measures its unloaded latency.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub probe_interval: Option<Duration>,
+    /// How far each probe is moved at random.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub probe_jitter: Option<Duration>,
+    /// Calls a probe measures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_calls: Option<u32>,
+    /// The limit a probe holds while it measures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_limit: Option<u32>,
     /// Calls that may wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<u32>,
@@ -222,14 +265,57 @@ pub struct BulkheadSection {
 }
 
 impl BulkheadSection {
-    /// The builder config.
+    /// The builder config, or the problem a section alone can have:
+    /// neither or both of `max_concurrent` and `adaptive = true`. (A probe
+    /// setting on a fixed limit is refused by the builder's validation,
+    /// which names the field.)
+    ///
+    /// # Errors
+    ///
+    /// The message to report under the section's path.
     ///
     /// ```
-    /// let section: portcullis::config::BulkheadSection = toml::from_str("max_concurrent = 2").unwrap();
-    /// assert_eq!(section.to_config(), portcullis::BulkheadConfig::new(2));
+    /// use portcullis::config::BulkheadSection;
+    ///
+    /// let both: BulkheadSection = toml::from_str("max_concurrent = 4\nadaptive = true").unwrap();
+    /// assert!(both.to_config().is_err());
+    /// let neither: BulkheadSection = toml::from_str("queue = 8").unwrap();
+    /// assert_eq!(
+    ///     neither.to_config().unwrap_err(),
+    ///     "set max_concurrent (a fixed limit) or adaptive = true (a learned one)"
+    /// );
     /// ```
-    pub fn to_config(&self) -> BulkheadConfig {
-        let mut config = BulkheadConfig::new(self.max_concurrent);
+    pub fn to_config(&self) -> Result<BulkheadConfig, String> {
+        let mut config = match (self.max_concurrent, self.adaptive.unwrap_or(false)) {
+            (Some(limit), false) => BulkheadConfig::new(limit),
+            (None, true) => BulkheadConfig::adaptive(),
+            (Some(_), true) => {
+                return Err(
+                    "set one of max_concurrent (a fixed limit) or adaptive = true (a learned one), not both"
+                        .into(),
+                );
+            }
+            (None, false) => {
+                return Err(
+                    "set max_concurrent (a fixed limit) or adaptive = true (a learned one)".into(),
+                );
+            }
+        };
+        if let Some([min, max]) = self.bounds {
+            config = config.bounds(min, max);
+        }
+        if let Some(interval) = self.probe_interval {
+            config = config.probe_interval(interval);
+        }
+        if let Some(jitter) = self.probe_jitter {
+            config = config.probe_jitter(jitter);
+        }
+        if let Some(calls) = self.probe_calls {
+            config = config.probe_calls(calls);
+        }
+        if let Some(limit) = self.probe_limit {
+            config = config.probe_limit(limit);
+        }
         if let Some(queue) = self.queue {
             config = config.queue(queue);
         }
@@ -239,23 +325,27 @@ impl BulkheadSection {
         if let Some(overflow) = self.overflow {
             config = config.overflow(overflow);
         }
-        config
+        Ok(config)
     }
 }
 
 /// `bounds`: exactly two numbers. (A fixed-size array alone lets some
 /// formats, TOML among them, drop extra elements without a word.)
-fn two_numbers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
-    struct TwoNumbers;
+fn two_numbers<'de, D, T>(d: D) -> Result<Option<[T; 2]>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct TwoNumbers<T>(std::marker::PhantomData<T>);
 
-    impl<'de> serde::de::Visitor<'de> for TwoNumbers {
-        type Value = [f64; 2];
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for TwoNumbers<T> {
+        type Value = [T; 2];
 
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("exactly two numbers, [lower, upper]")
         }
 
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[f64; 2], A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<[T; 2], A::Error> {
             use serde::de::Error;
             let lower = seq
                 .next_element()?
@@ -274,7 +364,8 @@ fn two_numbers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]
         }
     }
 
-    d.deserialize_seq(TwoNumbers).map(Some)
+    d.deserialize_seq(TwoNumbers(std::marker::PhantomData))
+        .map(Some)
 }
 
 /// `Duration` as a humantime string.

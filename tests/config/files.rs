@@ -560,3 +560,62 @@ fn a_tier_s_problems_are_named_by_where_the_file_declared_it() {
         ]
     );
 }
+
+#[test]
+fn a_file_may_ask_for_a_learned_concurrency_limit() {
+    let config: ManagerConfig = toml::from_str(
+        r#"
+        [default.bulkhead]
+        adaptive = true
+        bounds = [2, 64]
+        probe_interval = "10s"
+        probe_calls = 10
+        queue = 32
+        [overrides."db".bulkhead]
+        max_concurrent = 4
+        "#,
+    )
+    .unwrap();
+    // Written back, it reads the same.
+    let written = toml::to_string(&config).unwrap();
+    assert_eq!(toml::from_str::<ManagerConfig>(&written).unwrap(), config);
+    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    // A learned limit starts by probing at its probe limit (2 by default);
+    // the override is fixed.
+    drop(manager.try_acquire("api", Priority::HIGH).unwrap());
+    drop(manager.try_acquire("db", Priority::HIGH).unwrap());
+    assert_eq!(manager.concurrency_limit("api"), Some(2));
+    assert_eq!(manager.concurrency_limit("db"), Some(4));
+}
+
+#[test]
+fn a_bulkhead_section_is_fixed_or_learned_and_says_which_field_is_wrong() {
+    assert_eq!(
+        problems(
+            r#"
+            [default.bulkhead]
+            max_concurrent = 4
+            adaptive = true
+            [overrides."a".bulkhead]
+            queue = 8
+            [overrides."b".bulkhead]
+            max_concurrent = 4
+            probe_calls = 10
+            [overrides."c".bulkhead]
+            adaptive = true
+            bounds = [10, 5]
+            "#
+        ),
+        [
+            "default.bulkhead: set one of max_concurrent (a fixed limit) or adaptive = true (a learned one), not both",
+            r#"overrides."a".bulkhead: set max_concurrent (a fixed limit) or adaptive = true (a learned one)"#,
+            r#"overrides."b".bulkhead.probe_calls: only for a learned limit (BulkheadConfig::adaptive), not a fixed one"#,
+            r#"overrides."c".bulkhead.bounds: the lower bound must not exceed the upper, got 10 and 5"#,
+        ]
+    );
+    let err = toml::from_str::<ManagerConfig>(
+        "[default.bulkhead]\nadaptive = true\nbounds = [1, 2, 3]\n",
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("exactly two numbers"), "{err}");
+}
