@@ -9,11 +9,9 @@ use std::hash::Hash;
 use serde::{Deserialize, Serialize};
 
 use crate::builder::{ThrottleManagerBuilder, Tier};
-use crate::bulkhead::BulkheadConfig;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::manager::ThrottleManager;
 use crate::priority::Priority;
-use crate::rate::RateConfig;
 
 mod quota;
 mod sections;
@@ -65,25 +63,10 @@ impl<K> ThrottleManagerBuilder<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// A file's rate section at `path` as a config, or `None` with its
-    /// problem noted for `build` to report.
-    fn rate_section(&mut self, section: &RateSection, path: &str) -> Option<RateConfig> {
-        section
-            .to_config()
-            .map_err(|problem| self.config_problems.push(ConfigProblem::new(path, problem)))
-            .ok()
-    }
-
-    /// A file's bulkhead section at `path` as a config, or `None` with its
-    /// problem noted for `build` to report.
-    fn bulkhead_section(
-        &mut self,
-        section: &BulkheadSection,
-        path: &str,
-    ) -> Option<BulkheadConfig> {
-        section
-            .to_config()
-            .map_err(|problem| self.config_problems.push(ConfigProblem::new(path, problem)))
+    /// A file section's config (`made`, from its `to_config`), or `None`
+    /// with its problem noted under `path` for `build` to report.
+    fn section<T>(&mut self, made: Result<T, String>, path: &str) -> Option<T> {
+        made.map_err(|problem| self.config_problems.push(ConfigProblem::new(path, problem)))
             .ok()
     }
 
@@ -112,7 +95,7 @@ where
         let default = config.default;
         if let Some(rate) = &default.rate {
             self.paths.rate = "default.rate";
-            if let Some(rate) = self.rate_section(rate, "default.rate") {
+            if let Some(rate) = self.section(rate.to_config(), "default.rate") {
                 self.rate = Some(rate);
             }
         }
@@ -122,7 +105,7 @@ where
         }
         if let Some(bulkhead) = &default.bulkhead {
             self.paths.bulkhead = "default.bulkhead";
-            if let Some(bulkhead) = self.bulkhead_section(bulkhead, "default.bulkhead") {
+            if let Some(bulkhead) = self.section(bulkhead.to_config(), "default.bulkhead") {
                 self.bulkhead = Some(bulkhead);
             }
         }
@@ -130,7 +113,7 @@ where
             let at = format!("tiers.{name:?}");
             let mut tier = Tier::new();
             if let Some(rate) = &controls.rate {
-                if let Some(rate) = self.rate_section(rate, &format!("{at}.rate")) {
+                if let Some(rate) = self.section(rate.to_config(), &format!("{at}.rate")) {
                     tier = tier.rate(rate);
                 }
             }
@@ -138,7 +121,9 @@ where
                 tier = tier.throttle(throttle.to_config());
             }
             if let Some(bulkhead) = &controls.bulkhead {
-                if let Some(bulkhead) = self.bulkhead_section(bulkhead, &format!("{at}.bulkhead")) {
+                if let Some(bulkhead) =
+                    self.section(bulkhead.to_config(), &format!("{at}.bulkhead"))
+                {
                     tier = tier.bulkhead(bulkhead);
                 }
             }
@@ -148,7 +133,7 @@ where
         for (key, controls) in config.overrides {
             let path = |control: &str| format!("overrides.{key:?}.{control}");
             if let Some(rate) = &controls.rate {
-                if let Some(rate) = self.rate_section(rate, &path("rate")) {
+                if let Some(rate) = self.section(rate.to_config(), &path("rate")) {
                     self.rate_overrides
                         .push((key.clone().into(), path("rate"), rate));
                 }
@@ -158,7 +143,7 @@ where
                 self.throttle_overrides.push(entry);
             }
             if let Some(bulkhead) = &controls.bulkhead {
-                if let Some(bulkhead) = self.bulkhead_section(bulkhead, &path("bulkhead")) {
+                if let Some(bulkhead) = self.section(bulkhead.to_config(), &path("bulkhead")) {
                     self.bulkhead_overrides
                         .push((key.clone().into(), path("bulkhead"), bulkhead));
                 }
