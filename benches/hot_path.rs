@@ -2,7 +2,11 @@
 //! run: governor's keyed limiter (`check_key`) on the same String keys.
 //!
 //! Run: `cargo bench --bench hot_path`. Compare ratios, not absolute times:
-//! these machines are shared and noisy.
+//! these machines are shared and noisy. `cargo bench --bench hot_path --
+//! rounds` instead times the headline calls in 15 rounds that alternate
+//! the sides, and prints the median ratio of each to governor (and of
+//! `call` to `try_acquire` + `success()`): drift moves medians of
+//! interleaved rounds least.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -10,7 +14,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use portcullis::clock::TokioClock;
@@ -351,6 +355,120 @@ fn run_on_two_threads(
     })
 }
 
+/// Calls per side per round, and rounds, of the interleaved mode.
+const ROUND_CALLS: usize = 2_000_000;
+const ROUNDS: usize = 15;
+
+/// How long `ROUND_CALLS` calls of `call` take, each on the next key.
+fn time_calls(keys: &[String], mut call: impl FnMut(&str)) -> Duration {
+    let start = Instant::now();
+    for i in 0..ROUND_CALLS {
+        call(black_box(keys[i % keys.len()].as_str()));
+    }
+    start.elapsed()
+}
+
+/// The interleaved mode: on 1,000 healthy keys, `check`, `try_acquire` +
+/// `success()` (all three controls) and `call` (all three), and governor's
+/// `check_key`, each round in a turned order; then two threads on one key.
+fn interleaved_rounds() {
+    let keys = keys(1_000);
+    let checked = portcullis(&keys);
+    let manager = all_three(&keys);
+    let limiter = governor(&keys);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut sides: Vec<(&str, Vec<f64>)> = ["check", "try_acquire + success()", "call", "governor"]
+        .into_iter()
+        .map(|name| (name, Vec::new()))
+        .collect();
+    for round in 0..ROUNDS {
+        let mut took = [Duration::ZERO; 4];
+        for turn in 0..4 {
+            let side = (turn + round) % 4;
+            took[side] = match side {
+                0 => time_calls(&keys, |key| black_box(checked.check(key)).unwrap()),
+                1 => time_calls(&keys, |key| {
+                    manager
+                        .try_acquire(key, Priority::MEDIUM)
+                        .unwrap()
+                        .success();
+                }),
+                2 => time_calls(&keys, |key| {
+                    let call = manager.call(key, Priority::MEDIUM, || async {
+                        Ok::<_, std::io::Error>(1u8)
+                    });
+                    let mut call = std::pin::pin!(call);
+                    assert!(call.as_mut().poll(&mut cx).is_ready());
+                }),
+                _ => time_calls(&keys, |key| {
+                    black_box(limiter.check_key(&key.to_owned())).unwrap();
+                }),
+            };
+        }
+        for (side, took) in sides.iter_mut().zip(took) {
+            side.1.push(took.as_secs_f64() * 1e9 / ROUND_CALLS as f64);
+        }
+    }
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let ratios = |over: usize, under: usize| -> Vec<f64> {
+        sides[over]
+            .1
+            .iter()
+            .zip(&sides[under].1)
+            .map(|(a, b)| a / b)
+            .collect()
+    };
+    println!("1,000 healthy keys, {ROUNDS} interleaved rounds of {ROUND_CALLS} calls, medians:");
+    let governor_ns = median(sides[3].1.clone());
+    for (over, (name, took)) in sides.iter().enumerate().take(3) {
+        println!(
+            "  {name:<26} {:>6.1} ns   {:.2}x governor check_key ({governor_ns:.1} ns)",
+            median(took.clone()),
+            median(ratios(over, 3)),
+        );
+    }
+    println!(
+        "  call / try_acquire + success(): {:.2}x",
+        median(ratios(2, 1))
+    );
+    // Two threads on one key, alternating with governor each round.
+    let one = Arc::new(vec!["shared.example.com".to_string()]);
+    let halves = [Arc::clone(&one), Arc::clone(&one)];
+    let shared = all_three(&one);
+    let shared_limiter = governor(&one);
+    let mut two_threads = Vec::new();
+    for round in 0..ROUNDS {
+        let ours = || {
+            run_on_two_threads(ROUND_CALLS as u64 / 2, &halves, |keys, i| {
+                shared
+                    .try_acquire(keys[i].as_str(), Priority::MEDIUM)
+                    .unwrap()
+                    .success();
+            })
+        };
+        let theirs = || {
+            run_on_two_threads(ROUND_CALLS as u64 / 2, &halves, |keys, i| {
+                black_box(shared_limiter.check_key(&keys[i]).is_ok());
+            })
+        };
+        let (a, b) = if round % 2 == 0 {
+            let a = ours();
+            (a, theirs())
+        } else {
+            let b = theirs();
+            (ours(), b)
+        };
+        two_threads.push(a.as_secs_f64() / b.as_secs_f64());
+    }
+    println!(
+        "  two threads on one key, try_acquire + success() / governor: {:.2}x",
+        median(two_threads)
+    );
+}
+
 criterion_group!(
     benches,
     check_healthy,
@@ -359,4 +477,10 @@ criterion_group!(
     two_threads_distinct_keys,
     two_threads_one_key
 );
-criterion_main!(benches);
+fn main() {
+    if std::env::args().any(|arg| arg == "rounds") {
+        return interleaved_rounds();
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -28,28 +28,23 @@ pub(crate) struct KeyState {
     extras: Option<Box<Extras>>,
 }
 
-/// What a key holds beyond its rate cell, when it holds anything.
-///
-/// `repr(C)`, in this order, for two threads on one key: what every call
-/// only reads (`own`, the throttle's newest bucket, its clean mark and its
-/// counters' places) fills the first 64 bytes, and the bulkhead's state
-/// word, which every call writes twice, sits at 112. From any 16-byte
-/// aligned address (what the allocator gives) the two never share a cache
-/// line, so a slot taken on one core does not evict the throttle's fields
-/// from the other's cache, wherever the allocator puts the extras. The
-/// retry budget's word, written by every call of a manager that retries,
-/// follows the bulkhead's, on its line: 128 bytes in all.
+/// What a key holds beyond its rate cell, when it holds anything: 136
+/// bytes with all three controls, the throttle's counts of four priorities
+/// included.
 #[derive(Debug, Default)]
-#[repr(C)]
 struct Extras {
     /// The key's own settings, where any differ from the manager's
     /// defaults.
     own: Option<Box<OwnSettings>>,
-    /// Present when the manager has a throttle.
-    throttle: Option<ThrottleWindow>,
-    /// Present when the manager has a bulkhead. Calls in flight or queued
-    /// hold the key's `Arc`, which keeps the key from being evicted.
-    bulkhead: Option<Bulkhead>,
+    /// The key's throttle window, used when the key has a throttle (its
+    /// own settings or the manager's default: see `Core::throttle_of`).
+    /// Not an `Option`: an absent window would take as many bytes, and the
+    /// settings already say whether it counts.
+    throttle: ThrottleWindow,
+    /// The key's bulkhead, used when the key has one (see
+    /// `Core::bulkhead_of`), likewise. Calls in flight or queued hold the
+    /// key's `Arc`, which keeps the key from being evicted.
+    bulkhead: Bulkhead,
     /// The key's retry budget, used when the manager retries: one word,
     /// written by every logical call, so beside the bulkhead's.
     retry: RetryBudget,
@@ -90,8 +85,8 @@ impl KeyState {
             rate,
             extras: needed.then(|| {
                 Box::new(Extras {
-                    throttle,
-                    bulkhead,
+                    throttle: throttle.unwrap_or_default(),
+                    bulkhead: bulkhead.unwrap_or_default(),
                     own: any_own.then(|| Box::new(own)),
                     retry: RetryBudget::default(),
                 })
@@ -144,7 +139,7 @@ impl KeyState {
     ) -> Option<(&ThrottleWindow, Option<&ThrottleSettings>)> {
         let extras = self.extras.as_deref()?;
         Some((
-            extras.throttle.as_ref()?,
+            &extras.throttle,
             extras
                 .own
                 .as_deref()
@@ -158,7 +153,7 @@ impl KeyState {
     pub(crate) fn bulkhead_with_settings(&self) -> Option<(&Bulkhead, Option<&BulkheadSettings>)> {
         let extras = self.extras.as_deref()?;
         Some((
-            extras.bulkhead.as_ref()?,
+            &extras.bulkhead,
             extras
                 .own
                 .as_deref()
@@ -166,8 +161,10 @@ impl KeyState {
         ))
     }
 
+    /// The key's bulkhead, for a call that holds a slot of it: only a key
+    /// with a bulkhead gives one (see `Core::bulkhead_of`).
     pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
-        self.extras.as_ref()?.bulkhead.as_ref()
+        Some(&self.extras.as_deref()?.bulkhead)
     }
 
     /// Whether the key holds something a fresh key would not: a rate that
@@ -204,43 +201,16 @@ impl KeyState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ThrottleConfig;
-    use crate::sync::bytes_of;
 
-    /// What every call only reads and the bulkhead's word that every call
-    /// writes are never on one cache line, wherever the allocator puts the
-    /// extras (at a multiple of 16 bytes): two threads on one key would
-    /// otherwise evict each other's reads on every slot taken and freed.
-    /// And the extras stay 128 bytes.
+    /// What a key with every control costs beyond its rate cell: the
+    /// throttle's counts of four priorities live in its window, so a key
+    /// that counts outcomes at every priority allocates nothing more; and
+    /// 136 bytes take a 144-byte block from the allocator, where 144 would
+    /// take 160.
     #[test]
-    fn the_bulkheads_writes_keep_off_the_cache_line_of_every_calls_reads() {
-        let settings = ThrottleSettings::for_test(ThrottleConfig::new());
-        let extras = Box::new(Extras {
-            own: None,
-            throttle: Some(ThrottleWindow::new(4, 0, &settings)),
-            bulkhead: Some(Bulkhead::default()),
-            retry: RetryBudget::default(),
-        });
-        let base = bytes_of(&*extras).start;
-        let relative = |bytes: std::ops::Range<usize>| bytes.start - base..bytes.end - base;
-        let window = extras
-            .throttle
-            .as_ref()
-            .map(ThrottleWindow::read_by_every_call);
-        let read = [bytes_of(&extras.own), window.unwrap_or_default()].map(relative);
-        let written = relative(extras.bulkhead.as_ref().unwrap().written_by_every_call());
-        for start in (0..64).step_by(16) {
-            let lines = |bytes: &std::ops::Range<usize>| {
-                (start + bytes.start) / 64..=(start + bytes.end - 1) / 64
-            };
-            for read in &read {
-                let (read, written) = (lines(read), lines(&written));
-                assert!(
-                    read.end() < written.start() || written.end() < read.start(),
-                    "at {start} past a line: reads on lines {read:?}, writes on {written:?}"
-                );
-            }
-        }
-        assert!(std::mem::size_of::<Extras>() <= 128);
+    fn the_extras_of_a_key_with_every_control_fit_in_136_bytes() {
+        assert_eq!(std::mem::size_of::<ThrottleWindow>(), 88);
+        assert_eq!(std::mem::size_of::<Bulkhead>(), 32);
+        assert_eq!(std::mem::size_of::<Extras>(), 136);
     }
 }

@@ -16,11 +16,3 @@ pub(crate) use std::sync::Mutex;
 pub(crate) use std::sync::MutexGuard;
 #[cfg(not(portcullis_loom))]
 pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64};
-
-/// The addresses `value` occupies, from its first byte to past its last:
-/// for tests of which fields two threads' cache lines share.
-#[cfg(test)]
-pub(crate) fn bytes_of<T>(value: &T) -> std::ops::Range<usize> {
-    let start = std::ptr::from_ref(value).addr();
-    start..start + std::mem::size_of_val(value)
-}

@@ -122,20 +122,25 @@ async fn shedding_follows_the_injected_draw() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_window_expires_on_bucket_boundaries_aligned_to_its_start() {
+async fn outcomes_count_for_a_window_then_fade_out_over_one_more() {
     let manager = manager_with_draw(0.99);
-    // Buckets of 6 s from the manager's start. Failures at 5.9 s fall in the
-    // first bucket and leave the window at 60 s sharp, not at 65.9 s.
-    tokio::time::advance(Duration::from_millis(5_900)).await;
+    // Buckets a window long (60 s) from the manager's start. Failures at
+    // 30 s count in full until their bucket ends at 60 s, then fade out
+    // evenly over the next bucket, as if spread over their own, until
+    // they are gone at 120 s.
+    tokio::time::advance(Duration::from_secs(30)).await;
     for _ in 0..100 {
         manager.decrement("db");
     }
-    tokio::time::advance(Duration::from_millis(54_099)).await; // 59.999 s
+    let p = |requests: f64| Some(requests / (requests + 60.0));
+    tokio::time::advance(Duration::from_secs(30)).await; // 60 s
     assert_eq!(
         manager.rejection_probability("db", Priority::HIGH),
-        Some(0.625)
+        p(100.0)
     );
-    tokio::time::advance(Duration::from_millis(1)).await; // 60 s
+    tokio::time::advance(Duration::from_secs(30)).await; // 90 s
+    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p(50.0));
+    tokio::time::advance(Duration::from_secs(30)).await; // 120 s
     assert_eq!(
         manager.rejection_probability("db", Priority::HIGH),
         Some(0.0)

@@ -100,12 +100,7 @@ impl Inner {
 /// The concurrency limit of one key: 32 bytes until the first call has to
 /// queue, when the queue is allocated; a learned limit is one more
 /// allocation.
-///
-/// `repr(C)` with `state`, the word every call writes, last: the key keeps
-/// it off the cache line of what its other controls read (see the key's
-/// `Extras`).
 #[derive(Debug, Default)]
-#[repr(C)]
 pub(crate) struct Bulkhead {
     inner: Mutex<Option<Box<Inner>>>,
     learned: Option<Box<LearnedLimit>>,
@@ -122,13 +117,6 @@ pub(crate) enum SlotAnswer {
 }
 
 impl Bulkhead {
-    /// The addresses of the word every call writes: for the key's layout
-    /// test.
-    #[cfg(test)]
-    pub(crate) fn written_by_every_call(&self) -> std::ops::Range<usize> {
-        crate::sync::bytes_of(&self.state)
-    }
-
     /// A bulkhead for `settings`: with a learned limit, starting at its
     /// lower bound, if the settings say so.
     pub(crate) fn new(settings: &BulkheadSettings) -> Self {

@@ -66,9 +66,12 @@ pub struct KeySnapshot {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct PrioritySnapshot {
-    /// Calls of this priority counted over the window (shed ones included).
+    /// Calls of this priority counted over the window (shed ones
+    /// included), rounded: the window's older bucket counts in part (see
+    /// [`ThrottleConfig::window`](crate::ThrottleConfig::window)).
     pub requests: u64,
-    /// Calls of this priority the backend accepted over the window.
+    /// Calls of this priority the backend accepted over the window,
+    /// rounded alike.
     pub accepts: u64,
     /// The probability that a call of this priority is shed now.
     pub rejection_probability: f64,
@@ -227,7 +230,7 @@ where
 
     pub(super) fn snapshot_of(&self, state: &KeyState) -> KeySnapshot {
         let core = self.core();
-        let load = state.bulkhead().map(|bulkhead| bulkhead.load());
+        let load = core.bulkhead_of(state).map(|(bulkhead, _)| bulkhead.load());
         let priorities = core
             .throttle_of(state)
             .map(|(window, settings)| {
@@ -235,8 +238,8 @@ where
                     .report(core.now(), settings)
                     .into_iter()
                     .map(|(counts, probability)| PrioritySnapshot {
-                        requests: counts.requests as u64,
-                        accepts: counts.accepts as u64,
+                        requests: counts.requests.round() as u64,
+                        accepts: counts.accepts.round() as u64,
                         rejection_probability: probability,
                     })
                     .collect()

@@ -58,7 +58,7 @@ where
             }
             _ => 0,
         };
-        let load = state.bulkhead().map(|bulkhead| bulkhead.load());
+        let load = core.bulkhead_of(state).map(|(bulkhead, _)| bulkhead.load());
         KeyLoad {
             wait: Duration::from_nanos(wait),
             in_flight: load.map_or(0, |load| load.active),

@@ -5,10 +5,10 @@ use std::time::Duration;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
-use super::window::BUCKETS;
+use super::window::SLOTS;
 
 /// The longest window: a day. Outcomes older than that say little about a
-/// backend now, and a bucket of a longer window could fill its counters.
+/// backend now.
 const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The adaptive throttle of every key: rejects calls locally, by priority,
@@ -135,8 +135,13 @@ impl ThrottleConfig {
         self
     }
 
-    /// How far back outcomes count. Kept as 10 buckets aligned to multiples
-    /// of `window / 10` since the clock's origin. From 10 ms to a day.
+    /// How far back outcomes count: the throttle reads the outcomes of the
+    /// last `window`. It keeps them in two buckets a window long, aligned
+    /// to multiples of `window` since the clock's origin, and counts the
+    /// older bucket in the share of it still within `window` of now, as if
+    /// its outcomes were spread evenly over it: an outcome counts in full
+    /// until its bucket ends, then fades out over the next window. From 10 ms
+    /// to a day.
     ///
     /// ```
     /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
@@ -234,7 +239,7 @@ impl ThrottleConfig {
         (problems.len() == before).then(|| ThrottleSettings {
             ratio: self.ratio,
             floor: self.min_rate * self.window.as_secs_f64(),
-            bucket: nanos(self.window) / BUCKETS as Nanos,
+            bucket: nanos(self.window) / (SLOTS as Nanos - 1),
             min_requests: self.min_requests as f64,
             max_rejection: self.max_rejection,
         })
@@ -333,6 +338,6 @@ mod tests {
     fn settings_are_in_the_units_of_the_maths() {
         let s = ThrottleSettings::for_test(ThrottleConfig::new());
         assert_eq!(s.floor, 60.0);
-        assert_eq!(s.bucket, 6_000_000_000);
+        assert_eq!(s.bucket, 60_000_000_000);
     }
 }

@@ -30,10 +30,15 @@ pub(crate) fn unaccepted(counts: Counts) -> f64 {
 /// below the minimum sample. Always finite and in `[0, 1]`: `floor` is
 /// validated above 0, and NaN inputs give 0.
 pub(crate) fn rejection(seen: Counts, settings: &ThrottleSettings) -> f64 {
-    if seen.requests < settings.min_requests {
+    let excess = seen.requests - settings.ratio * seen.accepts;
+    // Healthy (or NaN, which `partial_cmp` leaves unordered): no division.
+    // The common case.
+    if excess.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || seen.requests < settings.min_requests
+    {
         return 0.0;
     }
-    let p = (seen.requests - settings.ratio * seen.accepts) / (seen.requests + settings.floor);
+    let p = excess / (seen.requests + settings.floor);
     // `max` first: it maps NaN to 0.
     p.max(0.0).min(settings.max_rejection)
 }
