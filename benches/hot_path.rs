@@ -360,10 +360,10 @@ const ROUND_CALLS: usize = 2_000_000;
 const ROUNDS: usize = 15;
 
 /// How long `ROUND_CALLS` calls of `call` take, each on the next key.
-fn time_calls(keys: &[String], mut call: impl FnMut(&str)) -> Duration {
+fn time_calls(keys: &[String], mut call: impl FnMut(&String)) -> Duration {
     let start = Instant::now();
     for i in 0..ROUND_CALLS {
-        call(black_box(keys[i % keys.len()].as_str()));
+        call(black_box(&keys[i % keys.len()]));
     }
     start.elapsed()
 }
@@ -386,7 +386,7 @@ fn interleaved_rounds() {
         for turn in 0..4 {
             let side = (turn + round) % 4;
             took[side] = match side {
-                0 => time_calls(&keys, |key| black_box(checked.check(key)).unwrap()),
+                0 => time_calls(&keys, |key| black_box(checked.check(key.as_str())).unwrap()),
                 1 => time_calls(&keys, |key| {
                     manager
                         .try_acquire(key, Priority::MEDIUM)
@@ -394,14 +394,14 @@ fn interleaved_rounds() {
                         .success();
                 }),
                 2 => time_calls(&keys, |key| {
-                    let call = manager.call(key, Priority::MEDIUM, || async {
+                    let call = manager.call(key.as_str(), Priority::MEDIUM, || async {
                         Ok::<_, std::io::Error>(1u8)
                     });
                     let mut call = std::pin::pin!(call);
                     assert!(call.as_mut().poll(&mut cx).is_ready());
                 }),
                 _ => time_calls(&keys, |key| {
-                    black_box(limiter.check_key(&key.to_owned())).unwrap();
+                    black_box(limiter.check_key(key)).unwrap();
                 }),
             };
         }
