@@ -18,9 +18,10 @@
 //! on a key with no failure in its window is one load of `newest`. When
 //! time crosses into a new bucket, the first call to notice claims the turn
 //! (a bit in `newest`), clears the buckets that left the window, and then
-//! publishes the new bucket with the flags moved along; a call that
-//! meanwhile sees the claim counts into the bucket before, which is still
-//! in the window.
+//! publishes the new bucket with the flags moved along. A call that
+//! meanwhile sees the claim counts into the bucket before, which a turn of
+//! one bucket keeps in the window (after a window with no call at all, a
+//! turn clears both, and such a call's outcome may go with them).
 
 use std::num::NonZeroU8;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -177,7 +178,6 @@ impl ThrottleWindow {
     }
 
     /// [`rejection`](Self::rejection) for a window that holds a failure.
-    #[cold]
     fn rejection_of(
         &self,
         newest: u64,
