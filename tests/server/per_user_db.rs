@@ -60,12 +60,21 @@ async fn one_noisy_user_cannot_starve_the_others() {
     let (with, alone) = phase(true).await;
     load::print("a noisy user, with the manager", &with, &noisy);
     load::print("the same users on the twin, alone", &alone, &quiet);
-    // With the manager: the ordinary users lose nothing, the noisy user
-    // gets no more than its quota of the database (however fast the
-    // machine: its last call may end a pool timeout after the run), and is
-    // refused and told when to come back. Counts, not latencies: the
-    // latencies are printed above, next to the twin's.
-    assert!(with.ordinary.success_rate() >= 0.99, "{:?}", with.ordinary);
+    // With the manager: the ordinary users lose nothing to the noisy one
+    // (they are served as the same users are on the twin, where no noisy
+    // user calls, at the same time: a loaded machine slows both alike,
+    // and each user's own limit of one call in flight then refuses some
+    // of their calls on both), the noisy user gets no more than its quota
+    // of the database (however fast the machine: its last call may end a
+    // pool timeout after the run), and is refused and told when to come
+    // back. Counts, not latencies: the latencies are printed above, next
+    // to the twin's.
+    assert!(
+        with.ordinary.success_rate() >= alone.ordinary.success_rate() - 0.03,
+        "with a noisy user {:?}, alone on the twin {:?}",
+        with.ordinary,
+        alone.ordinary
+    );
     let quota = settings.user_rate * (quiet.length + settings.pool_timeout).as_secs_f64()
         + f64::from(settings.user_burst);
     assert!(with.noisy.successes as f64 <= quota, "{:?}", with.noisy);
