@@ -46,7 +46,7 @@ struct Extras {
     /// key's `Arc`, which keeps the key from being evicted.
     bulkhead: Bulkhead,
     /// The key's retry budget, used when the manager retries: one word,
-    /// written by every logical call, so beside the bulkhead's.
+    /// written by every logical call.
     retry: RetryBudget,
 }
 

@@ -5,8 +5,6 @@ use std::time::Duration;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
-use super::window::SLOTS;
-
 /// The longest window: a day. Outcomes older than that say little about a
 /// backend now.
 const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
@@ -239,7 +237,7 @@ impl ThrottleConfig {
         (problems.len() == before).then(|| ThrottleSettings {
             ratio: self.ratio,
             floor: self.min_rate * self.window.as_secs_f64(),
-            bucket: nanos(self.window) / (SLOTS as Nanos - 1),
+            bucket: nanos(self.window),
             min_requests: self.min_requests as f64,
             max_rejection: self.max_rejection,
         })
@@ -252,7 +250,8 @@ pub(crate) struct ThrottleSettings {
     pub(crate) ratio: f64,
     /// `min_rate * window_secs`: the formula's `m`.
     pub(crate) floor: f64,
-    /// Length of one of the window's buckets, in nanoseconds.
+    /// Length of one of the window's buckets, in nanoseconds: the window
+    /// (see [`ThrottleConfig::window`]).
     pub(crate) bucket: Nanos,
     pub(crate) min_requests: f64,
     pub(crate) max_rejection: f64,

@@ -31,7 +31,7 @@ use super::probability::{self, Counts};
 use crate::clock::Nanos;
 
 /// Buckets a priority keeps: the newest and the one before.
-pub(crate) const SLOTS: usize = 2;
+const SLOTS: usize = 2;
 
 /// Accepts count in the high half of a bucket's word, requests in the low.
 const ACCEPT_SHIFT: u32 = 32;
