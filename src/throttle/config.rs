@@ -33,7 +33,7 @@ const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 ///
 /// Once the backend accepts again, the share of calls let through roughly
 /// doubles per window (with `ratio` 2), so a key that was shedding 99 % is
-/// back to normal in about two windows at its highest priority. Each lower
+/// back to normal in two to three windows at its highest priority. Each lower
 /// priority counts the shed calls above it as unaccepted, so priorities
 /// recover in order, about two windows apart. A shorter window recovers
 /// faster and forgets sooner.
