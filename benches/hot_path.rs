@@ -8,6 +8,9 @@
 //! `call` to `try_acquire` + `success()`): drift moves medians of
 //! interleaved rounds least.
 
+#[path = "support/rounds.rs"]
+mod rounds;
+
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -454,13 +457,7 @@ fn interleaved_rounds() {
                 black_box(shared_limiter.check_key(&keys[i]).is_ok());
             })
         };
-        let (a, b) = if round % 2 == 0 {
-            let a = ours();
-            (a, theirs())
-        } else {
-            let b = theirs();
-            (ours(), b)
-        };
+        let (a, b) = rounds::alternate(round, ours, theirs);
         two_threads.push(a.as_secs_f64() / b.as_secs_f64());
     }
     println!(

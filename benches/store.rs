@@ -13,6 +13,9 @@
 //! `redis-server` and cluster, which need redis-server and redis-cli). Compare ratios, not times:
 //! these machines are shared and noisy.
 
+#[path = "support/rounds.rs"]
+mod rounds;
+
 #[path = "../tests/support/redis.rs"]
 mod redis_server;
 
@@ -244,13 +247,7 @@ where
     let theirs = || time_plain(runtime, plain, calls, concurrency);
     let mut ratios: Vec<f64> = (0..ROUNDS)
         .map(|round| {
-            let (a, b) = if round % 2 == 0 {
-                let a = ours();
-                (a, theirs())
-            } else {
-                let b = theirs();
-                (ours(), b)
-            };
+            let (a, b) = rounds::alternate(round, ours, theirs);
             a.as_secs_f64() / b.as_secs_f64()
         })
         .collect();
