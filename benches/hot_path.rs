@@ -412,10 +412,7 @@ fn interleaved_rounds() {
             side.1.push(took.as_secs_f64() * 1e9 / ROUND_CALLS as f64);
         }
     }
-    let median = |mut values: Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
+    let median = |values: Vec<f64>| rounds::median(values).0;
     let ratios = |over: usize, under: usize| -> Vec<f64> {
         sides[over]
             .1

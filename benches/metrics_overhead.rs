@@ -7,6 +7,9 @@
 //!
 //! Run: `cargo bench --features metrics --bench metrics_overhead`.
 
+#[path = "support/rounds.rs"]
+mod rounds;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -14,6 +17,7 @@ use std::time::{Duration, Instant};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
+use rounds::median;
 
 const KEYS: usize = 1_000;
 const CALLS: usize = 2_000_000;
@@ -32,15 +36,6 @@ fn time(keys: &[String], call: impl Fn(&str)) -> Duration {
         call(black_box(keys[i % keys.len()].as_str()));
     }
     start.elapsed()
-}
-
-fn median(mut ratios: Vec<f64>) -> (f64, f64, f64) {
-    ratios.sort_by(f64::total_cmp);
-    (
-        ratios[ratios.len() / 2],
-        ratios[0],
-        ratios[ratios.len() - 1],
-    )
 }
 
 fn main() {

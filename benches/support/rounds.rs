@@ -1,4 +1,7 @@
-//! The order of the two sides in the benches' interleaved rounds.
+//! The benches' interleaved rounds: the order of the two sides, and the
+//! median of what the rounds measured.
+
+#![allow(dead_code)] // each bench uses its own part
 
 /// Runs both sides once, ours first in even rounds and theirs first in odd
 /// ones, so that neither always runs on a warmer or a cooler machine;
@@ -15,4 +18,15 @@ pub(crate) fn alternate<T>(
         let theirs = theirs();
         (ours(), theirs)
     }
+}
+
+/// The median of `values`, with the lowest and the highest: (median,
+/// lowest, highest).
+pub(crate) fn median(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2],
+        values[0],
+        values[values.len() - 1],
+    )
 }
