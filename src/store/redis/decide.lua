@@ -7,9 +7,10 @@
 -- (-1: however long); [5] how long an idle key's state is kept, in
 -- milliseconds; [6] the call's cost in tokens (at most the burst).
 --
--- Returns {admitted (1 or 0), wait in microseconds, rate, tat after the
--- call or ''}; numbers that are not whole are sent as strings, since
--- Redis turns a Lua number into an integer. A refused call takes nothing.
+-- Returns one string, its fields apart by spaces: admitted (1 or 0), the
+-- wait in microseconds, the rate, and for an admitted call the tat after
+-- it. One string, not a table: the client parses one value instead of
+-- four. A refused call takes nothing.
 local state = redis.call('HMGET', KEYS[1], 't', 'r', 'x')
 local tat = tonumber(state[1]) or now
 -- The rate's text goes back as stored: no formatting on a busy key.
@@ -22,7 +23,7 @@ local new_tat = math.max(tat, now) + interval * tonumber(ARGV[6])
 local start = math.max(new_tat - interval * burst, now)
 local wait = start - now
 if max_wait >= 0 and wait > max_wait then
-  return {0, text(wait), rate_text, ''}
+  return '0 ' .. text(wait) .. ' ' .. rate_text
 end
 local stored = text(new_tat)
 -- The key is kept at least the idle time after its debt runs out. Its
@@ -47,5 +48,5 @@ if keep then
   redis.call('PEXPIRE', KEYS[1], math.ceil((expires - now) / 1000))
 end
 -- A call that need not wait (most, on a busy key) gets a plain 0.
-if wait <= 0 then wait = 0 else wait = text(wait) end
-return {1, wait, rate_text, stored}
+if wait <= 0 then wait = '0' else wait = text(wait) end
+return '1 ' .. wait .. ' ' .. rate_text .. ' ' .. stored

@@ -247,12 +247,41 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     pub async fn peek(&self, key: &str) -> redis::RedisResult<Option<SharedRate>> {
-        self.look(&self.redis_key(key)).await
+        self.look(self.redis_key(key)).await
     }
 
     /// The Redis key of the manager's key named `name`.
-    fn redis_key(&self, name: &str) -> String {
-        format!("{}:{name}", self.prefix)
+    fn redis_key<'a>(&'a self, name: &'a str) -> RedisKey<'a> {
+        RedisKey {
+            prefix: &self.prefix,
+            name,
+        }
+    }
+}
+
+/// A Redis key as the store names it, `prefix:name`, written straight
+/// into the command that carries it (no string of its own).
+#[derive(Debug, Clone, Copy)]
+struct RedisKey<'a> {
+    prefix: &'a str,
+    name: &'a str,
+}
+
+impl fmt::Display for RedisKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.prefix, self.name)
+    }
+}
+
+impl redis::ToRedisArgs for RedisKey<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write as _;
+        let mut arg = out.writer_for_next_arg();
+        // Writing into the command's buffer, which cannot fail.
+        let _ = arg
+            .write_all(self.prefix.as_bytes())
+            .and_then(|()| arg.write_all(b":"))
+            .and_then(|()| arg.write_all(self.name.as_bytes()));
     }
 }
 
@@ -265,7 +294,7 @@ impl RateStore for RedisStore {
         Box::pin(async move {
             let max_wait = request.max_wait.map(crate::clock::nanos);
             self.decide(
-                &self.redis_key(key),
+                self.redis_key(key),
                 &request.rules,
                 request.cost,
                 max_wait,
@@ -285,7 +314,7 @@ impl RateStore for RedisStore {
             if !self.health.worth_asking() {
                 return None;
             }
-            self.send(&self.redis_key(key), &event, &rules, None).await
+            self.send(self.redis_key(key), &event, &rules, None).await
         })
     }
 

@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use super::{RedisStore, SharedRate, WhenUnavailable, restored_event, unavailable_event};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, Script, ServerErrorKind, ToRedisArgs,
+};
+
+use super::{RedisKey, RedisStore, SharedRate, WhenUnavailable, restored_event, unavailable_event};
 use crate::clock::{Nanos, nanos};
 use crate::rate::aimd::{MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED};
 use crate::rate::config::Decrease;
@@ -11,23 +15,47 @@ use crate::store::{RateEvent, RateRules, TokenAnswer, TokenReceipt};
 
 /// The scripts, sent by hash (`EVALSHA`) and loaded again on `NOSCRIPT`.
 pub(super) struct Scripts {
-    decide: redis::Script,
-    outcome: redis::Script,
-    peek: redis::Script,
+    decide: Script,
+    outcome: Script,
+    peek: Script,
 }
 
 impl Scripts {
     pub(super) fn new() -> Self {
         Self {
-            decide: redis::Script::new(concat!(
-                include_str!("now.lua"),
-                include_str!("decide.lua")
-            )),
-            outcome: redis::Script::new(concat!(
+            decide: Script::new(concat!(include_str!("now.lua"), include_str!("decide.lua"))),
+            outcome: Script::new(concat!(
                 include_str!("now.lua"),
                 include_str!("outcome.lua")
             )),
-            peek: redis::Script::new(concat!(include_str!("now.lua"), include_str!("peek.lua"))),
+            peek: Script::new(concat!(include_str!("now.lua"), include_str!("peek.lua"))),
+        }
+    }
+}
+
+/// `script` run on the Redis key `key`, as one command whose arguments
+/// (`ARGV`) the caller adds: written into one buffer, where the redis
+/// crate's `ScriptInvocation` holds each argument in a vector of its own
+/// and then copies them all into the command.
+fn call_of(script: &Script, key: RedisKey<'_>) -> Cmd {
+    let mut call = Cmd::with_capacity(20, 192);
+    call.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
+    call
+}
+
+/// A number as a script's argument: a whole one (most rates, bounds and
+/// the "no limit" -1) as an integer, which formats in a fraction of a
+/// float's time; Lua's `tonumber` reads both alike.
+#[derive(Debug, Clone, Copy)]
+struct Number(f64);
+
+impl ToRedisArgs for Number {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        // Below 2^53 every whole double is exactly an i64.
+        if self.0.fract() == 0.0 && self.0.abs() < 9.0e15 {
+            (self.0 as i64).write_redis_args(out);
+        } else {
+            self.0.write_redis_args(out);
         }
     }
 }
@@ -42,23 +70,39 @@ fn micros_of(duration: Duration) -> f64 {
 
 /// Microseconds from a script, as a duration rounded up (never early).
 fn duration_of(micros: &str) -> Duration {
+    if micros == "0" {
+        return Duration::ZERO; // most decisions on a busy key
+    }
     let value: f64 = micros.parse().unwrap_or(0.0);
     Duration::from_nanos((value.max(0.0) * 1e3).ceil() as Nanos)
 }
 
 /// A call's receipt: the bucket's state after it, exactly as stored (its
 /// tokens go back if the call is cancelled while this is still the
-/// last), and the debt its tokens added (its cost in intervals at the rate
-/// they were taken at), in microseconds.
-fn receipt(tat: &str, interval_us: f64) -> TokenReceipt {
-    TokenReceipt::new(format!("{tat}/{interval_us}"))
+/// last), then the call's tokens and the rate they were taken at, as the
+/// script sent it; from those two, [`parts_of`] works out the debt they
+/// added. Only text is joined here: no number is formatted.
+fn receipt(tat: &str, tokens: u32, rate: &str) -> TokenReceipt {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(tat.len() + rate.len() + 12);
+    text.push_str(tat);
+    let _ = write!(text, "/{tokens}/");
+    text.push_str(rate);
+    TokenReceipt::new(text)
 }
 
-/// The two parts of a [`receipt`]; a receipt not of this store's making
-/// gives a state no bucket has, which takes nothing back.
+/// The bucket's state a [`receipt`] holds, and the debt its call's tokens
+/// added (their cost in intervals at the rate they were taken at), in
+/// microseconds; a receipt not of this store's making gives a state no
+/// bucket has, which takes nothing back.
 fn parts_of(receipt: &TokenReceipt) -> (&str, f64) {
-    let (tat, interval) = receipt.as_str().split_once('/').unwrap_or(("", ""));
-    (tat, interval.parse().unwrap_or(0.0))
+    let mut parts = receipt.as_str().split('/');
+    let (tat, tokens, rate) = (parts.next(), parts.next(), parts.next());
+    let number = |part: Option<&str>| part.and_then(|text| text.parse::<f64>().ok());
+    match (tat, number(tokens), number(rate)) {
+        (Some(tat), Some(tokens), Some(rate)) if rate > 0.0 => (tat, tokens * 1e6 / rate),
+        _ => ("", 0.0),
+    }
 }
 
 impl RedisStore {
@@ -68,7 +112,7 @@ impl RedisStore {
     /// `TIME` (tests only).
     pub(super) async fn decide(
         &self,
-        key: &str,
+        key: RedisKey<'_>,
         rules: &RateRules,
         cost: u32,
         max_wait: Option<Nanos>,
@@ -81,29 +125,30 @@ impl RedisStore {
             return unavailable;
         }
         let max_wait = max_wait.map_or(-1.0, micros);
-        let mut invocation = self.scripts.decide.key(key);
-        invocation
-            .arg(pinned.map(|t| t.to_string()).unwrap_or_default())
-            .arg(rules.starting_rate)
+        let mut call = call_of(&self.scripts.decide, key);
+        call.arg(pinned.map(|t| t.to_string()).unwrap_or_default())
+            .arg(Number(rules.starting_rate))
             .arg(rules.burst)
-            .arg(max_wait)
+            .arg(Number(max_wait))
             .arg(self.settings.idle_ttl.as_millis() as u64)
             .arg(cost);
-        let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,
-            invocation.invoke_async::<(i64, String, String, String)>(&mut connection),
+            self.run::<String>(&self.scripts.decide, &call),
         )
         .await;
-        let Some((admitted, wait, rate, tat)) = self.settle(answer) else {
+        let Some(reply) = self.settle(answer) else {
             return unavailable;
         };
-        let rate: f64 = rate.parse().unwrap_or(0.0);
-        let wait = duration_of(&wait);
-        if admitted == 1 {
+        let mut fields = reply.split(' ');
+        let mut field = || fields.next().unwrap_or_default();
+        let (admitted, wait, rate_text, tat) = (field(), field(), field(), field());
+        let rate: f64 = rate_text.parse().unwrap_or(0.0);
+        let wait = duration_of(wait);
+        if admitted == "1" {
             TokenAnswer::Granted {
                 wait,
-                receipt: receipt(&tat, f64::from(cost) * 1e6 / rate),
+                receipt: receipt(tat, cost, rate_text),
                 rate,
             }
         } else {
@@ -115,7 +160,7 @@ impl RedisStore {
     /// shared rate after it, or `None` if Redis did not answer in time.
     pub(super) async fn send(
         &self,
-        key: &str,
+        key: RedisKey<'_>,
         event: &RateEvent,
         rules: &RateRules,
         pinned: Option<f64>,
@@ -146,20 +191,19 @@ impl RedisStore {
             Decrease::Subtract(step) => ("sub", step),
             Decrease::Multiply(factor) => ("mul", factor),
         };
-        let mut invocation = self.scripts.outcome.key(key);
-        invocation
-            .arg(pinned.map(|t| t.to_string()).unwrap_or_default())
+        let mut call = call_of(&self.scripts.outcome, key);
+        call.arg(pinned.map(|t| t.to_string()).unwrap_or_default())
             .arg(kind)
             .arg(first)
-            .arg(second)
-            .arg(rules.starting_rate)
+            .arg(Number(second))
+            .arg(Number(rules.starting_rate))
             .arg(rules.burst)
-            .arg(rules.lower_bound)
-            .arg(rules.upper_bound)
-            .arg(rules.increment)
+            .arg(Number(rules.lower_bound))
+            .arg(Number(rules.upper_bound))
+            .arg(Number(rules.increment))
             .arg(decrease)
-            .arg(step)
-            .arg(micros_of(rules.cooldown))
+            .arg(Number(step))
+            .arg(Number(micros_of(rules.cooldown)))
             .arg(self.settings.idle_ttl.as_millis() as u64)
             .arg(if waited {
                 MAX_RATE_OVER_USE_WAITED
@@ -167,10 +211,9 @@ impl RedisStore {
                 MAX_RATE_OVER_USE
             })
             .arg(tokens);
-        let mut connection = self.connection.clone();
         let answer = tokio::time::timeout(
             self.settings.deadline,
-            invocation.invoke_async::<String>(&mut connection),
+            self.run::<String>(&self.scripts.outcome, &call),
         )
         .await;
         self.settle(answer).and_then(|rate| rate.parse().ok())
@@ -178,12 +221,11 @@ impl RedisStore {
 
     /// The shared state of the Redis key `key`, or `None` if Redis holds
     /// none for it.
-    pub(super) async fn look(&self, key: &str) -> redis::RedisResult<Option<SharedRate>> {
-        let mut invocation = self.scripts.peek.key(key);
-        invocation.arg("");
-        let mut connection = self.connection.clone();
-        let (rate, debt) = invocation
-            .invoke_async::<(String, String)>(&mut connection)
+    pub(super) async fn look(&self, key: RedisKey<'_>) -> RedisResult<Option<SharedRate>> {
+        let mut call = call_of(&self.scripts.peek, key);
+        call.arg("");
+        let (rate, debt) = self
+            .run::<(String, String)>(&self.scripts.peek, &call)
             .await?;
         let (Ok(rate), Ok(debt)) = (rate.parse::<f64>(), debt.parse::<f64>()) else {
             return Ok(None);
@@ -194,11 +236,22 @@ impl RedisStore {
         }))
     }
 
+    /// The answer to `call`, a call of `script`; when Redis does not know
+    /// the script (a restart, `SCRIPT FLUSH`, a new node), it is loaded and
+    /// the call sent once more.
+    async fn run<T: FromRedisValue>(&self, script: &Script, call: &Cmd) -> RedisResult<T> {
+        let mut connection = self.connection.clone();
+        match call.query_async(&mut connection).await {
+            Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                script.load_async(&mut connection).await?;
+                call.query_async(&mut connection).await
+            }
+            answer => answer,
+        }
+    }
+
     /// A round trip's answer, with the store's health updated from it.
-    fn settle<T>(
-        &self,
-        answer: Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
-    ) -> Option<T> {
+    fn settle<T>(&self, answer: Result<RedisResult<T>, tokio::time::error::Elapsed>) -> Option<T> {
         let problem = match answer {
             Ok(Ok(value)) => {
                 if self.health.answered() {
@@ -217,5 +270,41 @@ impl RedisStore {
             unavailable_event(&self.prefix, &problem, fallback);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(number: f64) -> String {
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        Number(number).write_redis_args(&mut args);
+        String::from_utf8(args.concat()).unwrap()
+    }
+
+    #[test]
+    fn whole_numbers_go_as_integers_and_the_rest_read_back_exactly() {
+        assert_eq!(written(1e6), "1000000");
+        assert_eq!(written(-1.0), "-1");
+        assert_eq!(written(0.0), "0");
+        for number in [0.5, 1.0 / 3.0, 1e300, 2.5e-7, 9.5e15] {
+            assert_eq!(written(number).parse::<f64>().unwrap(), number, "{number}");
+        }
+    }
+
+    #[test]
+    fn a_receipt_gives_back_its_state_and_the_debt_of_its_tokens() {
+        let granted = receipt("96269228454165.5", 3, "1000000");
+        assert_eq!(parts_of(&granted), ("96269228454165.5", 3.0));
+        let slow = receipt("12", 1, "0.25");
+        assert_eq!(parts_of(&slow), ("12", 4e6));
+        for foreign in ["", "12", "12/1", "12/x/5", "12/1/0"] {
+            assert_eq!(
+                parts_of(&TokenReceipt::new(foreign)),
+                ("", 0.0),
+                "{foreign}"
+            );
+        }
     }
 }

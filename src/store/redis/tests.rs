@@ -81,7 +81,7 @@ fn close(local: Nanos, shared: Nanos) -> bool {
 
 struct Pair {
     store: RedisStore,
-    /// The key's Redis key.
+    /// The manager's key.
     key: String,
     /// The shared rate as Redis last answered it.
     shared_rate: Option<f64>,
@@ -110,7 +110,7 @@ impl Pair {
         let shared = self
             .store
             .decide(
-                &self.key,
+                self.store.redis_key(&self.key),
                 &crate::store::RateRules::from_settings(&self.settings),
                 cost,
                 max_wait,
@@ -175,7 +175,7 @@ impl Pair {
         let pinned = Some(micros(self.now));
         self.store
             .send(
-                &self.key,
+                self.store.redis_key(&self.key),
                 &event,
                 &crate::store::RateRules::from_settings(&self.settings),
                 pinned,
@@ -200,7 +200,7 @@ impl Pair {
         let store = RedisStore::connect(url, "differential").await.unwrap();
         let settings = RateSettings::for_test(config);
         Self {
-            key: store.redis_key(key),
+            key: key.to_owned(),
             shared_rate: None,
             store,
             cell: RateCell::new(settings.starting_rate, START),
