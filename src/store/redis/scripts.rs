@@ -37,7 +37,7 @@ impl Scripts {
 /// (`ARGV`) the caller adds: written into one buffer, where the redis
 /// crate's `ScriptInvocation` holds each argument in a vector of its own
 /// and then copies them all into the command.
-fn call_of(script: &Script, key: RedisKey<'_>) -> Cmd {
+fn script_call(script: &Script, key: RedisKey<'_>) -> Cmd {
     let mut call = Cmd::with_capacity(20, 192);
     call.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(key);
     call
@@ -47,9 +47,9 @@ fn call_of(script: &Script, key: RedisKey<'_>) -> Cmd {
 /// the "no limit" -1) as an integer, which formats in a fraction of a
 /// float's time; Lua's `tonumber` reads both alike.
 #[derive(Debug, Clone, Copy)]
-struct Number(f64);
+struct ScriptNumber(f64);
 
-impl ToRedisArgs for Number {
+impl ToRedisArgs for ScriptNumber {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
         // Below 2^53 every whole double is exactly an i64.
         if self.0.fract() == 0.0 && self.0.abs() < 9.0e15 {
@@ -125,16 +125,16 @@ impl RedisStore {
             return unavailable;
         }
         let max_wait = max_wait.map_or(-1.0, micros);
-        let mut call = call_of(&self.scripts.decide, key);
+        let mut call = script_call(&self.scripts.decide, key);
         call.arg(pinned.map(|t| t.to_string()).unwrap_or_default())
-            .arg(Number(rules.starting_rate))
+            .arg(ScriptNumber(rules.starting_rate))
             .arg(rules.burst)
-            .arg(Number(max_wait))
+            .arg(ScriptNumber(max_wait))
             .arg(self.settings.idle_ttl.as_millis() as u64)
             .arg(cost);
         let answer = tokio::time::timeout(
             self.settings.deadline,
-            self.run::<String>(&self.scripts.decide, &call),
+            self.eval::<String>(&self.scripts.decide, &call),
         )
         .await;
         let Some(reply) = self.settle(answer) else {
@@ -191,19 +191,19 @@ impl RedisStore {
             Decrease::Subtract(step) => ("sub", step),
             Decrease::Multiply(factor) => ("mul", factor),
         };
-        let mut call = call_of(&self.scripts.outcome, key);
+        let mut call = script_call(&self.scripts.outcome, key);
         call.arg(pinned.map(|t| t.to_string()).unwrap_or_default())
             .arg(kind)
             .arg(first)
-            .arg(Number(second))
-            .arg(Number(rules.starting_rate))
+            .arg(ScriptNumber(second))
+            .arg(ScriptNumber(rules.starting_rate))
             .arg(rules.burst)
-            .arg(Number(rules.lower_bound))
-            .arg(Number(rules.upper_bound))
-            .arg(Number(rules.increment))
+            .arg(ScriptNumber(rules.lower_bound))
+            .arg(ScriptNumber(rules.upper_bound))
+            .arg(ScriptNumber(rules.increment))
             .arg(decrease)
-            .arg(Number(step))
-            .arg(Number(micros_of(rules.cooldown)))
+            .arg(ScriptNumber(step))
+            .arg(ScriptNumber(micros_of(rules.cooldown)))
             .arg(self.settings.idle_ttl.as_millis() as u64)
             .arg(if waited {
                 MAX_RATE_OVER_USE_WAITED
@@ -213,7 +213,7 @@ impl RedisStore {
             .arg(tokens);
         let answer = tokio::time::timeout(
             self.settings.deadline,
-            self.run::<String>(&self.scripts.outcome, &call),
+            self.eval::<String>(&self.scripts.outcome, &call),
         )
         .await;
         self.settle(answer).and_then(|rate| rate.parse().ok())
@@ -222,10 +222,10 @@ impl RedisStore {
     /// The shared state of the Redis key `key`, or `None` if Redis holds
     /// none for it.
     pub(super) async fn look(&self, key: RedisKey<'_>) -> RedisResult<Option<SharedRate>> {
-        let mut call = call_of(&self.scripts.peek, key);
+        let mut call = script_call(&self.scripts.peek, key);
         call.arg("");
         let (rate, debt) = self
-            .run::<(String, String)>(&self.scripts.peek, &call)
+            .eval::<(String, String)>(&self.scripts.peek, &call)
             .await?;
         let (Ok(rate), Ok(debt)) = (rate.parse::<f64>(), debt.parse::<f64>()) else {
             return Ok(None);
@@ -239,7 +239,7 @@ impl RedisStore {
     /// The answer to `call`, a call of `script`; when Redis does not know
     /// the script (a restart, `SCRIPT FLUSH`, a new node), it is loaded and
     /// the call sent once more.
-    async fn run<T: FromRedisValue>(&self, script: &Script, call: &Cmd) -> RedisResult<T> {
+    async fn eval<T: FromRedisValue>(&self, script: &Script, call: &Cmd) -> RedisResult<T> {
         let mut connection = self.connection.clone();
         match call.query_async(&mut connection).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -279,7 +279,7 @@ mod tests {
 
     fn written(number: f64) -> String {
         let mut args: Vec<Vec<u8>> = Vec::new();
-        Number(number).write_redis_args(&mut args);
+        ScriptNumber(number).write_redis_args(&mut args);
         String::from_utf8(args.concat()).unwrap()
     }
 
