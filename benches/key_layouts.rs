@@ -9,17 +9,20 @@
 //!
 //! Run: `cargo bench --bench key_layouts`.
 
+#[path = "support/million_keys.rs"]
+mod million_keys;
+
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::process::Command;
+
+use million_keys::{KEYS, keys, resident_bytes};
 use std::sync::RwLock;
 use std::sync::atomic::AtomicU64;
 
 use dashmap::DashMap;
 use hashbrown::HashTable;
 use triomphe::Arc;
-
-const KEYS: usize = 1_000_000;
 
 /// The rate cell: 40 bytes.
 type RateCell = [u64; 5];
@@ -36,18 +39,6 @@ fn rate_only() -> KeyState {
 
 fn all_three() -> KeyState {
     (RateCell::default(), Some(Box::default()))
-}
-
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc");
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
-
-fn keys() -> Vec<String> {
-    (0..KEYS)
-        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
-        .collect()
 }
 
 /// A key and its state in one allocation.

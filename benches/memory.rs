@@ -7,25 +7,16 @@
 //!
 //! Run: `cargo bench --bench memory`.
 
+#[path = "support/million_keys.rs"]
+mod million_keys;
+
 use std::num::NonZeroU32;
 use std::process::Command;
 
+use million_keys::{KEYS, keys, resident_bytes};
+
 use governor::{Quota, RateLimiter};
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
-
-const KEYS: usize = 1_000_000;
-
-fn resident_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux /proc");
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
-}
-
-fn keys() -> Vec<String> {
-    (0..KEYS)
-        .map(|i| format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
-        .collect()
-}
 
 /// Measures one library in this process; prints bytes per key.
 fn measure(which: &str) {
