@@ -267,12 +267,6 @@ struct RedisKey<'a> {
     name: &'a str,
 }
 
-impl fmt::Display for RedisKey<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.prefix, self.name)
-    }
-}
-
 impl redis::ToRedisArgs for RedisKey<'_> {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         use std::io::Write as _;

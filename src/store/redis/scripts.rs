@@ -145,14 +145,15 @@ impl RedisStore {
         let (admitted, wait, rate_text, tat) = (field(), field(), field(), field());
         let rate: f64 = rate_text.parse().unwrap_or(0.0);
         let wait = duration_of(wait);
-        if admitted == "1" {
-            TokenAnswer::Granted {
+        match admitted {
+            "1" => TokenAnswer::Granted {
                 wait,
                 receipt: receipt(tat, cost, rate_text),
                 rate,
-            }
-        } else {
-            TokenAnswer::Refused { wait, rate }
+            },
+            "0" => TokenAnswer::Refused { wait, rate },
+            // Not this store's script's answer: decide locally meanwhile.
+            _ => unavailable,
         }
     }
 
