@@ -44,7 +44,7 @@ const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
 const DEFAULT_PRIORITY_LEVELS: u8 = 4;
 
 /// The default longest pause a `Retry-After` can impose on a key.
-const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
+pub(crate) const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
 
 /// Under pressure, the longest a key's debt, pause or shedding holds its
 /// place in a full key space (see `max_hold`).

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{CallTimes, Core, Patience};
-use crate::clock::Nanos;
+use crate::clock::{Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::outcome::Outcome;
@@ -89,8 +89,11 @@ impl Core {
         // again.
         let mut due = None;
         if in_line == 0 {
+            // A fixed rate's token is booked as far ahead as the caller
+            // waits, up to the longest pause: a store takes a debt beyond
+            // that for garbage (`RateRules::max_debt`).
             let horizon = if settings.never_moves() {
-                patience
+                nanos(self.store_rules(settings).max_pause)
             } else {
                 STORE_HORIZON
             };
@@ -143,7 +146,13 @@ impl Core {
         }
     }
 
-    /// One round trip: the store's token if due within `max_wait`.
+    /// The rules a store applies to a key of `settings`.
+    pub(crate) fn store_rules(&self, settings: &RateSettings) -> RateRules {
+        RateRules::from_settings(settings, self.max_defer)
+    }
+
+    /// One round trip: the store's token if due within `max_wait` (at
+    /// most the longest pause: no token is booked further ahead).
     async fn ask_store(
         &self,
         state: &KeyState,
@@ -154,23 +163,25 @@ impl Core {
         let Some((handle, key, settings)) = self.store_of(state) else {
             return Asked::Done(StoreStep::Local);
         };
-        let max_wait = (max_wait != Nanos::MAX).then(|| Duration::from_nanos(max_wait));
-        let request = TokenRequest::new(RateRules::from_settings(settings), max_wait).cost(cost);
+        let rules = self.store_rules(settings);
+        let max_wait = max_wait.min(nanos(rules.max_pause));
+        let request = TokenRequest::new(rules, Some(Duration::from_nanos(max_wait))).cost(cost);
         match handle.store.take_token(&key.name, request).await {
             TokenAnswer::Granted {
                 wait,
                 receipt,
                 rate,
             } => {
-                key.set_rate(rate);
-                Asked::Granted(StoreToken {
-                    wait: crate::clock::nanos(wait),
-                    receipt,
-                })
+                let wait = checked_answer(key, &rules, wait, rate);
+                if wait > max_wait {
+                    // Granted further ahead than asked: the store is not
+                    // to be believed, and the call does not start early.
+                    return Asked::Later(wait);
+                }
+                Asked::Granted(StoreToken { wait, receipt })
             }
             TokenAnswer::Refused { wait, rate } => {
-                key.set_rate(rate);
-                Asked::Later(crate::clock::nanos(wait))
+                Asked::Later(checked_answer(key, &rules, wait, rate))
             }
             TokenAnswer::Unavailable { retry_after } => {
                 Asked::Done(match handle.store.when_unavailable() {
@@ -287,9 +298,10 @@ impl Core {
         }
         let handle = Arc::clone(handle);
         let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
-        let rules = RateRules::from_settings(settings);
+        let rules = self.store_rules(settings);
         runtime.spawn(async move {
-            if let Some(shared) = handle.store.report(&name, event, rules).await {
+            let shared = handle.store.report(&name, event, rules).await;
+            if let Some(shared) = shared.and_then(|shared| rules.checked_rate(shared)) {
                 crate::store::set_rate(&rate, shared);
             }
             handle.reports_in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -302,6 +314,21 @@ impl Core {
         let (handle, key, _) = self.store_of(state)?;
         handle.store.is_available().then(|| key.rate())?
     }
+}
+
+/// A store's answer checked as a store checks what it reads (see
+/// [`TokenAnswer`]): its rate, if it is one, becomes the key's shared
+/// rate, clamped into the bounds; its wait, in nanoseconds, is cut to what
+/// the bucket can owe at that rate.
+fn checked_answer(key: &StoreKey, rules: &RateRules, wait: Duration, rate: f64) -> Nanos {
+    let rate = match rules.checked_rate(rate) {
+        Some(rate) => {
+            key.set_rate(rate);
+            rate
+        }
+        None => key.rate().unwrap_or(rules.starting_rate),
+    };
+    nanos(wait.min(rules.max_debt(rate)))
 }
 
 /// A shared token taken for a call that has not started: dropped before

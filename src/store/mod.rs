@@ -33,6 +33,31 @@
 //! the key falls back to its local rate, or is refused, as the store's
 //! [`when_unavailable`](RateStore::when_unavailable) says.
 //!
+//! # What a store reads
+//!
+//! A store's backend is shared, so what a store reads from it may be
+//! anything: another client's write, a bug in another service, a restore
+//! from an old dump. Every store checks each value before it uses it, as
+//! [`RedisStore`] does in its scripts, with what [`RateRules`] gives it:
+//! - a rate that is no number, not finite, 0 or below, and a time that is
+//!   no number, not finite or not above 0, are missing: the key starts
+//!   afresh (at [`starting_rate`](RateRules::starting_rate), with a full
+//!   bucket), and the store says so once (a `warn` event naming the key in
+//!   the backend), since it writes the fresh state back;
+//! - a rate out of the caller's bounds is clamped into them
+//!   ([`RateRules::checked_rate`]);
+//! - a debt further ahead than a bucket can owe
+//!   ([`RateRules::max_debt`]: the burst's intervals and the longest
+//!   pause) is cut to it, and no token is booked further ahead than the
+//!   longest pause;
+//! - a value of the wrong type is missing too.
+//!
+//! So garbage can make a key start afresh, or wait out at most one
+//! longest pause, but never admit more than the key's upper bound allows.
+//! The manager checks the store's answers the same way (see
+//! [`TokenAnswer`]), so a store that reads unchecked still cannot open a
+//! key's limit in one process.
+//!
 //! # Which calls use the store
 //!
 //! Those that may wait for it: [`wait`](crate::ThrottleManager::wait),
@@ -116,6 +141,7 @@ use std::time::Duration;
 
 pub use crate::rate::Decrease;
 use crate::rate::config::RateSettings;
+use crate::rate::line::STORE_HORIZON;
 
 #[cfg(feature = "redis")]
 mod redis;
@@ -146,7 +172,8 @@ pub(crate) const MAX_REPORTS_IN_FLIGHT: u64 = 4_096;
 /// The rules to apply come with every request and report
 /// ([`RateRules`], the key's validated [`RateConfig`](crate::RateConfig)):
 /// the starting rate for a key the store has no state for, the burst, and
-/// how outcomes move the rate.
+/// how outcomes move the rate. A store checks what it reads against them
+/// before it uses it (see [what a store reads](self#what-a-store-reads)).
 pub trait RateStore: Send + Sync {
     /// A token for the next call of `key`, if it can be used within
     /// `request.max_wait` (`None`: however far ahead); the store takes it
@@ -262,7 +289,9 @@ pub struct TokenRequest {
     /// The key's rate rules.
     pub rules: RateRules,
     /// The longest wait the caller takes: a token due later is refused.
-    /// `None`: however far ahead.
+    /// `None`: however far ahead, up to the rules'
+    /// [`max_pause`](RateRules::max_pause) (the manager never asks further
+    /// ahead than that, and a store books no further).
     pub max_wait: Option<Duration>,
     /// How many tokens the call takes, all in the one decision: the
     /// bucket's debt grows by `cost` intervals, and the call may start
@@ -305,6 +334,12 @@ pub struct RateRules {
     pub decrease: Decrease,
     /// The rate falls at most once in this long.
     pub cooldown: Duration,
+    /// The longest a key's calls are held back beyond its burst: the
+    /// longest pause a server's `Retry-After` can impose (the manager's
+    /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)), which is
+    /// also as far ahead as the manager asks for a token. With the burst,
+    /// it bounds what a bucket can owe ([`max_debt`](Self::max_debt)).
+    pub max_pause: Duration,
 }
 
 impl RateRules {
@@ -315,14 +350,20 @@ impl RateRules {
     ///
     /// A [`ConfigError`](crate::ConfigError) naming every invalid field,
     /// as [`RateConfig::validate`](crate::RateConfig::validate) does.
+    ///
+    /// Its [`max_pause`](Self::max_pause) is the builder's default
+    /// `max_defer`, 5 minutes.
     pub fn of(config: &crate::RateConfig) -> Result<Self, crate::ConfigError> {
         config
             .validated()
-            .map(|settings| Self::from_settings(&settings))
+            .map(|settings| Self::from_settings(&settings, crate::builder::DEFAULT_MAX_DEFER))
     }
 
-    /// The rules for a key's validated rate settings.
-    pub(crate) fn from_settings(settings: &RateSettings) -> Self {
+    /// The rules for a key's validated rate settings, in a manager whose
+    /// longest pause is `max_defer`. No call books its token further ahead
+    /// than the store's horizon either, so the longest pause is at least
+    /// that.
+    pub(crate) fn from_settings(settings: &RateSettings, max_defer: Duration) -> Self {
         Self {
             starting_rate: settings.starting_rate,
             burst: settings.burst,
@@ -331,7 +372,53 @@ impl RateRules {
             increment: settings.increment,
             decrease: settings.decrease,
             cooldown: Duration::from_nanos(settings.cooldown),
+            max_pause: max_defer.max(Duration::from_nanos(STORE_HORIZON)),
         }
+    }
+
+    /// A rate read from the store, as the key may use it: `None` for a
+    /// value that is no rate (not finite, 0 or below), which the store
+    /// treats as missing; otherwise the rate clamped into the bounds (a
+    /// process with other bounds, or another client, may have written it).
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use portcullis::store::RateRules;
+    ///
+    /// let rules = RateRules::of(&RateConfig::new(5.0).bounds(1.0, 20.0))?;
+    /// assert_eq!(rules.checked_rate(7.5), Some(7.5));
+    /// assert_eq!(rules.checked_rate(1e308), Some(20.0));
+    /// assert_eq!(rules.checked_rate(0.01), Some(1.0));
+    /// for garbage in [0.0, -5.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+    ///     assert_eq!(rules.checked_rate(garbage), None);
+    /// }
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn checked_rate(&self, stored: f64) -> Option<f64> {
+        (stored.is_finite() && stored > 0.0)
+            .then(|| stored.clamp(self.lower_bound, self.upper_bound))
+    }
+
+    /// The most a bucket under these rules can owe at `rate` (a checked
+    /// one): its burst's worth of intervals, and the longest pause. A
+    /// theoretical arrival time further ahead of now than this is no
+    /// bucket's: a store cuts it to this.
+    ///
+    /// ```
+    /// use portcullis::RateConfig;
+    /// use portcullis::store::RateRules;
+    /// use std::time::Duration;
+    ///
+    /// let mut rules = RateRules::of(&RateConfig::new(5.0).burst(2))?;
+    /// rules.max_pause = Duration::from_secs(1);
+    /// // Two calls at 5/s, 400 ms, and a pause of a second.
+    /// assert_eq!(rules.max_debt(5.0), Duration::from_millis(1_400));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn max_debt(&self, rate: f64) -> Duration {
+        let burst =
+            Duration::try_from_secs_f64(f64::from(self.burst) / rate).unwrap_or(Duration::MAX);
+        burst.saturating_add(self.max_pause)
     }
 }
 
@@ -365,6 +452,13 @@ impl TokenRequest {
 }
 
 /// The store's answer to a [`TokenRequest`].
+///
+/// The manager checks it as a store checks what it reads: a rate that is
+/// no rate is not taken as the key's shared rate, and one out of the
+/// bounds is clamped ([`RateRules::checked_rate`]); a wait longer than the
+/// bucket can owe ([`RateRules::max_debt`]) is cut to it; a token granted
+/// beyond the caller's `max_wait` is not used (the call is refused, as if
+/// the store had refused it).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum TokenAnswer {

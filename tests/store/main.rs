@@ -22,6 +22,8 @@ mod redis_server;
 mod cluster;
 #[cfg(feature = "redis")]
 mod fleet;
+#[cfg(feature = "redis")]
+mod hostile;
 mod memory;
 #[cfg(feature = "redis")]
 mod on_redis;

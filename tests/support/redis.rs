@@ -219,6 +219,17 @@ impl RedisCluster {
             .collect()
     }
 
+    /// Runs a command on the cluster through `redis-cli -c`, which follows
+    /// the key's slot to its node: the reply as redis-cli prints it.
+    pub(crate) fn command(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-c", "-p", &self.nodes[0].port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs (package redis-tools)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Kills node `i` (as a crash would).
     pub(crate) fn kill(&mut self, i: usize) {
         self.nodes[i].kill();

@@ -17,6 +17,13 @@
 //! (script effects replication); the store checks the version when it is
 //! made.
 //!
+//! Each script checks what it reads from its key before it uses it (see
+//! [what a store reads](crate::store#what-a-store-reads)): a key that is
+//! not a hash, or a field that holds no usable number, is deleted and
+//! read as missing, a rate out of the caller's bounds is clamped, a debt
+//! beyond what a bucket can owe is cut; the script then says so, and the
+//! store writes a `warn` event with the key's `store_key`.
+//!
 //! # When Redis is unreachable or slow
 //!
 //! Every round trip has a [`deadline`](RedisStore::deadline). A round trip
@@ -228,8 +235,12 @@ impl RedisStore {
 
     /// What Redis holds for the manager's key `key`, changing nothing: its
     /// shared rate, and how long until its bucket is full again; `None` if
-    /// Redis holds no state for it (never called, idle past its
-    /// [`idle_ttl`](Self::idle_ttl), or [reset](Self::reset)).
+    /// Redis holds no usable state for it (never called, idle past its
+    /// [`idle_ttl`](Self::idle_ttl), [reset](Self::reset), or holding what
+    /// is no rate, which the next call replaces: see
+    /// [what a store reads](crate::store#what-a-store-reads)). A rate out
+    /// of a key's bounds is shown as stored (a look knows no bounds) until
+    /// the next call clamps it.
     ///
     /// # Errors
     ///
@@ -265,6 +276,12 @@ impl RedisStore {
 struct RedisKey<'a> {
     prefix: &'a str,
     name: &'a str,
+}
+
+impl fmt::Display for RedisKey<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.prefix, self.name)
+    }
 }
 
 impl redis::ToRedisArgs for RedisKey<'_> {

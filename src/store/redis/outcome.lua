@@ -2,30 +2,62 @@
 -- the local rate cell (src/rate/cell.rs, aimd.rs, usage.rs), on Redis's
 -- clock, keeping the bucket's debt (no fresh burst, no forgiven debt).
 --
--- Runs after now.lua (`now`, `text`). ARGV: [1] the pinned time, or '';
--- [2] the kind: 's' success, 'f' failure (overload), 'c' a token handed
--- back, 'p' a pause; [3] for 's' and 'f', how long ago the
--- call was scheduled, in microseconds; for 'c', the tat the decision
--- stored; for 'p', the pause in microseconds; [4] for 's', how long ago
--- the call started; for 'c', the debt its tokens added; [5] starting
--- rate; [6] burst; [7] lower bound; [8] upper bound; [9] increment;
--- [10] 'sub' or 'mul'; [11] the decrement or factor; [12] cooldown in
--- microseconds; [13] idle TTL in milliseconds; [14] for 's', the headroom
--- (how far above its use this success may raise the rate: further if the
--- call waited for its token, aimd.rs validated_ceiling); [15] for 's',
--- the tokens the call took (its use of the rate, usage.rs).
+-- Runs after now.lua (`now`, `text`, the checks of what it reads). ARGV:
+-- [1] the pinned time, or ''; [2] the kind: 's' success, 'f' failure
+-- (overload), 'c' a token handed back, 'p' a pause; [3] for 's' and 'f',
+-- how long ago the call was scheduled, in microseconds; for 'c', the tat
+-- the decision stored; for 'p', the pause in microseconds; [4] for 's',
+-- how long ago the call started; for 'c', the debt its tokens added; [5]
+-- starting rate; [6] burst; [7] lower bound; [8] upper bound; [9]
+-- increment; [10] 'sub' or 'mul'; [11] the decrement or factor; [12]
+-- cooldown in microseconds; [13] idle TTL in milliseconds; [14] for 's',
+-- the headroom (how far above its use this success may raise the rate:
+-- further if the call waited for its token, aimd.rs validated_ceiling);
+-- [15] for 's', the tokens the call took (its use of the rate, usage.rs);
+-- [16] the longest pause, in microseconds.
 --
--- Returns the rate after the outcome, as a string.
+-- Returns the rate after the outcome, as a string, with a leading '!'
+-- when the key held something to mend. What it reads is checked as
+-- decide.lua checks it; besides, a time of the past ('d', when the rate
+-- last fell; 'us', since when its use is counted) that lies ahead of now
+-- reads as missing, and so does a negative count of use.
 local key, kind = KEYS[1], ARGV[2]
-local state = redis.call('HMGET', KEYS[1], 't', 'r', 'f', 'd', 'us', 'uc')
+local names = {'t', 'r', 'd', 'us', 'uc'}
+local state = fields('t', 'r', 'd', 'us', 'uc')
 local starting, burst = tonumber(ARGV[5]), tonumber(ARGV[6])
 local lower, upper = tonumber(ARGV[7]), tonumber(ARGV[8])
-local tat = tonumber(state[1]) or now
-local rate = tonumber(state[2]) or starting
-local last_decrease = tonumber(state[4])
+local max_pause = tonumber(ARGV[16])
 local changes = {}
 
 local function clamp(r) return math.min(math.max(r, lower), upper) end
+
+-- A time of the past, read from field i: missing (and garbage) if ahead
+-- of now.
+local function past(i)
+  local at = number(state, i, names, 0)
+  if at and at > now then
+    repaired = true
+    table.insert(garbage, names[i])
+    return nil
+  end
+  return at
+end
+
+local rate = number(state, 2, names, 0)
+local rate_missing = not rate
+if rate_missing then
+  rate = starting
+elseif rate ~= clamp(rate) then
+  rate = clamp(rate)
+  table.insert(changes, 'r'); table.insert(changes, text(rate))
+end
+local tat = number(state, 1, names, 0) or now
+local most_owed = now + 1000000 / rate * burst + max_pause
+if tat > most_owed + 1 then
+  tat, repaired = most_owed, true
+  table.insert(changes, 't'); table.insert(changes, text(tat))
+end
+local last_decrease = past(3)
 
 -- gcra.rs rescale: the tokens owed stay the same; debt of calls already
 -- scheduled is theirs. (The local cell moves its own waiters on a fall,
@@ -53,8 +85,9 @@ if kind == 's' then
   if not (rate >= upper and rate <= starting) then
     -- usage.rs: successes a second over a window of 1 to 2 seconds.
     local window = 1000000
-    local since = tonumber(state[5]) or started
-    local count = tonumber(state[6]) or 0
+    local since = past(4) or started
+    local count = number(state, 5, names, -1) or 0
+    if count < 0 then count = 0 end
     local elapsed = math.max(started - since, 0)
     if elapsed >= 2 * window then
       count = count * window / elapsed
@@ -95,14 +128,18 @@ elseif kind == 'c' then
   end
 elseif kind == 'p' then
   -- cell.rs pause_until: no call starts before the pause ends.
-  local paused = now + tonumber(ARGV[3]) + (1000000 / rate) * (burst - 1)
+  local pause = math.min(tonumber(ARGV[3]), max_pause)
+  local paused = now + pause + (1000000 / rate) * (burst - 1)
   if paused > tat then
     tat = paused
     table.insert(changes, 't'); table.insert(changes, text(tat))
   end
 end
+-- Garbage goes: what was read as missing is missing. (A key that was no
+-- hash is gone already, and starts afresh at the next decision.)
+forget_garbage()
 if #changes > 0 then
-  if state[2] == false then
+  if rate_missing then
     table.insert(changes, 'r'); table.insert(changes, text(rate))
   end
   -- Kept the idle time after the debt runs out, as decide.lua keeps it
@@ -112,4 +149,4 @@ if #changes > 0 then
   redis.call('HSET', key, unpack(changes))
   redis.call('PEXPIRE', key, math.ceil((expires - now) / 1000))
 end
-return text(rate)
+return (repaired and '!' or '') .. text(rate)

@@ -1,11 +1,16 @@
 -- A look at KEYS[1]'s shared bucket, changing nothing.
 --
--- Runs after now.lua (`now`, `text`). Returns {rate, debt in
--- microseconds}: the key's rate, and how far its theoretical arrival time
--- is ahead of now (negative: the bucket is full); {'', ''} for a key Redis
--- holds no state for.
-local state = redis.call('HMGET', KEYS[1], 't', 'r')
-if not state[1] or not state[2] then
+-- Runs after now.lua (`now`, `text`, the checks of what it reads).
+-- Returns {rate, debt in microseconds}: the key's rate, and how far its
+-- theoretical arrival time is ahead of now (negative: the bucket is
+-- full); {'', ''} for a key Redis holds no usable state for (none, or no
+-- rate a decision would use: the next one starts the key afresh). A tat
+-- that is no time reads as a full bucket, as decisions read it.
+local names = {'t', 'r'}
+local state = fields('t', 'r')
+local rate = number(state, 2, names, 0)
+if not state[1] or not rate then
   return {'', ''}
 end
-return {state[2], text(tonumber(state[1]) - now)}
+local tat = number(state, 1, names, 0) or now
+return {text(rate), text(tat - now)}

@@ -105,6 +105,24 @@ fn parts_of(receipt: &TokenReceipt) -> (&str, f64) {
     }
 }
 
+/// A script's answer without the mark it starts with when it found the
+/// key holding what no store of this crate writes (another client's
+/// value, an old dump) and mended it: then a `warn` event names the key.
+/// A script mends what it finds, so one bad write is reported once.
+fn mended<'a>(key: RedisKey<'_>, reply: &'a str) -> &'a str {
+    match reply.strip_prefix('!') {
+        Some(answer) => {
+            tracing::warn!(
+                store_key = %key,
+                "rate store: the key held what is no rate's state (another client's \
+                 write?); what could not be used was read as missing, and the key mended"
+            );
+            answer
+        }
+        None => reply,
+    }
+}
+
 impl RedisStore {
     /// `cost` tokens for the next call of the Redis key `key` if they can
     /// be used within `max_wait` (`None`: however far ahead), decided by
@@ -131,7 +149,10 @@ impl RedisStore {
             .arg(rules.burst)
             .arg(ScriptNumber(max_wait))
             .arg(self.settings.idle_ttl.as_millis() as u64)
-            .arg(cost);
+            .arg(cost)
+            .arg(ScriptNumber(rules.lower_bound))
+            .arg(ScriptNumber(rules.upper_bound))
+            .arg(ScriptNumber(micros_of(rules.max_pause)));
         let answer = tokio::time::timeout(
             self.settings.deadline,
             self.eval::<String>(&self.scripts.decide, &call),
@@ -140,6 +161,7 @@ impl RedisStore {
         let Some(reply) = self.settle(answer) else {
             return unavailable;
         };
+        let reply = mended(key, &reply);
         let mut fields = reply.split(' ');
         let mut field = || fields.next().unwrap_or_default();
         let (admitted, wait, rate_text, tat) = (field(), field(), field(), field());
@@ -211,13 +233,15 @@ impl RedisStore {
             } else {
                 MAX_RATE_OVER_USE
             })
-            .arg(tokens);
+            .arg(tokens)
+            .arg(ScriptNumber(micros_of(rules.max_pause)));
         let answer = tokio::time::timeout(
             self.settings.deadline,
             self.eval::<String>(&self.scripts.outcome, &call),
         )
         .await;
-        self.settle(answer).and_then(|rate| rate.parse().ok())
+        let reply = self.settle(answer)?;
+        mended(key, &reply).parse().ok()
     }
 
     /// The shared state of the Redis key `key`, or `None` if Redis holds

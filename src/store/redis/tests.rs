@@ -111,7 +111,7 @@ impl Pair {
             .store
             .decide(
                 self.store.redis_key(&self.key),
-                &crate::store::RateRules::from_settings(&self.settings),
+                &self.rules(),
                 cost,
                 max_wait,
                 Some(micros(self.now)),
@@ -165,6 +165,12 @@ impl Pair {
         self.cell.full_from().saturating_sub(tail) > self.now
     }
 
+    /// The rules both sides apply, with a pause longer than any case
+    /// books (the local cell books however far ahead it is asked).
+    fn rules(&self) -> crate::store::RateRules {
+        crate::store::RateRules::from_settings(&self.settings, Duration::from_secs(86_400))
+    }
+
     fn rate_changed(&mut self, from: f64, to: f64) {
         if from != to {
             self.last = None;
@@ -177,7 +183,7 @@ impl Pair {
             .send(
                 self.store.redis_key(&self.key),
                 &event,
-                &crate::store::RateRules::from_settings(&self.settings),
+                &self.rules(),
                 pinned,
             )
             .await
@@ -411,4 +417,92 @@ fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
             "shared rate {peak} at 20 tokens/s"
         );
     });
+}
+
+/// Every `warn` event written while `body` runs on this thread.
+fn warnings_of<T>(body: impl FnOnce() -> T) -> (T, Vec<String>) {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let value = tracing::subscriber::with_default(subscriber, body);
+    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    (value, text.lines().map(str::to_owned).collect())
+}
+
+/// The scripts take for garbage only what no bucket can hold: one booked
+/// as far ahead as calls may book (the longest pause), whose rate then
+/// halves (which stretches the burst's part of its debt), is used as it
+/// is, and no warning names it.
+#[test]
+fn a_bucket_booked_as_far_as_it_may_be_is_not_taken_for_garbage() {
+    let Some(server) = redis_server::RedisServer::start(
+        "a_bucket_booked_as_far_as_it_may_be_is_not_taken_for_garbage",
+    ) else {
+        return;
+    };
+    let ((), warnings) = warnings_of(|| {
+        runtime().block_on(async {
+            let config = RateConfig::new(10.0)
+                .burst(2)
+                .bounds(1.0, 10.0)
+                .decrease_factor(0.5);
+            let store = RedisStore::connect(&server.url(), "booked").await.unwrap();
+            let settings = RateSettings::for_test(config);
+            let mut rules = crate::store::RateRules::from_settings(&settings, Duration::ZERO);
+            rules.max_pause = Duration::from_secs(1);
+            let key = store.redis_key("api");
+            let now = micros(START);
+            // However long the callers wait, tokens are booked up to the
+            // longest pause ahead: 2 at once, then 10 more, then refused.
+            let mut granted = 0;
+            loop {
+                match store.decide(key, &rules, 1, None, Some(now)).await {
+                    TokenAnswer::Granted { wait, .. } => {
+                        assert!(wait <= rules.max_pause, "{wait:?}");
+                        granted += 1;
+                    }
+                    TokenAnswer::Refused { wait, .. } => {
+                        assert!(wait > rules.max_pause, "{wait:?}");
+                        break;
+                    }
+                    TokenAnswer::Unavailable { .. } => panic!("unavailable"),
+                }
+            }
+            assert_eq!(granted, 12);
+            let fell = RateEvent::Overloaded {
+                scheduled_ago: Duration::ZERO,
+            };
+            assert_eq!(store.send(key, &fell, &rules, Some(now)).await, Some(5.0));
+            // The debt is now the longest pause and two intervals at 5/s:
+            // as much as a bucket can owe, and used as it is.
+            let shared = store.look(key).await.unwrap().unwrap();
+            assert_eq!(shared.rate, 5.0);
+            let refused = store.decide(key, &rules, 1, None, Some(now)).await;
+            let TokenAnswer::Refused { wait, .. } = refused else {
+                panic!("{refused:?}");
+            };
+            let expected = Duration::from_millis(1_200);
+            assert!(
+                wait.abs_diff(expected) < Duration::from_micros(2),
+                "{wait:?}"
+            );
+        });
+    });
+    assert_eq!(warnings, Vec::<String>::new());
 }
