@@ -190,7 +190,8 @@ where
         async move {
             // The arguments the store sends: no pinned time, the rate (a
             // whole number, sent as an integer), the burst, no wait limit,
-            // a minute's idle time, one token.
+            // a minute's idle time, one token, the bounds, the longest
+            // pause (the default five minutes, in microseconds).
             let answer: String = script
                 .key(SCRIPT_KEY)
                 .arg("")
@@ -199,6 +200,9 @@ where
                 .arg(-1)
                 .arg(60_000)
                 .arg(1)
+                .arg(RATE as u64)
+                .arg(RATE as u64)
+                .arg(300_000_000)
                 .invoke_async(&mut plain)
                 .await
                 .unwrap();

@@ -124,6 +124,13 @@ pub(crate) fn call_refused(key: Option<&str>, refused: &crate::Rejected) {
     }
 }
 
+/// The manager's `key_names` panicked on a key (said once a manager):
+/// that key, and any other it panics on, is named `<unnamed>`.
+#[cold]
+pub(crate) fn key_names_panicked() {
+    tracing::error!("key_names panicked on a key; such keys are named <unnamed>");
+}
+
 /// A key's `tier_of` named a tier that no `.tier(...)` declares: the key
 /// gets the defaults.
 pub(crate) fn unknown_tier(tier: &str) {

@@ -25,7 +25,7 @@ use crate::core::{Control, Core, RandomSource};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::key::KeyState;
 use crate::manager::{
-    ControlOverrides, KeyNames, ManagerState, Overrides, ThrottleManager, TierOf,
+    ControlOverrides, KeyNamer, KeyNames, ManagerState, Overrides, ThrottleManager, TierOf,
 };
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
@@ -397,7 +397,7 @@ where
                 bulkhead: bulkhead_overrides,
                 tier_of: self.tier_of,
             },
-            key_names: self.key_names,
+            key_names: self.key_names.map(KeyNamer::new),
             metrics_per_key: self.metrics_per_key,
             name: self.name,
             store_names,

@@ -224,14 +224,22 @@ pub struct ManagerConfig {
     /// Per exact key, settings that replace the default's, control by
     /// control. An override may also give its key a control the default
     /// lacks: only that key then has it.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "sections::unique_names::deserialize",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub overrides: BTreeMap<String, Controls>,
     /// Named sets of controls ([`Tier`]s): a key the builder's
     /// [`tier_of`](crate::ThrottleManagerBuilder::tier_of) puts in one
     /// gets its controls in place of the default's, control by control.
     /// Which key is in which tier is code's to say: a file declaring tiers
     /// needs `tier_of` set on the builder.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "sections::unique_names::deserialize",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub tiers: BTreeMap<String, Controls>,
     /// The key space: `max_keys` and `idle_ttl`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

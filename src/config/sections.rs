@@ -419,3 +419,43 @@ pub(super) mod opt_duration {
         .transpose()
     }
 }
+
+/// A table of names (tiers, per-key overrides) that refuses a name given
+/// twice: TOML does, but JSON (and serde's maps) would keep the last one,
+/// silently.
+pub(super) mod unique_names {
+    use std::collections::BTreeMap;
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+
+    pub(in crate::config) fn deserialize<'de, D, V>(d: D) -> Result<BTreeMap<String, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        V: Deserialize<'de>,
+    {
+        d.deserialize_map(Names(PhantomData))
+    }
+
+    struct Names<V>(PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for Names<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a table of names")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut names = BTreeMap::new();
+            while let Some(name) = map.next_key::<String>()? {
+                let value = map.next_value()?;
+                if names.insert(name.clone(), value).is_some() {
+                    return Err(de::Error::custom(format!("{name:?} is given twice")));
+                }
+            }
+            Ok(names)
+        }
+    }
+}

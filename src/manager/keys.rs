@@ -4,7 +4,9 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use dashmap::mapref::one::Ref;
 
@@ -26,6 +28,39 @@ pub(crate) type TierOf<K> = dyn for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sy
 
 /// How events and per-key metrics name a key.
 pub(crate) type KeyNames<K> = dyn Fn(&K) -> String + Send + Sync;
+
+/// What a key is called when its [`KeyNamer`] panicked on it.
+pub(crate) const UNNAMED: &str = "<unnamed>";
+
+/// The user's [`key_names`](crate::ThrottleManagerBuilder::key_names), as
+/// every part of the manager calls it: a panic in it names that key
+/// [`UNNAMED`] instead of unwinding into a call's span, a metric's label or
+/// the status page's sampler, and is reported once (an `error` event; the
+/// panic hook still prints each panic).
+pub(crate) struct KeyNamer<K> {
+    names: Box<KeyNames<K>>,
+    panicked: AtomicBool,
+}
+
+impl<K> KeyNamer<K> {
+    pub(crate) fn new(names: Box<KeyNames<K>>) -> Self {
+        Self {
+            names,
+            panicked: AtomicBool::new(false),
+        }
+    }
+
+    /// `key`'s name, or [`UNNAMED`] if naming it panicked.
+    pub(crate) fn name(&self, key: &K) -> String {
+        let named = std::panic::catch_unwind(AssertUnwindSafe(|| (self.names)(key)));
+        named.unwrap_or_else(|_| {
+            if !self.panicked.swap(true, Ordering::Relaxed) {
+                events::key_names_panicked();
+            }
+            UNNAMED.to_owned()
+        })
+    }
+}
 
 /// Per-key settings of every control, where they differ from its default.
 pub(crate) struct Overrides<K> {
@@ -175,7 +210,7 @@ where
         if !debug && !self.inner.metrics_per_key {
             return KeyTelemetry::default();
         }
-        let name = self.inner.key_names.as_ref().map(|names| names(key));
+        let name = self.inner.key_names.as_ref().map(|names| names.name(key));
         let span = debug.then(|| events::key_span(name.as_deref()));
         let label = if self.inner.metrics_per_key {
             name
@@ -197,7 +232,7 @@ where
             return None;
         }
         let names = self.inner.key_names.as_ref()?;
-        Some(names(&K::from(key.to_owned())))
+        Some(names.name(&K::from(key.to_owned())))
     }
 
     /// `key`'s name for events, if the manager names keys.
@@ -207,7 +242,7 @@ where
         Q: ToOwned + ?Sized,
     {
         let names = self.inner.key_names.as_ref()?;
-        Some(names(&K::from(key.to_owned())))
+        Some(names.name(&K::from(key.to_owned())))
     }
 
     /// A new key's state: every control the manager has for it, each with

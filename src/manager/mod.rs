@@ -37,7 +37,7 @@ mod watch;
 
 pub use call::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
-pub(crate) use keys::{ControlOverrides, KeyNames, Overrides, TierOf};
+pub(crate) use keys::{ControlOverrides, KeyNamer, KeyNames, Overrides, TierOf};
 #[cfg(feature = "status")]
 pub(crate) use watch::KeyLoad;
 
@@ -84,7 +84,7 @@ pub(crate) struct ManagerState<K> {
     /// Per-key settings that differ from each control's default.
     pub(crate) overrides: Overrides<K>,
     /// How events and per-key metrics name a key; `None`: they do not.
-    pub(crate) key_names: Option<Box<KeyNames<K>>>,
+    pub(crate) key_names: Option<KeyNamer<K>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).
     pub(crate) metrics_per_key: bool,
     /// The manager's name ([`name`](crate::ThrottleManagerBuilder::name)).

@@ -598,19 +598,28 @@ where
         match admitted {
             Ok(_) if A::KEEPS_TOKEN => {}
             Ok(admitted) => self.core().metrics.admitted(admitted.ticket().label()),
-            Err(rejected) => {
-                self.core()
-                    .metrics
-                    .rejected(self.label_of(key).as_deref(), rejected.reason());
-                if events::enabled() {
-                    events::call_refused(self.name_of_key(key).as_deref(), rejected);
-                }
-                #[cfg(feature = "status")]
-                self.inner
-                    .refusals
-                    .refused(key, rejected.reason(), || K::from(key.to_owned()));
-            }
+            Err(rejected) => self.count_refusal(key, rejected),
         }
+    }
+
+    /// Counts a refusal of `key` wherever it is seen: the metrics, the
+    /// `call refused` event, a status page's tally. Every method that
+    /// refuses a call ends here.
+    pub(super) fn count_refusal<Q>(&self, key: &Q, rejected: &Rejected)
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Eq + ToOwned + ?Sized,
+    {
+        self.core()
+            .metrics
+            .rejected(self.label_of(key).as_deref(), rejected.reason());
+        if events::enabled() {
+            events::call_refused(self.name_of_key(key).as_deref(), rejected);
+        }
+        #[cfg(feature = "status")]
+        self.inner
+            .refusals
+            .refused(key, rejected.reason(), || K::from(key.to_owned()));
     }
 }
 

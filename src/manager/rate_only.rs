@@ -116,7 +116,10 @@ where
         }
         // The pipeline's first and rate steps, waiting without limit.
         let state = self.key_state_waiting(key).await;
-        core.cost_fits(&state, Priority::HIGH, cost)?;
+        if let Err(rejected) = core.cost_fits(&state, Priority::HIGH, cost) {
+            self.count_refusal(key, &rejected);
+            return Err(rejected);
+        }
         if core.wait_for_store_token(&state, cost).await {
             return Ok(());
         }
@@ -188,6 +191,20 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_n<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let checked = self.check_rate(key, cost);
+        if let Err(rejected) = &checked {
+            self.count_refusal(key, rejected);
+        }
+        checked
+    }
+
+    /// [`check_n`](Self::check_n)'s decision, before its refusal is
+    /// counted.
+    fn check_rate<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,

@@ -71,27 +71,12 @@ where
     ///
     /// [`key_names`]: crate::ThrottleManagerBuilder::key_names
     pub(crate) fn name_of(&self, key: &K) -> Option<String> {
-        self.inner.key_names.as_ref().map(|names| names(key))
+        self.inner.key_names.as_ref().map(|names| names.name(key))
     }
 
     /// Whether the manager names its keys.
     pub(crate) fn names_keys(&self) -> bool {
         self.inner.key_names.is_some()
-    }
-
-    /// The live key named `name`, found by naming every key in turn.
-    pub(crate) fn key_named(&self, name: &str) -> Option<K>
-    where
-        K: Clone,
-    {
-        let names = self.inner.key_names.as_ref()?;
-        let mut found = None;
-        self.inner.keys.for_each(|key, _| {
-            if found.is_none() && names(key) == name {
-                found = Some(key.clone());
-            }
-        });
-        found
     }
 
     pub(crate) fn refusal_tally(&self) -> &RefusalTally<K> {

@@ -130,6 +130,19 @@ pub fn missing_key(missing: &MissingKey) -> Response<Bytes> {
     bad_request(&missing.to_string())
 }
 
+/// The most characters of a client's input an answer quotes back: enough
+/// to recognise it, never a header as long as a client cares to send.
+const QUOTED_AT_MOST: usize = 32;
+
+/// `input`, from the request, as an answer quotes it: escaped in quotes,
+/// and past [`QUOTED_AT_MOST`] characters cut, with its whole length.
+pub(super) fn quoted(input: &str) -> String {
+    match input.char_indices().nth(QUOTED_AT_MOST) {
+        None => format!("{input:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &input[..cut], input.len()),
+    }
+}
+
 /// 400 Bad Request, saying what is wrong with the request.
 pub(super) fn bad_request(problem: &str) -> Response<Bytes> {
     text(StatusCode::BAD_REQUEST, problem)
@@ -215,6 +228,16 @@ fn whole_seconds(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_is_quoted_short() {
+        assert_eq!(quoted("urgent"), "\"urgent\"");
+        assert_eq!(quoted("a\"b\n"), "\"a\\\"b\\n\"");
+        let long = "é".repeat(40);
+        let shown = quoted(&long);
+        assert_eq!(shown, format!("{:?}... (80 bytes)", "é".repeat(32)));
+        assert_eq!(quoted(&"1".repeat(32)), format!("\"{}\"", "1".repeat(32)));
+    }
 
     fn headers_for(rate: f64, burst: u32, available: u32, next_in: Duration) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -518,7 +518,10 @@ mod tests {
                 "10.1.1.1:80",
                 &[("x-forwarded-for", "1.2.3.4, bogus")]
             ),
-            Err("missing client key: `bogus` in header `x-forwarded-for` is not an address".into())
+            Err(
+                "missing client key: \"bogus\" in header `x-forwarded-for` is not an address"
+                    .into()
+            )
         );
         // Ports and brackets, as some proxies write them.
         let with_port = [("x-forwarded-for", "[2001:db8::7]:443")];

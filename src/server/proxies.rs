@@ -235,8 +235,8 @@ fn not_ascii(header: &HeaderName) -> MissingKey {
 
 fn not_an_address(entry: &str, header: &HeaderName) -> MissingKey {
     MissingKey::new(format!(
-        "`{}` in header `{header}` is not an address",
-        entry.trim()
+        "{} in header `{header}` is not an address",
+        super::answer::quoted(entry.trim())
     ))
 }
 

@@ -177,8 +177,10 @@ impl Settings {
             .map(Priority::new)
             .ok_or_else(|| {
                 let highest = levels - 1;
+                let value = String::from_utf8_lossy(value.as_bytes());
                 format!(
-                    "header `{name}` must be a priority level from 0 to {highest}, got {value:?}"
+                    "header `{name}` must be a priority level from 0 to {highest}, got {}",
+                    answer::quoted(&value)
                 )
             })
     }

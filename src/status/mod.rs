@@ -32,17 +32,22 @@
 //!   totals (keys live, the cap, evictions, refusals by reason);
 //! - `GET /keys/{key}`: one key's snapshot and its history (a sample each
 //!   [`sample_every`](StatusPageBuilder::sample_every) over the last
-//!   [`history`](StatusPageBuilder::history)); 404 if the key is not live.
-//!   The key is then watched for a while.
+//!   [`history`](StatusPageBuilder::history)), for a key the page shows
+//!   (in a top list, or watched) or, with
+//!   [`key_from_name`](StatusPageBuilder::key_from_name), any live key by
+//!   its name; 404 at once otherwise. The key is then watched for a while.
 //!
 //! Keys appear only through the manager's
 //! [`key_names`](crate::ThrottleManagerBuilder::key_names), so a key that
 //! is a secret (an API key, a user's id) never leaves the process unless
 //! that function lets it: a page needs key names, and is refused without.
 //!
-//! **What it costs.** Once a page is built, each refusal is counted (an
-//! atomic add, and a key in the sketch below). From the page's first
-//! request on, one task samples each `sample_every`: it walks the key space once (a few
+//! **What it costs.** A request costs what it returns, whatever the size
+//! of the key space: no handler walks it (a name is looked up among the
+//! keys shown, or made into a key by `key_from_name`). Once a page is
+//! built, each refusal is counted, whichever method made it (an atomic
+//! add, and a key in the sketch below). From the page's first request on,
+//! one task samples each `sample_every`: it walks the key space once (a few
 //! loads per key under each shard's read lock, keeping the top keys in
 //! bounded lists, cloning only the keys that enter them) and records a
 //! sample of each watched key, at most
@@ -50,7 +55,10 @@
 //! ring of bounded length. Refusals are counted by key in a sketch of 64
 //! keys (Space-Saving, counts fading with a time constant of ten seconds),
 //! not per key: while another thread counts, a refusal is counted by reason
-//! only. The task ends when every router of the page is dropped.
+//! only. The task ends when every router of the page is dropped; a task
+//! that stopped otherwise is started again by the next request, and a
+//! panic while sampling (a `key_names` that panics on a key, which then
+//! shows as `<unnamed>`) loses one round, not the page.
 
 mod routes;
 mod sampler;
@@ -109,12 +117,14 @@ impl<K> fmt::Debug for StatusPage<K> {
 pub struct StatusPageBuilder<K> {
     manager: ThrottleManager<K>,
     settings: PageSettings,
+    key_from_name: Option<Box<sampler::KeyFromName<K>>>,
 }
 
 impl<K> fmt::Debug for StatusPageBuilder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StatusPageBuilder")
             .field("settings", &self.settings)
+            .field("key_from_name", &self.key_from_name.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -162,6 +172,7 @@ where
                 sample_every: Duration::from_secs(1),
                 watch_at_most: 32,
             },
+            key_from_name: None,
         }
     }
 
@@ -217,6 +228,33 @@ where
     /// ```
     pub fn watch_at_most(mut self, keys: usize) -> Self {
         self.settings.watch_at_most = keys;
+        self
+    }
+
+    /// How a name asked for (`GET /keys/{name}`) becomes a key, so that
+    /// any live key can be asked for by its name, not only the keys the
+    /// page shows. The key found is used only if the manager's
+    /// [`key_names`](crate::ThrottleManagerBuilder::key_names) gives it
+    /// that same name: a key whose name hides it is not found by its own
+    /// value. `None` (or a name with no key) answers 404. Without it, a
+    /// key the page does not show answers 404.
+    ///
+    /// ```
+    /// # use portcullis::{status::StatusPage, *};
+    /// let manager = ThrottleManager::<u64>::builder()
+    ///     .rate(RateConfig::new(5.0))
+    ///     .key_names(|user: &u64| user.to_string())
+    ///     .build()?;
+    /// let page = StatusPage::builder(&manager)
+    ///     .key_from_name(|name: &str| name.parse::<u64>().ok())
+    ///     .build()?;
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn key_from_name(
+        mut self,
+        key: impl Fn(&str) -> Option<K> + Send + Sync + 'static,
+    ) -> Self {
+        self.key_from_name = Some(Box::new(key));
         self
     }
 
@@ -286,7 +324,11 @@ where
         // before anyone looked.
         self.manager.refusal_tally().watch();
         Ok(StatusPage {
-            shared: Arc::new(sampler::Shared::new(self.manager, self.settings)),
+            shared: Arc::new(sampler::Shared::new(
+                self.manager,
+                self.settings,
+                self.key_from_name,
+            )),
         })
     }
 }

@@ -5,14 +5,21 @@
 //! Invariants: at most `watch_at_most` keys are watched, each with at most
 //! `history / sample_every` samples; a walk of the key space clones only
 //! keys that enter a top list (at most `watch_at_most` a list); the lock on
-//! what the handlers read is never held while walking.
+//! what the handlers read is never held while walking; a handler never
+//! walks the key space (a name is found among the keys shown, or by the
+//! page's `key_from_name`, in time independent of the key space's size).
+//! A panic while sampling (the user's `key_names`, say) loses that round,
+//! not the task; a task that stopped anyway is started again by the next
+//! request.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::PageSettings;
@@ -75,6 +82,9 @@ pub(crate) struct Board<K> {
     pub(crate) refusals: Vec<Ranked<K>>,
     pub(crate) wait: Vec<Ranked<K>>,
     pub(crate) in_flight: Vec<Ranked<K>>,
+    /// Every key of the three lists, by name: what a reader may ask for
+    /// without the page's `key_from_name`.
+    shown: HashMap<String, K>,
     pub(crate) watched: HashMap<String, Watched<K>>,
     pub(crate) sampled_at_ms: u64,
 }
@@ -89,11 +99,18 @@ impl<K> Board<K> {
     }
 }
 
+/// How the page finds a key by its name: the page's `key_from_name`.
+pub(crate) type KeyFromName<K> = dyn Fn(&str) -> Option<K> + Send + Sync;
+
 /// What every router of one page shares.
 pub(crate) struct Shared<K> {
     pub(crate) manager: ThrottleManager<K>,
     pub(crate) settings: PageSettings,
-    started: AtomicBool,
+    key_from_name: Option<Box<KeyFromName<K>>>,
+    /// The sampling task, once started.
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// Whether a round has panicked (said once).
+    panicked: AtomicBool,
     board: Mutex<Board<K>>,
 }
 
@@ -101,15 +118,22 @@ impl<K> Shared<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    pub(crate) fn new(manager: ThrottleManager<K>, settings: PageSettings) -> Self {
+    pub(crate) fn new(
+        manager: ThrottleManager<K>,
+        settings: PageSettings,
+        key_from_name: Option<Box<KeyFromName<K>>>,
+    ) -> Self {
         Self {
             manager,
             settings,
-            started: AtomicBool::new(false),
+            key_from_name,
+            task: Mutex::new(None),
+            panicked: AtomicBool::new(false),
             board: Mutex::new(Board {
                 refusals: Vec::new(),
                 wait: Vec::new(),
                 in_flight: Vec::new(),
+                shown: HashMap::new(),
                 watched: HashMap::new(),
                 sampled_at_ms: 0,
             }),
@@ -122,39 +146,58 @@ where
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts sampling, once: a first sample now,
-    /// then one each `sample_every` from a task that ends when the page is
-    /// dropped.
+    /// Starts sampling unless it runs: a sample now, then one each
+    /// `sample_every` from a task that ends when the page is dropped.
+    /// Called by every request, so a task that stopped (its runtime shut
+    /// down, say) is started again.
     pub(crate) fn start(self: &Arc<Self>) {
-        if self.started.swap(true, Ordering::AcqRel) {
+        let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if task.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
-        self.sample();
+        self.sample_round();
         let page: Weak<Self> = Arc::downgrade(self);
         let every = self.settings.sample_every;
-        tokio::spawn(async move {
+        *task = Some(tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             ticks.tick().await;
             loop {
                 ticks.tick().await;
                 let Some(page) = page.upgrade() else { return };
-                page.sample();
+                page.sample_round();
             }
-        });
+        }));
+    }
+
+    /// One [`sample`](Self::sample), whose panic loses the round only
+    /// (said once): the board is left as the last round made it.
+    fn sample_round(&self) {
+        let round = std::panic::catch_unwind(AssertUnwindSafe(|| self.sample()));
+        if round.is_err() && !self.panicked.swap(true, Ordering::Relaxed) {
+            tracing::error!("the status page's sampling panicked; it goes on with the next round");
+        }
     }
 
     /// Watches `name`'s key (asked for by a reader), if it is live: `true`
-    /// if it is watched now.
+    /// if it is watched now. The key is one the page shows, or the one
+    /// `key_from_name` gives for `name` if that key is live and named
+    /// `name`: never a walk of the key space.
     pub(crate) fn ask_for(&self, name: &str) -> bool {
-        if let Some(watched) = self.board().watched.get_mut(name) {
-            watched.seen = Instant::now();
-            return true;
-        }
-        let Some(key) = self.manager.key_named(name) else {
+        let shown = {
+            let mut board = self.board();
+            if let Some(watched) = board.watched.get_mut(name) {
+                watched.seen = Instant::now();
+                return true;
+            }
+            board.shown.get(name).cloned()
+        };
+        let Some(key) = shown.or_else(|| self.key_named(name)) else {
             return false;
         };
-        let sample = self.sample_of(&key, 0.0);
+        let Some(sample) = self.sample_of(&key, 0.0) else {
+            return false; // evicted since it was shown
+        };
         let mut board = self.board();
         make_room(&mut board.watched, self.settings.watch_at_most - 1);
         let watched = board
@@ -165,8 +208,16 @@ where
                 samples: VecDeque::new(),
                 seen: Instant::now(),
             });
-        watched.samples.extend(sample);
+        watched.samples.push_back(sample);
         true
+    }
+
+    /// The key `key_from_name` gives for `name`, if it is named `name`
+    /// (so a key whose name hides it is not found by its own value).
+    fn key_named(&self, name: &str) -> Option<K> {
+        let key_from_name = self.key_from_name.as_ref()?;
+        let key = std::panic::catch_unwind(AssertUnwindSafe(|| key_from_name(name))).ok()??;
+        (self.manager.name_of(&key)? == name).then_some(key)
     }
 
     /// One round: ranks the keys, then samples each watched one.
@@ -262,6 +313,11 @@ where
                 }
             }
         }
+        board.shown = [&refusals, &wait, &in_flight]
+            .into_iter()
+            .flatten()
+            .map(|ranked| (ranked.name.clone(), ranked.key.clone()))
+            .collect();
         board.refusals = refusals;
         board.wait = wait;
         board.in_flight = in_flight;
@@ -395,7 +451,11 @@ mod tests {
             sample_every: Duration::from_secs(1),
             watch_at_most: 4,
         };
-        let page = Arc::new(Shared::new(manager.clone(), settings));
+        let page = Arc::new(Shared::new(
+            manager.clone(),
+            settings,
+            Some(Box::new(|name: &str| Some(name.to_owned()))),
+        ));
         page.start();
         page
     }
@@ -455,6 +515,77 @@ mod tests {
         assert_eq!(page.board().watched["quiet"].samples.len(), 4);
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(page.board().watched.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sampler_that_stopped_is_started_again_by_the_next_request() {
+        let manager = ThrottleManager::<String>::builder()
+            .bulkhead(BulkheadConfig::new(10))
+            .key_names(|key: &String| key.clone())
+            .build()
+            .unwrap();
+        manager.increment("quiet");
+        let page = started_page(&manager);
+        assert!(page.ask_for("quiet"));
+        // Watched for the history's 5 s: sampled when asked for, then each
+        // second.
+        let samples = || page.board().watched["quiet"].samples.len();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(samples(), 2);
+        // The task stops (as when its runtime shuts down): nothing is
+        // sampled until a request starts it again, with a sample at once.
+        page.task.lock().unwrap().as_ref().unwrap().abort();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(samples(), 2);
+        page.start();
+        assert_eq!(samples(), 3);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(samples(), 4);
+        assert!(!page.task.lock().unwrap().as_ref().unwrap().is_finished());
+    }
+
+    /// A key whose `Clone` panics while a switch is on (any of a key
+    /// type's traits may panic; the sampler clones keys it ranks).
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct Touchy(String);
+
+    static TOUCHY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    impl Clone for Touchy {
+        fn clone(&self) -> Self {
+            assert!(
+                !TOUCHY.load(Ordering::Relaxed),
+                "a key that cannot be cloned now"
+            );
+            Self(self.0.clone())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_that_panics_is_lost_and_the_next_ones_go_on() {
+        let manager = ThrottleManager::<Touchy>::builder()
+            .bulkhead(BulkheadConfig::new(10))
+            .key_names(|key: &Touchy| key.0.clone())
+            .build()
+            .unwrap();
+        let busy = Touchy("busy".to_owned());
+        let _held = manager.try_acquire(&busy, Priority::HIGH).unwrap();
+        let settings = PageSettings {
+            history: Duration::from_secs(5),
+            sample_every: Duration::from_secs(1),
+            watch_at_most: 4,
+        };
+        let page = Arc::new(Shared::new(manager.clone(), settings, None));
+        TOUCHY.store(true, Ordering::Relaxed);
+        page.start(); // its first round panics
+        tokio::time::sleep(Duration::from_millis(2_500)).await; // and two more
+        assert!(page.board().watched.is_empty());
+        assert!(!page.task.lock().unwrap().as_ref().unwrap().is_finished());
+        TOUCHY.store(false, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let board = page.board();
+        assert_eq!(board.top(SortBy::InFlight)[0].name, "busy");
+        assert_eq!(board.watched["busy"].samples.len(), 2);
     }
 
     proptest! {

@@ -81,9 +81,11 @@ fn a_per_key_rule_may_call_the_manager() {
     assert_eq!(admitted, 1_000);
 }
 
+/// A name is only a name: a `key_names` that panics on a key names it
+/// `<unnamed>` (said once), and the call goes on, leaking nothing.
 #[test]
-fn a_panicking_key_name_leaks_no_slot_and_no_lock() {
-    let _events = debug_events();
+fn a_panicking_key_name_names_the_key_unnamed_and_leaks_nothing() {
+    let (_one_at_a_time, events) = support::capture();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
         .key_names(|key: &String| {
@@ -92,13 +94,24 @@ fn a_panicking_key_name_leaks_no_slot_and_no_lock() {
         })
         .build()
         .unwrap();
-    assert!(panics(|| {
-        let _ = manager.try_acquire("bad", Priority::HIGH);
-    }));
-    // The key's one slot is free and its shard is not locked.
-    let snapshot = manager.snapshot("bad").unwrap();
-    assert_eq!(snapshot.active, Some(0));
+    for _ in 0..3 {
+        let permit = manager.try_acquire("bad", Priority::HIGH).unwrap();
+        // The key's one slot is held, and its shard is not locked.
+        assert_eq!(manager.snapshot("bad").unwrap().active, Some(1));
+        assert!(manager.try_acquire("bad", Priority::HIGH).is_err());
+        permit.success();
+        assert_eq!(manager.snapshot("bad").unwrap().active, Some(0));
+    }
     assert!(manager.try_acquire("good", Priority::HIGH).is_ok());
+    let lines = events.lines();
+    let said = lines
+        .iter()
+        .filter(|line| line.contains("key_names panicked"));
+    assert_eq!(said.count(), 1, "{lines:#?}");
+    assert!(
+        lines.iter().any(|line| line.contains("key=\"<unnamed>\"")),
+        "{lines:#?}"
+    );
 }
 
 #[test]

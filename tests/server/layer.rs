@@ -335,6 +335,37 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
     assert!(untrusting.snapshot("198.51.100.4").is_none());
 }
 
+/// A 400 says what was wrong by quoting what the client sent, but only its
+/// first characters: a header of 60 kB comes back as 32 of them and its
+/// length, not as 60 kB of body.
+#[tokio::test]
+async fn a_bad_header_is_quoted_short() {
+    let _alone = crate::support::alone();
+    let clock = ManualClock::new();
+    let loopback = TrustedProxies::new(["127.0.0.1", "::1"]).unwrap();
+    let layer = ThrottleLayer::new(quota_manager(&clock), KeyExtractor::forwarded_ip(loopback))
+        .priority_header("x-priority")
+        .unwrap();
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+    let huge = "9".repeat(60_000);
+
+    let bad = send(&client, &url, &[("x-forwarded-for", huge.as_str())]).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        bad.body,
+        format!(
+            "400 Bad Request: missing client key: \"{}\"... (60000 bytes) in header \
+             `x-forwarded-for` is not an address\n",
+            "9".repeat(32)
+        )
+    );
+    let bad = send(&client, &url, &[("x-priority", huge.as_str())]).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.len() < 200, "{} bytes", bad.body.len());
+    assert!(bad.body.ends_with("... (60000 bytes)\n"), "{}", bad.body);
+}
+
 #[tokio::test]
 async fn a_request_without_a_key_gets_the_configured_answer() {
     let _alone = crate::support::alone();

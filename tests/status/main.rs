@@ -2,8 +2,15 @@
 //! manager's own snapshots, and the page in a real headless browser.
 
 #![cfg(feature = "status")]
+// A test that captures events holds the capture's lock across its awaits,
+// so that no other capturing test runs at once; each test's future is
+// driven on its own thread, so the lock blocks no other task.
+#![allow(clippy::await_holding_lock)]
 
 mod browser;
+mod hostile;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::time::Duration;
 
@@ -180,7 +187,11 @@ async fn the_page_ranks_the_shedding_and_the_queued_keys_and_its_json_is_the_sna
 async fn bad_requests_are_refused_naming_what_was_wrong() {
     let manager = manager();
     manager.decrement("known");
-    let base = serve(StatusPage::new(&manager).unwrap().router()).await;
+    let page = StatusPage::builder(&manager)
+        .key_from_name(|name: &str| Some(name.to_owned()))
+        .build()
+        .unwrap();
+    let base = serve(page.router()).await;
     let client = reqwest::Client::new();
 
     let (status, body) = get(&client, &format!("{base}/keys?top=0")).await;
