@@ -1,7 +1,7 @@
 -- One call's rate tokens from the shared bucket of KEYS[1]: the same GCRA
 -- as the local rate cell (src/rate/gcra.rs), on Redis's clock.
 --
--- Runs after now.lua (`now`, `text`, the checks of what it reads). ARGV:
+-- Runs after now.lua (`now`, `text`). ARGV:
 -- [1] the pinned time, or ''; [2] the starting rate (calls a second) of a
 -- key Redis has no state for; [3] the burst; [4] how long the caller
 -- waits at most, in microseconds (-1: however long); [5] how long an idle
@@ -15,20 +15,30 @@
 -- string, not a table: the client parses one value instead of four. A
 -- refused call takes nothing.
 --
--- What it reads is checked (store/mod.rs, "What a store reads"): a rate
--- or time that is no number, not finite, or not above 0 reads as missing
--- (a missing rate is the starting rate, a missing tat a full bucket); a
--- rate out of the bounds is clamped into them; a tat further ahead than
--- any bucket can owe (the burst's intervals and the longest pause) is cut
--- to that. No call books further ahead than the longest pause either.
-local names = {'t', 'r', 'x'}
-local state = fields('t', 'r', 'x')
+-- What it reads is checked as checks.lua checks it (store/mod.rs, "What a
+-- store reads"), inline, since this runs for every call: a rate or time
+-- that is no number, not finite, or not above 0 reads as missing (a
+-- missing rate is the starting rate, a missing tat a full bucket) and is
+-- deleted; a key that is no hash is deleted; a rate out of the bounds is
+-- clamped into them; a tat further ahead than any bucket can owe (the
+-- burst's intervals and the longest pause) is cut to that. No call books
+-- further ahead than the longest pause either.
+local state = redis.pcall('HMGET', KEYS[1], 't', 'r', 'x')
+-- Whether anything was mended; the fields to delete; a key of another type.
+local repaired, garbage, not_hash = false, nil, false
+if state.err then
+  state, not_hash, repaired = {}, true, true
+end
+-- A usable number is finite and above 0 (NaN fails `x > 0`).
+local huge = math.huge
 local lower, upper = tonumber(ARGV[7]), tonumber(ARGV[8])
 local max_pause = tonumber(ARGV[9])
 -- The rate's text goes back as stored: no formatting on a busy key.
-local rate, rate_text = number(state, 2, names, 0), state[2]
+local rate_text = state[2]
+local rate = tonumber(rate_text)
 local clamped = false
-if not rate then
+if not (rate and rate > 0 and rate < huge) then
+  if rate_text then repaired, garbage = true, {'r'} end
   rate, rate_text = tonumber(ARGV[2]), ARGV[2]
 elseif rate < lower or rate > upper then
   rate = math.min(math.max(rate, lower), upper)
@@ -36,7 +46,15 @@ elseif rate < lower or rate > upper then
 end
 local burst = tonumber(ARGV[3])
 local interval = 1000000 / rate
-local tat = number(state, 1, names, 0)
+local tat = tonumber(state[1])
+if not (tat and tat > 0 and tat < huge) then
+  if state[1] then
+    repaired = true
+    garbage = garbage or {}
+    garbage[#garbage + 1] = 't'
+  end
+  tat = nil
+end
 local fresh = not tat
 tat = tat or now
 -- A microsecond's leeway for the rounding of what was stored.
@@ -49,8 +67,20 @@ if max_wait < 0 or max_wait > max_pause then max_wait = max_pause end
 local new_tat = math.max(tat, now) + interval * tonumber(ARGV[6])
 local start = math.max(new_tat - interval * burst, now)
 local wait = start - now
-local expires = number(state, 3, names, 0)
-forget_garbage()
+local expires = tonumber(state[3])
+if not (expires and expires > 0 and expires < huge) then
+  if state[3] then
+    repaired = true
+    garbage = garbage or {}
+    garbage[#garbage + 1] = 'x'
+  end
+  expires = nil
+end
+if not_hash then
+  redis.call('DEL', KEYS[1])
+elseif garbage then
+  redis.call('HDEL', KEYS[1], unpack(garbage))
+end
 local mark = repaired and '!' or ''
 local idle = tonumber(ARGV[5]) * 1000
 if wait > max_wait then

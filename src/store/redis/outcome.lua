@@ -2,7 +2,7 @@
 -- the local rate cell (src/rate/cell.rs, aimd.rs, usage.rs), on Redis's
 -- clock, keeping the bucket's debt (no fresh burst, no forgiven debt).
 --
--- Runs after now.lua (`now`, `text`, the checks of what it reads). ARGV:
+-- Runs after now.lua and checks.lua (`now`, `text`, `fields`, `number`). ARGV:
 -- [1] the pinned time, or ''; [2] the kind: 's' success, 'f' failure
 -- (overload), 'c' a token handed back, 'p' a pause; [3] for 's' and 'f',
 -- how long ago the call was scheduled, in microseconds; for 'c', the tat
@@ -22,7 +22,6 @@
 -- last fell; 'us', since when its use is counted) that lies ahead of now
 -- reads as missing, and so does a negative count of use.
 local key, kind = KEYS[1], ARGV[2]
-local names = {'t', 'r', 'd', 'us', 'uc'}
 local state = fields('t', 'r', 'd', 'us', 'uc')
 local starting, burst = tonumber(ARGV[5]), tonumber(ARGV[6])
 local lower, upper = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -31,19 +30,20 @@ local changes = {}
 
 local function clamp(r) return math.min(math.max(r, lower), upper) end
 
--- A time of the past, read from field i: missing (and garbage) if ahead
--- of now.
-local function past(i)
-  local at = number(state, i, names, 0)
+-- A time of the past, read from field `name`: missing (and garbage) if
+-- ahead of now.
+local function past(value, name)
+  local at = number(value, name, 0)
   if at and at > now then
     repaired = true
-    table.insert(garbage, names[i])
+    garbage = garbage or {}
+    garbage[#garbage + 1] = name
     return nil
   end
   return at
 end
 
-local rate = number(state, 2, names, 0)
+local rate = number(state[2], 'r', 0)
 local rate_missing = not rate
 if rate_missing then
   rate = starting
@@ -51,13 +51,13 @@ elseif rate ~= clamp(rate) then
   rate = clamp(rate)
   table.insert(changes, 'r'); table.insert(changes, text(rate))
 end
-local tat = number(state, 1, names, 0) or now
+local tat = number(state[1], 't', 0) or now
 local most_owed = now + 1000000 / rate * burst + max_pause
 if tat > most_owed + 1 then
   tat, repaired = most_owed, true
   table.insert(changes, 't'); table.insert(changes, text(tat))
 end
-local last_decrease = past(3)
+local last_decrease = past(state[3], 'd')
 
 -- gcra.rs rescale: the tokens owed stay the same; debt of calls already
 -- scheduled is theirs. (The local cell moves its own waiters on a fall,
@@ -85,8 +85,8 @@ if kind == 's' then
   if not (rate >= upper and rate <= starting) then
     -- usage.rs: successes a second over a window of 1 to 2 seconds.
     local window = 1000000
-    local since = past(4) or started
-    local count = number(state, 5, names, -1) or 0
+    local since = past(state[4], 'us') or started
+    local count = number(state[5], 'uc', -1) or 0
     if count < 0 then count = 0 end
     local elapsed = math.max(started - since, 0)
     if elapsed >= 2 * window then

@@ -26,9 +26,14 @@ impl Scripts {
             decide: Script::new(concat!(include_str!("now.lua"), include_str!("decide.lua"))),
             outcome: Script::new(concat!(
                 include_str!("now.lua"),
+                include_str!("checks.lua"),
                 include_str!("outcome.lua")
             )),
-            peek: Script::new(concat!(include_str!("now.lua"), include_str!("peek.lua"))),
+            peek: Script::new(concat!(
+                include_str!("now.lua"),
+                include_str!("checks.lua"),
+                include_str!("peek.lua")
+            )),
         }
     }
 }

@@ -506,3 +506,159 @@ fn a_bucket_booked_as_far_as_it_may_be_is_not_taken_for_garbage() {
     });
     assert_eq!(warnings, Vec::<String>::new());
 }
+
+/// What another client may leave in a field: anything, but mostly the
+/// values that trip arithmetic.
+fn garbage_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "nan", "-nan", "inf", "-inf", "", " ", "1e308", "-1e308", "0", "-0", "0x10",
+            "1e-320", "5e-324", "2.2250738585072014e-308",
+        ])
+        .prop_map(str::to_owned),
+        2 => any::<f64>().prop_map(|x| format!("{x:e}")),
+        2 => (-2e13f64..2e13).prop_map(|x| x.to_string()),
+        1 => "[ -~]{0,12}",
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum HostileOp {
+    /// A decision for this many tokens (at most the burst), waiting up
+    /// to this many microseconds (`None`: however long).
+    Decide(u32, Option<u64>),
+    Success,
+    Failure,
+    Advance(u64),
+}
+
+fn hostile_op() -> impl Strategy<Value = HostileOp> {
+    prop_oneof![
+        4 => (1u32..4, prop::option::of(0u64..300_000))
+            .prop_map(|(cost, wait)| HostileOp::Decide(cost, wait)),
+        1 => Just(HostileOp::Success),
+        1 => Just(HostileOp::Failure),
+        2 => (1u64..300_000).prop_map(HostileOp::Advance),
+    ]
+}
+
+/// Rates of 1/s to 20/s starting at 5, burst 3, a longest pause of 1 s.
+const HOSTILE_UPPER: f64 = 20.0;
+const HOSTILE_BURST: u32 = 3;
+
+/// After garbage in any of the key's fields, every decision of the run is
+/// one a bucket at the upper rate could make: the tokens granted, by the
+/// time each may be used, are at most the burst plus the upper rate's
+/// worth of the time since the garbage; no wait is longer than the bucket
+/// can owe; every script answers; the rate stays within the bounds.
+async fn run_hostile(
+    server: &redis_server::RedisServer,
+    case: u64,
+    fields: Vec<(&'static str, String)>,
+    ops: Vec<HostileOp>,
+) -> Result<(), String> {
+    let store = RedisStore::connect(&server.url(), "hostile").await.unwrap();
+    let config = RateConfig::new(5.0)
+        .burst(HOSTILE_BURST)
+        .bounds(1.0, HOSTILE_UPPER)
+        .increment(2.0)
+        .decrease_factor(0.5);
+    let settings = RateSettings::for_test(config);
+    let mut rules = crate::store::RateRules::from_settings(&settings, Duration::ZERO);
+    rules.max_pause = Duration::from_secs(1);
+    let name = format!("case-{case}");
+    let key = store.redis_key(&name);
+    let mut now = START;
+    // A live key, then the garbage.
+    store.decide(key, &rules, 1, None, Some(micros(now))).await;
+    let redis_key = format!("hostile:{name}");
+    for (field, value) in &fields {
+        server.command(&["HSET", &redis_key, field, value]);
+    }
+    let since = now;
+    let (mut granted, mut latest_start) = (0u32, now);
+    let longest_owed = rules.max_debt(rules.lower_bound);
+    for op in ops {
+        match op {
+            HostileOp::Decide(cost, wait) => {
+                let max_wait = wait.map(|us| us * 1_000);
+                match store
+                    .decide(key, &rules, cost, max_wait, Some(micros(now)))
+                    .await
+                {
+                    TokenAnswer::Granted { wait, rate, .. } => {
+                        if wait > rules.max_pause + Duration::from_micros(2) {
+                            return Err(format!("granted {wait:?} ahead"));
+                        }
+                        if !(1.0..=HOSTILE_UPPER).contains(&rate) {
+                            return Err(format!("rate {rate}"));
+                        }
+                        granted += cost;
+                        latest_start = latest_start.max(now + nanos(wait));
+                    }
+                    TokenAnswer::Refused { wait, .. } => {
+                        if wait > longest_owed + Duration::from_micros(2) {
+                            return Err(format!("refused for {wait:?}"));
+                        }
+                    }
+                    TokenAnswer::Unavailable { .. } => return Err("no answer".into()),
+                }
+            }
+            HostileOp::Success | HostileOp::Failure => {
+                let event = match op {
+                    HostileOp::Success => RateEvent::Success {
+                        scheduled_ago: Duration::ZERO,
+                        started_ago: Duration::ZERO,
+                        waited: true,
+                        tokens: 1,
+                    },
+                    _ => RateEvent::Overloaded {
+                        scheduled_ago: Duration::ZERO,
+                    },
+                };
+                let rate = store.send(key, &event, &rules, Some(micros(now))).await;
+                match rate {
+                    Some(rate) if (1.0..=HOSTILE_UPPER).contains(&rate) => {}
+                    other => return Err(format!("outcome answered {other:?}")),
+                }
+            }
+            HostileOp::Advance(us) => now += us * 1_000,
+        }
+    }
+    let span = (latest_start - since) as f64 / 1e9;
+    let most = f64::from(HOSTILE_BURST) + HOSTILE_UPPER * span + 1e-6;
+    if f64::from(granted) > most {
+        return Err(format!(
+            "{granted} tokens by {span:.3} s, at most {most:.2}"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn no_garbage_in_a_key_lets_it_beat_its_upper_bound() {
+    let Some(server) =
+        redis_server::RedisServer::start("no_garbage_in_a_key_lets_it_beat_its_upper_bound")
+    else {
+        return;
+    };
+    let runtime = runtime();
+    let fields = prop::collection::vec(
+        (
+            prop::sample::select(vec!["t", "r", "x", "d", "us", "uc", "f"]),
+            garbage_value(),
+        ),
+        1..4,
+    );
+    let cases = (fields, prop::collection::vec(hostile_op(), 1..60));
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(128));
+    let case = std::cell::Cell::new(0);
+    runner
+        .run(&cases, |(fields, ops)| {
+            case.set(case.get() + 1);
+            let result = runtime.block_on(run_hostile(&server, case.get(), fields, ops));
+            prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+            Ok(())
+        })
+        .unwrap();
+}
