@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
+use crate::throttle::window::SLOTS;
 
 /// The longest window: a day. Outcomes older than that say little about a
 /// backend now.
@@ -12,31 +13,39 @@ const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// The adaptive throttle of every key: rejects calls locally, by priority,
 /// when the key's backend keeps failing.
 ///
-/// Over a sliding `window`, per priority `p`, it counts the calls attempted
-/// (`requests`) and the calls the backend accepted (`accepts`), and rejects a
-/// new call with probability
+/// Over the last `window`, per priority `p`, it counts the calls attempted
+/// (`requests`) and the calls the backend accepted (`accepts`). The backend
+/// accepts calls whatever their priority, so the accepts of every priority
+/// are one budget, taken by the priorities in order; a new call of `p` is
+/// rejected with probability
 ///
 /// ```text
-/// requests_p = requests[p] + sum over i < p of (requests[i] - accepts[i])
-/// P(reject)  = clamp((requests_p - ratio * accepts[p]) / (requests_p + min_rate * window_secs), 0, 1)
+/// allowed_p = max(ratio * sum of accepts - sum over i < p of requests[i], 0)
+/// seen_p    = requests[p] + sum over i < p of max(requests[i] - allowed_i, 0)
+/// P(reject) = clamp((seen_p - allowed_p) / (seen_p + min_rate * window_secs), 0, 1)
 /// ```
 ///
-/// While the backend accepts more than `1 / ratio` of the calls, the
-/// probability is 0: the throttle adds no latency and no queueing. Calls it
-/// rejects count as requests too (the SRE book's choice): a key that keeps
-/// failing is left with about `min_rate` calls per second reaching its
-/// backend, enough to notice recovery. A call that went through counts once
-/// its outcome is reported (a success or a neutral outcome as an accept, a
-/// capacity failure as a request only), not while it is in flight.
+/// So a priority whose demand, with the demand above it, fits in the budget
+/// is not shed: the priorities below it carry the shedding, the least
+/// important first, and none is shed less than one above it. With one
+/// priority it is the SRE rule. While the backend accepts more than
+/// `1 / ratio` of the calls, the probability is 0: the throttle adds no
+/// latency and no queueing. Calls it rejects count as requests too (the SRE
+/// book's choice): a key that keeps failing is left with about `min_rate`
+/// calls per second reaching its backend, enough to notice recovery. A call
+/// that went through counts once its outcome is reported (a success or a
+/// neutral outcome as an accept, a capacity failure as a request only), not
+/// while it is in flight.
 ///
 /// # Recovery
 ///
-/// Once the backend accepts again, the share of calls let through roughly
-/// doubles per window (with `ratio` 2), so a key that was shedding 99 % is
-/// back to normal in two to three windows at its highest priority. Each lower
-/// priority counts the shed calls above it as unaccepted, so priorities
-/// recover in order, about two windows apart. A shorter window recovers
-/// faster and forgets sooner.
+/// An outcome older than `window` no longer counts. Once the backend
+/// accepts again, the budget grows with what gets through, about five-fold
+/// a window (with `ratio` 2), from what `min_rate` lets through while
+/// shedding: a key with a few calls a second per priority is back within
+/// two windows at every priority, one with a hundred within about three,
+/// the lower priorities a fraction of a window after the higher. A shorter
+/// window recovers faster and forgets sooner.
 ///
 /// Defaults: `ratio` 2, `min_rate` 1 per second, `window` 60 s, no minimum
 /// sample, no cap on the probability.
@@ -133,13 +142,12 @@ impl ThrottleConfig {
         self
     }
 
-    /// How far back outcomes count: the throttle reads the outcomes of the
-    /// last `window`. It keeps them in two buckets a window long, aligned
-    /// to multiples of `window` since the clock's origin, and counts the
-    /// older bucket in the share of it still within `window` of now, as if
-    /// its outcomes were spread evenly over it: an outcome counts in full
-    /// until its bucket ends, then fades out over the next window. From 10 ms
-    /// to a day.
+    /// How far back outcomes count: an outcome older than `window` no
+    /// longer counts. The throttle keeps outcomes in ten buckets a tenth of
+    /// the window long, aligned to multiples of that since the clock's
+    /// origin, and reads the ten whole: an outcome counts in full for at
+    /// least nine tenths of a window, and not once a window has passed.
+    /// From 10 ms to a day.
     ///
     /// ```
     /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
@@ -237,7 +245,7 @@ impl ThrottleConfig {
         (problems.len() == before).then(|| ThrottleSettings {
             ratio: self.ratio,
             floor: self.min_rate * self.window.as_secs_f64(),
-            bucket: nanos(self.window),
+            bucket: nanos(self.window) / SLOTS as u64,
             min_requests: self.min_requests as f64,
             max_rejection: self.max_rejection,
         })
@@ -250,8 +258,8 @@ pub(crate) struct ThrottleSettings {
     pub(crate) ratio: f64,
     /// `min_rate * window_secs`: the formula's `m`.
     pub(crate) floor: f64,
-    /// Length of one of the window's buckets, in nanoseconds: the window
-    /// (see [`ThrottleConfig::window`]).
+    /// Length of one of the window's buckets, in nanoseconds: a tenth of
+    /// the window (see [`ThrottleConfig::window`]).
     pub(crate) bucket: Nanos,
     pub(crate) min_requests: f64,
     pub(crate) max_rejection: f64,
@@ -337,6 +345,6 @@ mod tests {
     fn settings_are_in_the_units_of_the_maths() {
         let s = ThrottleSettings::for_test(ThrottleConfig::new());
         assert_eq!(s.floor, 60.0);
-        assert_eq!(s.bucket, 60_000_000_000);
+        assert_eq!(s.bucket, 6_000_000_000);
     }
 }

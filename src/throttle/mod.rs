@@ -2,7 +2,25 @@
 //! SRE book ("Handling Overload"), per key and per priority.
 //!
 //! `config` is what users set, `probability` the pure maths, `window`
-//! the per-key sliding-window counters that feed it.
+//! the per-key counters of the last window that feed it.
+//!
+//! The rules, and why:
+//! - **`window` means one window**: an outcome older than it no longer
+//!   counts, and one younger than nine tenths of it counts in full (ten
+//!   whole buckets, no fading), so "the last minute" is a minute a user can
+//!   check.
+//! - **Priority order is taken from the budget, not left to the dynamics.**
+//!   The backend accepts calls whatever their priority, so the accepts of
+//!   every priority are one SRE budget (`ratio × accepts`), taken by the
+//!   priorities in order ([`probability::rejections`]). A priority judged
+//!   by its own accepts alone has no pull back to 0 under a shared
+//!   overload (the backend refuses its calls as often as anyone's, so any
+//!   probability is an equilibrium); allowed what the priorities above it
+//!   leave of the shared budget, it is not shed while its demand fits, and
+//!   the priorities below carry the shedding.
+//! - With one priority the rule is the SRE book's, with its `ratio`,
+//!   `min_rate` and local rejections counted as requests, and with any,
+//!   about `ratio` times what the backend accepts reaches it.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).

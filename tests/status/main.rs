@@ -139,11 +139,14 @@ async fn the_page_ranks_the_shedding_and_the_queued_keys_and_its_json_is_the_sna
         flaky["refusals_per_second"].as_f64().unwrap() > 0.0,
         "{flaky}"
     );
+    // The low priority it tried sheds (its dropped calls, neutral, are
+    // accepts of the budget every priority shares, which HIGH's 100
+    // failures fit in).
     assert!(
-        flaky["snapshot"]["priorities"][0]["rejection_probability"]
+        flaky["snapshot"]["priorities"][3]["rejection_probability"]
             .as_f64()
             .unwrap()
-            > 0.5,
+            > 0.3,
         "{flaky}"
     );
     assert!(refused["totals"]["refusals"]["throttled"].as_u64().unwrap() > 0);

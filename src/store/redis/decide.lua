@@ -40,7 +40,10 @@ local clamped = false
 if not (rate and rate > 0 and rate < huge) then
   if rate_text then repaired, garbage = true, {'r'} end
   rate, rate_text = tonumber(ARGV[2]), ARGV[2]
-elseif rate < lower or rate > upper then
+elseif rate < lower or rate > upper or rate_text:find('[^%d.e+-]') then
+  -- Out of the bounds, or a number the client would not read back as one
+  -- ('0x10', ' 5': Lua's own notations, or a space that would shift the
+  -- answer's fields): written again in the scripts' own form.
   rate = math.min(math.max(rate, lower), upper)
   rate_text, clamped = text(rate), true
 end

@@ -1,27 +1,28 @@
-//! One key's requests and accepts per priority over the last window, as
-//! two buckets read with interpolation.
+//! One key's requests and accepts per priority over the last window, in
+//! ten buckets a tenth of a window long.
 //!
-//! Time is cut into buckets a window long, aligned to multiples of that
+//! Time is cut into buckets of `window / 10`, aligned to multiples of that
 //! length since the clock's origin (so a bucket's span never drifts with
 //! the times of calls). A priority keeps the counts of the newest bucket
-//! and the one before. Read at a time `f` of the way through the newest
-//! bucket, the counts are the newest bucket's in full and the older one's
-//! weighted `1 - f`: the last `window` of time, taking the older bucket's
-//! outcomes as spread evenly over it. So an outcome counts in full until
-//! its bucket ends, then fades out over the next window.
+//! and the nine before it, and the window read at any time is those ten
+//! whole buckets: the outcomes of the last nine tenths of a window at
+//! least, of the last window at most. So an outcome counts in full for at
+//! least nine tenths of a window after it, and not at all once a window
+//! has passed: that is what `window` means.
 //!
 //! Each bucket of a priority is one word: requests in the low half,
 //! accepts in the high. One more word, `newest`, holds the newest bucket's
-//! number and two flags saying which bucket holds a request the backend did
-//! not accept. The hot path is short: an outcome is one `fetch_add` on its
-//! priority's newest bucket (a failure sets its flag first), and a check
-//! on a key with no failure in its window is one load of `newest`. When
-//! time crosses into a new bucket, the first call to notice claims the turn
-//! (a bit in `newest`), clears the buckets that left the window, and then
-//! publishes the new bucket with the flags moved along. A call that
-//! meanwhile sees the claim counts into the bucket before, which a turn of
-//! one bucket keeps in the window (after a window with no call at all, a
-//! turn clears both, and such a call's outcome may go with them).
+//! number and a mask of ten flags, one per bucket, saying which holds a
+//! request the backend did not accept. The hot path is short: an outcome
+//! is one `fetch_add` on its priority's newest bucket (a failure sets its
+//! flag first), and a check on a key with no failure in its window is one
+//! load of `newest`. When time crosses into a new bucket, the first call
+//! to notice claims the turn (a bit in `newest`), clears the buckets that
+//! left the window, and then publishes the new bucket with the flags moved
+//! along. A call that meanwhile sees the claim counts into the bucket
+//! before, which a turn of one bucket keeps in the window (after a window
+//! with no call at all, a turn clears them all, and such a call's outcome
+//! may go with them).
 
 use std::num::NonZeroU8;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,8 +31,9 @@ use super::config::ThrottleSettings;
 use super::probability::{self, Counts};
 use crate::clock::Nanos;
 
-/// Buckets a priority keeps: the newest and the one before.
-const SLOTS: usize = 2;
+/// Buckets a priority keeps, each a tenth of the window: the newest and
+/// the nine before it.
+pub(crate) const SLOTS: usize = 10;
 
 /// Accepts count in the high half of a bucket's word, requests in the low.
 const ACCEPT_SHIFT: u32 = 32;
@@ -48,15 +50,16 @@ const HALVE_AT: u64 = 3 << (ACCEPT_SHIFT - 2);
 
 /// In `newest`: set while a call clears the buckets that left the window.
 const TURNING: u64 = 1 << 63;
+/// In `newest`: where the failure flags begin. Flag `i` (from this bit
+/// up) says the bucket `i` before the newest holds a request not accepted.
+const FAILED_SHIFT: u32 = 63 - SLOTS as u32;
 /// In `newest`: the newest bucket holds a request not accepted.
-const FAILED_NEWEST: u64 = 1 << 62;
-/// In `newest`: the bucket before it does.
-const FAILED_OLDER: u64 = 1 << 61;
-/// Either: the window must be read.
-const FAILED: u64 = FAILED_NEWEST | FAILED_OLDER;
-/// In `newest`: the newest bucket's number (a bucket is at least 10 ms, so
-/// 61 bits outlast any clock).
-const BUCKET: u64 = FAILED_OLDER - 1;
+const FAILED_NEWEST: u64 = 1 << FAILED_SHIFT;
+/// In `newest`: every bucket's flag. Any: the window must be read.
+const FAILED: u64 = ((1 << SLOTS) - 1) << FAILED_SHIFT;
+/// In `newest`: the newest bucket's number (a bucket is at least 1 ms, so
+/// 53 bits outlast any clock).
+const BUCKET: u64 = FAILED_NEWEST - 1;
 
 /// What one outcome adds to a priority's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,12 +84,12 @@ impl Count {
 /// One priority's buckets, by slot (`bucket % SLOTS`).
 type Buckets = [AtomicU64; SLOTS];
 
-/// Requests and accepts per priority over the last window: 88 bytes for up
-/// to [`NEAR_LEVELS`] priorities.
+/// Requests and accepts per priority over the last window: 344 bytes for
+/// up to [`NEAR_LEVELS`] priorities.
 #[derive(Debug)]
 pub(crate) struct ThrottleWindow {
     /// The newest bucket (numbered from the clock's origin) in the low
-    /// bits ([`BUCKET`]), with [`FAILED_NEWEST`], [`FAILED_OLDER`] and
+    /// bits ([`BUCKET`]), with the buckets' failure flags ([`FAILED`]) and
     /// [`TURNING`] above. A flag is set before the failure it marks is
     /// counted, so no reader sees a failure as healthy.
     newest: AtomicU64,
@@ -157,7 +160,7 @@ impl ThrottleWindow {
     }
 
     /// Every level's buckets, most important first.
-    fn levels(&self) -> impl Iterator<Item = &Buckets> {
+    fn levels(&self) -> impl Iterator<Item = &Buckets> + Clone {
         let far = self.far.iter().flat_map(|far| far.0.iter());
         self.near.iter().chain(far).take(self.level_count())
     }
@@ -174,26 +177,14 @@ impl ThrottleWindow {
         if word & FAILED == 0 {
             return 0.0; // nothing failed in the window: the common case
         }
-        self.rejection_of(word & BUCKET, now, priority, settings)
+        self.rejection_of(priority, settings)
     }
 
     /// [`rejection`](Self::rejection) for a window that holds a failure.
-    fn rejection_of(
-        &self,
-        newest: u64,
-        now: Nanos,
-        priority: usize,
-        settings: &ThrottleSettings,
-    ) -> f64 {
-        let part = oldest_part(now, newest, settings.bucket);
-        let above = self
-            .levels()
-            .take(priority)
-            .map(|b| counts(b, newest, part));
-        let own = self
-            .level(priority)
-            .map_or_else(Counts::default, |b| counts(b, newest, part));
-        probability::rejection(probability::seen_by(above, own), settings)
+    fn rejection_of(&self, priority: usize, settings: &ThrottleSettings) -> f64 {
+        probability::rejections(self.levels().map(counts), settings)
+            .nth(priority)
+            .unwrap_or(0.0)
     }
 
     /// Counts one outcome of `priority` at `now`, into the newest bucket
@@ -213,8 +204,9 @@ impl ThrottleWindow {
         if count == Count::Request && word & FAILED_NEWEST == 0 {
             // Flagged before it is counted. (Should the window turn in
             // between, the flag lands on the next bucket and the count on
-            // the one before: both are read while either is flagged, and
-            // the turn after moves the flag back by one.)
+            // the one before, which leaves the window first: the count is
+            // read while it is in the window, and the flag stays with it
+            // or after it.)
             self.newest.fetch_or(FAILED_NEWEST, Ordering::AcqRel);
         }
         let word = &buckets[slot(word & BUCKET)];
@@ -235,44 +227,34 @@ impl ThrottleWindow {
     /// Per priority, its counts and its rejection probability at `now`:
     /// for introspection.
     pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
-        let newest = self.word_at(now, settings.bucket) & BUCKET;
-        let part = oldest_part(now, newest, settings.bucket);
-        self.seen_by_each(newest, part)
-            .map(|(own, seen)| (own, probability::rejection(seen, settings)))
-            .collect()
+        self.word_at(now, settings.bucket); // the window moved on to now
+        let own: Vec<Counts> = self.levels().map(counts).collect();
+        let rejections = probability::rejections(own.iter().copied(), settings);
+        own.iter().copied().zip(rejections).collect()
     }
 
     /// The time from which forgetting this window loses nothing: while any
-    /// priority would be shed, not before the newest bucket has run its
-    /// course (then the older bucket has left, and what remains fades);
-    /// otherwise from the start of the newest bucket. Every level is
-    /// asked: a lower one inherits the failures above it but also counts
-    /// its own successes, so it may be healthy while a higher one is shed.
+    /// priority would be shed, not before the newest bucket holding a
+    /// failure has left the window (then nothing can be shed); otherwise
+    /// from the start of the newest bucket. Every level is asked: a lower
+    /// one carries the shedding first, so it may be shed while a higher
+    /// one is not.
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
         let word = self.newest.load(Ordering::Acquire);
         let newest = word & BUCKET;
         let shedding = word & FAILED != 0
-            && self
-                .seen_by_each(newest, 1.0)
-                .any(|(_, seen)| probability::rejection(seen, settings) > 0.0);
-        let quiet_bucket = if shedding { newest + 1 } else { newest };
+            && probability::rejections(self.levels().map(counts), settings)
+                .any(|rejection| rejection > 0.0);
+        let quiet_bucket = if shedding {
+            // Flag `i` is the bucket `i` before the newest; the lowest set
+            // is the latest failure's.
+            let latest_failure =
+                newest.saturating_sub(u64::from((word >> FAILED_SHIFT).trailing_zeros()));
+            latest_failure + SLOTS as u64
+        } else {
+            newest
+        };
         quiet_bucket.saturating_mul(settings.bucket)
-    }
-
-    /// Each priority's own counts and the counts it sees, most important
-    /// first, in one pass: the calls not accepted above a level are
-    /// carried down to it rather than summed again for each.
-    fn seen_by_each(&self, newest: u64, part: f64) -> impl Iterator<Item = (Counts, Counts)> + '_ {
-        let mut unaccepted_above = 0.0;
-        self.levels().map(move |buckets| {
-            let own = counts(buckets, newest, part);
-            let above = Counts {
-                requests: unaccepted_above,
-                accepts: 0.0,
-            };
-            unaccepted_above += probability::unaccepted(own);
-            (own, probability::seen_by([above], own))
-        })
     }
 
     /// The window's word (`newest`) at `now`, buckets being `length` long:
@@ -319,12 +301,14 @@ impl ThrottleWindow {
                 buckets[slot(expired)].store(0, Ordering::Release);
             }
         }
-        // `from`'s flag, set before the turn or during it (its calls count
-        // into `from`), becomes the older bucket's, if `from` stays in the
-        // window.
+        // The flags, `from`'s set before the turn or during it (its calls
+        // count into `from`), move along with their buckets; those of the
+        // buckets that left the window go.
         let turned = |word: u64| {
-            let older = bucket == from + 1 && word & FAILED_NEWEST != 0;
-            bucket | if older { FAILED_OLDER } else { 0 }
+            let moved = (word & FAILED)
+                .checked_shl(u32::try_from(bucket - from).unwrap_or(u32::MAX))
+                .unwrap_or(0);
+            bucket | (moved & FAILED)
         };
         match self
             .newest
@@ -336,27 +320,20 @@ impl ThrottleWindow {
     }
 }
 
-/// A priority's counts, `newest` being the newest bucket and `part` the
-/// share of the older one in the window.
+/// A priority's counts over the window: every bucket it keeps (those that
+/// left the window were cleared when the newest came).
 #[inline]
-fn counts(buckets: &Buckets, newest: u64, part: f64) -> Counts {
-    let (older, newer) = (slot(newest + 1), slot(newest));
-    let (older, newer) = (
-        unpack(buckets[older].load(Ordering::Acquire)),
-        unpack(buckets[newer].load(Ordering::Acquire)),
-    );
-    Counts {
-        requests: older.0 as f64 * part + newer.0 as f64,
-        accepts: older.1 as f64 * part + newer.1 as f64,
+fn counts(buckets: &Buckets) -> Counts {
+    let (mut requests, mut accepts) = (0u64, 0u64);
+    for bucket in buckets {
+        let (r, a) = unpack(bucket.load(Ordering::Acquire));
+        requests += r;
+        accepts += a;
     }
-}
-
-/// The share of the older bucket still in the window at `now`: 1 at the
-/// start of the newest bucket, 0 at its end.
-#[inline]
-fn oldest_part(now: Nanos, newest: u64, length: Nanos) -> f64 {
-    let into_newest = now.saturating_sub(newest.saturating_mul(length));
-    (1.0 - into_newest as f64 / length as f64).clamp(0.0, 1.0)
+    Counts {
+        requests: requests as f64,
+        accepts: accepts as f64,
+    }
 }
 
 /// A word's requests and accepts.

@@ -1,5 +1,21 @@
 //! The adaptive throttle through the public API, on virtual time with an
-//! injected random source.
+//! injected random source; what it promises against a simulated backend
+//! (`promises`) and a real one on loopback (`http`).
+
+// A test that measures real time holds `alone()` across its awaits;
+// each test's future is driven on its own thread, so the lock blocks no
+// other task.
+#![allow(clippy::await_holding_lock)]
+
+mod http;
+mod promises;
+
+/// Held by a test that measures real time, so that no other such test of
+/// this binary runs at once.
+pub(crate) fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -11,7 +27,7 @@ use portcullis::{
 };
 
 /// A deterministic uniform source in `[0, 1)` (xorshift64*).
-fn seeded_random(seed: u64) -> impl Fn() -> f64 + Send + Sync + 'static {
+pub(crate) fn seeded_random(seed: u64) -> impl Fn() -> f64 + Send + Sync + 'static {
     let state = AtomicU64::new(seed.max(1));
     move || {
         let mut x = state.load(Ordering::Relaxed);
@@ -87,8 +103,10 @@ async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_i
     for priority in [Priority::HIGH, Priority::IMPORTANT, Priority::LOW] {
         assert_eq!(manager.rejection_probability("db", priority), Some(0.625));
     }
-    // LOW's own accepts do not help it against HIGH's failures beyond K:
-    // 10 LOW successes: (110 - 20) / (110 + 60).
+    // 10 LOW successes: the backend accepts calls whatever their priority,
+    // so they are the budget of every level, K × 10 = 20. HIGH asks 100 of
+    // it, (100 - 20) / (100 + 60); LOW is allowed nothing and sees the 80
+    // HIGH could not be, (10 + 80) / (10 + 80 + 60): still shed more.
     for _ in 0..10 {
         manager
             .acquire("db", Priority::LOW)
@@ -97,12 +115,12 @@ async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_i
             .success();
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::LOW),
-        Some(90.0 / 170.0)
+        manager.rejection_probability("db", Priority::HIGH),
+        Some(0.5)
     );
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
-        Some(0.625)
+        manager.rejection_probability("db", Priority::LOW),
+        Some(0.6)
     );
 }
 
@@ -121,30 +139,26 @@ async fn shedding_follows_the_injected_draw() {
     assert!(passing.try_acquire("db", Priority::HIGH).is_ok());
 }
 
+/// What `window` means: an outcome counts for at least nine tenths of a
+/// window, and no longer than one.
 #[tokio::test(start_paused = true)]
-async fn outcomes_count_for_a_window_then_fade_out_over_one_more() {
+async fn an_outcome_counts_for_nine_tenths_of_a_window_at_least_and_never_past_one() {
     let manager = manager_with_draw(0.99);
-    // Buckets a window long (60 s) from the manager's start. Failures at
-    // 30 s count in full until their bucket ends at 60 s, then fade out
-    // evenly over the next bucket, as if spread over their own, until
-    // they are gone at 120 s.
+    // Buckets a tenth of the window (6 s) from the manager's start:
+    // failures at 30 s, the start of one, count until 90 s.
     tokio::time::advance(Duration::from_secs(30)).await;
     for _ in 0..100 {
         manager.decrement("db");
     }
-    let p = |requests: f64| Some(requests / (requests + 60.0));
-    tokio::time::advance(Duration::from_secs(30)).await; // 60 s
-    assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
-        p(100.0)
-    );
-    tokio::time::advance(Duration::from_secs(30)).await; // 90 s
-    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p(50.0));
-    tokio::time::advance(Duration::from_secs(30)).await; // 120 s
-    assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
-        Some(0.0)
-    );
+    let p = Some(100.0 / 160.0);
+    tokio::time::advance(Duration::from_secs(54)).await; // 84 s
+    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p);
+    tokio::time::advance(Duration::from_millis(5_999)).await;
+    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p);
+    tokio::time::advance(Duration::from_millis(1)).await; // 90 s
+    for priority in [Priority::HIGH, Priority::LOW] {
+        assert_eq!(manager.rejection_probability("db", priority), Some(0.0));
+    }
 }
 
 #[tokio::test(start_paused = true)]
