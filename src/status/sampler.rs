@@ -500,14 +500,20 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_key_asked_for_is_watched_until_the_history_has_passed() {
+    /// A manager with a bulkhead and one key, "quiet", in no top list.
+    fn with_a_quiet_key() -> ThrottleManager<String> {
         let manager = ThrottleManager::<String>::builder()
             .bulkhead(BulkheadConfig::new(10))
             .key_names(|key: &String| key.clone())
             .build()
             .unwrap();
         manager.increment("quiet");
+        manager
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_asked_for_is_watched_until_the_history_has_passed() {
+        let manager = with_a_quiet_key();
         let page = started_page(&manager);
         assert!(!page.ask_for("unknown"));
         assert!(page.ask_for("quiet"));
@@ -519,12 +525,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_sampler_that_stopped_is_started_again_by_the_next_request() {
-        let manager = ThrottleManager::<String>::builder()
-            .bulkhead(BulkheadConfig::new(10))
-            .key_names(|key: &String| key.clone())
-            .build()
-            .unwrap();
-        manager.increment("quiet");
+        let manager = with_a_quiet_key();
         let page = started_page(&manager);
         assert!(page.ask_for("quiet"));
         // Watched for the history's 5 s: sampled when asked for, then each

@@ -624,37 +624,29 @@ fn a_bulkhead_section_is_fixed_or_learned_and_says_which_field_is_wrong() {
 fn a_name_given_twice_is_refused_in_every_format_with_its_path() {
     // The path is the table's, the message names the name (as serde names
     // a field given twice).
-    let json = r#"{
-        "tiers": {"gold": {"rate": {"starting_rate": 50}}, "gold": {"rate": {"starting_rate": 5}}}
-    }"#;
-    let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
-        .unwrap_err();
-    let problem = &error.problems()[0];
-    assert_eq!(problem.field(), "tiers", "{error}");
-    assert!(
-        problem.message().contains("\"gold\" is given twice"),
-        "{error}"
+    // The one problem of a JSON file: its path and its message.
+    let json_problem = |json: &str| {
+        let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
+            .unwrap_err();
+        let problem = &error.problems()[0];
+        (problem.field().to_owned(), problem.message().to_owned())
+    };
+    let (field, message) = json_problem(
+        r#"{"tiers": {"gold": {"rate": {"starting_rate": 50}}, "gold": {"rate": {"starting_rate": 5}}}}"#,
     );
-
-    let json = r#"{"overrides": {"api": {}, "web": {}, "api": {}}}"#;
-    let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
-        .unwrap_err();
-    let problem = &error.problems()[0];
-    assert_eq!(problem.field(), "overrides", "{error}");
-    assert!(
-        problem.message().contains("\"api\" is given twice"),
-        "{error}"
-    );
+    assert_eq!(field, "tiers");
+    assert!(message.contains("\"gold\" is given twice"), "{message}");
+    let (field, message) = json_problem(r#"{"overrides": {"api": {}, "web": {}, "api": {}}}"#);
+    assert_eq!(field, "overrides");
+    assert!(message.contains("\"api\" is given twice"), "{message}");
 
     // TOML refuses it too, and so does a field given twice.
     let toml = "[tiers.gold.rate]\nstarting_rate = 5\n[tiers.gold.rate]\nstarting_rate = 6\n";
     assert!(toml::from_str::<ManagerConfig>(toml).is_err());
-    let json = r#"{"default": {"rate": {"starting_rate": 5, "starting_rate": 6}}}"#;
-    let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
-        .unwrap_err();
-    let problem = &error.problems()[0];
-    assert_eq!(problem.field(), "default.rate", "{error}");
-    assert!(problem.message().contains("starting_rate"), "{error}");
+    let (field, message) =
+        json_problem(r#"{"default": {"rate": {"starting_rate": 5, "starting_rate": 6}}}"#);
+    assert_eq!(field, "default.rate");
+    assert!(message.contains("starting_rate"), "{message}");
     // Distinct names are kept, each.
     let json = r#"{"tiers": {"gold": {}, "free": {}}}"#;
     let config =

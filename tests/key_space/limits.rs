@@ -256,7 +256,10 @@ fn a_key_shedding_only_its_least_important_calls_is_never_evicted() {
             permit.failure();
         }
     }
-    assert_eq!(manager.rejection_probability("a", Priority::HIGH), Some(0.0));
+    assert_eq!(
+        manager.rejection_probability("a", Priority::HIGH),
+        Some(0.0)
+    );
     let shed = manager.try_acquire("a", Priority::LOW).unwrap_err();
     assert_eq!(shed.reason(), RejectReason::Throttled);
     clock.advance(Duration::from_secs(30)); // well inside the 60 s window

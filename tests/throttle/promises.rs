@@ -146,11 +146,21 @@ async fn four_priorities_asking_alike_are_shed_in_their_order() {
 async fn fail_hard() -> Simulation {
     let mut sim = Simulation::new(ten_second_window(), 0.0, &[20.0; 4], 9);
     sim.run(5.0).await;
-    for priority in PRIORITIES {
-        let p = sim.manager.rejection_probability("backend", priority);
-        assert!(p.unwrap() > 0.5, "{priority:?}: {p:?}");
-    }
+    let shed = probabilities(&sim);
+    assert!(shed.iter().all(|&p| p > 0.5), "{shed:?}");
     sim
+}
+
+/// Each priority's probability of being shed, now.
+fn probabilities(sim: &Simulation) -> Vec<f64> {
+    PRIORITIES
+        .iter()
+        .map(|&priority| {
+            sim.manager
+                .rejection_probability("backend", priority)
+                .unwrap()
+        })
+        .collect()
 }
 
 /// 200 calls at each priority, now; how many of each were shed.
@@ -175,10 +185,7 @@ fn shed_of_200(sim: &Simulation) -> Vec<u32> {
 async fn a_window_without_calls_forgets_the_failures_at_every_priority() {
     let sim = fail_hard().await;
     tokio::time::advance(Duration::from_millis(10_100) - TICK).await;
-    for priority in PRIORITIES {
-        let p = sim.manager.rejection_probability("backend", priority);
-        assert_eq!(p, Some(0.0), "{priority:?}");
-    }
+    assert_eq!(probabilities(&sim), [0.0; 4]);
     assert_eq!(shed_of_200(&sim), [0, 0, 0, 0]);
 }
 
@@ -189,10 +196,8 @@ async fn a_window_without_calls_forgets_the_failures_at_every_priority() {
 async fn nine_tenths_of_a_window_without_calls_still_sheds() {
     let sim = fail_hard().await;
     tokio::time::advance(Duration::from_secs(9) - TICK).await;
-    for priority in PRIORITIES {
-        let p = sim.manager.rejection_probability("backend", priority);
-        assert!(p.unwrap() > 0.5, "{priority:?}: {p:?}");
-    }
+    let shed = probabilities(&sim);
+    assert!(shed.iter().all(|&p| p > 0.5), "{shed:?}");
     assert!(shed_of_200(&sim)[0] > 0);
 }
 
