@@ -67,11 +67,9 @@ pub struct KeySnapshot {
 #[non_exhaustive]
 pub struct PrioritySnapshot {
     /// Calls of this priority counted over the window (shed ones
-    /// included), rounded: the window's older bucket counts in part (see
-    /// [`ThrottleConfig::window`](crate::ThrottleConfig::window)).
+    /// included; see [`ThrottleConfig::window`](crate::ThrottleConfig::window)).
     pub requests: u64,
-    /// Calls of this priority the backend accepted over the window,
-    /// rounded alike.
+    /// Calls of this priority the backend accepted over the window.
     pub accepts: u64,
     /// The probability that a call of this priority is shed now.
     pub rejection_probability: f64,
