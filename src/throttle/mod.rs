@@ -12,7 +12,7 @@
 //! - **Priority order is taken from the budget, not left to the dynamics.**
 //!   The backend accepts calls whatever their priority, so the accepts of
 //!   every priority are one SRE budget (`ratio × accepts`), taken by the
-//!   priorities in order ([`probability::rejections`]). A priority judged
+//!   priorities in order (`probability::rejections`). A priority judged
 //!   by its own accepts alone has no pull back to 0 under a shared
 //!   overload (the backend refuses its calls as often as anyone's, so any
 //!   probability is an equilibrium); allowed what the priorities above it
