@@ -28,7 +28,8 @@ use crate::priority::Priority;
 /// assert_eq!(snapshot.priorities[0].requests, 1);
 /// assert_eq!(snapshot.priorities[0].accepts, 1);
 /// assert_eq!(snapshot.priorities[3].requests, 1);
-/// assert_eq!(snapshot.priorities[3].rejection_probability, 1.0 / 61.0);
+/// // HIGH's accept is every priority's budget (2 calls): LOW's one fits.
+/// assert_eq!(snapshot.priorities[3].rejection_probability, 0.0);
 /// # Ok(())
 /// # }
 /// ```
