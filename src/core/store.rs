@@ -90,10 +90,10 @@ impl Core {
         let mut due = None;
         if in_line == 0 {
             // A fixed rate's token is booked as far ahead as the caller
-            // waits, up to the longest pause: a store takes a debt beyond
-            // that for garbage (`RateRules::max_debt`).
+            // waits (`ask_store` caps it at the longest pause: a store
+            // takes a debt beyond that for garbage, `RateRules::max_debt`).
             let horizon = if settings.never_moves() {
-                nanos(self.store_rules(settings).max_pause)
+                patience
             } else {
                 STORE_HORIZON
             };
