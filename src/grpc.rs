@@ -41,6 +41,9 @@ const UNAVAILABLE: u8 = 14;
 const INVALID_ARGUMENT: u8 = 3;
 /// `INTERNAL`.
 const INTERNAL: u8 = 13;
+/// `DEADLINE_EXCEEDED`.
+#[cfg(feature = "tower")]
+const DEADLINE_EXCEEDED: u8 = 4;
 
 /// The outcome of a call that ended with gRPC status `code` (see the
 /// module's table).
@@ -78,7 +81,6 @@ pub fn status_in(headers: &HeaderMap) -> Option<u32> {
 
 /// The wait a gRPC answer asks for in `grpc-retry-pushback-ms`; a negative
 /// or unreadable value asks for none.
-#[cfg(feature = "tower")]
 pub(crate) fn pushback_in(headers: &HeaderMap) -> Option<std::time::Duration> {
     let ms: u64 = headers
         .get(GRPC_PUSHBACK)?
@@ -170,6 +172,14 @@ pub(crate) fn invalid_argument(problem: &str) -> Response<Bytes> {
     trailers_only(u32::from(INVALID_ARGUMENT), problem)
 }
 
+/// The trailers-only answer to a gRPC call that had no answer within the
+/// manager's call timeout of `after`: 4 `DEADLINE_EXCEEDED`.
+#[cfg(feature = "tower")]
+pub(crate) fn timed_out(after: std::time::Duration) -> Response<Bytes> {
+    let message = format!("no answer within the call timeout of {after:?}");
+    trailers_only(u32::from(DEADLINE_EXCEEDED), &message)
+}
+
 /// HTTP 200 with the call's whole status in its head and no body.
 fn trailers_only(code: u32, message: &str) -> Response<Bytes> {
     let mut answer = Response::new(Bytes::new());
@@ -224,7 +234,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "tower")]
     fn a_pushback_is_whole_milliseconds_and_nothing_else() {
         let with = |value: &'static str| {
             let mut headers = HeaderMap::new();

@@ -104,8 +104,6 @@
 mod builder;
 pub mod bulkhead;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
-mod call_body;
-#[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod client;
 pub mod clock;
@@ -114,6 +112,9 @@ mod core;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub mod database;
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
+pub mod edge;
 pub mod error;
 mod events;
 #[cfg(any(feature = "reqwest", feature = "tower"))]

@@ -7,6 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, StatusCode};
 
+use crate::outcome::Outcome;
+
 /// A header value the client could not read. The middleware ignores such a
 /// value (with a debug event); [`retry_after`] returns it.
 ///
@@ -122,7 +124,7 @@ pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHead
 ///
 /// Values that cannot be read are skipped, each with the error, into
 /// `invalid`.
-pub(super) fn requested_pause(
+pub(super) fn pause_in(
     status: StatusCode,
     headers: &HeaderMap,
     now: SystemTime,
@@ -166,6 +168,34 @@ pub(super) fn requested_pause(
 /// From 10^9 on (September 2001), a reset is a Unix time, not a number of
 /// seconds: no quota window is 31 years long.
 const UNIX_TIME_FROM: f64 = 1e9;
+
+/// The pause an answer asks a client for: its `grpc-retry-pushback-ms` if
+/// it has one (gRPC's own word, in milliseconds, over HTTP headers that a
+/// server may add in whole seconds), else what its HTTP headers say
+/// ([`pause_in`]). A value that cannot be read is ignored, with a debug
+/// event naming `key`.
+pub(super) fn requested_pause(
+    key: &str,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Option<Duration> {
+    crate::grpc::pushback_in(headers).or_else(|| {
+        pause_in(status, headers, SystemTime::now(), |invalid| {
+            tracing::debug!(key, %invalid, "ignored a header the client cannot read");
+        })
+    })
+}
+
+/// What an HTTP status says of a client's call: 429 and 503 are overload,
+/// any other 4xx or 5xx says nothing about capacity (a 404), the rest is a
+/// success.
+pub(super) fn outcome_of_status(status: StatusCode) -> Outcome {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
+        status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
+        _ => Outcome::Success,
+    }
+}
 
 /// A `*-Reset` value: seconds from now, or a Unix time (fractions allowed,
 /// as some APIs send them).
@@ -316,7 +346,7 @@ mod tests {
     fn pause(status: u16, pairs: &[(&'static str, &str)]) -> (Option<Duration>, Vec<String>) {
         let mut invalid = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let pause = requested_pause(status, &headers(pairs), rfc_date(), |e| {
+        let pause = pause_in(status, &headers(pairs), rfc_date(), |e| {
             invalid.push(e.to_string())
         });
         (pause, invalid)
@@ -402,7 +432,7 @@ mod tests {
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "1800000042"),
         ]);
-        let found = requested_pause(StatusCode::OK, &github, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &github, now, |e| panic!("{e}"));
         assert_eq!(found, Some(secs(42)));
         let fractional = [
             ("x-ratelimit-remaining", "0"),
@@ -414,13 +444,13 @@ mod tests {
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "1000000000"),
         ]);
-        let found = requested_pause(StatusCode::OK, &at_the_line, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &at_the_line, now, |e| panic!("{e}"));
         assert_eq!(found, Some(Duration::ZERO));
         let just_below = headers(&[
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "999999999"),
         ]);
-        let found = requested_pause(StatusCode::OK, &just_below, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &just_below, now, |e| panic!("{e}"));
         assert_eq!(found, Some(secs(999_999_999)));
         let left = [("x-ratelimit-remaining", "12"), ("x-ratelimit-reset", "7")];
         assert_eq!(pause(200, &left).0, None);
@@ -545,7 +575,7 @@ mod tests {
                 }
                 let now = UNIX_EPOCH + Duration::from_secs(now % (1 << 40));
                 let status = StatusCode::from_u16(status).unwrap();
-                let _ = requested_pause(status, &map, now, |_| {});
+                let _ = pause_in(status, &map, now, |_| {});
                 let _ = retry_after(&values[0], now);
             }
         }

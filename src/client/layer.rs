@@ -4,19 +4,19 @@
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::SystemTime;
 
 use http::request::Parts;
 use http::{HeaderMap, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::headers;
+use super::RequestTimedOut;
+use super::headers::{outcome_of_status, requested_pause};
 use crate::ThrottleManager;
+use crate::edge::{self, Admission, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
 use crate::grpc;
 use crate::outcome::Outcome;
-use crate::priority::{Priority, with_priority};
-use crate::server::{ResponseBody, ResponseFuture};
+use crate::priority::Priority;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type KeyOf = dyn Fn(&Parts) -> String + Send + Sync;
@@ -36,7 +36,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    [`key_by_grpc_method`](Self::key_by_grpc_method) for one key per
 ///    method);
 /// 2. its **priority** is a [`Priority`] in its extensions, else the
-///    task's ([`with_priority`]), else [`priority`](Self::priority);
+///    task's ([`with_priority`](crate::with_priority)), else [`priority`](Self::priority);
 /// 3. it waits for the key's controls as
 ///    [`acquire`](crate::ThrottleManager::acquire) does. A refused gRPC
 ///    call is answered here, without reaching the network, as the server
@@ -44,12 +44,17 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    `Code::ResourceExhausted` or `Code::Unavailable`, with
 ///    `grpc-retry-pushback-ms` in its metadata); a refused HTTP request is
 ///    an error that downcasts to [`Rejected`](crate::Rejected);
-/// 4. the answer is the call's [`Outcome`] ([`classify_head`], or
+/// 4. a request still without an answer after the manager's
+///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
+///    dropped and counted as overload: a gRPC call is answered
+///    `DEADLINE_EXCEEDED` here, an HTTP request is an error that downcasts
+///    to [`RequestTimedOut`];
+/// 5. the answer is the call's [`Outcome`] ([`classify_head`], or
 ///    [`classify_by`](Self::classify_by)); an error from the inner service
 ///    (a refused connection, a timeout) is overload. A call ends when its
-///    body ends, with a gRPC call judged by the `grpc-status` of its
-///    trailers;
-/// 5. an answer that asks for a pause (`grpc-retry-pushback-ms`, else
+///    body ends or is dropped, as [the edges' rule](crate::edge) says,
+///    with a gRPC call judged by the `grpc-status` of its trailers;
+/// 6. an answer that asks for a pause (`grpc-retry-pushback-ms`, else
 ///    `Retry-After` on a 429 or 503 or a spent `RateLimit`) defers the key
 ///    by that long, up to the manager's
 ///    [`max_defer`](crate::ThrottleManagerBuilder::max_defer).
@@ -124,12 +129,11 @@ impl ThrottleClientLayer {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn key_by<F>(mut self, key_of: F) -> Self
+    pub fn key_by<F>(self, key_of: F) -> Self
     where
         F: Fn(&Parts) -> String + Send + Sync + 'static,
     {
-        self.settings_mut().key_of = Some(Arc::new(key_of));
-        self
+        self.with(|settings| settings.key_of = Some(Arc::new(key_of)))
     }
 
     /// Keys requests by their gRPC method, the whole path
@@ -168,12 +172,11 @@ impl ThrottleClientLayer {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn classify_by<F>(mut self, classify: F) -> Self
+    pub fn classify_by<F>(self, classify: F) -> Self
     where
         F: Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync + 'static,
     {
-        self.settings_mut().classify = Some(Arc::new(classify));
-        self
+        self.with(|settings| settings.classify = Some(Arc::new(classify)))
     }
 
     /// The priority of requests that carry none (default
@@ -189,13 +192,14 @@ impl ThrottleClientLayer {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[must_use]
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.settings_mut().priority = priority;
-        self
+    pub fn priority(self, priority: Priority) -> Self {
+        self.with(|settings| settings.priority = priority)
     }
 
-    fn settings_mut(&mut self) -> &mut ClientSettings {
-        Arc::make_mut(&mut self.settings)
+    /// The layer with its settings changed by `change`.
+    fn with(mut self, change: impl FnOnce(&mut ClientSettings)) -> Self {
+        change(Arc::make_mut(&mut self.settings));
+        self
     }
 }
 
@@ -276,9 +280,7 @@ where
     /// the request is in flight, it drops the request and frees the key's
     /// slot, counting a neutral outcome.
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The clone that was polled ready sends this request.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
+        let ready = edge::take_ready(&mut self.inner);
         let settings = Arc::clone(&self.settings);
         ResponseFuture::new(Box::pin(send(settings, ready, request)))
     }
@@ -296,45 +298,49 @@ where
 {
     let (head, body) = request.into_parts();
     let key = settings.key_of(&head);
+    let grpc = grpc::is_grpc(&head.headers);
     let priority = head
         .extensions
         .get::<Priority>()
         .copied()
         .or_else(Priority::current)
         .unwrap_or(settings.priority);
-    let manager = &settings.manager;
-    let permit = match with_priority(priority, manager.acquire_owned(key.as_str(), priority)).await
-    {
-        Ok(permit) => permit,
-        Err(rejected) if grpc::is_grpc(&head.headers) => {
-            return Ok(grpc::refusal(&rejected).map(ResponseBody::answer));
+    let call = EdgeCall {
+        manager: &settings.manager,
+        key: &key,
+        priority,
+        admission: Admission::Wait,
+        carry: true,
+    };
+    let passage = call
+        .pass(
+            || inner.call(Request::from_parts(head, body)),
+            |result| match result {
+                Ok(response) => Verdict {
+                    outcome: settings.outcome_of(response),
+                    pause: requested_pause(&key, response.status(), response.headers()),
+                },
+                Err(_) => Verdict::of(Outcome::Overloaded),
+            },
+        )
+        .await;
+    match passage {
+        // A refused or timed-out gRPC call is answered as a server would,
+        // so that a tonic client reads its status.
+        Passage::Refused(rejected) if grpc => {
+            Ok(grpc::refusal(&rejected).map(ResponseBody::answer))
         }
-        Err(rejected) => return Err(Box::new(rejected)),
-    };
-    let response = match inner.call(Request::from_parts(head, body)).await {
-        Ok(response) => response,
-        Err(error) => {
-            permit.report(Outcome::Overloaded);
-            return Err(error.into());
+        Passage::Refused(rejected) => Err(Box::new(rejected)),
+        Passage::TimedOut(after) if grpc => Ok(grpc::timed_out(after).map(ResponseBody::answer)),
+        Passage::TimedOut(after) => Err(Box::new(RequestTimedOut::new(after))),
+        Passage::Carried(response, permit) => {
+            Ok(response.map(|body| ResponseBody::carrying(body, permit)))
         }
-    };
-    let outcome = match &settings.classify {
-        Some(classify) => classify(response.status(), response.headers()),
-        None => classify_head(response.status(), response.headers()),
-    };
-    let pause = requested_pause(&key, response.status(), response.headers());
-    // A successful answer's body carries the permit to its end (where a
-    // gRPC call's status is), unless it asks for a pause: a report after
-    // the pause is set would rescale the pause with the rate's debt.
-    if outcome == Outcome::Success && pause.is_none() {
-        return Ok(response.map(|body| ResponseBody::inner(body, Some(permit))));
+        Passage::Reported(result, _) => match result {
+            Ok(response) => Ok(response.map(ResponseBody::reported)),
+            Err(error) => Err(error.into()),
+        },
     }
-    permit.report(outcome);
-    if let Some(pause) = pause {
-        let deferred = manager.defer(key.as_str(), pause);
-        tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
-    }
-    Ok(response.map(|body| ResponseBody::inner(body, None)))
 }
 
 impl ClientSettings {
@@ -355,22 +361,14 @@ impl ClientSettings {
         let path = head.uri.path().trim_start_matches('/');
         path.split('/').next().unwrap_or_default().to_owned()
     }
-}
 
-/// The pause an answer asks for: its `grpc-retry-pushback-ms` if it has
-/// one (gRPC's own word, in milliseconds, over HTTP headers that a server
-/// may add in whole seconds), else what the HTTP headers say
-/// (`Retry-After` on a 429 or 503, a spent rate-limit quota).
-fn requested_pause(
-    key: &str,
-    status: StatusCode,
-    headers: &HeaderMap,
-) -> Option<std::time::Duration> {
-    grpc::pushback_in(headers).or_else(|| {
-        headers::requested_pause(status, headers, SystemTime::now(), |invalid| {
-            tracing::debug!(key, %invalid, "ignored a header the client cannot read");
-        })
-    })
+    fn outcome_of<B>(&self, response: &Response<B>) -> Outcome {
+        let (status, headers) = (response.status(), response.headers());
+        match &self.classify {
+            Some(judge) => judge(status, headers),
+            None => classify_head(status, headers),
+        }
+    }
 }
 
 /// The default classification of an answer's head, for the client layer:
@@ -394,12 +392,8 @@ fn requested_pause(
 /// assert_eq!(classify_head(StatusCode::OK, &grpc), Outcome::Overloaded);
 /// ```
 pub fn classify_head(status: StatusCode, headers: &HeaderMap) -> Outcome {
-    if let Some(code) = grpc::status_in(headers) {
-        return grpc::outcome_of(code);
-    }
-    match status {
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
-        status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
-        _ => Outcome::Success,
+    match grpc::status_in(headers) {
+        Some(code) => grpc::outcome_of(code),
+        None => outcome_of_status(status),
     }
 }

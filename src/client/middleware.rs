@@ -2,18 +2,17 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use http::Extensions;
-use reqwest::{Request, Response, ResponseBuilderExt, StatusCode};
+use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
-use super::headers;
+use super::RequestTimedOut;
+use super::headers::{outcome_of_status, requested_pause};
 use crate::ThrottleManager;
-use crate::call_body::CallBody;
+use crate::edge::{Admission, BodyPermit, CallBody, EdgeCall, Passage, Verdict};
 use crate::outcome::{Outcome, transport_overload};
-use crate::permit::OwnedPermit;
-use crate::priority::{Priority, with_priority};
+use crate::priority::Priority;
 use crate::retry::RetryCause;
 
 type KeyOf = dyn Fn(&Request) -> String + Send + Sync;
@@ -27,7 +26,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    [`key_by`](Self::key_by) says);
 /// 2. its **priority** is a [`Priority`] in the request's extensions
 ///    (`reqwest_middleware::RequestBuilder::with_extension`), else the
-///    task's ([`with_priority`]), else the middleware's
+///    task's ([`with_priority`](crate::with_priority)), else the middleware's
 ///    [`priority`](Self::priority) ([`Priority::HIGH`] unless set);
 /// 3. it waits for the key's controls as
 ///    [`acquire`](crate::ThrottleManager::acquire) does. A call they refuse
@@ -58,11 +57,13 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// A successful response's body carries the request's permit: the host's
 /// bulkhead slot stays taken while the caller reads it, so a large
 /// download or a stream counts against the host's concurrency for as long
-/// as it flows, and the success is reported when the body ends. A body
-/// that fails midway (the connection broke) is reported as overload. A
-/// response dropped before its body is read to the end (including one whose
-/// body the caller never reads) frees its slot then, as neutral. A response
-/// that fails, is neutral, or asks for a pause is reported at once.
+/// as it flows. The call is reported when the body ends, or when the
+/// response is dropped before that: a 2xx whose body the caller never
+/// reads is a success, so code that looks only at the status still teaches
+/// the host's rate. A body that fails midway (the connection broke) is
+/// reported as overload. A response that fails, is neutral, or asks for a
+/// pause is reported at once. The rule is [the same on every
+/// edge](crate::edge#a-call-ends-when-its-body-ends).
 /// [`release_at_headers`](Self::release_at_headers) ends every call when
 /// its headers arrive instead.
 ///
@@ -211,7 +212,7 @@ impl ThrottleMiddleware {
     }
 
     /// The priority of requests that carry none in their extensions, outside
-    /// [`with_priority`]. Default: [`Priority::HIGH`], the priority the
+    /// [`with_priority`](crate::with_priority). Default: [`Priority::HIGH`], the priority the
     /// manager counts outcomes reported without a permit at.
     ///
     /// ```
@@ -257,7 +258,7 @@ impl ThrottleMiddleware {
 
     fn outcome_of(&self, result: &reqwest_middleware::Result<Response>) -> Outcome {
         match &self.classify {
-            Some(classify) => classify(result),
+            Some(judge) => judge(result),
             None => classify(result),
         }
     }
@@ -309,9 +310,8 @@ impl Middleware for ThrottleMiddleware {
             let attempt = self.attempt(&key, retries.priority(), request, extensions, next.clone());
             let Some((result, cause)) = retries.within(attempt).await else {
                 let after = retries.deadline().unwrap_or_default();
-                return Err(reqwest_middleware::Error::middleware(RequestTimedOut {
-                    after,
-                }));
+                let timed_out = RequestTimedOut::new(after);
+                return Err(reqwest_middleware::Error::middleware(timed_out));
             };
             let (Some(cause), Some(again)) = (cause, spare) else {
                 return result;
@@ -336,76 +336,60 @@ impl ThrottleMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
-        let admitted = with_priority(priority, self.manager.acquire_owned(key, priority)).await;
-        let permit = match admitted {
-            Ok(permit) => permit,
-            Err(rejected) => {
+        let call = EdgeCall {
+            manager: &self.manager,
+            key,
+            priority,
+            admission: Admission::Wait,
+            carry: !self.release_at_headers,
+        };
+        let passage = call
+            .pass(
+                || next.run(request, extensions),
+                |result| Verdict {
+                    outcome: self.outcome_of(result),
+                    pause: result.as_ref().ok().and_then(|response| {
+                        requested_pause(key, response.status(), response.headers())
+                    }),
+                },
+            )
+            .await;
+        match passage {
+            Passage::Refused(rejected) => {
                 let cause = RetryCause::Refused {
                     retry_after: rejected.retry_after(),
                 };
-                return (
+                (
                     Err(reqwest_middleware::Error::middleware(rejected)),
                     Some(cause),
-                );
+                )
             }
-        };
-        let result = match self.manager.call_timeout() {
-            None => next.run(request, extensions).await,
-            Some(limit) => match tokio::time::timeout(limit, next.run(request, extensions)).await {
-                Ok(result) => result,
-                Err(_) => {
-                    permit.report(Outcome::Overloaded);
-                    let timed_out = RequestTimedOut { after: limit };
-                    let cause = RetryCause::Overloaded { pause: None };
-                    return (
-                        Err(reqwest_middleware::Error::middleware(timed_out)),
-                        Some(cause),
-                    );
-                }
-            },
-        };
-        let outcome = self.outcome_of(&result);
-        let pause = match &result {
-            Ok(response) => headers::requested_pause(
-                response.status(),
-                response.headers(),
-                SystemTime::now(),
-                |invalid| tracing::debug!(key, %invalid, "ignored a header the client cannot read"),
-            ),
-            Err(_) => None,
-        };
-        // A successful answer's body carries the permit to its end, unless
-        // it asks for a pause: a report after the pause is set would
-        // rescale the pause with the rate's debt.
-        let result = match result {
-            Ok(response)
-                if outcome == Outcome::Success && pause.is_none() && !self.release_at_headers =>
-            {
-                return (Ok(carrying(response, permit)), None);
+            Passage::TimedOut(after) => {
+                let timed_out = RequestTimedOut::new(after);
+                let cause = RetryCause::Overloaded { pause: None };
+                (
+                    Err(reqwest_middleware::Error::middleware(timed_out)),
+                    Some(cause),
+                )
             }
-            result => result,
-        };
-        // The outcome first: a failure rescales the rate's debt, which must
-        // not stretch a pause set after it.
-        permit.report(outcome);
-        if let Some(pause) = pause {
-            let deferred = self.manager.defer(key, pause);
-            tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
+            Passage::Carried(response, permit) => (Ok(carrying(response, permit)), None),
+            Passage::Reported(result, Verdict { outcome, pause }) => {
+                let cause = match (outcome, &result) {
+                    (Outcome::Overloaded, Err(reqwest_middleware::Error::Reqwest(_))) => {
+                        Some(RetryCause::Transport)
+                    }
+                    (Outcome::Overloaded, _) => Some(RetryCause::Overloaded { pause }),
+                    _ => None,
+                };
+                (result, cause)
+            }
         }
-        let cause = match (outcome, &result) {
-            (Outcome::Overloaded, Err(reqwest_middleware::Error::Reqwest(_))) => {
-                Some(RetryCause::Transport)
-            }
-            (Outcome::Overloaded, _) => Some(RetryCause::Overloaded { pause }),
-            _ => None,
-        };
-        (result, cause)
     }
 }
 
-/// `response` with its body carrying `permit`, to report a success when
-/// the body ends (see [`CallBody`]).
-fn carrying(response: Response, permit: OwnedPermit) -> Response {
+/// `response` with its body carrying `permit` to its end (see
+/// [when a call ends](crate::edge#a-call-ends-when-its-body-ends)).
+fn carrying(response: Response, permit: BodyPermit) -> Response {
     let url = response.url().clone();
     let (mut parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
     // reqwest keeps a response's URL in an extension only its builder sets.
@@ -413,7 +397,7 @@ fn carrying(response: Response, permit: OwnedPermit) -> Response {
     if let Some(extensions) = with_url.extensions_mut() {
         parts.extensions.extend(std::mem::take(extensions));
     }
-    let body = reqwest::Body::wrap(CallBody::new(body, permit, Outcome::Success));
+    let body = reqwest::Body::wrap(CallBody::new(body, permit));
     Response::from(http::Response::from_parts(parts, body))
 }
 
@@ -431,44 +415,6 @@ fn is_idempotent(method: &reqwest::Method) -> bool {
     ]
     .contains(method)
 }
-
-/// A request the middleware dropped because it ran past the manager's
-/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) (counted
-/// as overload for its host), or past the retry policy's
-/// [`deadline`](crate::retry::RetryPolicy::deadline) with its attempts and
-/// waits together (counted as neutral). The client's error is
-/// `reqwest_middleware::Error::Middleware`, which downcasts to it.
-///
-/// ```
-/// use portcullis::client::RequestTimedOut;
-///
-/// fn timed_out(error: &reqwest_middleware::Error) -> Option<std::time::Duration> {
-///     match error {
-///         reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<RequestTimedOut>().map(|t| t.after()),
-///         _ => None,
-///     }
-/// }
-/// # let _ = timed_out;
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestTimedOut {
-    after: std::time::Duration,
-}
-
-impl RequestTimedOut {
-    /// The timeout it ran past.
-    pub fn after(&self) -> std::time::Duration {
-        self.after
-    }
-}
-
-impl fmt::Display for RequestTimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no response within the call timeout of {:?}", self.after)
-    }
-}
-
-impl std::error::Error for RequestTimedOut {}
 
 /// The default key of a request: its URL's authority, the host with the
 /// port when the port is not the scheme's default (`example.com`,
@@ -517,11 +463,7 @@ pub fn host_key(request: &Request) -> String {
 /// ```
 pub fn classify(result: &reqwest_middleware::Result<Response>) -> Outcome {
     match result {
-        Ok(response) => match response.status() {
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
-            status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
-            _ => Outcome::Success,
-        },
+        Ok(response) => outcome_of_status(response.status()),
         Err(reqwest_middleware::Error::Reqwest(error)) => {
             if error.is_connect() || error.is_timeout() {
                 Outcome::Overloaded

@@ -25,13 +25,15 @@
 //! a 429 or 503, a rate-limit header saying the quota is spent,
 //! `grpc-retry-pushback-ms`) [defers](crate::ThrottleManager::defer) the
 //! host's rate for that long, so no request reaches it before then and
-//! other hosts go on. The call ends when the response's body ends.
+//! other hosts go on. The call ends when the response's body ends or is
+//! dropped ([the edges' rule](crate::edge)).
 
 mod headers;
 #[cfg(feature = "tower")]
 mod layer;
 #[cfg(feature = "reqwest")]
 mod middleware;
+mod timed_out;
 
 pub use headers::{InvalidHeader, retry_after};
 #[cfg(feature = "tower")]
@@ -39,4 +41,5 @@ pub use headers::{InvalidHeader, retry_after};
 pub use layer::{ThrottleClientLayer, ThrottleClientService, classify_head};
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
-pub use middleware::{RequestTimedOut, ThrottleMiddleware, classify, host_key};
+pub use middleware::{ThrottleMiddleware, classify, host_key};
+pub use timed_out::RequestTimedOut;

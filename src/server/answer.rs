@@ -143,6 +143,15 @@ pub(super) fn quoted(input: &str) -> String {
     }
 }
 
+/// 503 Service Unavailable for a request whose inner service gave no answer
+/// within the manager's call timeout of `after`.
+pub(super) fn timed_out(after: Duration) -> Response<Bytes> {
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("no answer within the call timeout of {after:?}"),
+    )
+}
+
 /// 400 Bad Request, saying what is wrong with the request.
 pub(super) fn bad_request(problem: &str) -> Response<Bytes> {
     text(StatusCode::BAD_REQUEST, problem)

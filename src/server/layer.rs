@@ -37,20 +37,29 @@ type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 ///    known, and, when the key has a rate, the IETF `RateLimit-Policy` and
 ///    `RateLimit` headers (see [`rate_limit_headers`](Self::rate_limit_headers));
 ///    [`on_refusal`](Self::on_refusal) replaces the status and body;
-/// 4. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
+/// 4. the inner service has until the manager's
+///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) to
+///    answer: a handler still without an answer's head then is dropped,
+///    counted as overload and answered **503** (a gRPC call
+///    `DEADLINE_EXCEEDED`);
+/// 5. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
 ///    or [`classify_by`](Self::classify_by)): 5xx and timeouts lower an
 ///    adaptive key's rate, 4xx leave it alone;
-/// 5. **the call ends when its body ends**: a successful answer's body
+/// 6. **the call ends when its body ends**: a successful answer's body
 ///    carries the key's bulkhead slot until its last frame is sent, so a
 ///    stream (a download, server-sent events) counts against the key's
 ///    concurrency for as long as it flows. A body that fails midway is
-///    overload; one the client stops reading (it went away) is neutral.
-///    An answer judged a failure or neutral by its head is reported at
-///    once. [`release_at_headers`](Self::release_at_headers) ends every
-///    call at its head instead.
+///    overload; one the client stops reading (it went away) reports what
+///    its head said, a success ([the edges' rule](crate::edge)). An answer
+///    judged a failure or neutral by its head is reported at once.
+///    [`release_at_headers`](Self::release_at_headers) ends every call at
+///    its head instead.
 ///
 /// Clones are cheap and share the manager; the layer's types are nameable
-/// (`ThrottleService<S>`, `ResponseFuture`, `ResponseBody<B>`).
+/// ([`ThrottleService<S>`](super::ThrottleService), and the
+/// [`ResponseFuture`](crate::edge::ResponseFuture) and
+/// [`ResponseBody<B>`](crate::edge::ResponseBody) every tower edge answers
+/// with).
 ///
 /// # Example
 ///

@@ -27,14 +27,12 @@
 //! [`tier_of`](crate::ThrottleManagerBuilder::tier_of).
 
 mod answer;
-mod future;
 mod key;
 mod layer;
 mod proxies;
 mod service;
 
 pub use answer::{classify, missing_key, refusal, status_of};
-pub use future::{ResponseBody, ResponseFuture};
 pub use key::{KeyExtractor, MissingKey, TrustedProxies};
 pub use layer::ThrottleLayer;
 pub use service::ThrottleService;

@@ -10,10 +10,10 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::answer::{self, set_rate_limit, set_retry_after};
-use super::future::{ResponseBody, ResponseFuture};
 use super::key::MissingKey;
 use super::layer::Settings;
 use crate::ThrottleManager;
+use crate::edge::{self, Admission, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
 use crate::error::Rejected;
 use crate::grpc;
 use crate::outcome::Outcome;
@@ -71,73 +71,83 @@ where
     /// runs, it drops that call and frees the key's slot, counting a
     /// neutral outcome.
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The clone that was polled ready serves this request.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
         let settings = Arc::clone(&self.settings);
-        ResponseFuture::new(Box::pin(handle(settings, ready, request)))
+        let ready = edge::take_ready(&mut self.inner);
+        ResponseFuture::new(Box::pin(
+            async move { settings.answer(ready, request).await },
+        ))
     }
-}
-
-async fn handle<S, ReqBody, ResBody>(
-    settings: Arc<Settings>,
-    mut inner: S,
-    request: Request<ReqBody>,
-) -> Result<Response<ResponseBody<ResBody>>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ResBody: http_body::Body,
-{
-    let (head, body) = request.into_parts();
-    let grpc = grpc::is_grpc(&head.headers);
-    let key = match settings.extractor.key_of(&head) {
-        Ok(key) => key,
-        Err(missing) => return Ok(settings.missing_key(&missing, grpc)),
-    };
-    let priority = match settings.priority_of(&head) {
-        Ok(priority) => priority,
-        Err(problem) => {
-            let answer = if grpc {
-                grpc::invalid_argument(&problem)
-            } else {
-                answer::bad_request(&problem)
-            };
-            return Ok(answer.map(ResponseBody::answer));
-        }
-    };
-    let manager = settings.manager_for(head.uri.path());
-    let permit = match manager
-        .try_acquire_or_queue_owned(key.as_str(), priority)
-        .await
-    {
-        Ok(permit) => permit,
-        Err(rejected) => return Ok(settings.refused(manager, &key, &rejected, grpc)),
-    };
-    let mut response = match inner.call(Request::from_parts(head, body)).await {
-        Ok(response) => response,
-        Err(error) => {
-            permit.report(Outcome::Overloaded);
-            return Err(error);
-        }
-    };
-    let outcome = settings.outcome_of(&response);
-    // A successful answer's body carries the permit to its end; any other
-    // is judged by its head alone.
-    let permit = if outcome == Outcome::Success && !settings.release_at_headers {
-        Some(permit)
-    } else {
-        permit.report(outcome);
-        None
-    };
-    if settings.rate_limit_headers {
-        if let Some(rate) = manager.peek(key.as_str()) {
-            set_rate_limit(response.headers_mut(), &rate);
-        }
-    }
-    Ok(response.map(|body| ResponseBody::inner(body, permit)))
 }
 
 impl Settings {
+    /// Answers `request`: the layer's own answer, or the inner service's
+    /// once the key's controls admit it.
+    async fn answer<S, ReqBody, ResBody>(
+        &self,
+        mut inner: S,
+        request: Request<ReqBody>,
+    ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+        ResBody: http_body::Body,
+    {
+        let (head, body) = request.into_parts();
+        let grpc = grpc::is_grpc(&head.headers);
+        let key = match self.extractor.key_of(&head) {
+            Ok(key) => key,
+            Err(missing) => return Ok(self.missing_key(&missing, grpc)),
+        };
+        let priority = match self.priority_of(&head) {
+            Ok(priority) => priority,
+            Err(problem) => {
+                let answer = if grpc {
+                    grpc::invalid_argument(&problem)
+                } else {
+                    answer::bad_request(&problem)
+                };
+                return Ok(answer.map(ResponseBody::answer));
+            }
+        };
+        let manager = self.manager_for(head.uri.path());
+        let call = EdgeCall {
+            manager,
+            key: key.as_str(),
+            priority,
+            admission: Admission::Queue,
+            carry: !self.release_at_headers,
+        };
+        let passage = call
+            .pass(
+                || inner.call(Request::from_parts(head, body)),
+                |result| match result {
+                    Ok(response) => Verdict::of(self.outcome_of(response)),
+                    Err(_) => Verdict::of(Outcome::Overloaded),
+                },
+            )
+            .await;
+        let mut response = match passage {
+            Passage::Refused(rejected) => return Ok(self.refused(manager, &key, &rejected, grpc)),
+            Passage::TimedOut(after) => {
+                let answer = if grpc {
+                    grpc::timed_out(after)
+                } else {
+                    answer::timed_out(after)
+                };
+                return Ok(answer.map(ResponseBody::answer));
+            }
+            Passage::Carried(response, permit) => {
+                response.map(|body| ResponseBody::carrying(body, permit))
+            }
+            Passage::Reported(result, _) => result?.map(ResponseBody::reported),
+        };
+        if self.rate_limit_headers {
+            if let Some(rate) = manager.peek(key.as_str()) {
+                set_rate_limit(response.headers_mut(), &rate);
+            }
+        }
+        Ok(response)
+    }
+
     /// The controls of a request to `path`: its route's (the longest
     /// prefix it is at or under), else the layer's own.
     fn manager_for(&self, path: &str) -> &ThrottleManager<String> {
@@ -188,7 +198,7 @@ impl Settings {
     fn outcome_of<B>(&self, response: &Response<B>) -> Outcome {
         let (status, headers) = (response.status(), response.headers());
         match &self.classify {
-            Some(classify) => classify(status, headers),
+            Some(judge) => judge(status, headers),
             None => answer::classify(status, headers),
         }
     }

@@ -494,13 +494,13 @@ async fn the_priority_comes_from_the_extension_then_the_task_then_the_middleware
     assert_eq!(server.arrivals().len(), 4);
 }
 
-/// The figures of the issue: a server that takes 50 requests a second
-/// (burst 5, 429 beyond, no `Retry-After`, like nginx's `limit_req`), 16
-/// callers for 12 s, counted over the second half once the rate has
-/// settled. The README's quick-start steps.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
-    let _alone = support::alone();
+/// What 16 callers got of a server that takes 50 requests a second
+/// (burst 5, 429 beyond, no `Retry-After`, like nginx's `limit_req`) over
+/// 12 s, counted over the second half once the rate has settled: the
+/// goodput as a share of 50/s, and the share of requests the server
+/// refused. Each caller reads each answer's body to its end, or, if not
+/// `read_bodies`, only its status (the body dropped unread).
+async fn sixteen_callers_against_a_50_per_second_server(read_bodies: bool) -> (f64, f64) {
     let limit: Arc<DefaultDirectRateLimiter> = Arc::new(RateLimiter::direct(
         Quota::per_second(NonZeroU32::new(50).unwrap()).allow_burst(NonZeroU32::new(5).unwrap()),
     ));
@@ -530,10 +530,11 @@ async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
         callers.push(tokio::spawn(async move {
             while Instant::now() < until {
                 let result = match client.get(&url).send().await {
-                    Ok(response) => {
+                    Ok(response) if read_bodies => {
                         let status = response.status();
                         response.bytes().await.map(|_| status).map_err(|_| ())
                     }
+                    Ok(response) => Ok(response.status()),
                     Err(_) => Err(()),
                 };
                 if Instant::now() < settled_from {
@@ -558,15 +559,85 @@ async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
     let sent = ok + refused + other + errors;
     let refused_share = refused as f64 / sent as f64;
     println!(
-        "settled {settled_secs:.0} s: {sent} sent, {ok} ok, {refused} refused by the server \
-         ({:.1} %), goodput {:.1} % of 50/s, learned rate {:.1}/s",
+        "bodies read: {read_bodies}; settled {settled_secs:.0} s: {sent} sent, {ok} ok, \
+         {refused} refused by the server ({:.1} %), goodput {:.1} % of 50/s, learned rate \
+         {:.1}/s",
         100.0 * refused_share,
         100.0 * goodput,
         manager.rate(&server.key()).unwrap()
     );
     assert_eq!((other, errors), (0, 0));
+    (goodput, refused_share)
+}
+
+/// The figures of the issue: 16 callers that read each body learn the
+/// server's capacity. The README's quick-start steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_a_50_per_second_server_16_callers_get_its_capacity() {
+    let _alone = support::alone();
+    let (goodput, refused) = sixteen_callers_against_a_50_per_second_server(true).await;
     assert!(goodput >= 0.95, "goodput {goodput:.3}");
-    assert!(refused_share <= 0.05, "refused {refused_share:.3}");
+    assert!(refused <= 0.05, "refused {refused:.3}");
+}
+
+/// Callers that look only at the status, as much real code does, learn the
+/// server's capacity too: a 200 whose body is dropped unread is a success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_read_only_the_status_still_learn_the_servers_capacity() {
+    let _alone = support::alone();
+    let (goodput, refused) = sixteen_callers_against_a_50_per_second_server(false).await;
+    assert!(goodput >= 0.90, "goodput {goodput:.3}");
+    assert!(refused <= 0.10, "refused {refused:.3}");
+}
+
+/// What one call taught a key whose rate starts at 1/s: the throttle's
+/// counts (requests, accepts) and whether the rate rose, fell or stayed.
+fn learned(manager: &ThrottleManager<String>, key: &str) -> ((u64, u64), std::cmp::Ordering) {
+    let snapshot = manager.snapshot(key).unwrap();
+    let high = snapshot.priorities[0];
+    let rate = snapshot.rate.unwrap();
+    ((high.requests, high.accepts), rate.total_cmp(&1.0))
+}
+
+fn learning_manager() -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::new(1.0).bounds(0.5, 100.0))
+        .throttle(ThrottleConfig::new())
+        .bulkhead(portcullis::BulkheadConfig::new(1))
+        .build()
+        .unwrap()
+}
+
+/// A 200 whose body the caller drops unread is a success: the rate rises,
+/// and the slot is free at the drop.
+#[tokio::test]
+async fn a_body_dropped_after_a_200_head_is_a_success() {
+    let server = Server::always(StatusCode::OK).await;
+    let manager = learning_manager();
+    let response = client(&manager).get(server.url()).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(1));
+    drop(response);
+    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(0));
+    assert_eq!(
+        learned(&manager, &server.key()),
+        ((1, 1), std::cmp::Ordering::Greater)
+    );
+}
+
+/// A 503 whose body the caller drops unread is still overload.
+#[tokio::test]
+async fn a_body_dropped_after_a_503_head_is_overload() {
+    let server = Server::always(StatusCode::SERVICE_UNAVAILABLE).await;
+    let manager = learning_manager();
+    let response = client(&manager).get(server.url()).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    drop(response);
+    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(0));
+    assert_eq!(
+        learned(&manager, &server.key()),
+        ((1, 0), std::cmp::Ordering::Less)
+    );
 }
 
 /// Issue 31's public contract, exactly as written (it must compile).

@@ -1,8 +1,8 @@
 //! A call through the client middleware ends when its response body ends:
 //! a slowly streamed download holds its host's bulkhead slot while the
 //! caller reads it, a body that breaks off midway is overload, and one
-//! dropped unread is neutral. Real sockets and real time; what is asserted
-//! are counts, not durations.
+//! dropped unread reports what its head said. Real sockets and real time;
+//! what is asserted are counts, not durations.
 
 use std::sync::Arc;
 
@@ -97,7 +97,7 @@ async fn released_at_headers_the_downloads_escape_the_bulkhead() {
 }
 
 #[tokio::test]
-async fn a_body_that_breaks_off_is_overload_and_one_dropped_unread_is_neutral() {
+async fn a_body_that_breaks_off_is_overload_and_one_dropped_unread_is_its_heads_outcome() {
     let streams = Arc::new(Streams::default());
     let addr = streaming(&streams).await;
     let manager = two_at_a_time();
@@ -131,6 +131,6 @@ async fn a_body_that_breaks_off_is_overload_and_one_dropped_unread_is_neutral() 
     assert_eq!(
         counted(),
         (2, 1, Some(0)),
-        "neutral: a request and an accept"
+        "its head's success: a request and an accept"
     );
 }

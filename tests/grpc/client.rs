@@ -241,3 +241,81 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
     assert!(refused_share <= 0.05, "refused {refused_share:.3}");
     assert!(goodput >= 0.8, "goodput {goodput:.3}");
 }
+
+/// A gRPC server that gives no answer within the client manager's call
+/// timeout: each call is dropped when the timeout ends and read by tonic as
+/// `DEADLINE_EXCEEDED`, the key's slot is free for the next call, and the
+/// key's rate counts the timeout as overload.
+#[tokio::test]
+async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&arrived);
+    let stuck = tower::util::MapFutureLayer::new(move |answer| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            answer.await
+        }
+    });
+    let server = tonic::transport::Server::builder()
+        .layer(stuck)
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let per_host = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(100.0)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .bulkhead(portcullis::BulkheadConfig::new(1))
+        .call_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let mut client = through(&per_host, addr).await;
+    for attempt in 0..2 {
+        let status = client.check(check()).await.unwrap_err();
+        assert_eq!(status.code(), Code::DeadlineExceeded, "attempt {attempt}");
+        assert_eq!(
+            status.message(),
+            "no answer within the call timeout of 200ms"
+        );
+        let active = per_host.snapshot(HEALTH).unwrap().active;
+        assert_eq!(active, Some(0), "attempt {attempt}: the slot is free");
+    }
+    assert_eq!(arrived.load(Ordering::Relaxed), 2, "both calls were sent");
+    assert!(
+        per_host.rate(HEALTH).unwrap() < 100.0,
+        "a timeout is overload"
+    );
+}
+
+/// An HTTP request through the client layer that has no answer within the
+/// call timeout: the error downcasts to `RequestTimedOut`, when the timeout
+/// ends (on virtual time), and the slot is free.
+#[tokio::test(start_paused = true)]
+async fn an_http_request_past_the_call_timeout_is_a_request_timed_out_error() {
+    use portcullis::client::RequestTimedOut;
+    use tower::Layer;
+    let per_host = ThrottleManager::<String>::builder()
+        .bulkhead(portcullis::BulkheadConfig::new(1))
+        .call_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let stuck = tower::service_fn(|_: http::Request<String>| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, Infallible>(http::Response::new(String::from("late")))
+    });
+    let client = ThrottleClientLayer::new(per_host.clone()).layer(stuck);
+    let request = http::Request::get("http://backend.test/")
+        .body(String::new())
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let error = client.oneshot(request).await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    let timed_out = error.downcast_ref::<RequestTimedOut>().expect("a timeout");
+    assert_eq!(timed_out.after(), Duration::from_secs(2));
+    assert_eq!(per_host.snapshot("backend.test").unwrap().active, Some(0));
+}

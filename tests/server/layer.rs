@@ -648,3 +648,63 @@ async fn the_layer_is_ready_only_when_the_inner_service_is() {
     first.await.unwrap().unwrap();
     service.ready().await.unwrap();
 }
+
+/// A handler that gives no answer within the manager's call timeout is
+/// dropped: the request is answered 503 (a gRPC one `DEADLINE_EXCEEDED`)
+/// when the timeout ends, its slot is free, and the key's rate counts it
+/// as overload.
+#[tokio::test(start_paused = true)]
+async fn the_call_timeout_bounds_the_handler_and_frees_its_slot() {
+    use tower::{Layer, ServiceExt};
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::new(10.0)
+                .burst(5)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .bulkhead(BulkheadConfig::new(1))
+        .call_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let stuck = tower::service_fn(|_: http::Request<axum::body::Body>| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from("late")))
+    });
+    let service =
+        ThrottleLayer::new(manager.clone(), KeyExtractor::header("x-api-key")).layer(stuck);
+    let request = |content_type: &str| {
+        http::Request::builder()
+            .header("x-api-key", "k")
+            .header("content-type", content_type)
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let started = tokio::time::Instant::now();
+    let answer = service
+        .clone()
+        .oneshot(request("text/plain"))
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body = http_body_util::BodyExt::collect(answer.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(
+        body,
+        "503 Service Unavailable: no answer within the call timeout of 200ms\n"
+    );
+    assert_eq!(manager.snapshot("k").unwrap().active, Some(0));
+    assert_eq!(manager.rate("k"), Some(5.0), "a timeout is overload");
+
+    let answer = service.oneshot(request("application/grpc")).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::from_millis(400));
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()["grpc-status"], "4");
+    assert_eq!(
+        answer.headers()["grpc-message"],
+        "no answer within the call timeout of 200ms"
+    );
+}

@@ -1,5 +1,8 @@
-//! The types a [`ThrottleService`](super::ThrottleService) answers with:
-//! its future and its body.
+//! What the tower edges answer with: [`ResponseFuture`] and
+//! [`ResponseBody`], for the server layer's
+//! [`ThrottleService`](crate::server::ThrottleService) and the client
+//! layer's [`ThrottleClientService`](crate::client::ThrottleClientService)
+//! alike.
 
 use std::fmt;
 use std::future::Future;
@@ -9,14 +12,14 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::call_body::CallBody;
-use crate::outcome::Outcome;
-use crate::permit::OwnedPermit;
+use super::{BodyPermit, CallBody};
 
 type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
-/// The future of a [`ThrottleService`](super::ThrottleService)'s answer.
-/// It holds the request's permit while the inner service runs, so dropping
+/// The future of a tower edge's answer
+/// ([`ThrottleService`](crate::server::ThrottleService),
+/// [`ThrottleClientService`](crate::client::ThrottleClientService)). It
+/// holds the request's permit while the inner service runs, so dropping
 /// it frees the key's bulkhead slot; a successful answer's
 /// [`ResponseBody`] holds it from then on.
 pub struct ResponseFuture<T, E> {
@@ -44,9 +47,10 @@ impl<T, E> fmt::Debug for ResponseFuture<T, E> {
 }
 
 pin_project_lite::pin_project! {
-    /// The body of a [`ThrottleService`](super::ThrottleService)'s answer:
-    /// the inner service's body, which holds its call's permit until it
-    /// ends, or the layer's own answer to a request it refused.
+    /// The body of a tower edge's answer: the inner service's body, which
+    /// holds its call's permit until it ends or is dropped (see
+    /// [when a call ends](super#a-call-ends-when-its-body-ends)), or the
+    /// layer's own answer to a request it refused.
     #[derive(Debug)]
     pub struct ResponseBody<B> {
         #[pin]
@@ -64,20 +68,25 @@ pin_project_lite::pin_project! {
 }
 
 impl<B: Body> ResponseBody<B> {
-    /// The inner service's `body`, holding `permit` (if the call was not
-    /// reported yet) until it ends: a success then.
-    pub(crate) fn inner(body: B, permit: Option<OwnedPermit>) -> Self {
-        let body = match permit {
-            Some(permit) => CallBody::new(body, permit, Outcome::Success),
-            None => CallBody::reported(body),
-        };
-        Self {
-            kind: Kind::Inner { body },
-        }
+    /// The inner service's `body`, carrying `permit` until it ends.
+    pub(crate) fn carrying(body: B, permit: BodyPermit) -> Self {
+        Self::inner(CallBody::new(body, permit))
     }
 }
 
 impl<B> ResponseBody<B> {
+    /// The inner service's `body`, of a call already reported.
+    pub(crate) fn reported(body: B) -> Self {
+        Self::inner(CallBody::reported(body))
+    }
+
+    fn inner(body: CallBody<B>) -> Self {
+        Self {
+            kind: Kind::Inner { body },
+        }
+    }
+
+    /// The layer's own answer, `data`.
     pub(crate) fn answer(data: Bytes) -> Self {
         let data = (!data.is_empty()).then_some(data);
         Self {
@@ -138,13 +147,10 @@ mod tests {
         let empty = Answer::answer(Bytes::new());
         assert_eq!(empty.size_hint().exact(), Some(0));
         assert!(empty.is_end_stream());
-        let inner = ResponseBody::inner(
-            http_body_util::Full::new(Bytes::from_static(b"hello")),
-            None,
-        );
+        let inner = ResponseBody::reported(http_body_util::Full::new(Bytes::from_static(b"hello")));
         assert_eq!(inner.size_hint().exact(), Some(5));
         assert!(!inner.is_end_stream());
-        let inner_empty = ResponseBody::inner(http_body_util::Empty::<Bytes>::new(), None);
+        let inner_empty = ResponseBody::reported(http_body_util::Empty::<Bytes>::new());
         assert_eq!(inner_empty.size_hint().exact(), Some(0));
         assert!(inner_empty.is_end_stream());
     }
