@@ -19,5 +19,6 @@ fn manager(config: portcullis::RateConfig) -> portcullis::ThrottleManager<String
 }
 
 mod adaptive;
+mod bound;
 mod http;
 mod quotas;
