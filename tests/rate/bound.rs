@@ -1,121 +1,60 @@
 //! A quota is a bound a user can check: over any interval `T`, the calls
-//! admitted are at most `rate × T + burst`, whoever waits and however
-//! many wait. On tokio's paused clock, so the instants are exact.
+//! admitted are at most `rate × T + burst`, whoever waits, however many
+//! wait and whatever their calls cost. On tokio's paused clock, so the
+//! instants are exact. (Several processes sharing one quota through a
+//! store: `tests/store/quota.rs`.)
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portcullis::{Priority, RateConfig, ThrottleManager};
-use tokio::time::Instant;
+use portcullis::{RateConfig, ThrottleManager};
 
-/// How a waiter is let in.
-#[derive(Debug, Clone, Copy)]
-enum Entry {
-    Wait,
-    Acquire,
-    Call,
-}
+use crate::quota_bound::{Entry, admissions, assert_within_quota};
 
-/// The instants (seconds from `start`) at which `waiters` tasks, each
-/// calling `key` through `entry` in a loop, were let in over `run_for`.
-async fn admissions(
-    manager: &ThrottleManager<String>,
-    entry: Entry,
-    waiters: usize,
-    run_for: Duration,
-) -> Vec<f64> {
-    let start = Instant::now();
-    let until = start + run_for;
-    let admitted = Arc::new(Mutex::new(Vec::new()));
-    let tasks: Vec<_> = (0..waiters)
-        .map(|_| {
-            let (manager, admitted) = (manager.clone(), Arc::clone(&admitted));
-            tokio::spawn(async move {
-                loop {
-                    let let_in = match entry {
-                        Entry::Wait => {
-                            manager.wait("key").await;
-                            true
-                        }
-                        Entry::Acquire => match manager.acquire("key", Priority::HIGH).await {
-                            Ok(permit) => {
-                                permit.success();
-                                true
-                            }
-                            Err(_) => false,
-                        },
-                        Entry::Call => manager
-                            .call("key", Priority::HIGH, || async { Ok::<_, std::io::Error>(()) })
-                            .await
-                            .is_ok(),
-                    };
-                    let now = Instant::now();
-                    if now >= until {
-                        return;
-                    }
-                    if let_in {
-                        admitted.lock().unwrap().push((now - start).as_secs_f64());
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let mut admitted = admitted.lock().unwrap().clone();
-    admitted.sort_by(f64::total_cmp);
-    admitted
-}
-
-/// The most calls `admitted` (sorted instants) put into one interval
-/// beyond what `rate × T` allows it: the bound holds when this is at most
-/// `burst`. For calls i..=j, (j - i + 1) - rate × (t_j - t_i).
-fn most_over_rate(admitted: &[f64], rate: f64) -> f64 {
-    let mut lowest = f64::INFINITY; // min over i of (i - rate × t_i)
-    let mut most = 0.0_f64;
-    for (j, &t) in admitted.iter().enumerate() {
-        let at = j as f64 - rate * t;
-        lowest = lowest.min(at);
-        most = most.max(at - lowest + 1.0);
-    }
-    most
-}
-
-async fn holds(entry: Entry, waiters: usize) {
+async fn holds(entry: Entry, callers: usize) {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(40).burst(5))
         .max_wait(Duration::from_secs(3_600))
         .build()
         .unwrap();
     let run_for = Duration::from_secs(600);
-    let admitted = admissions(&manager, entry, waiters, run_for).await;
-    let bound = 40.0 * 600.0 + 5.0;
-    let count = admitted.len() as f64;
-    let over = most_over_rate(&admitted, 40.0);
-    println!("{entry:?}, {waiters} waiters: {count} admitted of {bound}, most over the rate in one interval {over:.3}");
-    assert!(count <= bound, "{entry:?}, {waiters} waiters: {count} > {bound}");
-    assert!(over <= 5.0 + 1e-6, "{entry:?}, {waiters} waiters: {over} over the rate in one interval");
-    assert!(count >= 0.99 * bound, "{entry:?}, {waiters} waiters: only {count}");
+    let admitted = admissions(&[manager], entry, callers, &[1], run_for).await;
+    let what = format!("{entry:?}, {callers} callers");
+    assert_within_quota(&what, &admitted, (40.0, 5), run_for, 0.99);
 }
 
 #[tokio::test(start_paused = true)]
 async fn eight_waiters_get_the_quota_and_no_more() {
-    for entry in [Entry::Wait, Entry::Acquire, Entry::Call] {
+    for entry in Entry::ALL {
         holds(entry, 8).await;
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn sixty_four_waiters_get_the_quota_and_no_more() {
-    for entry in [Entry::Wait, Entry::Acquire, Entry::Call] {
+    for entry in Entry::ALL {
         holds(entry, 64).await;
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn five_hundred_and_twelve_waiters_get_the_quota_and_no_more() {
-    for entry in [Entry::Wait, Entry::Acquire, Entry::Call] {
+    for entry in Entry::ALL {
         holds(entry, 512).await;
+    }
+}
+
+/// Calls of several costs take their tokens from the same bound.
+#[tokio::test(start_paused = true)]
+async fn calls_of_any_cost_get_the_quota_in_tokens_and_no_more() {
+    for entry in Entry::ALL {
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::per_second(40).burst(5))
+            .max_wait(Duration::from_secs(3_600))
+            .build()
+            .unwrap();
+        let run_for = Duration::from_secs(120);
+        let admitted = admissions(&[manager], entry, 16, &[1, 5, 2, 3], run_for).await;
+        let what = format!("{entry:?}, costs 1 to 5");
+        assert_within_quota(&what, &admitted, (40.0, 5), run_for, 0.99);
     }
 }

@@ -7,6 +7,8 @@
 // driven on its own thread, so the lock blocks no other task.
 #![allow(clippy::await_holding_lock)]
 
+#[path = "../support/quota_bound.rs"]
+mod quota_bound;
 #[path = "../support/mod.rs"]
 mod support;
 

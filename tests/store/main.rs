@@ -10,6 +10,8 @@
 
 #[path = "../support/memory_store.rs"]
 mod memory_store;
+#[path = "../support/quota_bound.rs"]
+mod quota_bound;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -27,6 +29,7 @@ mod hostile;
 mod memory;
 #[cfg(feature = "redis")]
 mod on_redis;
+mod quota;
 
 use std::time::Duration;
 

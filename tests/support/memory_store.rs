@@ -34,6 +34,9 @@ pub(crate) struct MemoryStore {
     buckets: Mutex<HashMap<String, Bucket>>,
     available: AtomicBool,
     when_unavailable: WhenUnavailable,
+    /// How long each question and report takes there and back, half each
+    /// way: a slow network, on the paused clock.
+    round_trip: Duration,
     /// How often `take_token` was asked.
     pub(crate) asked: AtomicUsize,
     /// How many reports came, by event: success, overload, cancel, pause.
@@ -50,8 +53,22 @@ impl MemoryStore {
             buckets: Mutex::new(HashMap::new()),
             available: AtomicBool::new(true),
             when_unavailable,
+            round_trip: Duration::ZERO,
             asked: AtomicUsize::new(0),
             reports: Default::default(),
+        }
+    }
+
+    /// The store, `round_trip` away.
+    pub(crate) fn round_trip(mut self, round_trip: Duration) -> Self {
+        self.round_trip = round_trip;
+        self
+    }
+
+    /// Half a round trip on the paused clock, if the store is any away.
+    async fn half_way(&self) {
+        if !self.round_trip.is_zero() {
+            tokio::time::sleep(self.round_trip / 2).await;
         }
     }
 
@@ -165,8 +182,16 @@ impl RateStore for MemoryStore {
         key: &'a str,
         request: TokenRequest,
     ) -> StoreFuture<'a, TokenAnswer> {
-        let answer = self.decide(key, request);
-        Box::pin(async move { answer })
+        if self.round_trip.is_zero() {
+            let answer = self.decide(key, request);
+            return Box::pin(async move { answer });
+        }
+        Box::pin(async move {
+            self.half_way().await;
+            let answer = self.decide(key, request);
+            self.half_way().await;
+            answer
+        })
     }
 
     fn report<'a>(
@@ -175,8 +200,16 @@ impl RateStore for MemoryStore {
         event: RateEvent,
         rules: RateRules,
     ) -> StoreFuture<'a, Option<f64>> {
-        let rate = self.apply(key, event, rules);
-        Box::pin(async move { rate })
+        if self.round_trip.is_zero() {
+            let rate = self.apply(key, event, rules);
+            return Box::pin(async move { rate });
+        }
+        Box::pin(async move {
+            self.half_way().await;
+            let rate = self.apply(key, event, rules);
+            self.half_way().await;
+            rate
+        })
     }
 
     fn when_unavailable(&self) -> WhenUnavailable {
