@@ -10,11 +10,13 @@
 //! crawler processes of this same program, for N = 2, 4 and 8. Each crawler
 //! runs two request loops through its own manager, for two kinds of limit:
 //!
-//! - a **fixed quota** of 40 requests/s per manager: alone, N processes
-//!   send N times the quota; sharing it, they send the quota;
+//! - a **fixed quota** of 40 requests/s (burst 5) per manager: alone, N
+//!   processes send N times the quota; sharing it, they send the quota,
+//!   and no more (the last column: what they sent of the limit);
 //! - the crate's **adaptive** rate (from 10/s): alone, each process probes
 //!   on its own and refusals grow with the fleet; sharing it, the fleet
-//!   learns one rate.
+//!   learns one rate (the last column: what they sent of the rate it
+//!   learned).
 //!
 //! For each, the table gives what the server saw once the rates settled
 //! (the last 3 s of a fixed run, the last 6 s of an adaptive one), and the
@@ -62,8 +64,8 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
         limited_server::CAPACITY
     );
     println!(
-        "{:<9} {:>9} {:<7} {:>11} {:>9} {:>9} {:>18}",
-        "limit", "processes", "rate", "sent/s", "refused", "goodput", "per process"
+        "{:<9} {:>9} {:<7} {:>11} {:>9} {:>9} {:>18} {:>16}",
+        "limit", "processes", "rate", "sent/s", "refused", "goodput", "per process", "of the limit"
     );
     for mode in [Mode::Fixed, Mode::Adaptive] {
         let (length, settle) = match mode {
@@ -87,8 +89,16 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
                 let figures = seen.between(start + settle, (length - settle).as_secs_f64());
                 let sent = tallies.iter().map(|t| t.requests);
                 let (fewest, most) = (sent.clone().min().unwrap_or(0), sent.max().unwrap_or(0));
+                let limit = limit_of(redis, &job, processes).await?;
+                let of_limit = match limit {
+                    Some(limit) => format!(
+                        "{:.1}% of {limit:.1}/s",
+                        100.0 * figures.sent_per_second() / limit
+                    ),
+                    None => "-".to_owned(),
+                };
                 println!(
-                    "{:<9} {:>9} {:<7} {:>11.1} {:>8.1}% {:>8.0}% {:>18}",
+                    "{:<9} {:>9} {:<7} {:>11.1} {:>8.1}% {:>8.0}% {:>18} {of_limit:>16}",
                     format!("{mode:?}").to_lowercase(),
                     processes,
                     if shared { "shared" } else { "alone" },
@@ -101,6 +111,26 @@ async fn fleets(redis: &RedisServer) -> Result<(), Box<dyn std::error::Error + S
         }
     }
     learning_curve(redis).await
+}
+
+/// What limited the fleet of `job` in all: a fixed quota's (`processes`
+/// times it alone, once shared), or the shared adaptive rate the store
+/// holds at the end; none for adaptive rates learned alone.
+async fn limit_of(
+    redis: &RedisServer,
+    job: &Job,
+    processes: usize,
+) -> Result<Option<f64>, Box<dyn std::error::Error + Send + Sync>> {
+    let quota = f64::from(parts::QUOTA);
+    Ok(match (job.mode, job.redis.is_some()) {
+        (Mode::Fixed, true) => Some(quota),
+        (Mode::Fixed, false) => Some(quota * processes as f64),
+        (Mode::Adaptive, true) => {
+            let store = RedisStore::connect(&redis.url(), &job.prefix).await?;
+            store.peek("host").await?.map(|shared| shared.rate)
+        }
+        (Mode::Adaptive, false) => None,
+    })
 }
 
 /// 8 processes of 8 loops each sharing one adaptive rate for 12 s, second

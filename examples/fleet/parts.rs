@@ -13,10 +13,13 @@ use axum::http::StatusCode;
 use portcullis::store::RedisStore;
 use portcullis::{Priority, RateConfig, ThrottleManager, overloaded};
 
+/// The fixed quota, in requests a second.
+pub(crate) const QUOTA: u32 = 40;
+
 /// How each crawler limits itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// A fixed quota of 40 requests a second.
+    /// A fixed quota of 40 requests a second, burst 5.
     Fixed,
     /// The crate's default adaptive rate, from 10/s.
     Adaptive,
@@ -25,7 +28,7 @@ pub(crate) enum Mode {
 impl Mode {
     pub(crate) fn config(self) -> RateConfig {
         match self {
-            Mode::Fixed => RateConfig::per_second(40).burst(1),
+            Mode::Fixed => RateConfig::per_second(QUOTA).burst(5),
             Mode::Adaptive => RateConfig::new(10.0),
         }
     }
@@ -42,7 +45,8 @@ impl Mode {
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
     pub(crate) server: SocketAddr,
-    /// The shared store's URL; `None`: each process on its own.
+    /// The shared store's URL, or a cluster's node URLs joined by commas;
+    /// `None`: each process on its own.
     pub(crate) redis: Option<String>,
     /// The store's prefix: one per run, so runs share nothing.
     pub(crate) prefix: String,
@@ -98,7 +102,12 @@ pub(crate) async fn crawl(job: &Job) -> Result<Tally, Box<dyn std::error::Error 
         // Eight processes and Redis on two cores: a round trip can take
         // longer than the default deadline of 50 ms, and each miss would
         // put the process on its local rate for a second.
-        let store = RedisStore::connect(url, &job.prefix).await?;
+        let store = if url.contains(',') {
+            let nodes: Vec<&str> = url.split(',').collect();
+            RedisStore::connect_cluster(&nodes, &job.prefix).await?
+        } else {
+            RedisStore::connect(url, &job.prefix).await?
+        };
         builder = builder.rate_store(store.deadline(Duration::from_millis(200)));
     }
     let manager = builder.build()?;

@@ -71,6 +71,36 @@ pub enum Decrease {
 /// decrease (e.g. `increment(1.0)`, `decrement(5.0)`) gets it to refuse
 /// more; prefer a factor.
 ///
+/// # The bound a quota keeps
+///
+/// Over any interval of length `T`, the calls a key with a fixed quota
+/// ([`per`](Self::per), [`per_second`](Self::per_second), ...) lets in
+/// take at most `rate × T + burst` tokens: a quota of
+/// `per_second(40).burst(5)` lets at most 40 × 600 + 5 calls in over ten
+/// minutes, and at most 5 + 40 × 0.1 in any tenth of a second. It holds
+/// for every way in ([`check`], [`wait`], [`acquire`], [`call`] and their
+/// `_n` forms, the client and server edges), for calls of any cost and for
+/// any number of callers waiting, since every token comes from one
+/// bucket. Through a [store](crate::store), the bucket is the store's,
+/// and the bound holds for any number of processes sharing it (a slow
+/// store included, and processes joining and leaving) for the ways in
+/// that use the store: all but [`check`] and
+/// [`try_acquire`](crate::ThrottleManager::try_acquire), which never wait
+/// for a round trip and decide on the process's own bucket. The instants are those the tokens were due: a call that waited
+/// starts when the runtime's timer wakes it, up to a millisecond later
+/// with tokio's, so start times measured exactly may hold `rate × 1 ms`
+/// more over a short interval. While a store cannot answer (a round trip
+/// past the store's deadline counts as no answer: give
+/// [`RedisStore::deadline`](crate::store::RedisStore::deadline) room above
+/// the round trip), each process falls back to its own bucket
+/// ([`WhenUnavailable::UseLocalRate`](crate::store::WhenUnavailable::UseLocalRate),
+/// the default): N processes then let in up to N times the quota, and
+/// [`WhenUnavailable::Refuse`](crate::store::WhenUnavailable::Refuse) is
+/// the mode for a quota that must never be exceeded.
+///
+/// [`check`]: crate::ThrottleManager::check
+/// [`wait`]: crate::ThrottleManager::wait
+///
 /// # A rate rises only while it limits
 ///
 /// A success raises the rate only while the rate is what limits the key's

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use limited_server::ServerFigures;
 use parts::{Job, Mode, Tally};
-use redis_server::RedisServer;
+use redis_server::{RedisCluster, RedisServer};
 
 /// A crawler of the fleet tests: started by them, with its job in its
 /// environment (run by hand, it has none and does nothing).
@@ -58,7 +58,7 @@ fn crawler_program() -> Vec<String> {
 /// `processes` crawlers of `callers` loops each for `length`; what the
 /// server saw after `settle`.
 async fn fleet(
-    redis: Option<&RedisServer>,
+    redis: Option<String>,
     mode: Mode,
     (processes, callers): (usize, usize),
     length: Duration,
@@ -67,7 +67,7 @@ async fn fleet(
     let (server, seen) = limited_server::start_server().await.unwrap();
     let job = Job {
         server,
-        redis: redis.map(RedisServer::url),
+        redis,
         prefix: format!("fleet-{mode:?}-{processes}"),
         mode,
         length,
@@ -82,7 +82,11 @@ async fn fleet(
         .unwrap();
     let seconds = (length - settle).as_secs_f64();
     let figures = seen.between(start + settle, seconds);
-    let shared = if redis.is_some() { "shared" } else { "alone" };
+    let shared = if job.redis.is_some() {
+        "shared"
+    } else {
+        "alone"
+    };
     println!(
         "{processes} processes of {callers} loops, {mode:?}, {shared}: {:.1} requests/s reached the server, \
          {:.1} % refused, goodput {:.0} % of its capacity",
@@ -93,25 +97,46 @@ async fn fleet(
     (figures, tallies)
 }
 
+/// What four processes of eight callers sharing the fixed quota (40/s,
+/// burst 5) through `redis` sent the server over 8 s from the end of the
+/// burst: the quota, to within 1 %, and (from 95 %) all of it.
+async fn four_processes_hold_the_quota(redis: String, what: &str) -> Vec<Tally> {
+    let (length, settle) = (Duration::from_secs(9), Duration::from_secs(1));
+    let (shared, tallies) = fleet(Some(redis), Mode::Fixed, (4, 8), length, settle).await;
+    let quota = f64::from(parts::QUOTA);
+    let sent = shared.sent_per_second();
+    println!("{what}: {sent:.2} requests/s of a quota of {quota}/s");
+    assert!(sent <= 1.01 * quota, "{what}: {shared:?}");
+    assert!(sent >= 0.95 * quota, "{what}: {shared:?}");
+    assert!(shared.refused() <= 0.02, "{what}: {shared:?}");
+    tallies
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_hold_one_fixed_quota_between_them() {
     let _alone = crate::support::alone();
     let Some(redis) = RedisServer::start("four_processes_hold_one_fixed_quota_between_them") else {
         return;
     };
-    let (length, settle) = (Duration::from_secs(4), Duration::from_secs(1));
-    let (shared, tallies) = fleet(Some(&redis), Mode::Fixed, (4, 2), length, settle).await;
-    let (alone, _) = fleet(None, Mode::Fixed, (4, 2), length, settle).await;
-    // The server sees the quota of 40/s, not four times it.
-    assert!(shared.sent_per_second() <= 42.0, "{shared:?}");
-    assert!(shared.sent_per_second() >= 36.0, "{shared:?}");
-    assert!(shared.refused() <= 0.02, "{shared:?}");
+    let tallies = four_processes_hold_the_quota(redis.url(), "one redis-server").await;
     // In the store's first come, first served order: even shares.
     let sent = tallies.iter().map(|t| t.requests);
     let (fewest, most) = (sent.clone().min().unwrap(), sent.max().unwrap());
     assert!(fewest * 4 >= most * 3, "uneven shares: {tallies:?}");
-    // Each on its own, they send 160/s and most are refused.
+    // Each on its own, they send four times the quota and most are refused.
+    let (length, settle) = (Duration::from_secs(4), Duration::from_secs(1));
+    let (alone, _) = fleet(None, Mode::Fixed, (4, 2), length, settle).await;
     assert!(alone.refused() >= 0.5, "{alone:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_hold_one_fixed_quota_on_a_cluster() {
+    let _alone = crate::support::alone();
+    let Some(cluster) = RedisCluster::start("four_processes_hold_one_fixed_quota_on_a_cluster")
+    else {
+        return;
+    };
+    four_processes_hold_the_quota(cluster.urls().join(","), "a three-node cluster").await;
 }
 
 /// Issue 34's fleet: 8 processes of 8 loops each on one shared adaptive
@@ -127,7 +152,7 @@ async fn eight_processes_learn_one_rate_as_fast_as_one() {
         return;
     };
     let (length, settle) = (Duration::from_secs(12), Duration::from_secs(4));
-    let (shared, _) = fleet(Some(&redis), Mode::Adaptive, (8, 8), length, settle).await;
+    let (shared, _) = fleet(Some(redis.url()), Mode::Adaptive, (8, 8), length, settle).await;
     let (alone, _) = fleet(None, Mode::Adaptive, (8, 8), length, settle).await;
     assert!(shared.refused() <= 0.08, "{shared:?}");
     assert!(shared.goodput() >= 0.9, "{shared:?}");
