@@ -176,7 +176,7 @@ where
     ///
     /// [`NoRoom`] when none of the keys looked at may go.
     pub(super) fn make_room(&self, now: Nanos) -> Result<(), NoRoom> {
-        let until = self.no_room_until.load(Ordering::Acquire);
+        let until = self.room.no_room_until();
         if now < until {
             return Err(NoRoom {
                 retry_after: until - now,
@@ -267,7 +267,7 @@ where
             // No key can go before then (keys in use with no known end,
             // calls in flight, may free up sooner; their end wakes the
             // waiters, and the next look after then sees them).
-            self.no_room_until.store(first, Ordering::Release);
+            self.room.remember_no_room_until(first);
             first - now
         };
         tracing::debug!(

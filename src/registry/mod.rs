@@ -135,15 +135,11 @@ pub(crate) struct Registry<K, S> {
     /// from now may be evicted.
     max_hold: Nanos,
     quiet_from: Box<QuietFrom<S>>,
-    /// Until when a full key space has no room (refusals looked at every
-    /// live key and found none to evict): a new key before then is refused
-    /// without looking.
-    no_room_until: AtomicU64,
     /// Keys refusals looked at since the last eviction, and the first time
     /// one of them can go (`Nanos::MAX` if none is known).
     fruitless_probes: AtomicUsize,
     fruitless_first_quiet: AtomicU64,
-    /// Woken when room is given back.
+    /// Woken when room is given back; holds the remembered "no room".
     room: std::sync::Arc<RoomSignal>,
     /// Keys evicted since the registry was made.
     evicted: AtomicU64,
@@ -157,7 +153,6 @@ impl<K, S> Registry<K, S> {
             return;
         }
         self.reserved.fetch_sub(count, Ordering::AcqRel);
-        self.no_room_until.store(0, Ordering::Release);
         self.room.notify();
     }
 }
@@ -185,7 +180,6 @@ where
             idle_ttl,
             max_hold,
             quiet_from,
-            no_room_until: AtomicU64::new(0),
             fruitless_probes: AtomicUsize::new(0),
             fruitless_first_quiet: AtomicU64::new(Nanos::MAX),
             room,

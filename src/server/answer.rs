@@ -190,12 +190,12 @@ pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
     }
     let window = [1u64, 60, 3_600, 86_400]
         .into_iter()
-        .find(|&window| rate.rate * window as f64 >= 1.0);
+        .find(|&window| whole_calls(rate.rate, window) >= 1);
     // A float-to-int cast saturates; rates are at most 1e9 a second, and
     // above 0 (at least `rate::slowest_rate`), so one call takes a finite
     // number of seconds.
     let (quota, window) = match window {
-        Some(window) => ((rate.rate * window as f64) as u64, window),
+        Some(window) => (whole_calls(rate.rate, window), window),
         None => (1, (1.0 / rate.rate).ceil() as u64),
     };
     let name = sfv::StringRef::constant("default");
@@ -217,6 +217,21 @@ pub(super) fn set_rate_limit(headers: &mut HeaderMap, rate: &RateRemaining) {
         if let Some(Ok(value)) = value.finish().map(HeaderValue::try_from) {
             headers.insert(name, value);
         }
+    }
+}
+
+/// The whole calls `rate` allows in `window` seconds: `rate × window`
+/// rounded down, except that a product within a billionth of a whole
+/// number is that number. A quota's rate is its calls over its period in
+/// floating point, so `per(11, one day)` is 11 calls a day although
+/// `11.0 / 86400.0 * 86400.0` is 10.999999999999998.
+fn whole_calls(rate: f64, window: u64) -> u64 {
+    let calls = rate * window as f64;
+    let nearest = calls.round();
+    if (calls - nearest).abs() <= nearest * 1e-9 {
+        nearest as u64
+    } else {
+        calls.floor() as u64
     }
 }
 
@@ -334,6 +349,70 @@ mod tests {
             let t = i64::try_from(whole_seconds(next_in)).unwrap().min(999_999_999_999_999);
             let expected = vec![("r".to_owned(), i64::from(remaining)), ("t".to_owned(), t)];
             proptest::prop_assert_eq!(now, expected);
+        }
+    }
+
+    /// The policy the IETF draft defines for a quota of `calls` per
+    /// `period` seconds, in exact integers: `w` the shortest of 1 s, 1 min,
+    /// 1 h and 1 day in which the quota allows a whole call, `q` the whole
+    /// calls it allows in `w` (never more than the quota does); slower
+    /// than one a day, one call per the seconds one takes.
+    fn policy_of(calls: u64, period: u64) -> (u64, u64) {
+        [1u64, 60, 3_600, 86_400]
+            .into_iter()
+            .find(|&window| calls * window >= period)
+            .map_or((1, period.div_ceil(calls)), |window| {
+                (calls * window / period, window)
+            })
+    }
+
+    /// The `q` and `w` the layer writes for a quota of `calls` per
+    /// `period` seconds, as the manager's own rate gives them.
+    fn written(calls: u32, period: u64) -> (i64, i64) {
+        let manager = crate::ThrottleManager::<String>::builder()
+            .rate(crate::RateConfig::per(calls, Duration::from_secs(period)).burst(1))
+            .clock(crate::clock::ManualClock::new())
+            .build()
+            .unwrap();
+        let _ = manager.check("key"); // the key, made
+        let mut headers = HeaderMap::new();
+        set_rate_limit(&mut headers, &manager.peek("key").unwrap());
+        let (_, policy) = read_back(&headers[&RATE_LIMIT_POLICY]);
+        (policy[0].1, policy[1].1)
+    }
+
+    #[test]
+    fn a_window_boundary_is_the_shorter_window() {
+        // Exactly one call a second, a minute, an hour, a day.
+        for period in [1, 60, 3_600, 86_400] {
+            assert_eq!(written(1, period), (1, period as i64), "1 per {period} s");
+        }
+        // Just below: the next window up.
+        assert_eq!(written(59, 60), (59, 60));
+        assert_eq!(written(3_599, 3_600), (59, 60));
+        // 11 / 86400 × 86400 is 10.999999999999998 in floating point.
+        assert_eq!(written(11, 86_400), (11, 86_400));
+    }
+
+    proptest::proptest! {
+        /// Any quota of whole calls per whole seconds, around each window's
+        /// boundary and far from it: the policy the layer writes is the
+        /// draft's, computed in exact integers.
+        #[test]
+        fn the_policy_is_the_quotas_at_every_window_boundary(
+            window in proptest::sample::select(vec![1u64, 60, 3_600, 86_400]),
+            calls in 1u32..=1_000_000,
+            step in -3i64..=3,
+            scale in proptest::sample::select(vec![1u64, 2, 7, 60, 1_000]),
+            on_the_boundary in proptest::prelude::any::<bool>(),
+        ) {
+            // `calls` per (a multiple of the window, nudged by `step`); on
+            // the boundary, as many calls as windows in the period.
+            let period = (window * scale).saturating_add_signed(step).max(1);
+            let calls = if on_the_boundary { scale as u32 } else { calls };
+            let (q, w) = policy_of(u64::from(calls), period);
+            let expected = (i64::try_from(q).unwrap(), i64::try_from(w).unwrap());
+            proptest::prop_assert_eq!(written(calls, period), expected, "{} per {} s", calls, period);
         }
     }
 

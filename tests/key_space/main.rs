@@ -5,4 +5,5 @@ mod support;
 
 mod flood;
 mod limits;
+mod room;
 mod stress;
