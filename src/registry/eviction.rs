@@ -264,9 +264,9 @@ where
             // Every key is in use with no known end: retry, and look again.
             UNKNOWN_RETRY
         } else {
-            // No key can go before then (keys in use with no known end,
-            // calls in flight, may free up sooner; their end wakes the
-            // waiters, and the next look after then sees them).
+            // No key can go before then by time alone. Keys in use with no
+            // known end (calls in flight) may free up sooner: the end of a
+            // key's last call ends this memory and wakes the waiters.
             self.room.remember_no_room_until(first);
             first - now
         };
