@@ -1,4 +1,5 @@
 //! Configuration files: parsing, validation with paths, and fuzzing.
 
+mod every_field;
 mod files;
 mod fuzz;
