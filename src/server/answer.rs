@@ -381,6 +381,26 @@ mod tests {
         (policy[0].1, policy[1].1)
     }
 
+    /// An answer that set either field itself keeps what it set, and gets
+    /// neither from the layer: the two describe one policy.
+    #[test]
+    fn an_answers_own_rate_limit_field_is_kept_and_not_mixed() {
+        let rate = RateRemaining {
+            rate: 20.0,
+            burst: 5,
+            remaining: 3,
+            next_in: Duration::ZERO,
+            full_in: Duration::ZERO,
+        };
+        for own in [RATE_LIMIT_POLICY, RATE_LIMIT] {
+            let mut headers = HeaderMap::new();
+            headers.insert(own.clone(), HeaderValue::from_static("\"app\";q=1;w=1"));
+            set_rate_limit(&mut headers, &rate);
+            assert_eq!(headers.len(), 1, "{own}: {headers:?}");
+            assert_eq!(headers[&own], "\"app\";q=1;w=1");
+        }
+    }
+
     #[test]
     fn a_window_boundary_is_the_shorter_window() {
         // Exactly one call a second, a minute, an hour, a day.
