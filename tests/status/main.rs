@@ -28,10 +28,17 @@ pub(crate) async fn serve(router: axum::Router) -> String {
 }
 
 /// A manager whose keys starting with "secret" are shown as "redacted", on
-/// a clock that stands still (so its snapshots do not move under a test).
+/// a clock that stands still (so its snapshots do not move under a test),
+/// drawing its shedding from an even, fixed sequence (so how many calls it
+/// sheds, and its probabilities, are the same on every run).
 fn manager() -> ThrottleManager<String> {
+    let draws = std::sync::atomic::AtomicU64::new(0);
     ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
+        .random_source(move || {
+            let n = draws.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (n as f64 * 0.618_033_988_749_895).fract()
+        })
         .bulkhead(BulkheadConfig::new(1).queue(4))
         .key_names(|key: &String| {
             if key.starts_with("secret") {
