@@ -380,7 +380,7 @@ pub struct Rejected {
     reason: RejectReason,
     priority: Priority,
     retry_after: Option<Duration>,
-    load: Option<Load>,
+    load: Option<RefusalLoad>,
     /// For a call charged to several keys, the place in the list of the key
     /// that refused, plus one; 0 otherwise, or past 254 (a byte in the
     /// padding: no bigger a refusal).
@@ -389,7 +389,7 @@ pub struct Rejected {
 
 /// What the refusing control held when it refused, for the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
+enum RefusalLoad {
     /// A bulkhead's calls in flight and queued.
     Bulkhead { active: u32, queued: u32 },
     /// A call's cost, and the burst it did not fit in.
@@ -434,7 +434,7 @@ impl Rejected {
             reason,
             priority,
             retry_after: None,
-            load: Some(Load::Bulkhead { active, queued }),
+            load: Some(RefusalLoad::Bulkhead { active, queued }),
             key_place: 0,
         }
     }
@@ -445,7 +445,7 @@ impl Rejected {
             reason: RejectReason::CostAboveBurst,
             priority,
             retry_after: None,
-            load: Some(Load::Cost { cost, burst }),
+            load: Some(RefusalLoad::Cost { cost, burst }),
             key_place: 0,
         }
     }
@@ -457,7 +457,7 @@ impl Rejected {
             reason: RejectReason::DuplicateKey,
             priority,
             retry_after: None,
-            load: Some(Load::Duplicate {
+            load: Some(RefusalLoad::Duplicate {
                 first: place(first),
                 again: place(again),
             }),
@@ -508,7 +508,7 @@ impl Rejected {
     /// ```
     pub fn active(&self) -> Option<u32> {
         match self.load {
-            Some(Load::Bulkhead { active, .. }) => Some(active),
+            Some(RefusalLoad::Bulkhead { active, .. }) => Some(active),
             _ => None,
         }
     }
@@ -525,7 +525,7 @@ impl Rejected {
     /// ```
     pub fn queued(&self) -> Option<u32> {
         match self.load {
-            Some(Load::Bulkhead { queued, .. }) => Some(queued),
+            Some(RefusalLoad::Bulkhead { queued, .. }) => Some(queued),
             _ => None,
         }
     }
@@ -580,13 +580,13 @@ impl fmt::Display for Rejected {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "rejected locally ({}, {})", self.reason, self.priority)?;
         match self.load {
-            Some(Load::Bulkhead { active, queued }) => {
+            Some(RefusalLoad::Bulkhead { active, queued }) => {
                 write!(f, "; {active} active, {queued} queued")?;
             }
-            Some(Load::Cost { cost, burst }) => {
+            Some(RefusalLoad::Cost { cost, burst }) => {
                 write!(f, "; cost {cost} > burst {burst}, which no wait can admit")?;
             }
-            Some(Load::Duplicate { first, again }) => {
+            Some(RefusalLoad::Duplicate { first, again }) => {
                 write!(f, "; keys[{first}] and keys[{again}] are one key")?;
             }
             None => {}

@@ -8,10 +8,10 @@
 
 use tracing::Span;
 
-use crate::bulkhead::limiter::Load;
+use crate::bulkhead::Load;
 use crate::error::RejectReason;
 use crate::priority::Priority;
-use crate::rate::cell::{RateChange, Turn};
+use crate::rate::{RateChange, Reversal};
 
 /// Whether debug events are enabled: one global load (`enabled!` would cost
 /// a callsite check).
@@ -30,20 +30,20 @@ pub(crate) fn key_span(name: Option<&str>) -> Span {
 }
 
 /// Reports `change` if it reversed the key's direction (`span` names the
-/// key). Inlined: most changes are no turn, and cost one comparison.
+/// key). Inlined: most changes reverse nothing, and cost one comparison.
 #[inline]
 pub(crate) fn rate_changed(span: &Span, change: RateChange) {
-    if let Some(turn) = change.turned {
-        rate_turned(span, change, turn);
+    if let Some(reversal) = change.reversed {
+        rate_reversed(span, change, reversal);
     }
 }
 
 #[cold]
-fn rate_turned(span: &Span, change: RateChange, turn: Turn) {
+fn rate_reversed(span: &Span, change: RateChange, reversal: Reversal) {
     let (from, to) = (change.from, change.to);
-    match turn {
-        Turn::Down => tracing::debug!(parent: span, from, to, "rate turned down"),
-        Turn::Up => tracing::debug!(parent: span, from, to, "rate turned up"),
+    match reversal {
+        Reversal::Down => tracing::debug!(parent: span, from, to, "rate turned down"),
+        Reversal::Up => tracing::debug!(parent: span, from, to, "rate turned up"),
     }
 }
 
@@ -65,9 +65,9 @@ pub(crate) fn bulkhead_filled(span: &Span, priority: Priority, max_concurrent: u
     tracing::debug!(parent: span, priority, max_concurrent, "bulkhead full");
 }
 
-/// The key's learned concurrency limit turned: it moved from `from` to
+/// The key's learned concurrency limit reversed: it moved from `from` to
 /// `to`, the other way than its last move (`span` names the key).
-pub(crate) fn concurrency_limit_turned(span: &Span, from: u32, to: u32) {
+pub(crate) fn concurrency_limit_reversed(span: &Span, from: u32, to: u32) {
     if to > from {
         tracing::debug!(parent: span, from, to, "concurrency limit turned up");
     } else {

@@ -5,15 +5,15 @@
 
 use std::sync::Arc;
 
-use crate::bulkhead::config::BulkheadSettings;
-use crate::bulkhead::limiter::Bulkhead;
+use crate::bulkhead::Bulkhead;
+use crate::bulkhead::BulkheadSettings;
 use crate::clock::Nanos;
-use crate::rate::cell::RateCell;
-use crate::rate::config::RateSettings;
-use crate::retry::budget::RetryBudget;
+use crate::rate::RateCell;
+use crate::rate::RateSettings;
+use crate::retry_budget::RetryBudget;
 use crate::store::StoreKey;
-use crate::throttle::config::ThrottleSettings;
-use crate::throttle::window::ThrottleWindow;
+use crate::throttle::ThrottleSettings;
+use crate::throttle::ThrottleWindow;
 
 /// The state of one key, shared through a (`triomphe`) `Arc` by the key
 /// space and by every permit and waiter of the key.

@@ -129,6 +129,7 @@ pub mod priority;
 pub mod rate;
 mod registry;
 pub mod retry;
+mod retry_budget;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod server;

@@ -589,19 +589,19 @@ impl Drop for CallWaits<'_> {
 /// A call waiting in a bulkhead queue, counted in `portcullis_queued` for
 /// as long as it lives.
 #[derive(Debug)]
-pub(crate) struct Queued<'a> {
+pub(crate) struct QueuedGauge<'a> {
     metrics: &'a ManagerMetrics,
     key: KeyLabel<'a>,
 }
 
-impl<'a> Queued<'a> {
+impl<'a> QueuedGauge<'a> {
     pub(crate) fn enter(metrics: &'a ManagerMetrics, key: KeyLabel<'a>) -> Self {
         metrics.queued(key, 1.0);
         Self { metrics, key }
     }
 }
 
-impl Drop for Queued<'_> {
+impl Drop for QueuedGauge<'_> {
     fn drop(&mut self) {
         self.metrics.queued(self.key, -1.0);
     }

@@ -77,7 +77,7 @@ where
     /// assert_eq!(bad.problems()[0].field(), "retry.budget");
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn retry(mut self, policy: crate::retry::RetryPolicy) -> Self {
+    pub fn retry(mut self, policy: crate::retry_budget::RetryPolicy) -> Self {
         self.retry = Some(policy);
         self
     }

@@ -8,8 +8,8 @@
 
 mod calls;
 mod controls;
-mod keys;
-mod store;
+mod key_space;
+mod rate_store;
 mod tiers;
 
 pub use tiers::Tier;
@@ -29,7 +29,7 @@ use crate::manager::{
 };
 use crate::outcome::Classifier;
 use crate::priority::{OutOfRange, Priorities, Priority};
-use crate::rate::RateConfig;
+use crate::rate::{DEFAULT_MAX_DEFER, RateConfig};
 use crate::registry::{Quiet, Registry, RoomSignal};
 use crate::store::StoreHandle;
 use crate::throttle::ThrottleConfig;
@@ -42,9 +42,6 @@ const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
 
 /// The default number of priority levels: `Priority::HIGH` to `Priority::LOW`.
 const DEFAULT_PRIORITY_LEVELS: u8 = 4;
-
-/// The default longest pause a `Retry-After` can impose on a key.
-pub(crate) const DEFAULT_MAX_DEFER: Duration = Duration::from_secs(5 * 60);
 
 /// Under pressure, the longest a key's debt, pause or shedding holds its
 /// place in a full key space (see `max_hold`).
@@ -97,7 +94,7 @@ pub struct ThrottleManagerBuilder<K> {
     pub(crate) priority_levels: u8,
     pub(crate) out_of_range: OutOfRange,
     pub(crate) random: Option<Box<RandomSource>>,
-    pub(crate) retry: Option<crate::retry::RetryPolicy>,
+    pub(crate) retry: Option<crate::retry_budget::RetryPolicy>,
     pub(crate) classifier: Option<Box<Classifier>>,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) max_defer: Duration,
@@ -332,7 +329,7 @@ where
             );
         }
         if let Some((store, _)) = &self.store {
-            store::check(
+            rate_store::check(
                 store.as_ref(),
                 rate.is_some(),
                 &mut Problems::new("", &mut found),
@@ -401,8 +398,7 @@ where
             metrics_per_key: self.metrics_per_key,
             name: self.name,
             store_names,
-            #[cfg(feature = "status")]
-            refusals: Default::default(),
+            refusal_watcher: Default::default(),
         }))
     }
 }

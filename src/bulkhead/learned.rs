@@ -34,7 +34,7 @@ pub(crate) struct LearnedLimit {
 
 /// One call's end, as a learned limit sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Sample {
+pub(crate) struct CallSample {
     /// When it ended.
     pub(crate) at: Nanos,
     /// From its admission to its outcome.
@@ -54,7 +54,7 @@ pub(crate) struct LimitChange {
     pub(crate) after: u32,
     /// Whether it moved the other way than its last move (or for the
     /// first time).
-    pub(crate) turned: bool,
+    pub(crate) reversed: bool,
 }
 
 impl LimitChange {
@@ -63,7 +63,7 @@ impl LimitChange {
         Self {
             before: whole,
             after: whole,
-            turned: false,
+            reversed: false,
         }
     }
 }
@@ -99,7 +99,7 @@ impl LearnedLimit {
     }
 
     /// Learns from one call's sample.
-    pub(crate) fn learn(&self, sample: Sample) -> LimitChange {
+    pub(crate) fn learn(&self, sample: CallSample) -> LimitChange {
         let before = self.whole();
         let tuning = self.tuning;
         if sample.overloaded {
@@ -159,11 +159,11 @@ impl LearnedLimit {
             return LimitChange::none(before);
         }
         let direction = if after > before { 1 } else { 2 };
-        let turned = self.last_move.swap(direction, Ordering::AcqRel) != direction;
+        let reversed = self.last_move.swap(direction, Ordering::AcqRel) != direction;
         LimitChange {
             before,
             after,
-            turned,
+            reversed,
         }
     }
 }

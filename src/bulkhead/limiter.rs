@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
 use super::config::BulkheadSettings;
-use super::learned::{LearnedLimit, LimitChange, Sample};
+use super::learned::{CallSample, LearnedLimit, LimitChange};
 use super::queue::{OnFull, WaitQueue, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
@@ -160,7 +160,7 @@ impl Bulkhead {
     ) -> Option<LimitChange> {
         let learned = self.learned.as_deref()?;
         let load = self.load();
-        let sample = Sample {
+        let sample = CallSample {
             at,
             latency,
             in_flight: load.active,

@@ -4,13 +4,35 @@
 //! `limiter` the lock-free counter and the queue's hand-off, `adaptive` a
 //! learned limit's maths and `learned` its state in atomics.
 //!
+//! # The contract (what the facade below promises the core)
+//!
+//! - **State**: a key's `Bulkhead` holds its calls in flight and its
+//!   queued calls in one word, the queue behind a lock, and for a learned
+//!   limit its estimate; `BulkheadSettings` are the validated rules.
+//! - **Invariants**: calls in flight never exceed the limit, except while
+//!   a learned limit falls below them (then no slot is handed on until they
+//!   are under it); queued calls never exceed the queue's size; while any
+//!   call waits, every slot is taken; a waiter is served by priority, then
+//!   first come first served; no slot is lost, even to a waiter dropped the
+//!   moment it was granted one.
+//! - **What a caller may assume**: `try_acquire` and a slot's `release`
+//!   never block when nobody waits; a call that would be refused anyway is
+//!   told so by `would_refuse` before it takes anything; a `QueuedWait`
+//!   is cancel safe (dropping it unlinks it and hands on a slot it was
+//!   given); a refusal is a `Refusal` that becomes the user's `Rejected`.
+//!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
-pub(crate) mod adaptive;
-pub(crate) mod config;
-pub(crate) mod learned;
-pub(crate) mod limiter;
-pub(crate) mod queue;
+mod adaptive;
+mod config;
+mod learned;
+mod limiter;
+mod queue;
 
 pub use config::{BulkheadConfig, Overflow};
+
+// The facade: all the core uses of the bulkhead.
+pub(crate) use config::BulkheadSettings;
+pub(crate) use limiter::{Bulkhead, Load, QueuedWait, Refusal, SlotAnswer};
+pub(crate) use queue::WaiterId;

@@ -19,7 +19,7 @@ use crate::outcome::Outcome;
 use crate::priority::Priority;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type KeyOf = dyn Fn(&Parts) -> String + Send + Sync;
+type KeyOfParts = dyn Fn(&Parts) -> String + Send + Sync;
 type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 
 /// A tower [`Layer`] for clients: every request of the service it wraps
@@ -84,7 +84,7 @@ pub struct ThrottleClientLayer {
 #[derive(Clone)]
 struct ClientSettings {
     manager: ThrottleManager<String>,
-    key_of: Option<Arc<KeyOf>>,
+    key_of: Option<Arc<KeyOfParts>>,
     classify: Option<Arc<ClassifyHead>>,
     priority: Priority,
 }

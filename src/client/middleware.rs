@@ -15,7 +15,7 @@ use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
 
-type KeyOf = dyn Fn(&Request) -> String + Send + Sync;
+type KeyOfRequest = dyn Fn(&Request) -> String + Send + Sync;
 type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
 
 /// A [`reqwest_middleware`] middleware that sends every request through a
@@ -131,7 +131,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 #[derive(Clone)]
 pub struct ThrottleMiddleware {
     manager: ThrottleManager<String>,
-    key_of: Option<Arc<KeyOf>>,
+    key_of: Option<Arc<KeyOfRequest>>,
     classify: Option<Arc<ClassifyResponse>>,
     priority: Priority,
     release_at_headers: bool,

@@ -435,12 +435,12 @@ pub(super) mod unique_names {
         D: Deserializer<'de>,
         V: Deserialize<'de>,
     {
-        d.deserialize_map(Names(PhantomData))
+        d.deserialize_map(UniqueNames(PhantomData))
     }
 
-    struct Names<V>(PhantomData<V>);
+    struct UniqueNames<V>(PhantomData<V>);
 
-    impl<'de, V: Deserialize<'de>> Visitor<'de> for Names<V> {
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for UniqueNames<V> {
         type Value = BTreeMap<String, V>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

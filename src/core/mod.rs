@@ -16,7 +16,7 @@
 
 mod outcomes;
 mod steps;
-pub(crate) mod store;
+pub(crate) mod shared_rate;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,18 +25,18 @@ use std::time::Duration;
 
 use tracing::Span;
 
-use crate::bulkhead::config::BulkheadSettings;
-use crate::bulkhead::limiter::{Bulkhead, Refusal};
-use crate::bulkhead::queue::WaiterId;
+use crate::bulkhead::BulkheadSettings;
+use crate::bulkhead::WaiterId;
+use crate::bulkhead::{Bulkhead, Refusal};
 use crate::clock::{Clock, Nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::outcome::Classifier;
 use crate::priority::{Priorities, Priority};
-use crate::rate::cell::Reservation;
-use crate::rate::config::RateSettings;
-use crate::throttle::config::ThrottleSettings;
-use crate::throttle::window::ThrottleWindow;
+use crate::rate::RateSettings;
+use crate::rate::Reservation;
+use crate::throttle::ThrottleSettings;
+use crate::throttle::ThrottleWindow;
 
 pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
 
@@ -193,7 +193,7 @@ pub(crate) struct Core {
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
     /// How calls are retried; `None`: they are not.
-    pub(crate) retry: Option<crate::retry::RetrySettings>,
+    pub(crate) retry: Option<crate::retry_budget::RetrySettings>,
     /// Judges unmarked errors of `call`; `None`: all neutral.
     pub(crate) classifier: Option<Box<Classifier>>,
     /// The default timeout of `call`.

@@ -7,7 +7,7 @@ use crate::events;
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
-use crate::throttle::window::Count;
+use crate::throttle::Count;
 
 /// # Outcomes
 impl Core {
@@ -59,8 +59,8 @@ impl Core {
                 self.metrics
                     .concurrency_limit(telemetry.label(), change.after);
             }
-            if change.turned {
-                events::concurrency_limit_turned(telemetry.span(), change.before, change.after);
+            if change.reversed {
+                events::concurrency_limit_reversed(telemetry.span(), change.before, change.after);
             }
             if change.after > change.before {
                 bulkhead.grant_waiters(settings);

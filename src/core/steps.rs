@@ -5,18 +5,17 @@ use std::time::Duration;
 use tracing::Span;
 
 use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
-use crate::bulkhead::limiter::{QueuedWait, Refusal, SlotAnswer};
-use crate::bulkhead::queue::WaiterId;
+use crate::bulkhead::WaiterId;
+use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
 use crate::clock::{Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
 use crate::metrics;
 use crate::priority::Priority;
-use crate::rate::cell::Reservation;
-use crate::rate::gcra;
-use crate::rate::line::{self, HORIZON};
-use crate::throttle::window::Count;
+use crate::rate::Reservation;
+use crate::rate::{self, HORIZON};
+use crate::throttle::Count;
 
 /// # Admission: the steps of one call, in the one order they run
 ///
@@ -155,7 +154,7 @@ impl Core {
     /// taken: the rejection says how far ahead they were. Tokens within
     /// the caller's patience but beyond the booking horizon, or behind
     /// calls already in the key's line, are not taken either: the call
-    /// joins the line ([`rate::line`](crate::rate::line)). Without a rate,
+    /// joins the line (`rate/line.rs`). Without a rate,
     /// no token. (A cost above the burst never gets here: see
     /// [`Core::cost_fits`].)
     #[inline]
@@ -188,8 +187,8 @@ impl Core {
         }
         // Behind the calls in line: expected at the rate now.
         let wait = state.rate.wait(now, settings.burst, cost);
-        let interval = gcra::interval(state.rate.rate());
-        let expected = line::expected_wait(wait, in_line, cost, interval);
+        let interval = rate::interval(state.rate.rate());
+        let expected = rate::expected_wait(wait, in_line, cost, interval);
         if expected > patience {
             return Err(Rejected::rate_limited(expected, priority));
         }
@@ -229,7 +228,7 @@ impl Core {
                     return Err(Rejected::rate_limited(wait, priority));
                 }
                 Err(wait) => {
-                    let look = line::next_look(now, wait, HORIZON);
+                    let look = rate::next_look(now, wait, HORIZON);
                     self.clock.sleep_until(Duration::from_nanos(look)).await;
                 }
             }
@@ -358,7 +357,7 @@ impl Core {
             return Ok(()); // unreachable: only a bulkhead queues
         };
         let refused = |refusal: Refusal| refusal.rejected(priority);
-        let _queued = metrics::Queued::enter(&self.metrics, telemetry.label());
+        let _queued = metrics::QueuedGauge::enter(&self.metrics, telemetry.label());
         let mut waiting = QueuedWait::new(bulkhead, usize::from(priority.level()), id);
         let Some(timeout) = settings.queue_timeout else {
             return (&mut waiting).await.map_err(refused);

@@ -9,13 +9,13 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManager;
+use super::{Retries, RetryCause};
 use crate::clock::nanos;
 use crate::core::Patience;
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::Permit;
 use crate::priority::{Priority, with_priority};
-use crate::retry::{Retries, RetryCause};
 
 /// Why a [`call`](crate::ThrottleManager::call) did not return a value.
 ///

@@ -11,17 +11,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use dashmap::mapref::one::Ref;
 
 use super::ThrottleManager;
-use crate::bulkhead::config::BulkheadSettings;
-use crate::bulkhead::limiter::Bulkhead;
+use crate::bulkhead::Bulkhead;
+use crate::bulkhead::BulkheadSettings;
 use crate::clock::Nanos;
 use crate::core::{Core, KeyTelemetry};
 use crate::events;
 use crate::key::KeyState;
-use crate::rate::cell::RateCell;
-use crate::rate::config::RateSettings;
+use crate::rate::RateCell;
+use crate::rate::RateSettings;
 use crate::registry::NoRoom;
-use crate::throttle::config::ThrottleSettings;
-use crate::throttle::window::ThrottleWindow;
+use crate::throttle::ThrottleSettings;
+use crate::throttle::ThrottleWindow;
 
 /// Which tier a new key is in, by name; `None`: the defaults.
 pub(crate) type TierOf<K> = dyn for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync;

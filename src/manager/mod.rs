@@ -19,7 +19,7 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::core::Core;
 use crate::key::KeyState;
@@ -32,12 +32,18 @@ mod keys;
 mod permits;
 mod pipeline;
 mod rate_only;
+mod retries;
+// Only a status page installs a watcher today; the hook is there without it.
+#[cfg_attr(not(feature = "status"), allow(dead_code))]
+mod refusal_hook;
 #[cfg(feature = "status")]
 mod watch;
 
 pub use call::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{ControlOverrides, KeyNamer, KeyNames, Overrides, TierOf};
+pub(crate) use refusal_hook::{RefusalWatcher, RefusedKey};
+pub use retries::{GaveUp, Retries, RetryCause};
 #[cfg(feature = "status")]
 pub(crate) use watch::KeyLoad;
 
@@ -91,9 +97,8 @@ pub(crate) struct ManagerState<K> {
     pub(crate) name: Option<String>,
     /// How the rate store names a key (present with a store).
     pub(crate) store_names: Option<Box<KeyNames<K>>>,
-    /// The refusals a status page shows; counts nothing until one watches.
-    #[cfg(feature = "status")]
-    pub(crate) refusals: crate::status::RefusalTally<K>,
+    /// Told of every refusal once installed (a status page's tally).
+    pub(crate) refusal_watcher: OnceLock<Arc<dyn RefusalWatcher<K>>>,
 }
 
 impl<K> Clone for ThrottleManager<K> {

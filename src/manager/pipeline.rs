@@ -23,11 +23,11 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Duration;
 
-use super::ThrottleManager;
-use crate::bulkhead::limiter::QueuedWait;
-use crate::bulkhead::queue::WaiterId;
+use super::{RefusedKey, ThrottleManager};
+use crate::bulkhead::QueuedWait;
+use crate::bulkhead::WaiterId;
 use crate::clock::Nanos;
-use crate::core::store::{StoreStep, StoreToken};
+use crate::core::shared_rate::{StoreStep, StoreToken};
 use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
@@ -35,7 +35,7 @@ use crate::key::KeyState;
 use crate::metrics::{CallWaits, WaitReason};
 use crate::permit::Ticket;
 use crate::priority::Priority;
-use crate::rate::cell::Reservation;
+use crate::rate::Reservation;
 
 mod admission;
 
@@ -170,12 +170,12 @@ impl HeldToken {
 /// A call waiting in its bulkhead's queue. Dropped there (the caller gave
 /// up), it hands its rate token back as a refusal from the queue would:
 /// the call never happened.
-struct Queued<'a> {
+struct QueuedCall<'a> {
     core: &'a Core,
     call: Option<Admitting>,
 }
 
-impl Drop for Queued<'_> {
+impl Drop for QueuedCall<'_> {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             call.give_back_token(self.core);
@@ -357,7 +357,7 @@ where
                     }
                 }
                 Wait::InQueue(call, id) => {
-                    let mut queued = Queued {
+                    let mut queued = QueuedCall {
                         core,
                         call: Some(call),
                     };
@@ -616,10 +616,13 @@ where
         if events::enabled() {
             events::call_refused(self.name_of_key(key).as_deref(), rejected);
         }
-        #[cfg(feature = "status")]
-        self.inner
-            .refusals
-            .refused(key, rejected.reason(), || K::from(key.to_owned()));
+        if let Some(watcher) = self.inner.refusal_watcher.get() {
+            let refused = RefusedKey {
+                is: &|held: &K| held.borrow() == key,
+                owned: &|| K::from(key.to_owned()),
+            };
+            watcher.refused(refused, rejected.reason());
+        }
     }
 }
 

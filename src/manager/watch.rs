@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::{KeySnapshot, ThrottleManager};
 use crate::key::KeyState;
-use crate::status::RefusalTally;
 
 /// How loaded one key is now: what the page ranks keys by.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -77,10 +76,6 @@ where
     /// Whether the manager names its keys.
     pub(crate) fn names_keys(&self) -> bool {
         self.inner.key_names.is_some()
-    }
-
-    pub(crate) fn refusal_tally(&self) -> &RefusalTally<K> {
-        &self.inner.refusals
     }
 
     /// The cap on live keys, and keys evicted so far.

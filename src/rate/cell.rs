@@ -66,12 +66,12 @@ struct QueueFalls {
 const RECENT_FALLS: usize = 64;
 
 /// The sign bit of the stored rate (rates are positive) records whether the
-/// last change was a decrease, so turns can be reported without more state.
+/// last change was a decrease, so reversals can be reported without more state.
 const FELL: u64 = 1 << 63;
 
 /// Which way a rate change went, when it reversed the previous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Turn {
+pub(crate) enum Reversal {
     /// The first rise after a fall.
     Up,
     /// The first fall after a rise (or ever).
@@ -84,7 +84,7 @@ pub(crate) struct RateChange {
     pub(crate) from: f64,
     pub(crate) to: f64,
     /// Set when this change went the other way than the last one.
-    pub(crate) turned: Option<Turn>,
+    pub(crate) reversed: Option<Reversal>,
 }
 
 impl RateChange {
@@ -94,7 +94,7 @@ impl RateChange {
         Self {
             from: rate,
             to: rate,
-            turned: None,
+            reversed: None,
         }
     }
 }
@@ -385,15 +385,15 @@ impl RateCell {
                         self.rescale_debt(now, old_interval, new_interval, burst);
                     }
                     let had_fallen = old_bits & FELL != 0;
-                    let turned = match (had_fallen, fell) {
-                        (false, true) => Some(Turn::Down),
-                        (true, false) => Some(Turn::Up),
+                    let reversed = match (had_fallen, fell) {
+                        (false, true) => Some(Reversal::Down),
+                        (true, false) => Some(Reversal::Up),
                         _ => None,
                     };
                     return RateChange {
                         from: old,
                         to: new,
-                        turned,
+                        reversed,
                     };
                 }
                 Err(actual) => old_bits = actual,

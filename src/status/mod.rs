@@ -72,7 +72,7 @@ use std::time::Duration;
 use crate::error::ConfigProblem;
 use crate::{ConfigError, ThrottleManager};
 
-pub(crate) use tally::RefusalTally;
+use tally::RefusalTally;
 
 /// A status page of one manager's keys: build it, then mount its
 /// [`router`](Self::router). Cloning it is cheap; clones share one sampler.
@@ -320,12 +320,18 @@ where
         if let Some(error) = ConfigError::from_problems(found) {
             return Err(error);
         }
-        // Refusals are counted from now: the page shows who was refused
-        // before anyone looked.
-        self.manager.refusal_tally().watch();
+        // Refusals are counted from now on, into the one tally every page
+        // of this manager shares.
+        let tally = self
+            .manager
+            .watch_refusals(|| Arc::new(RefusalTally::<K>::default()))
+            .into_any()
+            .downcast::<RefusalTally<K>>()
+            .expect("a status page is the only watcher of refusals");
         Ok(StatusPage {
             shared: Arc::new(sampler::Shared::new(
                 self.manager,
+                tally,
                 self.settings,
                 self.key_from_name,
             )),

@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-use super::sampler::{Sample, Shared, SortBy};
+use super::sampler::{KeySample, Shared, SortBy};
 use crate::manager::KeySnapshot;
 
 /// The page: one file, its script and styles inline.
@@ -93,7 +93,7 @@ struct KeyAnswer {
     snapshot: KeySnapshot,
     sample_every_ms: u64,
     /// Oldest first.
-    history: Vec<Sample>,
+    history: Vec<KeySample>,
 }
 
 fn refused(status: StatusCode, message: String) -> Response {
@@ -167,12 +167,7 @@ where
             keys_live: shared.manager.len(),
             max_keys,
             evicted,
-            refusals: shared
-                .manager
-                .refusal_tally()
-                .totals()
-                .into_iter()
-                .collect(),
+            refusals: shared.refusals.totals().into_iter().collect(),
         },
         keys,
     };

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::PageSettings;
+use super::{PageSettings, RefusalTally};
 use crate::ThrottleManager;
 use crate::manager::{KeyLoad, KeySnapshot};
 
@@ -51,7 +51,7 @@ pub(crate) struct Ranked<K> {
 
 /// One sample of a watched key.
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Sample {
+pub(crate) struct KeySample {
     /// When, in milliseconds since the Unix epoch.
     pub(crate) at_ms: u64,
     pub(crate) rate: Option<f64>,
@@ -70,7 +70,7 @@ pub(crate) struct Sample {
 #[derive(Debug)]
 pub(crate) struct Watched<K> {
     pub(crate) key: K,
-    pub(crate) samples: VecDeque<Sample>,
+    pub(crate) samples: VecDeque<KeySample>,
     /// When it was last in a top list or asked for: it stays watched for
     /// the history's length after.
     seen: Instant,
@@ -105,6 +105,8 @@ pub(crate) type KeyFromName<K> = dyn Fn(&str) -> Option<K> + Send + Sync;
 /// What every router of one page shares.
 pub(crate) struct Shared<K> {
     pub(crate) manager: ThrottleManager<K>,
+    /// The manager's refusals, counted since the first page was built.
+    pub(crate) refusals: Arc<RefusalTally<K>>,
     pub(crate) settings: PageSettings,
     key_from_name: Option<Box<KeyFromName<K>>>,
     /// The sampling task, once started.
@@ -120,11 +122,13 @@ where
 {
     pub(crate) fn new(
         manager: ThrottleManager<K>,
+        refusals: Arc<RefusalTally<K>>,
         settings: PageSettings,
         key_from_name: Option<Box<KeyFromName<K>>>,
     ) -> Self {
         Self {
             manager,
+            refusals,
             settings,
             key_from_name,
             task: Mutex::new(None),
@@ -228,8 +232,7 @@ where
         // A count C after fading holds r·T·f / (1 − f) at a steady r/s.
         let per_second = |count: f64| count * (1.0 - fade) / (every * fade);
         let refusals: Vec<Ranked<K>> = self
-            .manager
-            .refusal_tally()
+            .refusals
             .decay_and_rank(fade)
             .into_iter()
             .take(at_most)
@@ -288,7 +291,7 @@ where
             .map(|(name, watched)| (name.clone(), watched.key.clone()))
             .collect();
         drop(board);
-        let samples: Vec<(String, Option<Sample>)> = watched
+        let samples: Vec<(String, Option<KeySample>)> = watched
             .into_iter()
             .map(|(name, key)| {
                 let refused = refused_by_name.get(name.as_str()).copied().unwrap_or(0.0);
@@ -330,7 +333,7 @@ where
     }
 
     /// A sample of `key` now, or `None` if it is no longer live.
-    pub(crate) fn sample_of(&self, key: &K, refusals_per_second: f64) -> Option<Sample> {
+    pub(crate) fn sample_of(&self, key: &K, refusals_per_second: f64) -> Option<KeySample> {
         let (snapshot, load, served) = self.manager.watch_sample(key)?;
         Some(sample_from(&snapshot, load, served, refusals_per_second))
     }
@@ -341,8 +344,8 @@ fn sample_from(
     load: KeyLoad,
     served: Option<f64>,
     refusals_per_second: f64,
-) -> Sample {
-    Sample {
+) -> KeySample {
+    KeySample {
         at_ms: unix_ms(),
         rate: snapshot.rate,
         served,
@@ -453,6 +456,7 @@ mod tests {
         };
         let page = Arc::new(Shared::new(
             manager.clone(),
+            Arc::default(),
             settings,
             Some(Box::new(|name: &str| Some(name.to_owned()))),
         ));
@@ -576,7 +580,7 @@ mod tests {
             sample_every: Duration::from_secs(1),
             watch_at_most: 4,
         };
-        let page = Arc::new(Shared::new(manager.clone(), settings, None));
+        let page = Arc::new(Shared::new(manager.clone(), Arc::default(), settings, None));
         TOUCHY.store(true, Ordering::Relaxed);
         page.start(); // its first round panics
         tokio::time::sleep(Duration::from_millis(2_500)).await; // and two more

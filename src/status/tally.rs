@@ -10,11 +10,12 @@
 //! smallest count held is in the sketch. So the keys refused most are
 //! found without a counter per key.
 
-use std::borrow::Borrow;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::RejectReason;
+use crate::manager::{RefusalWatcher, RefusedKey};
 
 /// How many keys the sketch holds: the keys a status page can rank by
 /// refusals.
@@ -23,11 +24,10 @@ pub(crate) const SKETCH_KEYS: usize = 64;
 /// How many reasons a call may be refused for.
 const REASONS: usize = RejectReason::ALL.len();
 
-/// The refusals a manager has made, kept while a status page watches it.
+/// The refusals a manager has made since a status page was built for it,
+/// fed by the manager's refusal hook.
 #[derive(Debug)]
 pub(crate) struct RefusalTally<K> {
-    /// Whether a page watches: until one does, a refusal costs one load.
-    watched: AtomicBool,
     by_reason: [AtomicU64; REASONS],
     keys: Mutex<RefusalSketch<K>>,
 }
@@ -35,37 +35,29 @@ pub(crate) struct RefusalTally<K> {
 impl<K> Default for RefusalTally<K> {
     fn default() -> Self {
         Self {
-            watched: AtomicBool::new(false),
             by_reason: Default::default(),
             keys: Mutex::new(RefusalSketch::default()),
         }
     }
 }
 
-impl<K: Eq> RefusalTally<K> {
-    /// Starts counting (a status page now watches).
-    pub(crate) fn watch(&self) {
-        self.watched.store(true, Ordering::Relaxed);
-    }
-
-    /// Counts a refusal of `key` for `reason`; `owned` makes the key's own
-    /// value when the sketch takes it in. While another thread holds the
-    /// sketch, the refusal is counted by reason only: a flood of refusals
-    /// never queues on this lock.
-    pub(crate) fn refused<Q>(&self, key: &Q, reason: RejectReason, owned: impl FnOnce() -> K)
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        if !self.watched.load(Ordering::Relaxed) {
-            return;
-        }
+impl<K: Send + 'static> RefusalWatcher<K> for RefusalTally<K> {
+    /// Counts a refusal of `key` for `reason`. While another thread holds
+    /// the sketch, the refusal is counted by reason only: a flood of
+    /// refusals never queues on this lock.
+    fn refused(&self, key: RefusedKey<'_, K>, reason: RejectReason) {
         self.by_reason[reason.index()].fetch_add(1, Ordering::Relaxed);
         if let Ok(mut keys) = self.keys.try_lock() {
-            keys.count(key, owned);
+            keys.count(key.is, key.owned);
         }
     }
 
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
+        self
+    }
+}
+
+impl<K> RefusalTally<K> {
     /// Refusals since a page was built, by reason (only reasons
     /// that occurred).
     pub(crate) fn totals(&self) -> Vec<(&'static str, u64)> {
@@ -106,20 +98,13 @@ impl<K> Default for RefusalSketch<K> {
     }
 }
 
-impl<K: Eq> RefusalSketch<K> {
-    /// Counts one refusal of `key`: its count grows by one; a key not held
-    /// takes a free place, or else the place of the key with the smallest
-    /// count, whose count it inherits.
-    pub(crate) fn count<Q>(&mut self, key: &Q, owned: impl FnOnce() -> K)
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        if let Some(entry) = self
-            .entries
-            .iter_mut()
-            .find(|(held, _)| held.borrow() == key)
-        {
+impl<K> RefusalSketch<K> {
+    /// Counts one refusal of the key `is` recognizes: its count grows by
+    /// one; a key not held takes a free place (`owned` makes its value),
+    /// or else the place of the key with the smallest count, whose count
+    /// it inherits.
+    pub(crate) fn count(&mut self, is: impl Fn(&K) -> bool, owned: impl FnOnce() -> K) {
+        if let Some(entry) = self.entries.iter_mut().find(|(held, _)| is(held)) {
             entry.1 += 1.0;
             return;
         }
@@ -169,14 +154,19 @@ mod tests {
     }
 
     #[test]
-    fn a_page_not_watching_costs_nothing_and_counts_nothing() {
+    fn refusals_are_counted_by_reason_and_by_key() {
         let tally = RefusalTally::<String>::default();
-        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
+        let refuse = |key: &str, reason| {
+            let refused = RefusedKey {
+                is: &|held: &String| held == key,
+                owned: &|| key.to_owned(),
+            };
+            tally.refused(refused, reason);
+        };
         assert!(tally.totals().is_empty());
-        tally.watch();
-        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
-        tally.refused("b", RejectReason::Full, || "b".to_owned());
-        tally.refused("a", RejectReason::Throttled, || "a".to_owned());
+        refuse("a", RejectReason::Throttled);
+        refuse("b", RejectReason::Full);
+        refuse("a", RejectReason::Throttled);
         assert_eq!(tally.totals(), [("throttled", 2), ("full", 1)]);
         assert_eq!(
             tally.decay_and_rank(1.0),
@@ -188,9 +178,9 @@ mod tests {
     fn counts_decay_and_forgotten_keys_leave() {
         let mut sketch = RefusalSketch::<u32>::default();
         for _ in 0..4 {
-            sketch.count(&1, || 1);
+            sketch.count(|held| *held == 1, || 1);
         }
-        sketch.count(&2, || 2);
+        sketch.count(|held| *held == 2, || 2);
         sketch.decay(0.5);
         assert_eq!(sketch.ranked(), [(1, 2.0), (2, 0.5)]);
         sketch.decay(0.01);
@@ -207,7 +197,7 @@ mod tests {
             let mut sketch = RefusalSketch::default();
             let mut truth: HashMap<u32, f64> = HashMap::new();
             for key in &keys {
-                sketch.count(key, || *key);
+                sketch.count(|held| held == key, || *key);
                 *truth.entry(*key).or_default() += 1.0;
             }
             let held = sketch.ranked();

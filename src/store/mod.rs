@@ -140,8 +140,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::rate::Decrease;
-use crate::rate::config::RateSettings;
-use crate::rate::line::STORE_HORIZON;
+use crate::rate::RateSettings;
+use crate::rate::{DEFAULT_MAX_DEFER, MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED, STORE_HORIZON};
 
 #[cfg(feature = "redis")]
 mod redis;
@@ -340,6 +340,14 @@ pub struct RateRules {
     /// also as far ahead as the manager asks for a token. With the burst,
     /// it bounds what a bucket can owe ([`max_debt`](Self::max_debt)).
     pub max_pause: Duration,
+    /// A success raises the rate only while the rate is below this many
+    /// times the key's use (its successes a second over the last one to
+    /// two seconds): a rate far above its use limits no call, so its
+    /// successes say nothing about it.
+    pub max_rate_over_use: f64,
+    /// The same bound for a success whose call waited for its token: the
+    /// rate limited that call, and the use lags a rate that is climbing.
+    pub max_rate_over_use_waited: f64,
 }
 
 impl RateRules {
@@ -356,7 +364,7 @@ impl RateRules {
     pub fn of(config: &crate::RateConfig) -> Result<Self, crate::ConfigError> {
         config
             .validated()
-            .map(|settings| Self::from_settings(&settings, crate::builder::DEFAULT_MAX_DEFER))
+            .map(|settings| Self::from_settings(&settings, DEFAULT_MAX_DEFER))
     }
 
     /// The rules for a key's validated rate settings, in a manager whose
@@ -373,6 +381,8 @@ impl RateRules {
             decrease: settings.decrease,
             cooldown: Duration::from_nanos(settings.cooldown),
             max_pause: max_defer.max(Duration::from_nanos(STORE_HORIZON)),
+            max_rate_over_use: MAX_RATE_OVER_USE,
+            max_rate_over_use_waited: MAX_RATE_OVER_USE_WAITED,
         }
     }
 

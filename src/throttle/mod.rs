@@ -4,6 +4,19 @@
 //! `config` is what users set, `probability` the pure maths, `window`
 //! the per-key counters of the last window that feed it.
 //!
+//! # The contract (what the facade below promises the core)
+//!
+//! - **State**: a key's `ThrottleWindow` holds, per priority, its
+//!   requests and accepts in ten buckets of a tenth of the window each, on
+//!   atomics; `ThrottleSettings` are the validated rules.
+//! - **Invariants**: a rejection probability is in `[0, max_rejection]`;
+//!   an outcome counts for one window and no longer; a lower priority is
+//!   shed before a higher one under a shared overload.
+//! - **What a caller may assume**: `rejection` decides from the counts and
+//!   a uniform draw (`random_unit`, or the manager's random source) and
+//!   never blocks; `record` counts an outcome as a `Count`; a key whose
+//!   backend recovered stops being shed within two windows.
+//!
 //! The rules, and why:
 //! - **`window` means one window**: an outcome older than it no longer
 //!   counts, and one younger than nine tenths of it counts in full (ten
@@ -25,11 +38,15 @@
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
-pub(crate) mod config;
-pub(crate) mod probability;
-pub(crate) mod window;
+mod config;
+mod probability;
+mod window;
 
 pub use config::ThrottleConfig;
+
+// The facade: all the core uses of the throttle.
+pub(crate) use config::ThrottleSettings;
+pub(crate) use window::{Count, ThrottleWindow};
 
 use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};

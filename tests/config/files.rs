@@ -652,4 +652,8 @@ fn a_name_given_twice_is_refused_in_every_format_with_its_path() {
     let config =
         ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json)).unwrap();
     assert_eq!(config.tiers.len(), 2);
+    // Tiers or overrides that are no table say what was expected.
+    let (field, message) = json_problem(r#"{"tiers": 5}"#);
+    assert_eq!(field, "tiers");
+    assert!(message.contains("expected a table of names"), "{message}");
 }

@@ -272,3 +272,37 @@ proptest::proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn the_totals_show_the_key_spaces_cap_and_its_evictions() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .max_keys(3)
+        .idle_ttl(Duration::from_secs(60))
+        .key_names(String::clone)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let page = StatusPage::builder(&manager).build().unwrap();
+    let base = serve(page.router()).await;
+    let client = reqwest::Client::new();
+    let totals = |body: &Value| {
+        let totals = &body["totals"];
+        (
+            totals["max_keys"].clone(),
+            totals["evicted"].clone(),
+            totals["keys_live"].clone(),
+        )
+    };
+    let (_, body) = get(&client, &format!("{base}/keys")).await;
+    assert_eq!(totals(&body), (3.into(), 0.into(), 0.into()), "{body}");
+
+    for key in ["a", "b"] {
+        drop(manager.try_acquire(key, Priority::HIGH).unwrap());
+    }
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(manager.evict_idle(), 2);
+    let (_, body) = get(&client, &format!("{base}/keys")).await;
+    assert_eq!(totals(&body), (3.into(), 2.into(), 0.into()), "{body}");
+}

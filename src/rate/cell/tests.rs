@@ -389,12 +389,12 @@ mod turns {
                 .decrement(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).turned, None);
-        assert_eq!(cell.decrease(0, 0, &s).turned, Some(Turn::Down));
-        assert_eq!(cell.decrease(0, 0, &s).turned, None);
+        assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).reversed, None);
+        assert_eq!(cell.decrease(0, 0, &s).reversed, Some(Reversal::Down));
+        assert_eq!(cell.decrease(0, 0, &s).reversed, None);
         assert_eq!(
-            cell.increase(|| 0, 0, 0, false, 1, &s).turned,
-            Some(Turn::Up)
+            cell.increase(|| 0, 0, 0, false, 1, &s).reversed,
+            Some(Reversal::Up)
         );
         assert_eq!(
             cell.rate(),

@@ -9,8 +9,7 @@ use redis::{
 
 use super::{RedisKey, RedisStore, SharedRate, WhenUnavailable, restored_event, unavailable_event};
 use crate::clock::{Nanos, nanos};
-use crate::rate::aimd::{MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED};
-use crate::rate::config::Decrease;
+use crate::store::Decrease;
 use crate::store::{RateEvent, RateRules, TokenAnswer, TokenReceipt};
 
 /// The scripts, sent by hash (`EVALSHA`) and loaded again on `NOSCRIPT`.
@@ -233,11 +232,11 @@ impl RedisStore {
             .arg(ScriptNumber(step))
             .arg(ScriptNumber(micros_of(rules.cooldown)))
             .arg(self.settings.idle_ttl.as_millis() as u64)
-            .arg(if waited {
-                MAX_RATE_OVER_USE_WAITED
+            .arg(ScriptNumber(if waited {
+                rules.max_rate_over_use_waited
             } else {
-                MAX_RATE_OVER_USE
-            })
+                rules.max_rate_over_use
+            }))
             .arg(tokens)
             .arg(ScriptNumber(micros_of(rules.max_pause)));
         let answer = tokio::time::timeout(

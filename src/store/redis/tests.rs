@@ -12,8 +12,8 @@ use std::time::Duration;
 use super::RedisStore;
 use crate::clock::{Nanos, nanos};
 use crate::rate::RateConfig;
-use crate::rate::cell::{RateCell, Reservation};
-use crate::rate::config::RateSettings;
+use crate::rate::RateSettings;
+use crate::rate::{RateCell, Reservation};
 use crate::store::{RateEvent, TokenAnswer, TokenReceipt};
 
 const START: Nanos = 1_000_000_000_000_000; // about 11.6 days, in ns
@@ -161,7 +161,7 @@ impl Pair {
     /// Whether calls are queued for tokens in the local cell: a fall then
     /// moves them, and its debt parts from the script's.
     fn calls_queued(&self) -> bool {
-        let tail = u64::from(self.settings.burst) * crate::rate::gcra::interval(self.cell.rate());
+        let tail = u64::from(self.settings.burst) * crate::rate::interval(self.cell.rate());
         self.cell.full_from().saturating_sub(tail) > self.now
     }
 

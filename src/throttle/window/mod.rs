@@ -17,11 +17,11 @@
 //! is one `fetch_add` on its priority's newest bucket (a failure sets its
 //! flag first), and a check on a key with no failure in its window is one
 //! load of `newest`. When time crosses into a new bucket, the first call
-//! to notice claims the turn (a bit in `newest`), clears the buckets that
+//! to notice claims the rotation (a bit in `newest`), clears the buckets that
 //! left the window, and then publishes the new bucket with the flags moved
 //! along. A call that meanwhile sees the claim counts into the bucket
-//! before, which a turn of one bucket keeps in the window (after a window
-//! with no call at all, a turn clears them all, and such a call's outcome
+//! before, which a rotation of one bucket keeps in the window (after a window
+//! with no call at all, a rotation clears them all, and such a call's outcome
 //! may go with them).
 
 use std::num::NonZeroU8;
@@ -49,7 +49,7 @@ const REQUESTS: u64 = (1 << ACCEPT_SHIFT) - 1;
 const HALVE_AT: u64 = 3 << (ACCEPT_SHIFT - 2);
 
 /// In `newest`: set while a call clears the buckets that left the window.
-const TURNING: u64 = 1 << 63;
+const ROTATING: u64 = 1 << 63;
 /// In `newest`: where the failure flags begin. Flag `i` (from this bit
 /// up) says the bucket `i` before the newest holds a request not accepted.
 const FAILED_SHIFT: u32 = 63 - SLOTS as u32;
@@ -90,7 +90,7 @@ type Buckets = [AtomicU64; SLOTS];
 pub(crate) struct ThrottleWindow {
     /// The newest bucket (numbered from the clock's origin) in the low
     /// bits ([`BUCKET`]), with the buckets' failure flags ([`FAILED`]) and
-    /// [`TURNING`] above. A flag is set before the failure it marks is
+    /// [`ROTATING`] above. A flag is set before the failure it marks is
     /// counted, so no reader sees a failure as healthy.
     newest: AtomicU64,
     /// By priority, its buckets: the first [`NEAR_LEVELS`] here, any more
@@ -100,7 +100,7 @@ pub(crate) struct ThrottleWindow {
     far: Option<Box<FarLevels>>,
     /// How many priority levels the window counts. Never 0.
     levels: NonZeroU8,
-    /// Whether the last decision shed a call: to report the turns only.
+    /// Whether the last decision shed a call: to report its starts and stops only.
     shedding: AtomicBool,
 }
 
@@ -202,7 +202,7 @@ impl ThrottleWindow {
             return; // resolved priorities are within the levels
         };
         if count == Count::Request && word & FAILED_NEWEST == 0 {
-            // Flagged before it is counted. (Should the window turn in
+            // Flagged before it is counted. (Should the window rotate in
             // between, the flag lands on the next bucket and the count on
             // the one before, which leaves the window first: the count is
             // read while it is in the window, and the flag stays with it
@@ -268,21 +268,21 @@ impl ThrottleWindow {
         if now < ((word & BUCKET) + 1).saturating_mul(length) {
             return word;
         }
-        self.turn_to(word, now / length)
+        self.rotate_to(word, now / length)
     }
 
     /// Makes `bucket` the newest, clearing the buckets that leave the
     /// window, unless another call is doing so (then the bucket before
     /// stays the newest for this call) or has done it; returns the word.
     #[cold]
-    fn turn_to(&self, mut seen: u64, bucket: u64) -> u64 {
+    fn rotate_to(&self, mut seen: u64, bucket: u64) -> u64 {
         loop {
-            if seen & TURNING != 0 || seen & BUCKET >= bucket {
+            if seen & ROTATING != 0 || seen & BUCKET >= bucket {
                 return seen;
             }
             match self.newest.compare_exchange(
                 seen,
-                seen | TURNING,
+                seen | ROTATING,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -292,7 +292,7 @@ impl ThrottleWindow {
         }
         // The slots of buckets from+1 ..= bucket hold buckets that have
         // now left the window; at most all SLOTS of them. No call counts
-        // into them meanwhile: until the turn is published, every call
+        // into them meanwhile: until the rotation is published, every call
         // sees `from` as the newest bucket.
         let from = seen & BUCKET;
         let first = (from + 1).max(bucket.saturating_sub(SLOTS as u64 - 1));
@@ -301,10 +301,10 @@ impl ThrottleWindow {
                 buckets[slot(expired)].store(0, Ordering::Release);
             }
         }
-        // The flags, `from`'s set before the turn or during it (its calls
+        // The flags, `from`'s set before the rotation or during it (its calls
         // count into `from`), move along with their buckets; those of the
         // buckets that left the window go.
-        let turned = |word: u64| {
+        let rotated = |word: u64| {
             let moved = (word & FAILED)
                 .checked_shl(u32::try_from(bucket - from).unwrap_or(u32::MAX))
                 .unwrap_or(0);
@@ -313,9 +313,9 @@ impl ThrottleWindow {
         match self
             .newest
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-                Some(turned(word))
+                Some(rotated(word))
             }) {
-            Ok(word) | Err(word) => turned(word),
+            Ok(word) | Err(word) => rotated(word),
         }
     }
 }

@@ -174,7 +174,7 @@ fn accepts_bring_the_probability_back_down() {
 }
 
 /// Which bucket holds a failure is in the window's word: set by the
-/// failure, moved along by each turn, gone when its bucket leaves.
+/// failure, moved along by each rotation, gone when its bucket leaves.
 /// Successes alone never set it, so a healthy key's check is one load.
 #[test]
 fn the_failure_flags_follow_the_failure_through_the_window() {
@@ -202,16 +202,16 @@ fn the_failure_flags_follow_the_failure_through_the_window() {
     assert_eq!(flags(300 * SECOND), 0);
 }
 
-/// While one call turns the window, another sees the bucket before as
+/// While one call rotates the window, another sees the bucket before as
 /// the newest and counts into it: nothing waits, nothing is lost.
 #[test]
-fn a_call_during_a_turn_counts_into_the_bucket_before() {
+fn a_call_during_a_rotation_counts_into_the_bucket_before() {
     let s = settings();
     let window = ThrottleWindow::new(1, 0, &s);
-    window.newest.store(TURNING, Ordering::Release); // turning from 0
+    window.newest.store(ROTATING, Ordering::Release); // rotating from 0
     assert_eq!(window.word_at(61 * SECOND, s.bucket) & BUCKET, 0);
     window.record(61 * SECOND, 0, Count::Request, &s);
-    window.newest.store(1, Ordering::Release); // the turn is done
+    window.newest.store(1, Ordering::Release); // the rotation is done
     assert_eq!(counts(&window, 0).requests, 1.0);
     assert_eq!(unpack(window.near[0][0].load(Ordering::Acquire)), (1, 0));
 }
@@ -239,11 +239,11 @@ fn concurrent_counts_are_not_lost() {
 /// Threads counting through fourteen buckets, all in the same bucket at a
 /// time: at the start of the next, the window holds at most the last ten
 /// buckets' outcomes (the older ones were cleared, even while calls
-/// counted) and at least the last eight's (a call during a turn counts
+/// counted) and at least the last eight's (a call during a rotation counts
 /// into the bucket before, so the oldest bucket in the window may have
 /// lent some of its calls to the one that has left).
 #[test]
-fn concurrent_turns_clear_what_left_and_keep_what_came() {
+fn concurrent_rotations_clear_what_left_and_keep_what_came() {
     let s = ThrottleSettings::for_test(ThrottleConfig::new().window(Duration::from_millis(10)));
     let window = ThrottleWindow::new(1, 0, &s);
     let in_bucket = std::sync::Barrier::new(4);
@@ -293,7 +293,7 @@ proptest::proptest! {
     /// The window against a plain model: a list of every outcome with
     /// its bucket, those of the newest bucket and the nine before it
     /// counted. Times only move forward, by steps that cross zero, one or
-    /// many buckets, so every path of the turn (nothing to do, some
+    /// many buckets, so every path of the rotation (nothing to do, some
     /// buckets leave, all leave) is taken.
     #[test]
     fn the_window_holds_the_last_window_of_outcomes(

@@ -5,12 +5,11 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use super::RetrySettings;
-use super::backoff;
 use crate::clock::{Nanos, nanos};
 use crate::core::{Core, KeyTelemetry};
 use crate::key::KeyState;
 use crate::priority::Priority;
+use crate::retry_budget::{self, RetrySettings};
 
 /// Why an attempt failed, as [`Retries::after`] judges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +23,7 @@ pub enum RetryCause {
         pause: Option<Duration>,
     },
     /// The connection failed (refused, reset, timed out): retried only under
-    /// [`retry_transport_errors`](super::RetryPolicy::retry_transport_errors).
+    /// [`retry_transport_errors`](crate::retry::RetryPolicy::retry_transport_errors).
     Transport,
     /// A control refused the call locally; `retry_after`, when it could go
     /// ([`Rejected::retry_after`](crate::Rejected::retry_after)). A refusal
@@ -40,7 +39,7 @@ pub enum RetryCause {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GaveUp {
-    /// The manager has no [`RetryPolicy`](super::RetryPolicy).
+    /// The manager has no [`RetryPolicy`](crate::retry::RetryPolicy).
     NoPolicy,
     /// The failure is not one the policy retries (a transport error without
     /// `retry_transport_errors`, a refusal that does not say when).
@@ -79,7 +78,7 @@ impl fmt::Display for GaveUp {
 }
 
 /// One logical call's attempts under the manager's
-/// [`RetryPolicy`](super::RetryPolicy), from
+/// [`RetryPolicy`](crate::retry::RetryPolicy), from
 /// [`ThrottleManager::retries`](crate::ThrottleManager::retries): the
 /// priority of each attempt, the deadline they share, and after each
 /// failure whether to retry, waiting the backoff first.
@@ -188,7 +187,7 @@ impl<'m> Retries<'m> {
     /// Whether the call may be retried at all: the manager has a policy
     /// that makes retries, and the call is `idempotent` (safe to send
     /// twice) or the policy
-    /// [retries any call](super::RetryPolicy::retry_non_idempotent). An
+    /// [retries any call](crate::retry::RetryPolicy::retry_non_idempotent). An
     /// edge asks it before keeping a copy of what it sends.
     ///
     /// ```
@@ -219,7 +218,7 @@ impl<'m> Retries<'m> {
 
     /// How long the whole call may take, first attempt, waits and retries
     /// together: the policy's
-    /// [`deadline`](super::RetryPolicy::deadline); `None` without one.
+    /// [`deadline`](crate::retry::RetryPolicy::deadline); `None` without one.
     ///
     /// ```
     /// # use portcullis::{retry::RetryPolicy, *};
@@ -361,8 +360,8 @@ impl<'m> Retries<'m> {
 
     /// Retry `made + 1`'s full-jitter draw.
     fn backoff(core: &Core, settings: &RetrySettings, made: u32) -> Duration {
-        let ceiling = backoff::ceiling(made + 1, settings.base, settings.cap);
-        backoff::jittered(ceiling, core.draw())
+        let ceiling = retry_budget::ceiling(made + 1, settings.base, settings.cap);
+        retry_budget::jittered(ceiling, core.draw())
     }
 
     fn wait_for(

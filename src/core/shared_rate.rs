@@ -13,9 +13,8 @@ use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
-use crate::rate::config::RateSettings;
-use crate::rate::gcra;
-use crate::rate::line::{self, STORE_HORIZON};
+use crate::rate::RateSettings;
+use crate::rate::{self, STORE_HORIZON};
 use crate::store::{
     MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
     TokenRequest, WhenUnavailable,
@@ -65,7 +64,7 @@ impl Core {
     /// The rate step for a key whose rate is in the store: one round trip
     /// when the token is due within [`STORE_HORIZON`] and nobody is in the
     /// key's line; otherwise the call waits in the line
-    /// ([`rate::line`](crate::rate::line)), whose head asks the store, one
+    /// (`rate/line.rs`), whose head asks the store, one
     /// call of this process at a time, until its token comes within the
     /// horizon. So the store's bucket is never booked further ahead than
     /// that by any process, and a change of the shared rate reaches every
@@ -110,8 +109,8 @@ impl Core {
             }
         } else {
             // Behind others in line: expected at the shared rate last seen.
-            let interval = gcra::interval(key.rate().unwrap_or(settings.starting_rate));
-            let expected = line::expected_wait(0, in_line, cost, interval);
+            let interval = rate::interval(key.rate().unwrap_or(settings.starting_rate));
+            let expected = rate::expected_wait(0, in_line, cost, interval);
             if expected > patience {
                 return StoreStep::Refused(Rejected::rate_limited(expected, priority));
             }
@@ -122,7 +121,7 @@ impl Core {
         loop {
             if let Some(due) = due.take() {
                 let now = self.now();
-                let look = line::next_look(now, due.saturating_sub(now), STORE_HORIZON);
+                let look = rate::next_look(now, due.saturating_sub(now), STORE_HORIZON);
                 self.clock.sleep_until(Duration::from_nanos(look)).await;
             }
             match self.ask_store(state, priority, STORE_HORIZON, cost).await {
