@@ -2,12 +2,130 @@
 //! the randomness of shedding and backoff, the classifier, and how long
 //! calls may wait.
 
+use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManagerBuilder;
-use crate::outcome::Outcome;
-use crate::priority::{OutOfRange, Priority};
+use crate::core::RandomSource;
+use crate::error::{ConfigProblem, Problems};
+use crate::outcome::{Classifier, Outcome};
+use crate::priority::{OutOfRange, Priorities, Priority};
+use crate::rate::DEFAULT_MAX_DEFER;
+use crate::retry_budget::{RetryPolicy, RetrySettings};
+
+/// The default number of priority levels: `Priority::HIGH` to `Priority::LOW`.
+const DEFAULT_PRIORITY_LEVELS: u8 = 4;
+
+/// The most priority levels a manager may have.
+const MAX_PRIORITY_LEVELS: u8 = 16;
+
+/// How calls are judged and how long they may wait, as set.
+pub(super) struct CallParts {
+    pub(super) priority_levels: u8,
+    pub(super) out_of_range: OutOfRange,
+    pub(super) random: Option<Box<RandomSource>>,
+    pub(super) retry: Option<RetryPolicy>,
+    pub(super) classifier: Option<Box<Classifier>>,
+    pub(super) call_timeout: Option<Duration>,
+    pub(super) max_defer: Duration,
+    pub(super) max_wait: Option<Duration>,
+    /// Per-priority `max_wait`s, by level, in the order given.
+    pub(super) max_wait_for: Vec<(Priority, Duration)>,
+}
+
+impl Default for CallParts {
+    fn default() -> Self {
+        Self {
+            priority_levels: DEFAULT_PRIORITY_LEVELS,
+            out_of_range: OutOfRange::default(),
+            random: None,
+            retry: None,
+            classifier: None,
+            call_timeout: None,
+            max_defer: DEFAULT_MAX_DEFER,
+            max_wait: None,
+            max_wait_for: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for CallParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallParts")
+            .field("priority_levels", &self.priority_levels)
+            .field("out_of_range", &self.out_of_range)
+            .field("random", &self.random.is_some())
+            .field("retry", &self.retry)
+            .field("classifier", &self.classifier.is_some())
+            .field("call_timeout", &self.call_timeout)
+            .field("max_defer", &self.max_defer)
+            .field("max_wait", &self.max_wait)
+            .field("max_wait_for", &self.max_wait_for)
+            .finish()
+    }
+}
+
+/// How calls are judged, checked: `max_wait` is by priority level.
+pub(super) struct CheckedCalls {
+    pub(super) priorities: Priorities,
+    pub(super) random: Option<Box<RandomSource>>,
+    pub(super) retry: Option<RetrySettings>,
+    pub(super) classifier: Option<Box<Classifier>>,
+    pub(super) call_timeout: Option<Duration>,
+    pub(super) max_defer: Duration,
+    pub(super) max_wait: Box<[Option<Duration>]>,
+}
+
+impl CallParts {
+    /// Checks the priority levels, the retry policy, the call timeout and
+    /// that every per-priority wait names a level the manager has.
+    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedCalls {
+        let levels = self.priority_levels;
+        if !(1..=MAX_PRIORITY_LEVELS).contains(&levels) {
+            Problems::new("", found).add(
+                "priority_levels",
+                format!("must be from 1 to {MAX_PRIORITY_LEVELS}, got {levels}"),
+            );
+        }
+        let retry = self
+            .retry
+            .as_ref()
+            .and_then(|policy| policy.check(&mut Problems::new("retry", found)));
+        if self.call_timeout == Some(Duration::ZERO) {
+            Problems::new("", found).add("call_timeout", "must be above 0, got 0ns");
+        }
+        for (priority, _) in &self.max_wait_for {
+            if priority.level() >= levels {
+                Problems::new("", found).add(
+                    "max_wait_for",
+                    format!(
+                        "{priority} is out of range: the manager has {levels} priority levels (0 to {})",
+                        levels.saturating_sub(1)
+                    ),
+                );
+            }
+        }
+        let mut max_wait = vec![self.max_wait; usize::from(levels)];
+        for (priority, max) in self.max_wait_for {
+            if let Some(wait) = max_wait.get_mut(usize::from(priority.level())) {
+                *wait = Some(max);
+            }
+        }
+        CheckedCalls {
+            priorities: Priorities {
+                levels,
+                out_of_range: self.out_of_range,
+            },
+            random: self.random,
+            retry,
+            classifier: self.classifier,
+            call_timeout: self.call_timeout,
+            max_defer: self.max_defer,
+            max_wait: max_wait.into_boxed_slice(),
+        }
+    }
+}
 
 /// # Calls: priorities, classification, waiting
 impl<K> ThrottleManagerBuilder<K>
@@ -31,7 +149,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn priority_levels(mut self, levels: u8) -> Self {
-        self.priority_levels = levels;
+        self.calls.priority_levels = levels;
         self
     }
 
@@ -49,7 +167,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn out_of_range(mut self, policy: OutOfRange) -> Self {
-        self.out_of_range = policy;
+        self.calls.out_of_range = policy;
         self
     }
 
@@ -77,8 +195,8 @@ where
     /// assert_eq!(bad.problems()[0].field(), "retry.budget");
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn retry(mut self, policy: crate::retry_budget::RetryPolicy) -> Self {
-        self.retry = Some(policy);
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.calls.retry = Some(policy);
         self
     }
 
@@ -104,7 +222,7 @@ where
     /// # }
     /// ```
     pub fn random_source(mut self, random: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
-        self.random = Some(Box::new(random));
+        self.calls.random = Some(Box::new(random));
         self
     }
 
@@ -137,7 +255,7 @@ where
         mut self,
         classify: impl Fn(&(dyn std::error::Error + 'static)) -> Outcome + Send + Sync + 'static,
     ) -> Self {
-        self.classifier = Some(Box::new(classify));
+        self.calls.classifier = Some(Box::new(classify));
         self
     }
 
@@ -157,7 +275,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = Some(timeout);
+        self.calls.call_timeout = Some(timeout);
         self
     }
 
@@ -177,7 +295,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_defer(mut self, max: Duration) -> Self {
-        self.max_defer = max;
+        self.calls.max_defer = max;
         self
     }
 
@@ -233,7 +351,7 @@ where
     /// # }
     /// ```
     pub fn max_wait(mut self, max: Duration) -> Self {
-        self.max_wait = Some(max);
+        self.calls.max_wait = Some(max);
         self
     }
 
@@ -274,7 +392,7 @@ where
     /// # }
     /// ```
     pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
-        self.max_wait_for.push((priority, max));
+        self.calls.max_wait_for.push((priority, max));
         self
     }
 }

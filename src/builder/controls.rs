@@ -1,13 +1,169 @@
 //! The builder's settings of the three controls: the defaults every key
-//! gets, and the keys that get their own.
+//! gets, the tiers, and the keys that get their own.
 
 use std::fmt;
 use std::hash::Hash;
+use std::sync::Arc;
 
-use super::ThrottleManagerBuilder;
-use crate::bulkhead::BulkheadConfig;
-use crate::rate::RateConfig;
-use crate::throttle::ThrottleConfig;
+use super::{ThrottleManagerBuilder, Tier};
+use crate::bulkhead::{BulkheadConfig, BulkheadSettings};
+use crate::clock::Nanos;
+use crate::core::Control;
+use crate::error::{ConfigProblem, Problems};
+use crate::key::KeyState;
+use crate::manager::{ControlOverrides, Overrides, TierOf};
+use crate::rate::{RateConfig, RateSettings};
+use crate::registry::{Quiet, QuietFrom};
+use crate::throttle::{ThrottleConfig, ThrottleSettings};
+
+/// The controls as set: the defaults, the tiers and the overrides, each
+/// override with the name `build` reports its problems under.
+pub(super) struct ControlParts<K> {
+    pub(super) rate: Option<RateConfig>,
+    pub(super) throttle: Option<ThrottleConfig>,
+    pub(super) bulkhead: Option<BulkheadConfig>,
+    pub(super) rate_overrides: Vec<(K, String, RateConfig)>,
+    pub(super) throttle_overrides: Vec<(K, String, ThrottleConfig)>,
+    pub(super) bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
+    /// Tiers by name, in the order declared.
+    pub(super) tiers: Vec<(String, Tier)>,
+    pub(super) tier_of: Option<Box<TierOf<K>>>,
+    /// Where each default is named in errors.
+    pub(super) paths: ControlPaths,
+}
+
+impl<K> Default for ControlParts<K> {
+    fn default() -> Self {
+        Self {
+            rate: None,
+            throttle: None,
+            bulkhead: None,
+            rate_overrides: Vec::new(),
+            throttle_overrides: Vec::new(),
+            bulkhead_overrides: Vec::new(),
+            tiers: Vec::new(),
+            tier_of: None,
+            paths: ControlPaths::default(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for ControlParts<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlParts")
+            .field("rate", &self.rate)
+            .field("throttle", &self.throttle)
+            .field("bulkhead", &self.bulkhead)
+            .field("rate_overrides", &self.rate_overrides.len())
+            .field("throttle_overrides", &self.throttle_overrides.len())
+            .field("bulkhead_overrides", &self.bulkhead_overrides.len())
+            .field("tiers", &self.tiers)
+            .field("tier_of", &self.tier_of.is_some())
+            .finish()
+    }
+}
+
+/// The controls, checked: each one's default (if any key has the control),
+/// and every key's own settings.
+pub(super) struct CheckedControls<K> {
+    pub(super) rate: Option<Control<RateSettings>>,
+    pub(super) throttle: Option<Control<ThrottleSettings>>,
+    pub(super) bulkhead: Option<Control<BulkheadSettings>>,
+    pub(super) overrides: Overrides<K>,
+}
+
+impl<K: Hash + Eq> ControlParts<K> {
+    /// Checks every control, default, tier and override, each under its
+    /// own name, and that tiers and `tier_of` come together.
+    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedControls<K> {
+        let no_control = self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none();
+        let no_override = self.rate_overrides.is_empty()
+            && self.throttle_overrides.is_empty()
+            && self.bulkhead_overrides.is_empty()
+            && self.tiers.is_empty();
+        if no_control && no_override {
+            Problems::new("", found).add(
+                "controls",
+                "no control configured; call .rate(...), .throttle(...) or .bulkhead(...)",
+            );
+        }
+        match (self.tiers.is_empty(), self.tier_of.is_some()) {
+            (false, false) => Problems::new("", found).add(
+                "tier_of",
+                "tiers are declared, and nothing maps keys to them; call .tier_of(...)",
+            ),
+            (true, true) => Problems::new("", found).add(
+                "tier_of",
+                "maps keys to tiers, and none is declared; call .tier(...)",
+            ),
+            _ => {}
+        }
+        let tiers = &self.tiers;
+        let (rate, rate_overrides) = control(
+            self.paths.rate,
+            self.rate.as_ref(),
+            self.rate_overrides,
+            tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.rate.as_ref()?))
+            }),
+            RateConfig::check,
+            found,
+        );
+        let (throttle, throttle_overrides) = control(
+            self.paths.throttle,
+            self.throttle.as_ref(),
+            self.throttle_overrides,
+            tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.throttle.as_ref()?))
+            }),
+            ThrottleConfig::check,
+            found,
+        );
+        let (bulkhead, bulkhead_overrides) = control(
+            self.paths.bulkhead,
+            self.bulkhead.as_ref(),
+            self.bulkhead_overrides,
+            tiers.iter().filter_map(|(name, tier)| {
+                Some((name.as_str(), tier.path.as_deref(), tier.bulkhead.as_ref()?))
+            }),
+            BulkheadConfig::check,
+            found,
+        );
+        CheckedControls {
+            rate,
+            throttle,
+            bulkhead,
+            overrides: Overrides {
+                rate: rate_overrides,
+                throttle: throttle_overrides,
+                bulkhead: bulkhead_overrides,
+                tier_of: self.tier_of,
+            },
+        }
+    }
+}
+
+impl<K> CheckedControls<K> {
+    /// When a key is quiet, as the key space asks before it forgets one:
+    /// under the default rate and throttle unless the key has its own.
+    pub(super) fn quiet_from(&self) -> Box<QuietFrom<KeyState>> {
+        let throttle = self
+            .throttle
+            .as_ref()
+            .and_then(|control| control.default.clone());
+        let rate = self
+            .rate
+            .as_ref()
+            .and_then(|control| control.default.clone());
+        Box::new(move |state: &KeyState, now: Nanos| {
+            Some(Quiet {
+                from: state.quiet_from(throttle.as_deref()),
+                debt_until: state.debt_until(now, rate.as_deref()),
+                rate_moved: state.rate_moved(rate.as_deref()),
+            })
+        })
+    }
+}
 
 /// # The controls
 impl<K> ThrottleManagerBuilder<K>
@@ -25,7 +181,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate(mut self, config: RateConfig) -> Self {
-        self.rate = Some(config);
+        self.controls.rate = Some(config);
         self
     }
 
@@ -49,7 +205,7 @@ where
     {
         let key = key.into();
         let name = format!("rate_override[{key:?}]");
-        self.rate_overrides.push((key, name, config));
+        self.controls.rate_overrides.push((key, name, config));
         self
     }
 
@@ -73,7 +229,7 @@ where
     {
         let key = key.into();
         let name = format!("throttle_override[{key:?}]");
-        self.throttle_overrides.push((key, name, config));
+        self.controls.throttle_overrides.push((key, name, config));
         self
     }
 
@@ -99,7 +255,7 @@ where
     {
         let key = key.into();
         let name = format!("bulkhead_override[{key:?}]");
-        self.bulkhead_overrides.push((key, name, config));
+        self.controls.bulkhead_overrides.push((key, name, config));
         self
     }
 
@@ -114,7 +270,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn throttle(mut self, config: ThrottleConfig) -> Self {
-        self.throttle = Some(config);
+        self.controls.throttle = Some(config);
         self
     }
 
@@ -132,7 +288,66 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn bulkhead(mut self, config: BulkheadConfig) -> Self {
-        self.bulkhead = Some(config);
+        self.controls.bulkhead = Some(config);
         self
     }
+}
+
+/// Where each default control is named in errors: as the builder's
+/// method (`rate.burst`), or as a configuration file's section
+/// (`default.rate.burst`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ControlPaths {
+    pub(super) rate: &'static str,
+    pub(super) throttle: &'static str,
+    pub(super) bulkhead: &'static str,
+}
+
+impl Default for ControlPaths {
+    fn default() -> Self {
+        Self {
+            rate: "rate",
+            throttle: "throttle",
+            bulkhead: "bulkhead",
+        }
+    }
+}
+
+/// One control from its default config and its overrides, each checked
+/// under its own name: `None` when neither is there.
+fn control<'t, K: Hash + Eq, C: 't, S>(
+    default_path: &str,
+    default: Option<&C>,
+    overrides: Vec<(K, String, C)>,
+    tiers: impl Iterator<Item = (&'t str, Option<&'t str>, &'t C)>,
+    check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
+    found: &mut Vec<ConfigProblem>,
+) -> (Option<Control<S>>, ControlOverrides<K, S>) {
+    let mut by_key = ControlOverrides::default();
+    let mut tiers = tiers.peekable();
+    if default.is_none() && overrides.is_empty() && tiers.peek().is_none() {
+        return (None, by_key);
+    }
+    let default = default.and_then(|config| check(config, &mut Problems::new(default_path, found)));
+    for (key, name, config) in overrides {
+        if let Some(settings) = check(&config, &mut Problems::new(&name, found)) {
+            by_key.exact.insert(key, Arc::new(settings));
+        }
+    }
+    for (tier, declared_at, config) in tiers {
+        // The control's own name ends the path: `tier["premium"].rate`,
+        // or where a file declared it, `tiers."premium".rate`.
+        let control = default_path.rsplit('.').next().unwrap_or(default_path);
+        let path = match declared_at {
+            Some(at) => format!("{at}.{control}"),
+            None => format!("tier[{tier:?}].{control}"),
+        };
+        if let Some(settings) = check(config, &mut Problems::new(&path, found)) {
+            by_key.by_tier.insert(tier.to_owned(), Arc::new(settings));
+        }
+    }
+    let control = Control {
+        default: default.map(Arc::new),
+    };
+    (Some(control), by_key)
 }

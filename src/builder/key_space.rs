@@ -1,88 +1,109 @@
 //! The builder's settings of the key space and of time: how many keys, how
-//! long an idle key is kept, how keys are named outside, and the clock.
+//! long an idle key is kept, and the clock.
 
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::ThrottleManagerBuilder;
-use crate::clock::Clock;
+use crate::clock::{Clock, default_clock, nanos};
+use crate::error::{ConfigProblem, Problems};
+use crate::key::KeyState;
+use crate::registry::{QuietFrom, Registry, RoomSignal};
 
-/// # The key space, telemetry and time
+/// The default cap on live keys.
+const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// The default idle TTL: a key quiet this long is forgotten.
+const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// Under pressure, the longest a key's debt, pause or shedding holds its
+/// place in a full key space (see `max_hold`).
+const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(60);
+
+/// The shortest `idle_ttl`: below it, sweeps of the whole key space would
+/// run on nearly every new key (at `idle_ttl(0)`, on every one: quadratic).
+const MIN_IDLE_TTL: Duration = Duration::from_secs(1);
+
+/// The key space as set, and the clock.
+#[derive(Debug)]
+pub(super) struct KeySpaceParts {
+    pub(super) max_keys: usize,
+    /// `None`: idle keys are kept.
+    pub(super) idle_ttl: Option<Duration>,
+    pub(super) max_hold: Duration,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+    /// The prefix of its fields in errors: none, or a file's `keys`.
+    pub(super) path: &'static str,
+}
+
+impl Default for KeySpaceParts {
+    fn default() -> Self {
+        Self {
+            max_keys: DEFAULT_MAX_KEYS,
+            idle_ttl: Some(DEFAULT_IDLE_TTL),
+            max_hold: DEFAULT_MAX_HOLD,
+            clock: None,
+            path: "",
+        }
+    }
+}
+
+/// The key space, checked, and the clock every control reads.
+pub(super) struct CheckedKeySpace {
+    max_keys: usize,
+    idle_ttl: Option<Duration>,
+    max_hold: Duration,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+impl KeySpaceParts {
+    /// Checks the cap and the idle TTL.
+    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedKeySpace {
+        if let Some(ttl) = self.idle_ttl.filter(|&ttl| ttl < MIN_IDLE_TTL) {
+            Problems::new(self.path, found).add(
+                "idle_ttl",
+                format!(
+                    "must be at least 1s (a shorter one forgets a key's learned rate \
+                     between two of its calls), got {ttl:?}"
+                ),
+            );
+        }
+        if self.max_keys == 0 {
+            Problems::new(self.path, found).add("max_keys", "must be at least 1, got 0");
+        }
+        CheckedKeySpace {
+            max_keys: self.max_keys,
+            idle_ttl: self.idle_ttl,
+            max_hold: self.max_hold,
+            clock: self.clock.unwrap_or_else(default_clock),
+        }
+    }
+}
+
+impl CheckedKeySpace {
+    /// The key space, which asks `quiet_from` when a key may go and tells
+    /// `room` when a place frees.
+    pub(super) fn registry<K: Hash + Eq>(
+        &self,
+        quiet_from: Box<QuietFrom<KeyState>>,
+        room: Arc<RoomSignal>,
+    ) -> Registry<K, KeyState> {
+        Registry::new(
+            self.max_keys,
+            self.idle_ttl.map(nanos),
+            nanos(self.max_hold),
+            quiet_from,
+            room,
+        )
+    }
+}
+
+/// # The key space and time
 impl<K> ThrottleManagerBuilder<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// How events and per-key metrics name a key. Without it they do not:
-    /// keys can be secrets (API tokens, session ids) that must never reach
-    /// a log, and a key type need not be `Debug`. Events then carry the
-    /// priority and the numbers, not the key.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .key_names(|host: &String| host.clone()) // hosts are fine to log
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn key_names(mut self, name: impl Fn(&K) -> String + Send + Sync + 'static) -> Self {
-        self.key_names = Some(Box::new(name));
-        self
-    }
-
-    /// Labels every metric with the key's name (from
-    /// [`key_names`](Self::key_names), which must be set). Off by default:
-    /// keys from untrusted input would give a metric unbounded cardinality,
-    /// and the label costs a formatted string per call. Needs feature
-    /// `metrics`; [the guide](crate::guide::observability) lists the
-    /// metrics.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .bulkhead(BulkheadConfig::new(16))
-    ///     .key_names(|host: &String| host.clone())
-    ///     .metrics_per_key(true) // a few known hosts: bounded cardinality
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    #[cfg(feature = "metrics")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics_per_key(mut self, per_key: bool) -> Self {
-        self.metrics_per_key = per_key;
-        self
-    }
-
-    /// Names the manager: the `manager` label on every metric it records
-    /// (feature `metrics`) and the title of its
-    /// [status page](crate::status) (feature `status`), so that two
-    /// managers of one process (hosts, and a database) keep apart. 1 to 64
-    /// bytes, no control characters.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let hosts = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .name("hosts")
-    ///     .build()?;
-    /// assert_eq!(hosts.name(), Some("hosts"));
-    /// let refused = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .name("")
-    ///     .build()
-    ///     .unwrap_err();
-    /// assert_eq!(refused.problems()[0].field(), "name");
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-
     /// At most this many keys are live at once (default 1,000,000). At the
     /// cap, a new key is refused with
     /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull)
@@ -105,7 +126,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
+        self.key_space.max_keys = max_keys;
         self
     }
 
@@ -127,7 +148,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        self.idle_ttl = Some(ttl);
+        self.key_space.idle_ttl = Some(ttl);
         self
     }
 
@@ -164,7 +185,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_hold(mut self, hold: Duration) -> Self {
-        self.max_hold = hold;
+        self.key_space.max_hold = hold;
         self
     }
 
@@ -188,11 +209,11 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn keep_idle_keys(mut self) -> Self {
-        self.idle_ttl = None;
+        self.key_space.idle_ttl = None;
         self
     }
 
-    /// The time source for every control. Default: [`default_clock`](crate::clock::default_clock), chosen
+    /// The time source for every control. Default: [`default_clock`], chosen
     /// when `build` runs ([`QuantaClock`](crate::clock::QuantaClock), or
     /// [`TokioClock`](crate::clock::TokioClock) inside paused tokio time).
     ///
@@ -213,7 +234,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.key_space.clock = Some(Arc::new(clock));
         self
     }
 }

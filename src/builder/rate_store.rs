@@ -6,6 +6,7 @@ use std::hash::Hash;
 
 use super::ThrottleManagerBuilder;
 use crate::error::Problems;
+use crate::manager::KeyNames;
 use crate::store::RateStore;
 
 /// # Rates shared across processes
@@ -51,6 +52,9 @@ where
         self
     }
 }
+
+/// A rate store, and how it names the manager's keys.
+pub(super) type StoreWithNames<K> = (Box<dyn RateStore>, Box<KeyNames<K>>);
 
 /// The store's settings, and that there is a rate to share.
 pub(super) fn check(store: &dyn RateStore, has_rate: bool, problems: &mut Problems<'_>) {

@@ -115,8 +115,10 @@ where
     /// ```
     pub fn tier(mut self, name: impl Into<String>, tier: Tier) -> Self {
         let name = name.into();
-        self.tiers.retain(|(declared, _)| *declared != name);
-        self.tiers.push((name, tier));
+        self.controls
+            .tiers
+            .retain(|(declared, _)| *declared != name);
+        self.controls.tiers.push((name, tier));
         self
     }
 
@@ -147,7 +149,7 @@ where
     where
         F: for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync + 'static,
     {
-        self.tier_of = Some(Box::new(tier_of));
+        self.controls.tier_of = Some(Box::new(tier_of));
         self
     }
 }

@@ -15,8 +15,8 @@
 //! are defined once, in [the architecture map](crate::architecture).
 
 mod outcomes;
-mod steps;
 pub(crate) mod shared_rate;
+mod steps;
 
 use std::future::Future;
 use std::sync::Arc;
