@@ -1,5 +1,6 @@
-//! The `tracing` events a manager emits: when a key's rate turns, when its
-//! throttle starts or stops shedding, when its bulkhead fills or times a
+//! The `tracing` events a manager emits: when a key's rate reverses (the
+//! event says "rate turned up" or "down"), when its throttle starts or
+//! stops shedding, when its bulkhead fills or times a
 //! waiter out, when a call is refused; and the span of a call that waits.
 //! All at `debug` level, none on the hot path of a healthy key.
 //! Each has the `portcullis` span of its key as parent, which names the key

@@ -33,7 +33,8 @@ mod permits;
 mod pipeline;
 mod rate_only;
 mod retries;
-// Only a status page installs a watcher today; the hook is there without it.
+// The status page is the one watcher the crate has; without it, nothing
+// installs one and the hook stays empty.
 #[cfg_attr(not(feature = "status"), allow(dead_code))]
 mod refusal_hook;
 #[cfg(feature = "status")]

@@ -18,7 +18,7 @@
 //! - **What a caller may assume**: every method is total (no panic, no
 //!   lock) and takes the time as an argument, so the core's one clock is
 //!   the only clock; a rate change reaches the calls in line at once
-//!   (`HORIZON`); a decrease reports a `Reversal` when it turns the
+//!   (`HORIZON`); a change reports a `Reversal` when it reverses the
 //!   rate's direction, for the events.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)

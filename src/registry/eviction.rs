@@ -24,7 +24,7 @@ const SAMPLE: usize = 5;
 /// The most keys one new key at the cap looks at before it is refused.
 pub(super) const MAX_PROBES: usize = 256;
 
-/// Keys looked at in one turn of the queue's lock by the owner's sweep.
+/// Keys looked at in one hold of the queue's lock by the owner's sweep.
 const SWEEP_CHUNK: usize = 256;
 
 /// When no key seen knows when it will be quiet, a new key retries after

@@ -1,5 +1,5 @@
 //! The rate cell's tests: unit tests of each operation, the invariant of a
-//! moving rate as a property, the whole range of valid rates, and turns.
+//! moving rate as a property, the whole range of valid rates, and its reversals.
 
 mod operations {
     use super::super::*;
@@ -376,12 +376,12 @@ mod slowest_rates {
     }
 }
 
-mod turns {
+mod reversals {
     use super::super::*;
     use crate::RateConfig;
 
     #[test]
-    fn a_change_reports_a_turn_only_when_it_reverses_the_last() {
+    fn a_change_reports_a_reversal_only_when_it_reverses_the_last() {
         let s = RateSettings::for_test(
             RateConfig::new(10.0)
                 .bounds(1.0, 20.0)
