@@ -179,3 +179,38 @@ fn tier_of(key: &String) -> Option<&str> {
     assert!(key != "broken", "the rule's own bug");
     None
 }
+
+/// A refusal's memory of what it saw starts afresh after an eviction: a
+/// key space that once saw every key held until 1 s, then evicted, judges
+/// its next refusal by the keys it holds now (free at 2 s), not by the
+/// earlier round's 1 s, which would tell the caller to come back at once.
+#[test]
+fn a_refusal_after_an_eviction_judges_the_keys_held_now() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(1).burst(1))
+        .max_keys(2)
+        .idle_ttl(Duration::from_secs(60))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Each key's token is paid for a second after it was taken.
+    manager.check("a").unwrap();
+    manager.check("b").unwrap();
+    let refused = manager.check("c").unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    assert_eq!(refused.retry_after(), Some(Duration::from_secs(1)));
+
+    clock.advance(Duration::from_secs(1));
+    manager
+        .check("c")
+        .expect("a and b are quiet: one makes room");
+    manager.check("d").expect("the other makes room");
+    let refused = manager.check("e").unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.retry_after(),
+        Some(Duration::from_secs(1)),
+        "c and d are held until 2 s: {refused}"
+    );
+}
