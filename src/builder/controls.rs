@@ -98,14 +98,12 @@ impl<K: Hash + Eq> ControlParts<K> {
             ),
             _ => {}
         }
-        let tiers = &self.tiers;
         let (rate, rate_overrides) = control(
             self.paths.rate,
             self.rate.as_ref(),
             self.rate_overrides,
-            tiers.iter().filter_map(|(name, tier)| {
-                Some((name.as_str(), tier.path.as_deref(), tier.rate.as_ref()?))
-            }),
+            &self.tiers,
+            |tier| tier.rate.as_ref(),
             RateConfig::check,
             found,
         );
@@ -113,9 +111,8 @@ impl<K: Hash + Eq> ControlParts<K> {
             self.paths.throttle,
             self.throttle.as_ref(),
             self.throttle_overrides,
-            tiers.iter().filter_map(|(name, tier)| {
-                Some((name.as_str(), tier.path.as_deref(), tier.throttle.as_ref()?))
-            }),
+            &self.tiers,
+            |tier| tier.throttle.as_ref(),
             ThrottleConfig::check,
             found,
         );
@@ -123,9 +120,8 @@ impl<K: Hash + Eq> ControlParts<K> {
             self.paths.bulkhead,
             self.bulkhead.as_ref(),
             self.bulkhead_overrides,
-            tiers.iter().filter_map(|(name, tier)| {
-                Some((name.as_str(), tier.path.as_deref(), tier.bulkhead.as_ref()?))
-            }),
+            &self.tiers,
+            |tier| tier.bulkhead.as_ref(),
             BulkheadConfig::check,
             found,
         );
@@ -313,18 +309,23 @@ impl Default for ControlPaths {
     }
 }
 
-/// One control from its default config and its overrides, each checked
-/// under its own name: `None` when neither is there.
-fn control<'t, K: Hash + Eq, C: 't, S>(
+/// One control from its default config, its tiers' (`of_tier` picks it
+/// from a tier) and its overrides, each checked under its own name: `None`
+/// when none of them has it.
+fn control<K: Hash + Eq, C, S>(
     default_path: &str,
     default: Option<&C>,
     overrides: Vec<(K, String, C)>,
-    tiers: impl Iterator<Item = (&'t str, Option<&'t str>, &'t C)>,
+    tiers: &[(String, Tier)],
+    of_tier: impl Fn(&Tier) -> Option<&C>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
 ) -> (Option<Control<S>>, ControlOverrides<K, S>) {
     let mut by_key = ControlOverrides::default();
-    let mut tiers = tiers.peekable();
+    let mut tiers = tiers
+        .iter()
+        .filter_map(|(name, tier)| Some((name.as_str(), tier.path.as_deref(), of_tier(tier)?)))
+        .peekable();
     if default.is_none() && overrides.is_empty() && tiers.peek().is_none() {
         return (None, by_key);
     }
