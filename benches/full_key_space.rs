@@ -38,7 +38,7 @@ fn single_thread_flood() {
     const CAP: usize = 100_000;
     const KEYS: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1_000.0))
+        .rate(RateConfig::adaptive(1_000.0))
         .max_keys(CAP)
         .build()
         .unwrap();
@@ -67,7 +67,7 @@ fn nothing_evictable() {
     const CAP: usize = 1_000_000;
     // One call a minute: every key owes its token for a minute.
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0 / 60.0))
+        .rate(RateConfig::adaptive(1.0 / 60.0))
         .max_keys(CAP)
         .build()
         .unwrap();
@@ -137,7 +137,7 @@ fn beside_a_flood(
 fn flood_beside_quiet_keys() {
     const CAP: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1_000.0))
+        .rate(RateConfig::adaptive(1_000.0))
         .max_keys(CAP)
         .build()
         .unwrap();
@@ -160,7 +160,7 @@ fn flood_beside_quiet_keys() {
 fn deferring_flooder() {
     const CAP: usize = 100_000;
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).burst(1000))
+        .rate(RateConfig::adaptive(1.0).burst(1000))
         .max_keys(CAP)
         .build()
         .unwrap();
@@ -178,7 +178,7 @@ fn deferring_flooder() {
             while flooding.load(Ordering::Relaxed) {
                 let key = format!("flood-{i}");
                 manager.defer(&key, Duration::from_secs(2));
-                if manager.rate(&key).is_none() {
+                if manager.current_rate(&key).is_none() {
                     flood_refused.fetch_add(1, Ordering::Relaxed);
                 }
                 i += 1;

@@ -55,7 +55,7 @@ fn portcullis_starting_at(
 ) -> ThrottleManager<String> {
     let manager = builder
         .rate(
-            RateConfig::new(f64::from(rate))
+            RateConfig::adaptive(f64::from(rate))
                 .burst(rate)
                 .bounds(1.0, f64::from(RATE)),
         )

@@ -35,7 +35,7 @@ fn measure(which: &str) {
                 1
             };
             let builder = ThrottleManager::<String>::builder()
-                .rate(RateConfig::new(10.0).burst(burst))
+                .rate(RateConfig::adaptive(10.0).burst(burst))
                 .max_keys(KEYS);
             let builder = match which {
                 "portcullis" => builder,

@@ -43,7 +43,7 @@ fn main() {
     let manager = || {
         ThrottleManager::<String>::builder()
             .rate(
-                RateConfig::new(f64::from(RATE))
+                RateConfig::adaptive(f64::from(RATE))
                     .burst(RATE)
                     .bounds(1.0, f64::from(RATE)),
             )

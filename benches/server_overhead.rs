@@ -64,7 +64,7 @@ fn apps() -> Vec<(&'static str, Router)> {
         .finish()
         .expect("a valid tower_governor config");
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1e8).burst(1_000_000).bounds(1e8, 1e8))
+        .rate(RateConfig::adaptive(1e8).burst(1_000_000).bounds(1e8, 1e8))
         .bulkhead(BulkheadConfig::new(1_024))
         .build()
         .expect("a valid manager");

@@ -86,7 +86,7 @@ fn decisions(c: &mut Criterion) {
     let (manager, plain) = runtime.block_on(async {
         let store = RedisStore::connect(&server.url(), "bench").await.unwrap();
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(RATE).burst(1_000).bounds(RATE, RATE))
+            .rate(RateConfig::adaptive(RATE).burst(1_000).bounds(RATE, RATE))
             .rate_store(store)
             .build()
             .unwrap();
@@ -308,7 +308,7 @@ fn cluster_decisions(c: &mut Criterion) {
     let (manager, plain) = runtime.block_on(async {
         let store = RedisStore::connect_cluster(&nodes, "bench").await.unwrap();
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(RATE).burst(1_000).bounds(RATE, RATE))
+            .rate(RateConfig::adaptive(RATE).burst(1_000).bounds(RATE, RATE))
             .rate_store(store)
             .build()
             .unwrap();

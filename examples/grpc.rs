@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     // The client: an adaptive rate per backend, from 10/s.
     let per_host = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()?;
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
         .connect()
@@ -93,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         println!(
             " {:>3} s | {:>9.1}/s | {:>4} | {:>4} | {:>4}",
             started.elapsed().as_secs(),
-            per_host.rate(key).unwrap_or(0.0),
+            per_host.current_rate(key).unwrap_or(0.0),
             now.0 - last.0,
             now.1 - last.1,
             now.2 - last.2,

@@ -18,7 +18,7 @@ use portcullis::{RateConfig, ThrottleManager};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every host starts at 10 requests a second and learns its own rate.
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(1.0, 200.0))
+        .rate(RateConfig::adaptive(10.0).bounds(1.0, 200.0))
         .build()?;
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(ThrottleMiddleware::new(manager))

@@ -18,7 +18,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate_override("db", RateConfig::new(500.0).bounds(20.0, 5_000.0))
+//!     .rate_override("db", RateConfig::adaptive(500.0).bounds(20.0, 5_000.0))
 //!     .bulkhead_override("db", BulkheadConfig::new(4).queue(64).queue_timeout(Duration::from_millis(250)))
 //!     .classifier(portcullis::database::classify_error)
 //!     .max_wait(Duration::from_millis(250))

@@ -14,7 +14,7 @@ use crate::priority::Priority;
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
 /// let err = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(0).bounds(5.0, 1.0))
+///     .rate(RateConfig::adaptive(10.0).burst(0).bounds(5.0, 1.0))
 ///     .build()
 ///     .unwrap_err();
 /// assert_eq!(err.problems().len(), 2); // the burst and the bounds
@@ -55,7 +55,7 @@ impl ConfigError {
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let err = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).burst(0))
+    ///     .rate(RateConfig::adaptive(10.0).burst(0))
     ///     .max_keys(0)
     ///     .build()
     ///     .unwrap_err();
@@ -106,7 +106,7 @@ impl From<ConfigProblem> for ConfigError {
 /// ```
 /// use portcullis::RateConfig;
 ///
-/// let err = RateConfig::new(10.0).bounds(1.0, f64::NAN).validate().unwrap_err();
+/// let err = RateConfig::adaptive(10.0).bounds(1.0, f64::NAN).validate().unwrap_err();
 /// let problem = &err.problems()[0];
 /// assert_eq!(problem.to_string(), "rate.upper_bound: must be a finite number, got NaN");
 /// ```
@@ -137,7 +137,7 @@ impl ConfigProblem {
     /// ```
     /// use portcullis::RateConfig;
     ///
-    /// let err = RateConfig::new(10.0).burst(0).validate().unwrap_err();
+    /// let err = RateConfig::adaptive(10.0).burst(0).validate().unwrap_err();
     /// assert_eq!(err.problems()[0].field(), "rate.burst");
     /// ```
     pub fn field(&self) -> &str {
@@ -149,7 +149,7 @@ impl ConfigProblem {
     /// ```
     /// use portcullis::RateConfig;
     ///
-    /// let err = RateConfig::new(10.0).burst(0).validate().unwrap_err();
+    /// let err = RateConfig::adaptive(10.0).burst(0).validate().unwrap_err();
     /// assert_eq!(err.problems()[0].message(), "must be at least 1, got 0");
     /// ```
     pub fn message(&self) -> &str {
@@ -217,7 +217,7 @@ pub enum RejectReason {
     /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0))
+    ///     .rate(RateConfig::adaptive(1.0))
     ///     .max_keys(1)
     ///     .clock(ManualClock::new())
     ///     .build()?;
@@ -365,7 +365,7 @@ impl fmt::Display for RejectReason {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), portcullis::ConfigError> {
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
 /// let permit = manager.try_acquire("api", Priority::LOW).unwrap();
 /// drop(permit); // no report: the rate stays at 1/s
 /// let rejected = manager.try_acquire("api", Priority::LOW).unwrap_err();
@@ -534,7 +534,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).max_keys(1).clock(clock::ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).max_keys(1).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("b", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::KeySpaceFull);
@@ -548,7 +548,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).priority_levels(2).clock(clock::ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).priority_levels(2).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("a", Priority::LOW).unwrap_err();
     /// assert_eq!(rejected.priority(), Priority::IMPORTANT); // LOW clamped to the lowest of 2 levels
@@ -566,7 +566,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(4.0)).clock(clock::ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(4.0)).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("a", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.retry_after(), Some(std::time::Duration::from_millis(250)));

@@ -21,7 +21,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0).bounds(1.0, 200.0).increment(0.3).decrease_factor(0.7))
+//!     .rate(RateConfig::adaptive(10.0).bounds(1.0, 200.0).increase_by(0.3).decrease_factor(0.7))
 //!     .throttle(ThrottleConfig::new())
 //!     .bulkhead(BulkheadConfig::new(8).queue(32))
 //!     .build()?;
@@ -48,13 +48,13 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(1.0).decrement(2.0))
+//!     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).increase_by(1.0).decrease_by(2.0))
 //!     .build()?; // Result<_, portcullis::ConfigError>
-//! manager.wait("example.com").await;
+//! manager.wait("example.com").await?;
 //! let may_go_now: bool = manager.check("example.com").is_ok();
 //! manager.increment("example.com");
 //! manager.decrement("example.com");
-//! let current: Option<f64> = manager.rate("example.com");
+//! let current: Option<f64> = manager.current_rate("example.com");
 //! # assert!(may_go_now);
 //! # assert_eq!(current, Some(9.0));
 //! # Ok(())
@@ -100,6 +100,8 @@
 // docs.rs builds with `--cfg docsrs` on nightly: each item says which
 // feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Docs show the names of today: a doctest on a deprecated name fails.
+#![doc(test(attr(deny(deprecated))))]
 
 mod builder;
 pub mod bulkhead;
@@ -215,4 +217,5 @@ pub use outcome::{Outcome, overloaded};
 pub use permit::{JointPermit, OwnedPermit, Permit};
 pub use priority::{Priority, with_priority};
 pub use rate::RateConfig;
+pub use retry::RetryPolicy;
 pub use throttle::ThrottleConfig;

@@ -178,7 +178,7 @@ impl fmt::Display for Failure {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let text = manager
 ///     .call("disk", Priority::HIGH, || async {
 ///         let text = std::fs::read_to_string("/definitely/not/here").unwrap_or_default();

@@ -54,14 +54,14 @@ pub struct Permit<'a> {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let permit: OwnedPermit = manager.acquire_owned("api", Priority::LOW).await?;
 /// tokio::spawn(async move {
 ///     // ... the call ...
 ///     permit.success();
 /// })
 /// .await?;
-/// assert_eq!(manager.rate("api"), Some(10.3));
+/// assert_eq!(manager.current_rate("api"), Some(10.3));
 /// # Ok(())
 /// # }
 /// ```
@@ -150,9 +150,9 @@ impl<'a> Permit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).increase_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().success();
-    /// assert_eq!(manager.rate("api"), Some(11.0));
+    /// assert_eq!(manager.current_rate("api"), Some(11.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -164,9 +164,9 @@ impl<'a> Permit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().failure();
-    /// assert_eq!(manager.rate("api"), Some(9.0));
+    /// assert_eq!(manager.current_rate("api"), Some(9.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -178,9 +178,9 @@ impl<'a> Permit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().report(Outcome::Neutral);
-    /// assert_eq!(manager.rate("api"), Some(10.0));
+    /// assert_eq!(manager.current_rate("api"), Some(10.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -274,14 +274,14 @@ impl fmt::Debug for Permit<'_> {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).increment(1.0).decrement(1.0))
+///     .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(1.0))
 ///     .build()?;
 /// let permit = manager.acquire_all(&["tenant-a", "user-7"], Priority::HIGH).await?;
 /// let [tenant, user]: [_; 2] = permit.into_permits().try_into().unwrap();
 /// tenant.failure(); // the tenant's backend was over capacity
 /// user.report(Outcome::Neutral); // the user did nothing wrong
-/// assert_eq!(manager.rate("tenant-a"), Some(9.0));
-/// assert_eq!(manager.rate("user-7"), Some(10.0));
+/// assert_eq!(manager.current_rate("tenant-a"), Some(9.0));
+/// assert_eq!(manager.current_rate("user-7"), Some(10.0));
 /// # Ok(())
 /// # }
 /// ```
@@ -299,9 +299,9 @@ impl<'a> JointPermit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).increment(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).increase_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().success();
-    /// assert_eq!((manager.rate("tenant-a"), manager.rate("user-7")), (Some(11.0), Some(11.0)));
+    /// assert_eq!((manager.current_rate("tenant-a"), manager.current_rate("user-7")), (Some(11.0), Some(11.0)));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn success(self) {
@@ -313,9 +313,9 @@ impl<'a> JointPermit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(1.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().failure();
-    /// assert_eq!((manager.rate("tenant-a"), manager.rate("user-7")), (Some(9.0), Some(9.0)));
+    /// assert_eq!((manager.current_rate("tenant-a"), manager.current_rate("user-7")), (Some(9.0), Some(9.0)));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn failure(self) {
@@ -327,9 +327,9 @@ impl<'a> JointPermit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().report(Outcome::Neutral);
-    /// assert_eq!(manager.rate("user-7"), Some(10.0));
+    /// assert_eq!(manager.current_rate("user-7"), Some(10.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn report(self, outcome: Outcome) {
@@ -343,7 +343,7 @@ impl<'a> JointPermit<'a> {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).clock(clock::ManualClock::new()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).clock(clock::ManualClock::new()).build()?;
     /// let permits = manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().into_permits();
     /// assert_eq!(permits.len(), 2);
     /// # Ok::<(), ConfigError>(())

@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use portcullis::retry::RetryPolicy;
+//! use portcullis::RetryPolicy;
 //! use portcullis::{overloaded, BulkheadConfig, Priority, ThrottleManager};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -29,7 +29,7 @@ impl Mode {
     pub(crate) fn config(self) -> RateConfig {
         match self {
             Mode::Fixed => RateConfig::per_second(QUOTA).burst(5),
-            Mode::Adaptive => RateConfig::new(10.0),
+            Mode::Adaptive => RateConfig::adaptive(10.0),
         }
     }
 

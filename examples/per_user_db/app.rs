@@ -120,7 +120,7 @@ pub(crate) fn manager(settings: &Settings) -> ThrottleManager<String> {
     let user_rate = settings.user_rate;
     ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(user_rate)
+            RateConfig::adaptive(user_rate)
                 .burst(settings.user_burst)
                 .bounds(user_rate, user_rate),
         )
@@ -129,7 +129,7 @@ pub(crate) fn manager(settings: &Settings) -> ThrottleManager<String> {
                 .queue(settings.user_in_flight)
                 .queue_timeout(Duration::from_millis(100)),
         )
-        .rate_override(DATABASE, RateConfig::new(start).bounds(lower, upper))
+        .rate_override(DATABASE, RateConfig::adaptive(start).bounds(lower, upper))
         .bulkhead_override(
             DATABASE,
             BulkheadConfig::new(settings.connections)

@@ -234,7 +234,8 @@ impl Sampler {
             let end = FINE * (self.sampled + 1);
             tokio::time::sleep_until(self.start + end).await;
             if let Gate::Manager(manager) = &self.gate {
-                lock(&self.world).series.fine_rate[self.sampled as usize] = manager.rate(KEY);
+                lock(&self.world).series.fine_rate[self.sampled as usize] =
+                    manager.current_rate(KEY);
             }
             self.sampled += 1;
             if self.sampled % FINE_PER_BUCKET == 0 {
@@ -257,7 +258,7 @@ impl Sampler {
             }
             Gate::Manager(manager) => manager,
         };
-        series.rate[index] = manager.rate(KEY);
+        series.rate[index] = manager.current_rate(KEY);
         series.limit[index] = manager.concurrency_limit(KEY).map(|limit| limit as f64);
         for (i, &priority) in series.priorities.iter().enumerate() {
             series.rejection[i][index] = manager.rejection_probability(KEY, priority);

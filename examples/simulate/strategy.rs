@@ -151,11 +151,13 @@ impl Strategy {
         // Every rate starts at 10/s, a tenth of the capacity, which it does
         // not know. A success adds 0.3/s: the rate grows 30 % a second
         // while all goes well.
-        let rate = RateConfig::new(10.0).bounds(1.0, 10_000.0).increment(0.3);
+        let rate = RateConfig::adaptive(10.0)
+            .bounds(1.0, 10_000.0)
+            .increase_by(0.3);
         // Additive: a failure takes 3/s off, ten successes' worth. The rate
         // settles where successes and failures balance:
         // capacity * (1 + 0.3 / 3) = 1.1x capacity.
-        let additive = rate.clone().decrement(3.0);
+        let additive = rate.clone().decrease_by(3.0);
         // Multiplicative: a fifth off, at most once per 500 ms. The
         // rate-limited backend counts calls over a second, so it goes on
         // refusing for a while after the rate has come down; a shorter

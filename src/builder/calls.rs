@@ -179,7 +179,7 @@ where
     /// same.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// use portcullis::{BulkheadConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
@@ -240,7 +240,7 @@ where
     /// use portcullis::{Outcome, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     // With reqwest, add its own timeouts:
     ///     // .classifier(|e| match e.downcast_ref::<reqwest::Error>() {
     ///     //     Some(e) if e.is_timeout() || e.is_connect() => Outcome::Overloaded,
@@ -269,7 +269,7 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .call_timeout(Duration::from_secs(10))
     ///     .build()?;
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -288,7 +288,7 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .max_defer(Duration::from_secs(60))
     ///     .build()?;
     /// assert_eq!(manager.defer("api", Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
@@ -333,7 +333,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .rate(RateConfig::adaptive(10.0)) // a token every 100 ms
     ///     .max_wait(Duration::from_millis(150))
     ///     .build()?;
     /// // (Permits dropped unreported are neutral: the rate stays 10/s.)
@@ -373,7 +373,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0)) // a token every 100 ms
+    ///     .rate(RateConfig::adaptive(10.0)) // a token every 100 ms
     ///     .max_wait(Duration::from_secs(1))
     ///     .max_wait_for(Priority::LOW, Duration::from_millis(150))
     ///     .build()?;

@@ -172,7 +172,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert_eq!(manager.increment("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
@@ -188,8 +188,8 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .rate_override("slow.example", RateConfig::new(1.0).bounds(0.5, 2.0).increment(0.25))
+    ///     .rate(RateConfig::adaptive(10.0))
+    ///     .rate_override("slow.example", RateConfig::adaptive(1.0).bounds(0.5, 2.0).increase_by(0.25))
     ///     .build()?;
     /// assert_eq!(manager.increment("slow.example"), Some(1.25));
     /// assert_eq!(manager.increment("fast.example"), Some(10.3));

@@ -29,8 +29,10 @@ const MIN_IDLE_TTL: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(super) struct KeySpaceParts {
     pub(super) max_keys: usize,
-    /// `None`: idle keys are kept.
+    /// `None`: the default.
     pub(super) idle_ttl: Option<Duration>,
+    /// Idle keys are kept: no idle TTL at all.
+    pub(super) keep_idle_keys: bool,
     pub(super) max_hold: Duration,
     pub(super) clock: Option<Arc<dyn Clock>>,
     /// The prefix of its fields in errors: none, or a file's `keys`.
@@ -41,7 +43,8 @@ impl Default for KeySpaceParts {
     fn default() -> Self {
         Self {
             max_keys: DEFAULT_MAX_KEYS,
-            idle_ttl: Some(DEFAULT_IDLE_TTL),
+            idle_ttl: None,
+            keep_idle_keys: false,
             max_hold: DEFAULT_MAX_HOLD,
             clock: None,
             path: "",
@@ -52,6 +55,7 @@ impl Default for KeySpaceParts {
 /// The key space, checked, and the clock every control reads.
 pub(super) struct CheckedKeySpace {
     max_keys: usize,
+    /// `None`: idle keys are kept.
     idle_ttl: Option<Duration>,
     max_hold: Duration,
     pub(super) clock: Arc<dyn Clock>,
@@ -60,6 +64,15 @@ pub(super) struct CheckedKeySpace {
 impl KeySpaceParts {
     /// Checks the cap and the idle TTL.
     pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedKeySpace {
+        if let (Some(ttl), true) = (self.idle_ttl, self.keep_idle_keys) {
+            Problems::new(self.path, found).add(
+                "idle_ttl",
+                format!(
+                    "set one of idle_ttl (forget keys idle that long) or keep_idle_keys \
+                     (never forget them), not both; got idle_ttl {ttl:?} and keep_idle_keys"
+                ),
+            );
+        }
         if let Some(ttl) = self.idle_ttl.filter(|&ttl| ttl < MIN_IDLE_TTL) {
             Problems::new(self.path, found).add(
                 "idle_ttl",
@@ -74,7 +87,10 @@ impl KeySpaceParts {
         }
         CheckedKeySpace {
             max_keys: self.max_keys,
-            idle_ttl: self.idle_ttl,
+            idle_ttl: match self.keep_idle_keys {
+                true => None,
+                false => Some(self.idle_ttl.unwrap_or(DEFAULT_IDLE_TTL)),
+            },
             max_hold: self.max_hold,
             clock: self.clock.unwrap_or_else(default_clock),
         }
@@ -116,7 +132,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<u32>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .max_keys(2)
     ///     .clock(ManualClock::new())
     ///     .build()?;
@@ -142,7 +158,7 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .idle_ttl(Duration::from_secs(30))
     ///     .build()?;
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -174,14 +190,14 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .max_keys(1)
     ///     .max_hold(Duration::from_secs(30))
     ///     .clock(ManualClock::new())
     ///     .build()?;
     /// manager.defer("slow.example", Duration::from_secs(300)); // Retry-After: 300
     /// manager.check("other.example").unwrap(); // room made: the pause was too long to hold it
-    /// assert_eq!(manager.rate("slow.example"), None);
+    /// assert_eq!(manager.current_rate("slow.example"), None);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_hold(mut self, hold: Duration) -> Self {
@@ -189,7 +205,8 @@ where
         self
     }
 
-    /// Keeps keys until the key cap needs their room.
+    /// Keeps keys until the key cap needs their room: no idle TTL. Not
+    /// with [`idle_ttl`](Self::idle_ttl): `build()` names both.
     ///
     /// ```
     /// use portcullis::clock::ManualClock;
@@ -198,18 +215,25 @@ where
     ///
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .keep_idle_keys()
     ///     .clock(clock.clone())
     ///     .build()?;
     /// manager.increment("api");
     /// clock.advance(Duration::from_secs(86_400));
     /// assert_eq!(manager.evict_idle(), 0);
-    /// assert_eq!(manager.rate("api"), Some(10.3)); // still learned
+    /// assert_eq!(manager.current_rate("api"), Some(10.3)); // still learned
+    ///
+    /// let both = ThrottleManager::<String>::builder()
+    ///     .idle_ttl(Duration::from_secs(60))
+    ///     .keep_idle_keys()
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert!(both.to_string().contains("idle_ttl: set one of idle_ttl"));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn keep_idle_keys(mut self) -> Self {
-        self.key_space.idle_ttl = None;
+        self.key_space.keep_idle_keys = true;
         self
     }
 
@@ -224,7 +248,7 @@ where
     ///
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0))
+    ///     .rate(RateConfig::adaptive(1.0))
     ///     .clock(clock.clone())
     ///     .build()?;
     /// manager.check("api").unwrap();

@@ -46,10 +46,10 @@ use telemetry::TelemetryParts;
 /// use portcullis::{RateConfig, ThrottleManager, Tier};
 /// use std::time::Duration;
 ///
-/// let premium = Tier::new().rate(RateConfig::new(100.0).bounds(10.0, 1_000.0));
+/// let premium = Tier::new().rate(RateConfig::adaptive(100.0).bounds(10.0, 1_000.0));
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).bounds(1.0, 100.0))
-///     .rate_override("api.github.com", RateConfig::new(5.0).bounds(1.0, 10.0))
+///     .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
+///     .rate_override("api.github.com", RateConfig::adaptive(5.0).bounds(1.0, 10.0))
 ///     .tier("premium", premium)
 ///     .tier_of(|key: &String| key.starts_with("premium-").then_some("premium"))
 ///     .max_keys(10_000)
@@ -57,8 +57,8 @@ use telemetry::TelemetryParts;
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");
-/// assert_eq!(manager.rate("api.github.com"), Some(5.15));
-/// assert_eq!(manager.rate("premium-42"), Some(103.0));
+/// assert_eq!(manager.current_rate("api.github.com"), Some(5.15));
+/// assert_eq!(manager.current_rate("premium-42"), Some(103.0));
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {
@@ -97,7 +97,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<u64>::builder().rate(RateConfig::new(5.0)).build()?;
+    /// let manager = ThrottleManager::<u64>::builder().rate(RateConfig::adaptive(5.0)).build()?;
     /// assert!(manager.is_empty());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
@@ -132,7 +132,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// assert!(ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build().is_ok());
+    /// assert!(ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build().is_ok());
     /// let err = ThrottleManager::<String>::builder().build().unwrap_err();
     /// assert_eq!(err.problems()[0].field(), "controls");
     /// ```

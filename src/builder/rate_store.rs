@@ -34,12 +34,12 @@ where
     ///
     /// let store = RedisStore::connect("redis://127.0.0.1:6379/", "crawler").await?;
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .rate_store(store)
     ///     .build()?;
-    /// manager.wait("example.com").await;
+    /// manager.wait("example.com").await?;
     /// manager.increment("example.com");
-    /// let _shared_rate: Option<f64> = manager.rate("example.com");
+    /// let _shared_rate: Option<f64> = manager.current_rate("example.com");
     /// # Ok(())
     /// # }
     /// ```

@@ -84,7 +84,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .key_names(|host: &String| host.clone()) // hosts are fine to log
     ///     .build()?;
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -128,12 +128,12 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let hosts = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .name("hosts")
     ///     .build()?;
     /// assert_eq!(hosts.name(), Some("hosts"));
     /// let refused = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .name("")
     ///     .build()
     ///     .unwrap_err();

@@ -50,7 +50,7 @@ impl Tier {
     /// ```
     /// use portcullis::{RateConfig, Tier};
     ///
-    /// let internal = Tier::new().rate(RateConfig::new(1_000.0));
+    /// let internal = Tier::new().rate(RateConfig::adaptive(1_000.0));
     /// # drop(internal);
     /// ```
     #[must_use]
@@ -105,8 +105,8 @@ where
     /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .tier("premium", Tier::new().rate(RateConfig::new(100.0)).bulkhead(BulkheadConfig::new(16)))
+    ///     .rate(RateConfig::adaptive(10.0))
+    ///     .tier("premium", Tier::new().rate(RateConfig::adaptive(100.0)).bulkhead(BulkheadConfig::new(16)))
     ///     .tier_of(|tenant: &String| tenant.starts_with("premium-").then_some("premium"))
     ///     .build()?;
     /// assert_eq!(manager.increment("premium-42"), Some(103.0));
@@ -138,8 +138,8 @@ where
     /// use portcullis::{RateConfig, ThrottleManager, Tier};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
-    ///     .tier("internal", Tier::new().rate(RateConfig::new(1_000.0)))
+    ///     .rate(RateConfig::adaptive(10.0))
+    ///     .tier("internal", Tier::new().rate(RateConfig::adaptive(1_000.0)))
     ///     .tier_of(|host: &String| host.ends_with(".internal").then_some("internal"))
     ///     .build()?;
     /// assert_eq!(manager.increment("db.internal"), Some(1_030.0));

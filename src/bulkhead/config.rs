@@ -104,7 +104,9 @@ const DEFAULT_PROBE_CALLS: u32 = 20;
 const DEFAULT_PROBE_LIMIT: u32 = 2;
 
 impl BulkheadConfig {
-    /// At most `max_concurrent` calls of a key in flight at once (at least 1).
+    /// A fixed limit: at most `max_concurrent` calls of a key in flight at
+    /// once (at least 1). The same as [`fixed`](Self::fixed), which says so
+    /// beside [`adaptive`](Self::adaptive).
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
@@ -116,6 +118,22 @@ impl BulkheadConfig {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn new(max_concurrent: u32) -> Self {
+        Self::fixed(max_concurrent)
+    }
+
+    /// A fixed limit: at most `max_concurrent` calls of a key in flight at
+    /// once (at least 1); [`new`](Self::new) is the same.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::fixed(1)).build()?;
+    /// let _only = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err());
+    /// assert_eq!(BulkheadConfig::fixed(8), BulkheadConfig::new(8));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn fixed(max_concurrent: u32) -> Self {
         Self {
             max_concurrent,
             learned: None,
@@ -176,7 +194,7 @@ impl BulkheadConfig {
     pub fn adaptive() -> Self {
         Self {
             learned: Some(AdaptiveSetup::default()),
-            ..Self::new(DEFAULT_LEARNED_BOUNDS.0)
+            ..Self::fixed(DEFAULT_LEARNED_BOUNDS.0)
         }
     }
 

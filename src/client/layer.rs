@@ -70,7 +70,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 /// use tower_layer::Layer;
 ///
 /// # #[derive(Clone)] struct Channel;
-/// let per_host = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let per_host = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let channel = ThrottleClientLayer::new(per_host).layer(Channel);
 /// # drop(channel);
 /// # Ok::<(), portcullis::ConfigError>(())
@@ -97,7 +97,7 @@ impl ThrottleClientLayer {
     /// use portcullis::client::ThrottleClientLayer;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleClientLayer::new(manager);
     /// # drop(layer);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -119,7 +119,7 @@ impl ThrottleClientLayer {
     /// use portcullis::client::ThrottleClientLayer;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // One key per tenant, from a header an earlier layer set.
     /// let layer = ThrottleClientLayer::new(manager).key_by(|request| {
     ///     let tenant = request.headers.get("x-tenant").and_then(|v| v.to_str().ok());
@@ -144,7 +144,7 @@ impl ThrottleClientLayer {
     /// use portcullis::client::ThrottleClientLayer;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleClientLayer::new(manager).key_by_grpc_method();
     /// # drop(layer);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -162,7 +162,7 @@ impl ThrottleClientLayer {
     /// use portcullis::client::{ThrottleClientLayer, classify_head};
     /// use portcullis::{Outcome, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // This backend answers 500 when its database is overloaded.
     /// let layer = ThrottleClientLayer::new(manager).classify_by(|status, headers| match status.as_u16() {
     ///     500 => Outcome::Overloaded,
@@ -186,7 +186,7 @@ impl ThrottleClientLayer {
     /// use portcullis::client::ThrottleClientLayer;
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let background = ThrottleClientLayer::new(manager).priority(Priority::LOW);
     /// # drop(background);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -236,7 +236,7 @@ impl fmt::Debug for ThrottleClientLayer {
 /// use tower_layer::Layer;
 ///
 /// # #[derive(Clone)] struct Channel;
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let service: ThrottleClientService<Channel> = ThrottleClientLayer::new(manager).layer(Channel);
 /// # drop(service);
 /// # Ok::<(), portcullis::ConfigError>(())

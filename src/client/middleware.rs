@@ -104,7 +104,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0))
+///     .rate(RateConfig::adaptive(10.0))
 ///     .throttle(ThrottleConfig::new())
 ///     .bulkhead(BulkheadConfig::new(8))
 ///     .build()?;
@@ -124,7 +124,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///     },
 ///     Err(e) => return Err(e.into()),
 /// }
-/// println!("example.com's rate: {:?}", manager.rate("example.com"));
+/// println!("example.com's rate: {:?}", manager.current_rate("example.com"));
 /// # Ok(())
 /// # }
 /// ```
@@ -145,7 +145,7 @@ impl ThrottleMiddleware {
     /// use portcullis::client::ThrottleMiddleware;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let middleware = ThrottleMiddleware::new(manager);
     /// # drop(middleware);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -167,7 +167,7 @@ impl ThrottleMiddleware {
     /// use portcullis::client::ThrottleMiddleware;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // One key per host and first path segment: /v1/search and /v1/users apart.
     /// let middleware = ThrottleMiddleware::new(manager).key_by(|request| {
     ///     let url = request.url();
@@ -193,7 +193,7 @@ impl ThrottleMiddleware {
     /// use portcullis::client::{ThrottleMiddleware, classify};
     /// use portcullis::{Outcome, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // This backend answers 500 when its database is overloaded.
     /// let middleware = ThrottleMiddleware::new(manager).classify_by(|result| match result {
     ///     Ok(response) if response.status() == 500 => Outcome::Overloaded,
@@ -219,7 +219,7 @@ impl ThrottleMiddleware {
     /// use portcullis::client::ThrottleMiddleware;
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let background = ThrottleMiddleware::new(manager).priority(Priority::LOW);
     /// # drop(background);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -510,7 +510,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_refused_request_is_a_middleware_error_holding_the_rejection() {
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(1.0))
+            .rate(RateConfig::adaptive(1.0))
             .max_wait(Duration::ZERO)
             .build()
             .unwrap();

@@ -8,7 +8,7 @@
 //! use portcullis::client::ThrottleMiddleware;
 //! use portcullis::{RateConfig, ThrottleManager};
 //!
-//! let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+//! let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 //! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
 //!     .with(ThrottleMiddleware::new(manager.clone()))
 //!     .build();

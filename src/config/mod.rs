@@ -74,8 +74,8 @@ where
 ///     starting_rate = 10
 ///     burst = 5
 ///     bounds = [1, 200]
-///     increment = 1
-///     decrement = 5
+///     increase_by = 1
+///     decrease_by = 5
 ///     [default.throttle]
 ///     ratio = 2.0
 ///     window = "1m"

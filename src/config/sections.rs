@@ -14,15 +14,16 @@ use super::Quota;
 
 /// [`RateConfig`] as a file section: an adaptive rate (`starting_rate`,
 /// with its bounds and steps) or a fixed quota (`quota = "600/min"`, with
-/// at most a `burst`). Set at most one of `decrement` and
-/// `decrease_factor`.
+/// at most a `burst`). Set at most one of `decrease_by` and
+/// `decrease_factor`. Files written for 0.2 may still say `increment`
+/// and `decrement` for `increase_by` and `decrease_by`.
 ///
 /// ```
 /// use portcullis::RateConfig;
 /// use portcullis::config::RateSection;
 ///
-/// let adaptive: RateSection = toml::from_str("starting_rate = 10\ndecrement = 2").unwrap();
-/// assert_eq!(adaptive.to_config().unwrap(), RateConfig::new(10.0).decrement(2.0));
+/// let adaptive: RateSection = toml::from_str("starting_rate = 10\ndecrease_by = 2").unwrap();
+/// assert_eq!(adaptive.to_config().unwrap(), RateConfig::adaptive(10.0).decrease_by(2.0));
 /// let fixed: RateSection = toml::from_str("quota = \"600/min\"\nburst = 20").unwrap();
 /// assert_eq!(fixed.to_config().unwrap(), RateConfig::per_minute(600).burst(20));
 /// ```
@@ -47,12 +48,12 @@ pub struct RateSection {
         skip_serializing_if = "Option::is_none"
     )]
     pub bounds: Option<[f64; 2]>,
-    /// What a success adds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub increment: Option<f64>,
-    /// What a failure subtracts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decrement: Option<f64>,
+    /// What a success adds ([`RateConfig::increase_by`]).
+    #[serde(default, alias = "increment", skip_serializing_if = "Option::is_none")]
+    pub increase_by: Option<f64>,
+    /// What a failure subtracts ([`RateConfig::decrease_by`]).
+    #[serde(default, alias = "decrement", skip_serializing_if = "Option::is_none")]
+    pub decrease_by: Option<f64>,
     /// What a failure multiplies the rate by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decrease_factor: Option<f64>,
@@ -67,8 +68,8 @@ pub struct RateSection {
 
 impl RateSection {
     /// The builder config, or the problems a section alone can have:
-    /// neither or both of `starting_rate` and `quota`, both kinds of
-    /// decrease set. (A fixed quota given bounds or steps is refused by
+    /// neither or both of `starting_rate` and `quota`. (Both kinds of
+    /// decrease, and a fixed quota given bounds or steps, are refused by
     /// the builder's validation, which names the field.)
     ///
     /// # Errors
@@ -79,8 +80,8 @@ impl RateSection {
     /// use portcullis::config::RateSection;
     ///
     /// let both: RateSection =
-    ///     toml::from_str("starting_rate = 10\ndecrement = 2\ndecrease_factor = 0.5").unwrap();
-    /// assert!(both.to_config().is_err());
+    ///     toml::from_str("starting_rate = 10\ndecrease_by = 2\ndecrease_factor = 0.5").unwrap();
+    /// assert!(both.to_config().unwrap().validate().is_err());
     /// let neither: RateSection = toml::from_str("burst = 5").unwrap();
     /// assert_eq!(
     ///     neither.to_config().unwrap_err(),
@@ -89,7 +90,7 @@ impl RateSection {
     /// ```
     pub fn to_config(&self) -> Result<RateConfig, String> {
         let mut config = match (self.starting_rate, self.quota) {
-            (Some(rate), None) => RateConfig::new(rate),
+            (Some(rate), None) => RateConfig::adaptive(rate),
             (None, Some(quota)) => RateConfig::per(quota.calls, quota.period),
             (Some(_), Some(_)) => {
                 return Err(
@@ -110,20 +111,15 @@ impl RateSection {
         if let Some([lower, upper]) = self.bounds {
             config = config.bounds(lower, upper);
         }
-        if let Some(step) = self.increment {
-            config = config.increment(step);
+        if let Some(step) = self.increase_by {
+            config = config.increase_by(step);
         }
-        config = match (self.decrement, self.decrease_factor) {
-            (Some(_), Some(_)) => {
-                return Err(
-                    "set one of decrement (additive) or decrease_factor (multiplicative), not both"
-                        .into(),
-                );
-            }
-            (Some(step), None) => config.decrement(step),
-            (None, Some(factor)) => config.decrease_factor(factor),
-            (None, None) => config,
-        };
+        if let Some(step) = self.decrease_by {
+            config = config.decrease_by(step);
+        }
+        if let Some(factor) = self.decrease_factor {
+            config = config.decrease_factor(factor);
+        }
         if let Some(cooldown) = self.decrease_cooldown {
             config = config.decrease_cooldown(cooldown);
         }

@@ -185,7 +185,7 @@ mod tests {
     /// then drops it; what the key's controls learned.
     async fn learned(frames: Vec<Result<Frame<Bytes>, std::io::Error>>, read: usize) -> Learned {
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(1.0).bounds(0.5, 100.0))
+            .rate(RateConfig::adaptive(1.0).bounds(0.5, 100.0))
             .throttle(ThrottleConfig::new())
             .random_source(|| 0.999)
             .build()

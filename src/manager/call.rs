@@ -69,7 +69,7 @@ impl<E> CallError<E> {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(2.0))
+    ///     .rate(RateConfig::adaptive(2.0))
     ///     .max_wait(Duration::ZERO)
     ///     .build()?;
     /// manager.check("api").unwrap(); // the one token
@@ -188,7 +188,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).increment(1.0).decrease_factor(0.5))
+    ///     .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_factor(0.5))
     ///     .build()?;
     /// async fn fetch(status: u16) -> Result<String, std::io::Error> {
     ///     Ok(format!("status {status}"))
@@ -203,7 +203,7 @@ where
     ///     })
     ///     .await?;
     /// assert_eq!(body, "status 200");
-    /// assert_eq!(manager.rate("api.example.com"), Some(11.0));
+    /// assert_eq!(manager.current_rate("api.example.com"), Some(11.0));
     ///
     /// let failed = manager
     ///     .call("api.example.com", Priority::MEDIUM, || async {
@@ -211,7 +211,7 @@ where
     ///     })
     ///     .await;
     /// assert!(matches!(failed, Err(CallError::Inner(_))));
-    /// assert_eq!(manager.rate("api.example.com"), Some(5.5));
+    /// assert_eq!(manager.current_rate("api.example.com"), Some(5.5));
     /// # Ok(())
     /// # }
     /// ```
@@ -301,14 +301,14 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).decrement(5.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(5.0)).build()?;
     /// let hung = manager
     ///     .call_with_timeout("db", Priority::HIGH, Duration::from_secs(2), || async {
     ///         std::future::pending::<Result<(), std::io::Error>>().await
     ///     })
     ///     .await;
     /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
-    /// assert_eq!(manager.rate("db"), Some(5.0)); // a timeout is a capacity failure
+    /// assert_eq!(manager.current_rate("db"), Some(5.0)); // a timeout is a capacity failure
     /// # Ok(())
     /// # }
     /// ```
@@ -327,6 +327,52 @@ where
         E: CallFailure<Via>,
     {
         self.call_within(key, priority, 1, Some(timeout), call)
+    }
+
+    /// [`call_n`](Self::call_n) with its own timeout instead of the
+    /// manager's: a call of `cost` tokens, bounded by `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`call_n`](Self::call_n).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call).
+    ///
+    /// ```
+    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(100)).build()?;
+    /// let hung = manager
+    ///     .call_n_with_timeout("export", Priority::HIGH, 40, Duration::from_secs(2), || async {
+    ///         std::future::pending::<Result<(), std::io::Error>>().await
+    ///     })
+    ///     .await;
+    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
+    /// assert_eq!(manager.peek("export").unwrap().remaining, 100); // 40 taken, refilled in the 2 s
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call_n_with_timeout<Q, F, Fut, T, E, Via>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+        timeout: Duration,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_within(key, priority, cost, Some(timeout), call)
     }
 
     /// [`call`](Self::call), and when it does not return a value, `fallback`

@@ -19,7 +19,7 @@ use crate::priority::Priority;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), portcullis::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(2))
+///     .rate(RateConfig::adaptive(10.0).burst(2))
 ///     .throttle(ThrottleConfig::new())
 ///     .build()?;
 /// manager.try_acquire("db", Priority::HIGH).unwrap().success();
@@ -87,7 +87,7 @@ pub struct PrioritySnapshot {
 ///
 /// let clock = ManualClock::new();
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(5))
+///     .rate(RateConfig::adaptive(10.0).burst(5))
 ///     .clock(clock.clone())
 ///     .build()?;
 /// for _ in 0..2 {
@@ -125,7 +125,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert!(manager.snapshot("api").is_none());
     /// manager.increment("api");
     /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.3));
@@ -149,7 +149,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0).burst(3)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).burst(3)).build()?;
     /// assert!(manager.peek("api").is_none()); // not live yet
     /// manager.check("api").unwrap();
     /// assert_eq!(manager.peek("api").unwrap().remaining, 2);
@@ -207,7 +207,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// manager.increment("a");
     /// manager.decrement("b");
     /// let mut rates: Vec<(String, Option<f64>)> =

@@ -26,6 +26,7 @@ use crate::key::KeyState;
 use crate::registry::Registry;
 
 mod call;
+mod for_servers;
 mod inspect;
 mod joint;
 mod keys;
@@ -58,6 +59,29 @@ pub(crate) use watch::KeyLoad;
 /// [`key_names`](crate::ThrottleManagerBuilder::key_names) says, so keys
 /// that are secrets (API tokens) never reach a log.
 ///
+/// # Which method to reach for
+///
+/// - [`call`](Self::call): the call as a closure, with every control,
+///   its outcome judged from its result, and retries if configured. Start
+///   here.
+/// - [`acquire`](Self::acquire): a [`Permit`](crate::Permit) for a call you
+///   make yourself; tell it [`success`](crate::Permit::success) or
+///   [`failure`](crate::Permit::failure).
+/// - [`wait`](Self::wait), then [`increment`](Self::increment) or
+///   [`decrement`](Self::decrement): the rate alone, as the Go seed has it.
+///
+/// Every way in reads the same way: a `try_` method never waits (it is
+/// refused with the wait as [`retry_after`](crate::Rejected::retry_after)),
+/// `_owned` gives a `'static` permit to move into a task, `_n` takes a
+/// cost in rate tokens, and `_with_timeout` bounds the call with its own
+/// timeout: `acquire` and `try_acquire` come in every combination of
+/// `_owned` and `_n`, `call` in every combination of `_n` and
+/// `_with_timeout`, and [`wait`](Self::wait) and [`check`](Self::check)
+/// have their `_n` forms. A server's admission,
+/// [`try_acquire_or_queue_owned`](Self::try_acquire_or_queue_owned), is the
+/// one `try_` that waits, only for a place in the bulkhead's queue, as its
+/// name says.
+///
 /// # Example
 ///
 /// ```
@@ -66,16 +90,16 @@ pub(crate) use watch::KeyLoad;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 200.0).increment(1.0).decrement(2.0))
+///     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).increase_by(1.0).decrease_by(2.0))
 ///     .build()?;
-/// manager.wait("example.com").await; // before each call to example.com
+/// manager.wait("example.com").await?; // before each call to example.com
 /// let ok = true; // ... make the call ...
 /// if ok {
 ///     manager.increment("example.com");
 /// } else {
 ///     manager.decrement("example.com");
 /// }
-/// assert_eq!(manager.rate("example.com"), Some(11.0));
+/// assert_eq!(manager.current_rate("example.com"), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```
@@ -144,7 +168,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .priority_levels(2)
     ///     .build()?;
     /// assert_eq!(manager.priority_levels(), 2);
@@ -164,7 +188,7 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .call_timeout(Duration::from_secs(5))
     ///     .build()?;
     /// assert_eq!(manager.call_timeout(), Some(Duration::from_secs(5)));
@@ -180,7 +204,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
     /// assert_eq!(manager.name(), None);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
@@ -193,7 +217,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// manager.increment("a");
     /// manager.increment("b");
     /// assert_eq!(manager.len(), 2);
@@ -208,7 +232,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert!(manager.is_empty());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
@@ -227,7 +251,7 @@ where
     ///
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .idle_ttl(Duration::from_secs(60))
     ///     .clock(clock.clone())
     ///     .build()?;

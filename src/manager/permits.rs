@@ -70,7 +70,7 @@ where
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0))
+    ///     .rate(RateConfig::adaptive(10.0))
     ///     .throttle(ThrottleConfig::new().ratio(2.0).min_rate(1.0).window(Duration::from_secs(60)))
     ///     .build()?;
     /// match manager.acquire("db-7", Priority::LOW).await {
@@ -196,6 +196,49 @@ where
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
+    /// [`acquire_n`](Self::acquire_n), for a permit that can move into a
+    /// spawned task on its own ([`OwnedPermit`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_n`](Self::acquire_n).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Panics
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(100)).build()?;
+    /// let permit = manager.acquire_owned_n("export", Priority::HIGH, 60).await?;
+    /// tokio::spawn(async move { permit.success() }).await?;
+    /// assert_eq!(manager.peek("export").unwrap().remaining, 40);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_owned_n<Q>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<OwnedPermit, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let ticket = self
+            .admit(key, priority, Patience::AsConfigured, cost)
+            .await?;
+        Ok(Permit::owned(&self.inner.core, ticket))
+    }
+
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
     /// rate token now, a free bulkhead slot now or room in the key space now
     /// is rejected. The same pipeline, in the same order.
@@ -219,7 +262,7 @@ where
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(2.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(2.0)).build()?;
     /// let permit = manager.try_acquire("api", Priority::MEDIUM).unwrap();
     /// permit.success();
     /// let rejected = manager.try_acquire("api", Priority::MEDIUM).unwrap_err();
@@ -295,10 +338,10 @@ where
     /// ```
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
     /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert_eq!(manager.rate("api"), Some(10.3));
+    /// assert_eq!(manager.current_rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]
@@ -311,65 +354,41 @@ where
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
-    /// [`try_acquire_owned`](Self::try_acquire_owned), except that a call
-    /// its bulkhead has no slot for waits in the bulkhead's queue, as
-    /// configured (`queue`, `queue_timeout`, the overflow policy), instead
-    /// of being refused. It waits for nothing else: a call the rate would
-    /// hold, or a new key in a full key space, is refused at once, with the
-    /// wait as [`retry_after`](Rejected::retry_after).
-    ///
-    /// What a server answering a client needs: a client over its quota is
-    /// answered at once (429 with `Retry-After`) rather than held on its
-    /// connection, while a short burst of concurrent requests queues for
-    /// the bulkhead. The server layer admits every request this way.
+    /// [`try_acquire_n`](Self::try_acquire_n), for a permit that can move
+    /// into a spawned task on its own ([`OwnedPermit`]).
     ///
     /// # Errors
     ///
-    /// [`Rejected`] as [`try_acquire`](Self::try_acquire) refuses, and
-    /// with [`RejectReason::QueueTimeout`](crate::RejectReason::QueueTimeout)
-    /// or [`RejectReason::Dropped`](crate::RejectReason::Dropped) from the
-    /// queue.
+    /// As [`try_acquire_n`](Self::try_acquire_n).
     ///
-    /// # Cancel safety
+    /// # Panics
     ///
-    /// Cancel-safe, as [`acquire`](Self::acquire): dropped in the queue, it
-    /// leaves the queue at once and takes nothing; a slot handed to it at
-    /// that instant goes on to the next waiter.
+    /// As [`try_acquire`](Self::try_acquire).
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(1.0).burst(2))
-    ///     .bulkhead(BulkheadConfig::new(1).queue(1))
+    ///     .rate(RateConfig::per_second(100))
+    ///     .clock(portcullis::clock::ManualClock::new())
     ///     .build()?;
-    /// let first = manager.try_acquire_or_queue_owned("api", Priority::HIGH).await.unwrap();
-    /// // The second call queues for the slot, and has it once the first ends.
-    /// let second = tokio::spawn({
-    ///     let manager = manager.clone();
-    ///     async move { manager.try_acquire_or_queue_owned("api", Priority::HIGH).await }
-    /// });
-    /// tokio::task::yield_now().await;
-    /// first.success();
-    /// second.await.unwrap().unwrap().success();
-    /// // The burst is spent: the rate refuses at once instead of waiting.
-    /// let refused = manager.try_acquire_or_queue_owned("api", Priority::HIGH).await.unwrap_err();
-    /// assert_eq!(refused.reason(), RejectReason::RateLimited);
-    /// # Ok(())
-    /// # }
+    /// let permit = manager.try_acquire_owned_n("export", Priority::HIGH, 60).unwrap();
+    /// std::thread::spawn(move || permit.success()).join().unwrap();
+    /// assert!(manager.try_acquire_owned_n("export", Priority::HIGH, 60).is_err()); // 40 left
+    /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub async fn try_acquire_or_queue_owned<Q>(
+    #[inline(always)]
+    pub fn try_acquire_owned_n<Q>(
         &self,
         key: &Q,
         priority: Priority,
+        cost: u32,
     ) -> Result<OwnedPermit, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::QueueOnly, 1).await?;
+        let ticket = self.admit_now(key, priority, cost)?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

@@ -28,6 +28,13 @@ where
     /// key is new and the key space is at `max_keys` with no key evictable,
     /// it first waits for room.
     ///
+    /// # Errors
+    ///
+    /// None today with a cost of 1, which always fits the bucket; the
+    /// result is that of [`wait_n`](Self::wait_n), so that one `?` serves
+    /// both, and so that a wait the manager must refuse has a way to say
+    /// so.
+    ///
     /// # Cancel safety
     ///
     /// Cancel-safe. A `wait` dropped before it resolves takes no token: if no
@@ -47,23 +54,22 @@ where
     /// use tokio::time::{Duration, Instant};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(4.0)).build()?;
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(4.0)).build()?;
     /// let start = Instant::now();
     /// for _ in 0..5 {
-    ///     manager.wait("api").await;
+    ///     manager.wait("api").await?;
     /// }
     /// assert_eq!(start.elapsed(), Duration::from_secs(1)); // 4 intervals of 250 ms
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn wait<Q>(&self, key: &Q)
+    pub async fn wait<Q>(&self, key: &Q) -> Result<(), Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        // One token always fits: the burst is at least 1.
-        let _ = self.wait_n(key, 1).await;
+        self.wait_n(key, 1).await
     }
 
     /// [`wait`](Self::wait) for a call that costs `cost` tokens (bytes,
@@ -151,7 +157,7 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0).burst(2)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0).burst(2)).build()?;
     /// assert!(manager.check("api").is_ok());
     /// assert!(manager.check("api").is_ok()); // the burst
     /// assert!(manager.check("api").is_err());
@@ -238,7 +244,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).bounds(1.0, 11.0).increment(2.0))
+    ///     .rate(RateConfig::adaptive(10.0).bounds(1.0, 11.0).increase_by(2.0))
     ///     .build()?;
     /// assert_eq!(manager.increment("api"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -262,7 +268,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).decrease_factor(0.5))
+    ///     .rate(RateConfig::adaptive(10.0).decrease_factor(0.5))
     ///     .build()?;
     /// assert_eq!(manager.decrement("api"), Some(5.0));
     /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the 500 ms cooldown
@@ -299,13 +305,13 @@ where
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
-    /// assert_eq!(manager.rate("api"), None);
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// assert_eq!(manager.current_rate("api"), None);
     /// manager.increment("api");
-    /// assert_eq!(manager.rate("api"), Some(10.3));
+    /// assert_eq!(manager.current_rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn rate<Q>(&self, key: &Q) -> Option<f64>
+    pub fn current_rate<Q>(&self, key: &Q) -> Option<f64>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -328,13 +334,13 @@ where
     /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(100.0)).build()?;
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(100.0)).build()?;
     /// // The server answered 429 with `Retry-After: 30`.
     /// assert_eq!(manager.defer("api", Duration::from_secs(30)), Some(Duration::from_secs(30)));
     /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Some(Duration::from_secs(30)));
     /// let start = tokio::time::Instant::now();
-    /// manager.wait("api").await;
+    /// manager.wait("api").await?;
     /// assert_eq!(start.elapsed(), Duration::from_secs(30));
     /// # Ok(())
     /// # }
@@ -353,5 +359,32 @@ where
         state.rate.pause_until(until, settings.burst);
         core.share_pause(&state, pause);
         Some(pause)
+    }
+}
+
+/// # Names before 0.3
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// [`current_rate`](Self::current_rate): `rate` read as the builder's
+    /// setter of the same name.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// manager.increment("api");
+    /// assert_eq!(manager.rate("api"), manager.current_rate("api"));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[deprecated(since = "0.3.0", note = "a key's rate now is `current_rate(key)`")]
+    pub fn rate<Q>(&self, key: &Q) -> Option<f64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.current_rate(key)
     }
 }

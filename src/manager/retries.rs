@@ -88,7 +88,8 @@ impl fmt::Display for GaveUp {
 /// use, for edges of your own.
 ///
 /// ```
-/// use portcullis::retry::{RetryCause, RetryPolicy};
+/// use portcullis::RetryPolicy;
+/// use portcullis::retry::RetryCause;
 /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -305,7 +306,8 @@ impl<'m> Retries<'m> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::retry::{GaveUp, RetryCause, RetryPolicy};
+    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::{GaveUp, RetryCause};
     /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -117,10 +117,10 @@ mod tests {
 
     fn seed() -> RateSettings {
         RateSettings::for_test(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .bounds(1.0, 20.0)
-                .increment(2.0)
-                .decrement(1.0),
+                .increase_by(2.0)
+                .decrease_by(1.0),
         )
     }
 
@@ -146,7 +146,11 @@ mod tests {
     fn a_decrease_smaller_than_the_step_lands_on_the_lower_bound() {
         // Regression (a known bug elsewhere): the decrease was refused when the rate was
         // below the step, instead of being clamped to the lower bound.
-        let s = RateSettings::for_test(RateConfig::new(1.5).bounds(0.25, 20.0).decrement(1.0));
+        let s = RateSettings::for_test(
+            RateConfig::adaptive(1.5)
+                .bounds(0.25, 20.0)
+                .decrease_by(1.0),
+        );
         assert_eq!(decreased(1.5, &s), 0.5);
         assert_eq!(decreased(0.5, &s), 0.25);
     }
@@ -154,14 +158,21 @@ mod tests {
     #[test]
     fn a_huge_step_never_underflows_into_an_unlimited_rate() {
         // Regression (a known bug elsewhere): an unsigned underflow made the rate huge.
-        let s = RateSettings::for_test(RateConfig::new(2.0).bounds(0.5, 20.0).decrement(1e300));
+        let s = RateSettings::for_test(
+            RateConfig::adaptive(2.0)
+                .bounds(0.5, 20.0)
+                .decrease_by(1e300),
+        );
         assert_eq!(decreased(2.0, &s), 0.5);
     }
 
     #[test]
     fn multiplicative_decrease_halves_within_bounds() {
-        let s =
-            RateSettings::for_test(RateConfig::new(16.0).bounds(3.0, 20.0).decrease_factor(0.5));
+        let s = RateSettings::for_test(
+            RateConfig::adaptive(16.0)
+                .bounds(3.0, 20.0)
+                .decrease_factor(0.5),
+        );
         assert_eq!(decreased(16.0, &s), 8.0);
         assert_eq!(decreased(5.0, &s), 3.0);
     }
@@ -191,7 +202,7 @@ mod tests {
 
     #[test]
     fn only_a_fixed_rate_at_its_bound_is_beyond_any_success() {
-        let fixed = RateSettings::for_test(RateConfig::new(20.0).bounds(1.0, 20.0));
+        let fixed = RateSettings::for_test(RateConfig::adaptive(20.0).bounds(1.0, 20.0));
         assert!(success_cannot_move(20.0, &fixed));
         assert!(!success_cannot_move(19.0, &fixed));
         // Learned up to the bound from below: it may still fall to its use.

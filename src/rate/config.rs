@@ -13,8 +13,8 @@ pub(crate) use check::RateSettings;
 /// use portcullis::rate::MAX_RATE;
 /// use portcullis::RateConfig;
 ///
-/// assert!(RateConfig::new(MAX_RATE).validate().is_ok());
-/// assert!(RateConfig::new(MAX_RATE * 2.0).validate().is_err());
+/// assert!(RateConfig::adaptive(MAX_RATE).validate().is_ok());
+/// assert!(RateConfig::adaptive(MAX_RATE * 2.0).validate().is_err());
 /// ```
 pub const MAX_RATE: f64 = 1e9;
 
@@ -30,14 +30,14 @@ pub const MAX_RATE: f64 = 1e9;
 /// use portcullis::rate::slowest_rate;
 ///
 /// assert!(slowest_rate(20) < 1e-8);
-/// assert!(RateConfig::new(1e-9).burst(20).validate().is_err());
-/// assert!(RateConfig::new(slowest_rate(20) * 10.0).burst(20).validate().is_ok());
+/// assert!(RateConfig::adaptive(1e-9).burst(20).validate().is_err());
+/// assert!(RateConfig::adaptive(slowest_rate(20) * 10.0).burst(20).validate().is_ok());
 /// ```
 pub fn slowest_rate(burst: u32) -> f64 {
     f64::from(burst.max(1)) * 1e9 / (1u64 << 62) as f64
 }
 
-/// How a failure lowers a key's rate: set by [`RateConfig::decrement`] or
+/// How a failure lowers a key's rate: set by [`RateConfig::decrease_by`] or
 /// [`RateConfig::decrease_factor`]; a [store](crate::store) reads it in
 /// [`RateRules`](crate::store::RateRules).
 ///
@@ -62,7 +62,7 @@ pub enum Decrease {
 /// `[lower_bound, upper_bound]`. Setters take any value; the manager's
 /// `build()` (or [`validate`](RateConfig::validate)) checks them all at once.
 ///
-/// Defaults for `RateConfig::new(r)`: burst 1, bounds `[r / 10, r * 10]`
+/// Defaults for `RateConfig::adaptive(r)`: burst 1, bounds `[r / 10, r * 10]`
 /// (the upper one at most [`MAX_RATE`]),
 /// increment `r * 0.03` per success, decrease multiplicative by 0.7 at most
 /// once per 500 ms (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
@@ -150,22 +150,22 @@ pub enum Decrease {
 ///
 /// # fn main() -> Result<(), portcullis::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0).burst(1).bounds(1.0, 20.0).increment(2.0).decrement(1.0))
+///     .rate(RateConfig::adaptive(10.0).burst(1).bounds(1.0, 20.0).increase_by(2.0).decrease_by(1.0))
 ///     .build()?;
 /// let key = "example.com";
 /// manager.increment(key);
 /// manager.increment(key);
-/// assert_eq!(manager.rate(key), Some(14.0));
+/// assert_eq!(manager.current_rate(key), Some(14.0));
 /// manager.decrement(key);
-/// assert_eq!(manager.rate(key), Some(13.0));
+/// assert_eq!(manager.current_rate(key), Some(13.0));
 /// for _ in 0..4 {
 ///     manager.increment(key);
 /// }
-/// assert_eq!(manager.rate(key), Some(20.0)); // capped at the upper bound
+/// assert_eq!(manager.current_rate(key), Some(20.0)); // capped at the upper bound
 /// for _ in 0..20 {
 ///     manager.decrement(key);
 /// }
-/// assert_eq!(manager.rate(key), Some(1.0)); // floored at the lower bound
+/// assert_eq!(manager.current_rate(key), Some(1.0)); // floored at the lower bound
 /// # Ok(())
 /// # }
 /// ```
@@ -178,13 +178,16 @@ pub struct RateConfig {
     burst: u32,
     lower_bound: Option<f64>,
     upper_bound: Option<f64>,
-    increment: Option<f64>,
-    decrease: Option<Decrease>,
+    increase_by: Option<f64>,
+    decrease_by: Option<f64>,
+    decrease_factor: Option<f64>,
     decrease_cooldown: Option<Duration>,
 }
 
 impl RateConfig {
-    /// A key starts at `starting_rate` calls per second.
+    /// An adaptive rate: a key starts at `starting_rate` calls per second,
+    /// and its rate moves with outcomes within its bounds. A rate that
+    /// never moves is a quota: [`per_second`](Self::per_second) and its kin.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};
@@ -192,21 +195,22 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0)); // bounds 1/s to 100/s
+    /// let manager = manager(RateConfig::adaptive(10.0)); // bounds 1/s to 100/s
     /// for _ in 0..1_000 {
     ///     manager.increment("api");
     /// }
-    /// assert_eq!(manager.rate("api"), Some(100.0));
+    /// assert_eq!(manager.current_rate("api"), Some(100.0));
     /// ```
-    pub fn new(starting_rate: f64) -> Self {
+    pub fn adaptive(starting_rate: f64) -> Self {
         Self {
             starting_rate,
             quota: None,
             burst: 1,
             lower_bound: None,
             upper_bound: None,
-            increment: None,
-            decrease: None,
+            increase_by: None,
+            decrease_by: None,
+            decrease_factor: None,
             decrease_cooldown: None,
         }
     }
@@ -245,7 +249,7 @@ impl RateConfig {
         Self {
             quota: Some((calls, period)),
             burst: calls.max(1),
-            ..Self::new(rate)
+            ..Self::adaptive(rate)
         }
     }
 
@@ -273,7 +277,7 @@ impl RateConfig {
     /// # }
     /// let manager = manager(RateConfig::per_minute(600).burst(20));
     /// assert_eq!((0..30).filter(|_| manager.check("tenant-a").is_ok()).count(), 20);
-    /// assert_eq!(manager.rate("tenant-a"), Some(10.0)); // 600 a minute, 10 a second
+    /// assert_eq!(manager.current_rate("tenant-a"), Some(10.0)); // 600 a minute, 10 a second
     /// ```
     pub fn per_minute(calls: u32) -> Self {
         Self::per(calls, Duration::from_secs(60))
@@ -325,7 +329,7 @@ impl RateConfig {
     /// use portcullis::RateConfig;
     ///
     /// assert!(RateConfig::per_minute(600).is_fixed());
-    /// assert!(!RateConfig::new(10.0).is_fixed());
+    /// assert!(!RateConfig::adaptive(10.0).is_fixed());
     /// ```
     pub fn is_fixed(&self) -> bool {
         self.quota.is_some()
@@ -339,7 +343,7 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0).burst(5));
+    /// let manager = manager(RateConfig::adaptive(10.0).burst(5));
     /// assert_eq!((0..10).filter(|_| manager.check("api").is_ok()).count(), 5);
     /// ```
     pub fn burst(mut self, burst: u32) -> Self {
@@ -355,13 +359,13 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0).bounds(2.0, 50.0).increment(100.0).decrement(100.0));
+    /// let manager = manager(RateConfig::adaptive(10.0).bounds(2.0, 50.0).increase_by(100.0).decrease_by(100.0));
     /// // A rate rises only as far as its use shows: one success at once, 1.5x.
     /// assert_eq!(manager.increment("api"), Some(15.0));
     /// for _ in 0..3 {
     ///     manager.increment("api");
     /// }
-    /// assert_eq!(manager.rate("api"), Some(50.0));
+    /// assert_eq!(manager.current_rate("api"), Some(50.0));
     /// assert_eq!(manager.decrement("api"), Some(2.0));
     /// ```
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {
@@ -378,16 +382,18 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0).increment(2.0));
+    /// let manager = manager(RateConfig::adaptive(10.0).increase_by(2.0));
     /// assert_eq!(manager.increment("api"), Some(12.0));
     /// ```
-    pub fn increment(mut self, step: f64) -> Self {
-        self.increment = Some(step);
+    pub fn increase_by(mut self, step: f64) -> Self {
+        self.increase_by = Some(step);
         self
     }
 
     /// A failure subtracts `step` calls per second (additive decrease).
-    /// Without a cooldown set, every failure counts.
+    /// Without a cooldown set, every failure counts. One way down per
+    /// config: with [`decrease_factor`](Self::decrease_factor) set too,
+    /// [`validate`](Self::validate) and `build()` name both.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};
@@ -395,19 +401,27 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0).decrement(1.0));
+    /// let manager = manager(RateConfig::adaptive(10.0).decrease_by(1.0));
     /// assert_eq!(manager.decrement("api"), Some(9.0));
     /// assert_eq!(manager.decrement("api"), Some(8.0)); // no cooldown unless set
+    ///
+    /// let both = RateConfig::adaptive(10.0).decrease_by(1.0).decrease_factor(0.5);
+    /// assert_eq!(
+    ///     both.validate().unwrap_err().to_string(),
+    ///     "invalid configuration: rate.decrease_factor: set one of decrease_by (additive) or \
+    ///      decrease_factor (multiplicative), not both; got decrease_by 1 and decrease_factor 0.5"
+    /// );
     /// ```
-    pub fn decrement(mut self, step: f64) -> Self {
-        self.decrease = Some(Decrease::Subtract(step));
+    pub fn decrease_by(mut self, step: f64) -> Self {
+        self.decrease_by = Some(step);
         self
     }
 
     /// A failure multiplies the rate by `factor` (`0 < factor <= 1`),
     /// TCP-style. Unless a cooldown is set, at most one decrease per 500 ms
     /// counts, so that a burst of failures from calls that were already in
-    /// flight does not collapse the rate.
+    /// flight does not collapse the rate. Not with
+    /// [`decrease_by`](Self::decrease_by): one way down per config.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};
@@ -415,17 +429,17 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::new(10.0).decrease_factor(0.7));
+    /// let manager = manager(RateConfig::adaptive(10.0).decrease_factor(0.7));
     /// assert_eq!(manager.decrement("api"), Some(7.0));
     /// assert_eq!(manager.decrement("api"), Some(7.0)); // within the 500 ms cooldown
     /// ```
     pub fn decrease_factor(mut self, factor: f64) -> Self {
-        self.decrease = Some(Decrease::Multiply(factor));
+        self.decrease_factor = Some(factor);
         self
     }
 
     /// After a decrease, further failures within `cooldown` leave the rate
-    /// alone. Defaults: none for [`decrement`](RateConfig::decrement), 500 ms
+    /// alone. Defaults: none for [`decrease_by`](RateConfig::decrease_by), 500 ms
     /// for [`decrease_factor`](RateConfig::decrease_factor).
     ///
     /// ```
@@ -435,7 +449,7 @@ impl RateConfig {
     ///
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(10.0).decrease_factor(0.5).decrease_cooldown(Duration::from_millis(200)))
+    ///     .rate(RateConfig::adaptive(10.0).decrease_factor(0.5).decrease_cooldown(Duration::from_millis(200)))
     ///     .clock(clock.clone())
     ///     .build()?;
     /// assert_eq!(manager.decrement("api"), Some(5.0));
@@ -472,7 +486,7 @@ impl RateConfig {
         if self.quota.is_some() {
             return 0.0;
         }
-        self.increment.unwrap_or(self.starting_rate * 0.03)
+        self.increase_by.unwrap_or(self.starting_rate * 0.03)
     }
 
     /// How a failure lowers the rate, after defaults.
@@ -480,7 +494,11 @@ impl RateConfig {
         if self.quota.is_some() {
             return Decrease::Subtract(0.0);
         }
-        self.decrease.unwrap_or(Decrease::Multiply(0.7))
+        match (self.decrease_by, self.decrease_factor) {
+            (Some(step), None) => Decrease::Subtract(step),
+            (_, Some(factor)) => Decrease::Multiply(factor),
+            (None, None) => Decrease::Multiply(0.7),
+        }
     }
 
     /// The decrease cooldown, after defaults.
@@ -492,6 +510,64 @@ impl RateConfig {
             Decrease::Subtract(_) => Duration::ZERO,
             Decrease::Multiply(_) => Duration::from_millis(500),
         })
+    }
+}
+
+/// # Names before 0.3
+///
+/// Kept so that code written for 0.2 builds; each says its new name.
+impl RateConfig {
+    /// [`adaptive`](Self::adaptive): `new` read as a fixed quota next to
+    /// [`BulkheadConfig::new`](crate::BulkheadConfig::new), which is one.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use portcullis::RateConfig;
+    ///
+    /// assert_eq!(RateConfig::new(10.0), RateConfig::adaptive(10.0));
+    /// ```
+    #[deprecated(
+        since = "0.3.0",
+        note = "an adaptive rate is `RateConfig::adaptive(starting_rate)`"
+    )]
+    pub fn new(starting_rate: f64) -> Self {
+        Self::adaptive(starting_rate)
+    }
+
+    /// [`increase_by`](Self::increase_by): the manager's
+    /// [`increment`](crate::ThrottleManager::increment) is the outcome, this
+    /// is the step.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use portcullis::RateConfig;
+    ///
+    /// assert_eq!(RateConfig::adaptive(10.0).increment(2.0), RateConfig::adaptive(10.0).increase_by(2.0));
+    /// ```
+    #[deprecated(
+        since = "0.3.0",
+        note = "the step a success adds is `increase_by(step)`"
+    )]
+    pub fn increment(self, step: f64) -> Self {
+        self.increase_by(step)
+    }
+
+    /// [`decrease_by`](Self::decrease_by): the manager's
+    /// [`decrement`](crate::ThrottleManager::decrement) is the outcome, this
+    /// is the step.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// use portcullis::RateConfig;
+    ///
+    /// assert_eq!(RateConfig::adaptive(10.0).decrement(1.0), RateConfig::adaptive(10.0).decrease_by(1.0));
+    /// ```
+    #[deprecated(
+        since = "0.3.0",
+        note = "the step a failure subtracts is `decrease_by(step)`"
+    )]
+    pub fn decrement(self, step: f64) -> Self {
+        self.decrease_by(step)
     }
 }
 

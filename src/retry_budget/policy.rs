@@ -16,7 +16,7 @@ const RESERVE_SECONDS: f64 = 10.0;
 ///
 /// ```
 /// use std::time::Duration;
-/// use portcullis::retry::RetryPolicy;
+/// use portcullis::RetryPolicy;
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
 /// let policy = RetryPolicy::new()
@@ -25,7 +25,7 @@ const RESERVE_SECONDS: f64 = 10.0;
 ///     .budget(0.1)
 ///     .deadline(Duration::from_secs(30));
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0))
+///     .rate(RateConfig::adaptive(10.0))
 ///     .retry(policy)
 ///     .build()?;
 /// # let _ = manager;
@@ -57,7 +57,7 @@ impl RetryPolicy {
     /// non-idempotent requests are not retried.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// assert_eq!(RetryPolicy::new(), RetryPolicy::default());
     /// ```
     pub fn new() -> Self {
@@ -77,7 +77,7 @@ impl RetryPolicy {
     /// The most retries of one logical call (0: never retry).
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().max_retries(5);
     /// # let _ = policy;
     /// ```
@@ -91,7 +91,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().backoff(Duration::from_millis(100), Duration::from_secs(10));
     /// # let _ = policy;
     /// ```
@@ -108,7 +108,7 @@ impl RetryPolicy {
     /// reserve of ten seconds of it.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().budget(0.2); // one retry per five calls
     /// # let _ = policy;
     /// ```
@@ -122,7 +122,7 @@ impl RetryPolicy {
     /// From 0 to 1,000.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().min_retries_per_second(0.5);
     /// # let _ = policy;
     /// ```
@@ -137,7 +137,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().deadline(Duration::from_secs(30));
     /// # let _ = policy;
     /// ```
@@ -152,7 +152,7 @@ impl RetryPolicy {
     /// attempts.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().lower_priority_by(2);
     /// # let _ = policy;
     /// ```
@@ -167,7 +167,7 @@ impl RetryPolicy {
     /// server.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().retry_transport_errors(true);
     /// # let _ = policy;
     /// ```
@@ -182,7 +182,7 @@ impl RetryPolicy {
     /// cloned.
     ///
     /// ```
-    /// use portcullis::retry::RetryPolicy;
+    /// use portcullis::RetryPolicy;
     /// let policy = RetryPolicy::new().retry_non_idempotent(true);
     /// # let _ = policy;
     /// ```

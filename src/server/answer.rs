@@ -67,7 +67,7 @@ pub fn classify(status: StatusCode, headers: &HeaderMap) -> Outcome {
 /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 ///
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(1.0))
+///     .rate(RateConfig::adaptive(1.0))
 ///     .bulkhead(BulkheadConfig::new(1))
 ///     .clock(portcullis::clock::ManualClock::new())
 ///     .build()?;
@@ -99,7 +99,7 @@ pub fn status_of(rejected: &Rejected) -> StatusCode {
 /// use portcullis::server::refusal;
 /// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(1.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
 /// manager.check("client").unwrap();
 /// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
 /// let answer = refusal(&rejected);

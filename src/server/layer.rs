@@ -108,7 +108,7 @@ impl ThrottleLayer {
     /// use portcullis::server::{KeyExtractor, ThrottleLayer};
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip());
     /// # drop(layer);
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -187,7 +187,7 @@ impl ThrottleLayer {
     /// use portcullis::server::{KeyExtractor, ThrottleLayer, classify};
     /// use portcullis::{Outcome, RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // Only 503 means overload here; a 500 is a bug, not a capacity problem.
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip()).classify_by(|status, headers| {
     ///     match status.as_u16() {
@@ -236,7 +236,7 @@ impl ThrottleLayer {
     /// use portcullis::server::{KeyExtractor, ThrottleLayer, status_of};
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip()).on_refusal(|rejected| {
     ///     let body = format!(r#"{{"error":"{}"}}"#, rejected.reason());
     ///     http::Response::builder()
@@ -264,7 +264,7 @@ impl ThrottleLayer {
     /// use portcullis::server::{KeyExtractor, ThrottleLayer};
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::header("x-api-key"))
     ///     .on_missing_key(|_| {
     ///         let mut answer = http::Response::new("an API key is required\n".into());
@@ -298,7 +298,7 @@ impl ThrottleLayer {
     /// ```
     /// # use portcullis::server::{KeyExtractor, ThrottleLayer};
     /// # use portcullis::{RateConfig, ThrottleManager};
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip()).rate_limit_headers(true);
     /// # drop(layer);
     /// # Ok::<(), portcullis::ConfigError>(())

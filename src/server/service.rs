@@ -28,7 +28,7 @@ use crate::priority::Priority;
 /// use tower_layer::Layer;
 ///
 /// # #[derive(Clone)] struct Handler;
-/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(10.0)).build()?;
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip());
 /// let service: ThrottleService<Handler> = layer.layer(Handler);
 /// # drop(service);

@@ -12,7 +12,7 @@
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0))
+//!     .rate(RateConfig::adaptive(10.0))
 //!     .key_names(|host: &String| host.clone()) // what the page may show
 //!     .build()?;
 //! let app = Router::new().nest("/status", StatusPage::new(&manager)?.router());
@@ -154,7 +154,7 @@ where
     /// use portcullis::status::StatusPage;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
-    /// let unnamed = ThrottleManager::<String>::builder().rate(RateConfig::new(5.0)).build()?;
+    /// let unnamed = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(5.0)).build()?;
     /// let refused = StatusPage::new(&unnamed).unwrap_err();
     /// assert_eq!(refused.problems()[0].field(), "key_names");
     /// # Ok::<(), portcullis::ConfigError>(())
@@ -193,7 +193,7 @@ where
     ///
     /// ```
     /// # use portcullis::{status::StatusPage, *};
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(5.0)).key_names(|k: &String| k.clone()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(5.0)).key_names(|k: &String| k.clone()).build()?;
     /// let page = StatusPage::builder(&manager).history(std::time::Duration::from_secs(60)).build()?;
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -207,7 +207,7 @@ where
     ///
     /// ```
     /// # use portcullis::{status::StatusPage, *};
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(5.0)).key_names(|k: &String| k.clone()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(5.0)).key_names(|k: &String| k.clone()).build()?;
     /// let page = StatusPage::builder(&manager).sample_every(std::time::Duration::from_secs(5)).build()?;
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -222,7 +222,7 @@ where
     ///
     /// ```
     /// # use portcullis::{status::StatusPage, *};
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::new(5.0)).key_names(|k: &String| k.clone()).build()?;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(5.0)).key_names(|k: &String| k.clone()).build()?;
     /// let page = StatusPage::builder(&manager).watch_at_most(8).build()?;
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -242,7 +242,7 @@ where
     /// ```
     /// # use portcullis::{status::StatusPage, *};
     /// let manager = ThrottleManager::<u64>::builder()
-    ///     .rate(RateConfig::new(5.0))
+    ///     .rate(RateConfig::adaptive(5.0))
     ///     .key_names(|user: &u64| user.to_string())
     ///     .build()?;
     /// let page = StatusPage::builder(&manager)
@@ -271,7 +271,7 @@ where
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::new(5.0))
+    ///     .rate(RateConfig::adaptive(5.0))
     ///     .key_names(|key: &String| key.clone())
     ///     .build()?;
     /// let refused = StatusPage::builder(&manager).sample_every(Duration::ZERO).build().unwrap_err();

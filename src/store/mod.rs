@@ -122,7 +122,7 @@
 //! }
 //!
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::new(10.0))
+//!     .rate(RateConfig::adaptive(10.0))
 //!     .rate_store(InMemory::default())
 //!     .build()?;
 //! # drop(manager);
@@ -239,11 +239,11 @@ pub trait RateStore: Send + Sync {
 ///
 /// let store = Arc::new(RedisStore::connect("redis://127.0.0.1/", "fleet").await?);
 /// let hosts = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0))
+///     .rate(RateConfig::adaptive(10.0))
 ///     .rate_store(Arc::clone(&store))
 ///     .build()?;
 /// let tenants = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(100.0))
+///     .rate(RateConfig::adaptive(100.0))
 ///     .rate_store(store)
 ///     .build()?;
 /// # drop((hosts, tenants));
@@ -309,11 +309,11 @@ pub struct TokenRequest {
 /// use std::time::Duration;
 ///
 /// // What a store's own tests can ask it, as the manager would.
-/// let rules = RateRules::of(&RateConfig::new(10.0).burst(5))?;
+/// let rules = RateRules::of(&RateConfig::adaptive(10.0).burst(5))?;
 /// assert_eq!((rules.starting_rate, rules.burst), (10.0, 5));
 /// let request = TokenRequest::new(rules, Some(Duration::from_millis(100)));
 /// assert_eq!(request.max_wait, Some(Duration::from_millis(100)));
-/// assert!(RateRules::of(&RateConfig::new(f64::NAN)).is_err());
+/// assert!(RateRules::of(&RateConfig::adaptive(f64::NAN)).is_err());
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -395,7 +395,7 @@ impl RateRules {
     /// use portcullis::RateConfig;
     /// use portcullis::store::RateRules;
     ///
-    /// let rules = RateRules::of(&RateConfig::new(5.0).bounds(1.0, 20.0))?;
+    /// let rules = RateRules::of(&RateConfig::adaptive(5.0).bounds(1.0, 20.0))?;
     /// assert_eq!(rules.checked_rate(7.5), Some(7.5));
     /// assert_eq!(rules.checked_rate(1e308), Some(20.0));
     /// assert_eq!(rules.checked_rate(0.01), Some(1.0));
@@ -419,7 +419,7 @@ impl RateRules {
     /// use portcullis::store::RateRules;
     /// use std::time::Duration;
     ///
-    /// let mut rules = RateRules::of(&RateConfig::new(5.0).burst(2))?;
+    /// let mut rules = RateRules::of(&RateConfig::adaptive(5.0).burst(2))?;
     /// rules.max_pause = Duration::from_secs(1);
     /// // Two calls at 5/s, 400 ms, and a pause of a second.
     /// assert_eq!(rules.max_debt(5.0), Duration::from_millis(1_400));

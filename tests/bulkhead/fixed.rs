@@ -383,7 +383,7 @@ async fn try_acquire_never_queues() {
 paused_test! {
 async fn a_bulkhead_rejection_gives_the_rate_token_back() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(
             BulkheadConfig::new(1)
                 .queue(1)
@@ -430,7 +430,7 @@ async fn a_waiter_given_up_in_the_queue_gives_the_rate_token_back() {
 paused_test! {
 async fn a_try_acquire_the_bulkhead_refuses_takes_no_rate_token() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).burst(2).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).burst(2).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
         .build()
         .unwrap();
@@ -450,7 +450,7 @@ async fn a_try_acquire_the_bulkhead_refuses_takes_no_rate_token() {
 paused_test! {
 async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
         .build()
         .unwrap();
@@ -466,7 +466,7 @@ async fn the_rate_is_waited_for_before_a_slot_is_taken() {
     // Slots are not held idle while a call sleeps for its rate token: with 1
     // slot and 2 calls/s, a call waiting for its token leaves the slot free.
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(2.0).bounds(2.0, 2.0))
+        .rate(RateConfig::adaptive(2.0).bounds(2.0, 2.0))
         .bulkhead(BulkheadConfig::new(1))
         .build()
         .unwrap();
@@ -539,7 +539,7 @@ fn one_key_can_have_its_own_bulkhead() {
 #[test]
 fn an_override_alone_gives_only_that_key_a_bulkhead() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1_000.0).burst(10))
+        .rate(RateConfig::adaptive(1_000.0).burst(10))
         .bulkhead_override("api.github.com", BulkheadConfig::new(1))
         .build()
         .unwrap();
@@ -574,7 +574,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
 #[tokio::test(start_paused = true)]
 async fn a_full_bulkhead_refuses_before_the_rate_on_every_path() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).burst(1))
+        .rate(RateConfig::adaptive(1.0).burst(1))
         .bulkhead(BulkheadConfig::new(1))
         .max_wait(Duration::ZERO)
         .build()

@@ -36,7 +36,7 @@ use reqwest_middleware::ClientWithMiddleware;
 
 async fn crawl(url: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()?;
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(ThrottleMiddleware::new(manager.clone()))
@@ -168,7 +168,7 @@ async fn the_contract_fetches_a_page() {
 async fn a_host_that_refuses_everything_does_not_slow_a_healthy_one() {
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(20.0)
+            RateConfig::adaptive(20.0)
                 .bounds(1.0, 100.0)
                 .decrease_factor(0.5),
         )
@@ -196,8 +196,8 @@ async fn a_host_that_refuses_everything_does_not_slow_a_healthy_one() {
     // The sick host's rate fell (halved once a second, the cooldown);
     // the healthy one's rose from
     // 20/s, and it was served at least what 20/s for 2 s allows.
-    assert!(manager.rate(&sick.key()).unwrap() <= 5.0);
-    assert!(manager.rate(&healthy.key()).unwrap() > 20.0);
+    assert!(manager.current_rate(&sick.key()).unwrap() <= 5.0);
+    assert!(manager.current_rate(&healthy.key()).unwrap() > 20.0);
     let served = healthy.arrivals().len();
     assert!(served >= 40, "the healthy host served {served} in 2 s");
     let snapshot = manager.snapshot(healthy.key().as_str()).unwrap();
@@ -207,7 +207,7 @@ async fn a_host_that_refuses_everything_does_not_slow_a_healthy_one() {
 /// The second request to a host that answered 429 with `Retry-After` comes
 /// no sooner than it asked; another host is served meanwhile.
 async fn retry_after_holds_the_host(retry_after: String, at_least: Duration) {
-    let manager = manager(RateConfig::new(20.0));
+    let manager = manager(RateConfig::adaptive(20.0));
     let limited = Server::first(
         StatusCode::TOO_MANY_REQUESTS,
         vec![("retry-after", retry_after)],
@@ -258,7 +258,7 @@ async fn retry_after_as_an_http_date_holds_the_host_and_no_other() {
 /// cannot fail it.
 #[tokio::test]
 async fn a_failure_does_not_stretch_the_pause_its_own_response_set() {
-    let manager = manager(RateConfig::new(20.0));
+    let manager = manager(RateConfig::adaptive(20.0));
     let limited = Server::first(
         StatusCode::TOO_MANY_REQUESTS,
         vec![("retry-after", "5".into())],
@@ -268,7 +268,7 @@ async fn a_failure_does_not_stretch_the_pause_its_own_response_set() {
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let held = manager.peek(limited.key().as_str()).unwrap();
     assert!(
-        manager.rate(limited.key().as_str()).unwrap() < 20.0,
+        manager.current_rate(limited.key().as_str()).unwrap() < 20.0,
         "the failure counted"
     );
     assert!(
@@ -286,7 +286,7 @@ async fn a_failure_does_not_stretch_the_pause_its_own_response_set() {
 async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(100.0)
+            RateConfig::adaptive(100.0)
                 .bounds(1.0, 100.0)
                 .decrease_factor(0.5),
         )
@@ -321,7 +321,7 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
     }
     assert_eq!(server.arrivals().len(), 2, "both requests were sent");
     assert_eq!(
-        manager.rate(&server.key()),
+        manager.current_rate(&server.key()),
         Some(50.0),
         "a timeout is overload"
     );
@@ -340,7 +340,7 @@ async fn a_reset_too_large_for_a_duration_pauses_the_host_for_max_defer() {
     ] {
         let max_defer = Duration::from_secs(3);
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(10.0))
+            .rate(RateConfig::adaptive(10.0))
             .max_defer(max_defer)
             .build()
             .unwrap();
@@ -365,7 +365,7 @@ async fn a_reset_too_large_for_a_duration_pauses_the_host_for_max_defer() {
 
 #[tokio::test]
 async fn a_spent_ratelimit_quota_holds_the_host_before_any_429() {
-    let manager = manager(RateConfig::new(20.0));
+    let manager = manager(RateConfig::adaptive(20.0));
     let server = Server::first(
         StatusCode::OK,
         vec![("ratelimit", "\"default\";r=0;t=1".into())],
@@ -384,7 +384,9 @@ async fn a_spent_ratelimit_quota_holds_the_host_before_any_429() {
 
 #[tokio::test]
 async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
-    let config = RateConfig::new(10.0).decrease_factor(0.5).increment(1.0);
+    let config = RateConfig::adaptive(10.0)
+        .decrease_factor(0.5)
+        .increase_by(1.0);
     let manager = manager(config);
     let client = client(&manager);
 
@@ -399,31 +401,31 @@ async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
         .await
         .unwrap_err();
     assert!(error.is_connect(), "{error}");
-    assert_eq!(manager.rate(&closed.to_string()), Some(5.0));
+    assert_eq!(manager.current_rate(&closed.to_string()), Some(5.0));
 
     // Slower than the client's 500 ms timeout.
     let slow = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(5))).await;
     let error = client.get(slow.url()).send().await.unwrap_err();
     assert!(error.is_timeout(), "{error}");
-    assert_eq!(manager.rate(&slow.key()), Some(5.0));
+    assert_eq!(manager.current_rate(&slow.key()), Some(5.0));
 
     let missing = Server::always(StatusCode::NOT_FOUND).await;
     let response = client.get(missing.url()).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    assert_eq!(manager.rate(&missing.key()), Some(10.0));
+    assert_eq!(manager.current_rate(&missing.key()), Some(10.0));
 
     // A success counts when its body has been read: the call ends there.
     let fine = Server::always(StatusCode::OK).await;
     let response = client.get(fine.url()).send().await.unwrap();
-    assert_eq!(manager.rate(&fine.key()), Some(10.0));
+    assert_eq!(manager.current_rate(&fine.key()), Some(10.0));
     response.bytes().await.unwrap();
-    assert_eq!(manager.rate(&fine.key()), Some(11.0));
+    assert_eq!(manager.current_rate(&fine.key()), Some(11.0));
 }
 
 #[tokio::test]
 async fn a_local_refusal_downcasts_to_rejected_and_sends_nothing() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0))
+        .rate(RateConfig::adaptive(1.0))
         .max_wait(Duration::from_millis(100))
         .build()
         .unwrap();
@@ -514,9 +516,9 @@ async fn sixteen_callers_against_a_50_per_second_server(read_bodies: bool) -> (f
     })
     .await;
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .bounds(1.0, 1_000.0)
-            .increment(0.3)
+            .increase_by(0.3)
             .decrease_factor(0.7),
     );
     let run_for = Duration::from_secs(12);
@@ -564,7 +566,7 @@ async fn sixteen_callers_against_a_50_per_second_server(read_bodies: bool) -> (f
          {:.1}/s",
         100.0 * refused_share,
         100.0 * goodput,
-        manager.rate(&server.key()).unwrap()
+        manager.current_rate(&server.key()).unwrap()
     );
     assert_eq!((other, errors), (0, 0));
     (goodput, refused_share)
@@ -601,7 +603,7 @@ fn learned(manager: &ThrottleManager<String>, key: &str) -> ((u64, u64), std::cm
 
 fn learning_manager() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(0.5, 100.0))
+        .rate(RateConfig::adaptive(1.0).bounds(0.5, 100.0))
         .throttle(ThrottleConfig::new())
         .bulkhead(portcullis::BulkheadConfig::new(1))
         .build()
@@ -642,8 +644,8 @@ async fn a_body_dropped_after_a_503_head_is_overload() {
 
 /// Issue 31's public contract, exactly as written (it must compile).
 mod retry_contract {
+    use portcullis::RetryPolicy;
     use portcullis::client::ThrottleMiddleware;
-    use portcullis::retry::RetryPolicy;
     use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager, overloaded};
     use std::time::Duration;
 
@@ -655,7 +657,7 @@ mod retry_contract {
             .budget(0.1)
             .deadline(Duration::from_secs(30));
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(10.0))
+            .rate(RateConfig::adaptive(10.0))
             .throttle(ThrottleConfig::new())
             .retry(policy)
             .build()?;

@@ -123,6 +123,17 @@ const ROWS: &[(&str, &str, &str)] = &[
         "[default.rate]\nstarting_rate = 10\nbounds = [1, 200]",
     ),
     (
+        "default.rate.increase_by",
+        "[default.rate]\nstarting_rate = 10\nincrease_by = 1",
+        "[default.rate]\nstarting_rate = 10\nincrease_by = 2",
+    ),
+    (
+        "default.rate.decrease_by",
+        "[default.rate]\nstarting_rate = 10\ndecrease_by = 1",
+        "[default.rate]\nstarting_rate = 10\ndecrease_by = 2",
+    ),
+    // 0.2's names for the two steps, still read.
+    (
         "default.rate.increment",
         "[default.rate]\nstarting_rate = 10\nincrement = 1",
         "[default.rate]\nstarting_rate = 10\nincrement = 2",

@@ -9,8 +9,8 @@ const ISSUE_EXAMPLE: &str = r#"
 starting_rate = 10
 burst = 5
 bounds = [1, 200]
-increment = 1
-decrement = 5
+increase_by = 1
+decrease_by = 5
 [default.throttle]
 ratio = 2.0
 window = "1m"
@@ -36,7 +36,7 @@ async fn the_issue_example_builds_a_working_manager() {
     let manager = ThrottleManager::<String>::from_config(config).unwrap();
     // The rate: 10/s, burst 5, +1 on success.
     manager.increment("example.com");
-    assert_eq!(manager.rate("example.com"), Some(11.0));
+    assert_eq!(manager.current_rate("example.com"), Some(11.0));
     // The override: api.github.com has a bulkhead of 4; other keys none.
     let permits: Vec<_> = (0..4)
         .map(|_| {
@@ -84,15 +84,15 @@ fn every_problem_is_reported_with_its_path() {
             max_concurrent = 0
             [overrides."api.github.com".rate]
             starting_rate = 5
-            decrement = 1
+            decrease_by = 1
             decrease_factor = 0.5
             [overrides."slow".throttle]
             min_rate = 0
             "#
         ),
         [
-            r#"overrides."api.github.com".rate: set one of decrement (additive) or decrease_factor (multiplicative), not both"#,
             "default.rate.burst: must be at least 1, got 0",
+            r#"overrides."api.github.com".rate.decrease_factor: set one of decrease_by (additive) or decrease_factor (multiplicative), not both; got decrease_by 1 and decrease_factor 0.5"#,
             r#"overrides."slow".throttle.min_rate: must be above 0 (at 0 a failing key never recovers), got 0"#,
             r#"overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0"#,
         ]
@@ -172,7 +172,7 @@ async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
 #[test]
 fn max_wait_for_a_priority_the_manager_lacks_is_an_error() {
     let err = ThrottleManager::<String>::builder()
-        .rate(portcullis::RateConfig::new(10.0))
+        .rate(portcullis::RateConfig::adaptive(10.0))
         .priority_levels(2)
         .max_wait_for(Priority::LOW, Duration::from_millis(100))
         .build()
@@ -192,7 +192,7 @@ fn a_control_set_in_code_survives_a_file_without_it() {
     let file = |text: &str| -> ManagerConfig { toml::from_str(text).unwrap() };
 
     let rate = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .config(file("[default.bulkhead]\nmax_concurrent = 4"))
         .build()
         .unwrap();
@@ -320,13 +320,13 @@ use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
 
 fn tiered() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(1))
-        .rate_override("premium-vip", RateConfig::new(500.0))
+        .rate_override("premium-vip", RateConfig::adaptive(500.0))
         .tier(
             "premium",
             Tier::new()
-                .rate(RateConfig::new(100.0).burst(3))
+                .rate(RateConfig::adaptive(100.0).burst(3))
                 .throttle(ThrottleConfig::new())
                 .bulkhead(BulkheadConfig::new(3)),
         )
@@ -346,7 +346,7 @@ fn tiered() -> ThrottleManager<String> {
 #[test]
 fn a_tier_gives_its_keys_every_control_it_sets() {
     let manager = tiered();
-    assert_eq!(manager.rate("premium-1"), None); // not live yet
+    assert_eq!(manager.current_rate("premium-1"), None); // not live yet
     let held: Vec<_> = (0..3)
         .map(|_| manager.try_acquire("premium-1", Priority::HIGH).unwrap())
         .collect();
@@ -390,9 +390,9 @@ fn tiers_are_checked_at_build_with_their_names() {
             .map(|p| p.field().to_owned())
             .collect()
     };
-    let base = || ThrottleManager::<String>::builder().rate(RateConfig::new(10.0));
+    let base = || ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0));
     let bad = Tier::new()
-        .rate(RateConfig::new(10.0).burst(0))
+        .rate(RateConfig::adaptive(10.0).burst(0))
         .bulkhead(BulkheadConfig::new(0));
     assert_eq!(
         fields(base().tier("premium", bad).tier_of(|_: &String| None)),
@@ -401,7 +401,7 @@ fn tiers_are_checked_at_build_with_their_names() {
             "tier[\"premium\"].bulkhead.max_concurrent"
         ]
     );
-    let unused = Tier::new().rate(RateConfig::new(1.0));
+    let unused = Tier::new().rate(RateConfig::adaptive(1.0));
     assert_eq!(fields(base().tier("premium", unused)), ["tier_of"]);
     assert_eq!(fields(base().tier_of(|_: &String| Some("x"))), ["tier_of"]);
 }
@@ -417,7 +417,7 @@ fn problems_in_the_keys_section_are_named_with_it() {
     );
     // Set in code, they keep the builder's names.
     let error = ThrottleManager::<String>::builder()
-        .rate(portcullis::RateConfig::new(1.0))
+        .rate(portcullis::RateConfig::adaptive(1.0))
         .max_keys(0)
         .build()
         .unwrap_err();
@@ -445,7 +445,7 @@ fn a_quota_in_a_file_is_a_fixed_rate() {
         (0..30).filter(|_| manager.check("tenant").is_ok()).count(),
         20
     );
-    assert_eq!(manager.rate("tenant"), Some(10.0));
+    assert_eq!(manager.current_rate("tenant"), Some(10.0));
     assert_eq!(manager.decrement("tenant"), Some(10.0)); // fixed
     // The override's burst is its calls: 100 at once, at 10 a second.
     assert_eq!(
@@ -478,7 +478,7 @@ fn a_quota_given_adaptive_settings_or_a_starting_rate_is_refused_by_name() {
         [
             r#"overrides."a".rate: set one of starting_rate (an adaptive rate) or quota (a fixed one), not both"#,
             r#"overrides."b".rate: set starting_rate (an adaptive rate) or quota (a fixed one, like "600/min")"#,
-            "default.rate.bounds: a fixed quota (600 per 1m) never moves; an adaptive rate starts from RateConfig::new(calls_per_second)",
+            "default.rate.bounds: a fixed quota (600 per 1m) never moves; an adaptive rate starts from RateConfig::adaptive(calls_per_second)",
             r#"overrides."c".rate.quota: must allow at least 1 call, got 0 per 1m"#,
         ]
     );
@@ -523,7 +523,7 @@ fn tiers_from_a_file_give_the_keys_code_puts_in_them_their_controls() {
             .count(),
         5
     );
-    assert_eq!(manager.rate("pro-carol"), Some(50.0));
+    assert_eq!(manager.current_rate("pro-carol"), Some(50.0));
     assert_eq!(manager.snapshot("pro-carol").unwrap().active, Some(0)); // its bulkhead
     assert_eq!(manager.snapshot("free-bob").unwrap().active, None); // none by default
     // Without code to say which key is in which tier, the file is refused.

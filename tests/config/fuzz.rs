@@ -59,7 +59,7 @@ fn rate_section() -> impl Strategy<Value = String> {
                 text += &format!("bounds = [{lower}, {upper}]\n");
             }
             if let Some(increment) = increment {
-                text += &format!("increment = {increment}\n");
+                text += &format!("increase_by = {increment}\n");
             }
             if let Some(factor) = factor {
                 text += &format!("decrease_factor = {factor}\n");

@@ -3,3 +3,4 @@
 mod every_field;
 mod files;
 mod fuzz;
+mod setters;

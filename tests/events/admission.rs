@@ -131,7 +131,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
             "the rate refuses a token further ahead than the call waits",
             Box::new(|| {
                 ThrottleManager::builder()
-                    .rate(RateConfig::new(10.0))
+                    .rate(RateConfig::adaptive(10.0))
                     .max_wait(Duration::ZERO)
             }),
             Box::new(|manager| {
@@ -155,7 +155,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
             "a priority out of range is refused under OutOfRange::Reject",
             Box::new(|| {
                 ThrottleManager::builder()
-                    .rate(RateConfig::new(10.0))
+                    .rate(RateConfig::adaptive(10.0))
                     .out_of_range(OutOfRange::Reject)
             }),
             Box::new(none),
@@ -166,7 +166,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
             "the call that takes the bulkhead's last slot is admitted and reported",
             Box::new(|| {
                 ThrottleManager::builder()
-                    .rate(RateConfig::new(10.0).burst(2))
+                    .rate(RateConfig::adaptive(10.0).burst(2))
                     .throttle(ThrottleConfig::new())
                     .bulkhead(BulkheadConfig::new(2).queue(4))
             }),

@@ -24,8 +24,11 @@ fn panics(f: impl FnOnce()) -> bool {
 fn a_panicking_per_key_rule_gives_its_room_back() {
     let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
-        .tier("long", portcullis::Tier::new().rate(RateConfig::new(20.0)))
+        .rate(RateConfig::adaptive(10.0))
+        .tier(
+            "long",
+            portcullis::Tier::new().rate(RateConfig::adaptive(20.0)),
+        )
         .tier_of(|key: &String| {
             // A rule that slices untrusted keys: panics on short ones.
             let _prefix = &key[..8];
@@ -54,12 +57,15 @@ fn a_per_key_rule_may_call_the_manager() {
     let shared = std::sync::Arc::new(std::sync::OnceLock::<ThrottleManager<String>>::new());
     let inside = std::sync::Arc::clone(&shared);
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
-        .tier("other", portcullis::Tier::new().rate(RateConfig::new(20.0)))
+        .rate(RateConfig::adaptive(10.0))
+        .tier(
+            "other",
+            portcullis::Tier::new().rate(RateConfig::adaptive(20.0)),
+        )
         .tier_of(move |key: &String| {
             if let Some(manager) = inside.get() {
-                let _ = manager.rate(key.as_str());
-                let _ = manager.rate("other");
+                let _ = manager.current_rate(key.as_str());
+                let _ = manager.current_rate("other");
             }
             None
         })

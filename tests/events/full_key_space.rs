@@ -16,7 +16,7 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     let (_one_at_a_time, events) = support::capture();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0))
+        .rate(RateConfig::adaptive(1.0))
         .max_keys(1_000)
         .clock(clock.clone())
         .build()

@@ -55,7 +55,7 @@ fn gauge(metrics: &Recorded, name: &str, labels: &[(&str, &str)]) -> f64 {
 
 fn manager(per_key: bool) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(3).decrement(1.0))
+        .rate(RateConfig::adaptive(10.0).burst(3).decrease_by(1.0))
         .bulkhead(BulkheadConfig::new(2))
         .key_names(|key: &String| key.clone())
         .metrics_per_key(per_key)
@@ -142,7 +142,7 @@ fn per_key_labels_on_request() {
 fn per_key_labels_need_key_names() {
     let _events = crate::support::capture();
     let err = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .metrics_per_key(true)
         .build()
         .unwrap_err();
@@ -204,7 +204,7 @@ fn time_spent_waiting_is_a_histogram_by_what_was_waited_for() {
         .unwrap();
     let _paused = runtime.enter(); // the clock reads the runtime's paused time
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(1))
+        .rate(RateConfig::adaptive(10.0).burst(1))
         .bulkhead(BulkheadConfig::new(1).queue(1))
         .clock(portcullis::clock::TokioClock::new())
         .build()

@@ -11,7 +11,7 @@ use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleM
 async fn the_rate_reports_its_turns_with_the_key() {
     let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(2.0))
         .key_names(|key: &String| key.clone())
         .build()
         .unwrap();
@@ -113,7 +113,7 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
     // Its events would land in another test's capture.
     let (_one_at_a_time, _) = support::capture();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(5))
+        .rate(RateConfig::adaptive(10.0).burst(5))
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
         .bulkhead(BulkheadConfig::new(4))
         .build()
@@ -141,7 +141,7 @@ async fn without_key_names_events_never_name_the_key() {
     // Keys can be secrets (API tokens): events name them only when asked.
     let (_one_at_a_time, captured) = support::capture();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0).decrement(2.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(2.0))
         .throttle(ThrottleConfig::new().window(Duration::from_secs(10)))
         .bulkhead(BulkheadConfig::new(1))
         .random_source(|| 0.0)
@@ -190,7 +190,7 @@ async fn a_call_that_waits_has_a_span_with_its_wait_and_a_refusal_says_why() {
         .finish();
     let _on_this_thread = tracing::subscriber::set_default(subscriber);
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(1))
+        .rate(RateConfig::adaptive(10.0).burst(1))
         .bulkhead(BulkheadConfig::new(1))
         .key_names(|key: &String| key.clone())
         .clock(portcullis::clock::TokioClock::new())

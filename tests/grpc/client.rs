@@ -87,7 +87,7 @@ async fn a_servers_pushback_holds_the_key() {
     tokio::spawn(server);
     // Calls wait up to a second for the key: not for an hour's pause.
     let per_host = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0))
+        .rate(RateConfig::adaptive(100.0))
         .max_wait(Duration::from_secs(1))
         .build()
         .unwrap();
@@ -197,9 +197,9 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
 
     let per_host = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .bounds(1.0, 1_000.0)
-                .increment(0.3)
+                .increase_by(0.3)
                 .decrease_factor(0.7),
         )
         .build()
@@ -236,7 +236,7 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
          ({:.1} %), goodput {:.1} % of 50/s, learned rate {:.1}/s",
         100.0 * refused_share,
         100.0 * goodput,
-        per_host.rate(HEALTH).unwrap()
+        per_host.current_rate(HEALTH).unwrap()
     );
     assert!(refused_share <= 0.05, "refused {refused_share:.3}");
     assert!(goodput >= 0.8, "goodput {goodput:.3}");
@@ -266,7 +266,7 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
     tokio::spawn(server);
     let per_host = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(100.0)
+            RateConfig::adaptive(100.0)
                 .bounds(1.0, 100.0)
                 .decrease_factor(0.5),
         )
@@ -287,7 +287,7 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
     }
     assert_eq!(arrived.load(Ordering::Relaxed), 2, "both calls were sent");
     assert!(
-        per_host.rate(HEALTH).unwrap() < 100.0,
+        per_host.current_rate(HEALTH).unwrap() < 100.0,
         "a timeout is overload"
     );
 }

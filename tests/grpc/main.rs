@@ -36,7 +36,7 @@ async fn grpc() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let _ = server;
 
     let per_host = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()?;
     let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
     let channel = tower::ServiceBuilder::new()

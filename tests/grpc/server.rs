@@ -112,7 +112,7 @@ impl<B> tower::Service<http::Request<B>> for Unavailable {
 #[tokio::test]
 async fn an_inner_unavailable_lowers_the_clients_rate_and_counts_as_a_failure() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.999) // counts, sheds nothing
         .build()
@@ -127,7 +127,7 @@ async fn an_inner_unavailable_lowers_the_clients_rate_and_counts_as_a_failure() 
     tokio::spawn(server);
     let mut client = HealthClient::new(channel(addr).await);
     assert_eq!(status_of(&mut client).await, Code::Unavailable);
-    assert!(manager.rate("127.0.0.1").unwrap() < 10.0);
+    assert!(manager.current_rate("127.0.0.1").unwrap() < 10.0);
     let high = manager.snapshot("127.0.0.1").unwrap().priorities[0];
     assert_eq!((high.requests, high.accepts), (1, 0));
 }
@@ -137,10 +137,10 @@ async fn an_inner_unavailable_lowers_the_clients_rate_and_counts_as_a_failure() 
 #[tokio::test]
 async fn a_successful_call_counts_as_a_success() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0))
         .build()
         .unwrap();
     let mut client = HealthClient::new(channel(serve(per_client(&manager)).await).await);
     assert_eq!(status_of(&mut client).await, Code::Ok);
-    assert_eq!(manager.rate("127.0.0.1"), Some(11.0));
+    assert_eq!(manager.current_rate("127.0.0.1"), Some(11.0));
 }

@@ -26,9 +26,9 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(1_000.0)
+            RateConfig::adaptive(1_000.0)
                 .bounds(0.001, 1_000.0)
-                .decrement(999.999),
+                .decrease_by(999.999),
         )
         .max_keys(CAP)
         .clock(clock.clone())
@@ -61,7 +61,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
         "the cap should be used, not emptied"
     );
     // The flood did not reset the victim's limit.
-    assert_eq!(manager.rate("victim"), Some(0.001));
+    assert_eq!(manager.current_rate("victim"), Some(0.001));
     assert!(manager.check("victim").unwrap_err().retry_after() > Some(Duration::from_secs(990)));
     if let (Some(before), Some(after)) = (before, after) {
         // 10,000 keys take about 2 MB; 1,000,000 would take over 100 MB.
@@ -96,7 +96,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
         "every room but the victim's was taken, then new keys were refused"
     );
     assert_eq!(manager.len(), CAP);
-    assert_eq!(manager.rate("victim"), Some(0.001));
+    assert_eq!(manager.current_rate("victim"), Some(0.001));
     assert!(manager.check("victim").unwrap_err().retry_after() > Some(Duration::from_secs(990)));
 }
 
@@ -110,7 +110,7 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1_000.0)) // each call owes its token for 1 ms
+        .rate(RateConfig::adaptive(1_000.0)) // each call owes its token for 1 ms
         .max_keys(QUIET)
         .clock(clock.clone())
         .build()
@@ -135,5 +135,5 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     // still owe, did.
     assert_eq!((flood, legitimate), (0, 0), "new keys refused");
     assert_eq!(manager.len(), QUIET);
-    assert!(manager.rate("flood-0").is_some() && manager.rate("legit-0").is_some());
+    assert!(manager.current_rate("flood-0").is_some() && manager.current_rate("legit-0").is_some());
 }

@@ -26,7 +26,11 @@ fn manager(
 /// The key space's tests' manager, before its key-space settings.
 fn builder(clock: &ManualClock, max_keys: usize) -> ThrottleManagerBuilder<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(0.01, 100.0).decrement(1.0))
+        .rate(
+            RateConfig::adaptive(10.0)
+                .bounds(0.01, 100.0)
+                .decrease_by(1.0),
+        )
         .max_keys(max_keys)
         .clock(clock.clone())
 }
@@ -45,9 +49,9 @@ fn idle_keys_are_swept_when_new_keys_arrive() {
     clock.advance(Duration::from_secs(61));
     manager.check("new").unwrap();
     assert_eq!(manager.len(), 100 - 64 + 1, "the oldest 64 went");
-    assert_eq!(manager.rate("old-0"), None);
-    assert_eq!(manager.rate("old-63"), None);
-    assert_eq!(manager.rate("old-64"), Some(10.0));
+    assert_eq!(manager.current_rate("old-0"), None);
+    assert_eq!(manager.current_rate("old-63"), None);
+    assert_eq!(manager.current_rate("old-64"), Some(10.0));
     manager.check("newer").unwrap();
     assert_eq!(manager.len(), 2, "the other 36 went");
 }
@@ -67,7 +71,7 @@ fn the_idle_sweep_moves_past_keys_in_use() {
     for i in 0..2 {
         manager.check(&format!("new-{i}")).unwrap();
     }
-    assert_eq!(manager.rate("busy"), Some(10.0));
+    assert_eq!(manager.current_rate("busy"), Some(10.0));
     assert_eq!(manager.len(), 3, "every idle key went, the busy one stayed");
 }
 
@@ -80,12 +84,12 @@ fn a_key_that_still_owes_tokens_is_not_idle() {
     for _ in 0..9 {
         manager.decrement("busy");
     }
-    assert_eq!(manager.rate("busy"), Some(0.01));
+    assert_eq!(manager.current_rate("busy"), Some(0.01));
     manager.check("busy").unwrap(); // owes 100 s now
     manager.check("quiet").unwrap();
     clock.advance(Duration::from_secs(90));
     assert_eq!(manager.evict_idle(), 1); // "quiet", not "busy"
-    assert_eq!(manager.rate("busy"), Some(0.01));
+    assert_eq!(manager.current_rate("busy"), Some(0.01));
     assert!(manager.check("busy").is_err());
     clock.advance(Duration::from_secs(60)); // 150 s: the debt was paid at 100 s
     assert_eq!(manager.evict_idle(), 0); // idle from 160 s on
@@ -106,19 +110,23 @@ fn at_the_cap_least_recently_used_quiet_keys_make_room() {
     manager.check("newcomer").unwrap();
     assert_eq!(manager.len(), 32); // one went, one came
     // The least recently quiet of the oldest keys went, not k0.
-    assert_eq!(manager.rate("k1"), None);
-    assert_eq!(manager.rate("k0"), Some(10.0));
-    assert_eq!(manager.rate("k2"), Some(10.0));
-    assert_eq!(manager.rate("newcomer"), Some(10.0));
+    assert_eq!(manager.current_rate("k1"), None);
+    assert_eq!(manager.current_rate("k0"), Some(10.0));
+    assert_eq!(manager.current_rate("k2"), Some(10.0));
+    assert_eq!(manager.current_rate("newcomer"), Some(10.0));
     manager.check("second").unwrap();
-    assert_eq!(manager.rate("k2"), None, "the next oldest went next");
-    assert_eq!(manager.rate("k0"), Some(10.0));
+    assert_eq!(
+        manager.current_rate("k2"),
+        None,
+        "the next oldest went next"
+    );
+    assert_eq!(manager.current_rate("k0"), Some(10.0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(1.0, 100.0))
+        .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
         .max_keys(2)
         .keep_idle_keys()
         .build()
@@ -132,11 +140,11 @@ async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     assert_eq!(manager.len(), 2);
 
     let start = tokio::time::Instant::now();
-    manager.wait("c").await;
+    manager.wait("c").await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(70));
-    assert_eq!(manager.rate("a"), None); // "a" made room
-    assert_eq!(manager.rate("b"), Some(10.0));
-    assert_eq!(manager.rate("c"), Some(10.0));
+    assert_eq!(manager.current_rate("a"), None); // "a" made room
+    assert_eq!(manager.current_rate("b"), Some(10.0));
+    assert_eq!(manager.current_rate("c"), Some(10.0));
 }
 
 #[test]
@@ -155,7 +163,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     // it owes, a new key is refused, not given its room.
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(0.1, 1.0).decrement(0.9))
+        .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
         .max_keys(3)
         .keep_idle_keys()
         .clock(clock.clone())
@@ -170,7 +178,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     let refused = manager.check("newcomer").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
-    assert_eq!(manager.rate("newcomer"), None);
+    assert_eq!(manager.current_rate("newcomer"), None);
     let still_limited = manager.check("victim").unwrap_err();
     assert_ne!(
         still_limited.reason(),
@@ -183,8 +191,8 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     // Once its debt is paid, it is the one that makes room.
     clock.advance(Duration::from_millis(500));
     manager.check("newcomer").unwrap();
-    assert_eq!(manager.rate("victim"), None);
-    assert_eq!(manager.rate("b"), Some(0.1));
+    assert_eq!(manager.current_rate("victim"), None);
+    assert_eq!(manager.current_rate("b"), Some(0.1));
 }
 
 #[test]
@@ -276,7 +284,7 @@ fn a_key_shedding_only_its_least_important_calls_is_never_evicted() {
 fn an_idle_ttl_below_a_second_is_refused() {
     for ttl in [Duration::ZERO, Duration::from_millis(999)] {
         let error = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(10.0))
+            .rate(RateConfig::adaptive(10.0))
             .idle_ttl(ttl)
             .build()
             .unwrap_err();
@@ -284,7 +292,7 @@ fn an_idle_ttl_below_a_second_is_refused() {
     }
     assert!(
         ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(10.0))
+            .rate(RateConfig::adaptive(10.0))
             .idle_ttl(Duration::from_secs(1))
             .build()
             .is_ok()
@@ -304,7 +312,7 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     manager.check("c").unwrap();
     assert_eq!(manager.len(), 2);
     assert_eq!(
-        [manager.rate("a"), manager.rate("b")]
+        [manager.current_rate("a"), manager.current_rate("b")]
             .iter()
             .flatten()
             .count(),
@@ -318,14 +326,14 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let refused = manager.check("b").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert!(refused.retry_after().unwrap() <= Duration::from_secs(45));
-    assert_eq!(manager.rate("a"), Some(10.0));
+    assert_eq!(manager.current_rate("a"), Some(10.0));
 
     // "Longer than `max_hold`": a pause of exactly `max_hold` still holds.
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
     manager.defer("a", Duration::from_secs(60));
     let refused = manager.check("b").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
-    assert_eq!(manager.rate("a"), Some(10.0));
+    assert_eq!(manager.current_rate("a"), Some(10.0));
 
     // Never forgiving is a choice: then the pause holds for all its 300 s.
     let manager = manager_with_hold(&clock, 1, Duration::MAX);
@@ -368,12 +376,12 @@ fn keys_that_learned_a_rate_are_evicted_last() {
     assert_eq!(manager.len(), 32);
     for learned in ["k0", "k1", "k2", "k3"] {
         assert!(
-            manager.rate(learned).unwrap() > 10.0,
+            manager.current_rate(learned).unwrap() > 10.0,
             "{learned} was evicted"
         );
     }
-    assert_eq!(manager.rate("k4"), None);
-    assert_eq!(manager.rate("k5"), Some(10.0));
+    assert_eq!(manager.current_rate("k4"), None);
+    assert_eq!(manager.current_rate("k5"), Some(10.0));
 }
 
 /// Shedding holds a key's place as a pause does: within `max_hold`, until
@@ -434,7 +442,7 @@ async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
 #[tokio::test(start_paused = true)]
 async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .max_keys(10)
         .max_wait(Duration::from_millis(100))
         .build()
@@ -459,7 +467,7 @@ async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
         "{retry_after:?}"
     );
     // `wait` cannot refuse: it waits the pauses out.
-    manager.wait("new-host").await;
+    manager.wait("new-host").await.unwrap();
     assert!(start.elapsed() >= Duration::from_secs(3));
 }
 
@@ -475,7 +483,10 @@ fn at_the_cap_idle_keys_make_room() {
     manager.check("c").unwrap();
     manager.check("d").unwrap();
     assert_eq!(manager.len(), 2);
-    assert_eq!((manager.rate("a"), manager.rate("b")), (None, None));
+    assert_eq!(
+        (manager.current_rate("a"), manager.current_rate("b")),
+        (None, None)
+    );
 }
 
 /// A refused new key has seen only the front of a large key space (at
@@ -486,7 +497,7 @@ fn at_the_cap_idle_keys_make_room() {
 fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(0.1, 1.0).decrement(0.9))
+        .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
         .max_keys(600)
         .keep_idle_keys()
         .clock(clock.clone())
@@ -513,5 +524,9 @@ fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
     assert_eq!(third.retry_after(), Some(Duration::from_secs(1)));
     clock.advance(Duration::from_secs(1));
     manager.check("new-3").unwrap();
-    assert_eq!(manager.rate("slow-0"), Some(0.1), "a key in debt stayed");
+    assert_eq!(
+        manager.current_rate("slow-0"),
+        Some(0.1),
+        "a key in debt stayed"
+    );
 }

@@ -34,7 +34,7 @@ fn full_and_remembered(manager: &ThrottleManager<String>, clock: &ManualClock) {
 
 fn manager(clock: &ManualClock) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(4))
         .max_keys(2)
         .idle_ttl(Duration::from_secs(1))
@@ -129,7 +129,7 @@ async fn a_call_that_panics_gives_its_keys_place_back_at_once() {
 async fn a_cancelled_waiter_holds_no_place() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(10))
+        .rate(RateConfig::adaptive(10.0).burst(10))
         .bulkhead(
             BulkheadConfig::new(1)
                 .queue(4)
@@ -160,8 +160,8 @@ async fn a_cancelled_waiter_holds_no_place() {
 fn a_key_whose_creation_panics_takes_no_place() {
     let _alone = crate::support::alone();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
-        .tier("vip", Tier::new().rate(RateConfig::new(100.0)))
+        .rate(RateConfig::adaptive(10.0))
+        .tier("vip", Tier::new().rate(RateConfig::adaptive(100.0)))
         .tier_of(tier_of)
         .max_keys(1)
         .keep_idle_keys()

@@ -29,7 +29,7 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1_000.0)) // each call owes a token for 1 ms
+        .rate(RateConfig::adaptive(1_000.0)) // each call owes a token for 1 ms
         .bulkhead(BulkheadConfig::new(4))
         .max_keys(CAP)
         .idle_ttl(Duration::from_secs(1))

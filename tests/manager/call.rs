@@ -49,10 +49,10 @@ async fn start_server() -> std::net::SocketAddr {
 fn manager() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(100.0)
+            RateConfig::adaptive(100.0)
                 .bounds(1.0, 1_000.0)
-                .increment(1.0)
-                .decrement(10.0),
+                .increase_by(1.0)
+                .decrease_by(10.0),
         )
         .throttle(ThrottleConfig::new())
         .bulkhead(BulkheadConfig::new(4).queue(4))
@@ -91,7 +91,7 @@ async fn the_public_contract_against_a_real_server() {
         .unwrap();
     assert_eq!(body, "hello");
     assert_eq!(
-        manager.rate(&host),
+        manager.current_rate(&host),
         Some(101.0),
         "a success raises the rate"
     );
@@ -100,7 +100,11 @@ async fn the_public_contract_against_a_real_server() {
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "server answered 429 Too Many Requests");
-    assert_eq!(manager.rate(&host), Some(91.0), "a marked 429 lowers it");
+    assert_eq!(
+        manager.current_rate(&host),
+        Some(91.0),
+        "a marked 429 lowers it"
+    );
 
     // A 404 is not an error of this closure: the page says so, the rate
     // goes on rising.
@@ -108,7 +112,7 @@ async fn the_public_contract_against_a_real_server() {
         .await
         .unwrap();
     assert_eq!(body, "no such page");
-    assert_eq!(manager.rate(&host), Some(92.0));
+    assert_eq!(manager.current_rate(&host), Some(92.0));
 
     // A refused connection is a transport failure: the classifier calls it
     // overload. The socket is bound but not listening, so connections to it
@@ -121,7 +125,7 @@ async fn the_public_contract_against_a_real_server() {
     let _ = fetch(&manager, &client, &dead, &format!("http://{closed}/ok"))
         .await
         .unwrap_err();
-    assert_eq!(manager.rate(&dead), Some(90.0));
+    assert_eq!(manager.current_rate(&dead), Some(90.0));
     drop(bound);
 
     let status = manager.snapshot(&host).unwrap();
@@ -131,7 +135,7 @@ async fn the_public_contract_against_a_real_server() {
 #[tokio::test(start_paused = true)]
 async fn unmarked_errors_are_neutral_without_a_classifier() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(5.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0)
         .build()
@@ -144,7 +148,7 @@ async fn unmarked_errors_are_neutral_without_a_classifier() {
             .await;
         assert!(matches!(result, Err(CallError::Inner(_))));
     }
-    assert_eq!(manager.rate("db"), Some(10.0));
+    assert_eq!(manager.current_rate("db"), Some(10.0));
     assert_eq!(
         manager.rejection_probability("db", Priority::HIGH),
         Some(0.0)
@@ -154,7 +158,7 @@ async fn unmarked_errors_are_neutral_without_a_classifier() {
 #[tokio::test(start_paused = true)]
 async fn the_classifier_judges_unmarked_errors() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).decrement(1.0))
+        .rate(RateConfig::adaptive(10.0).decrease_by(1.0))
         .classifier(|error| {
             if error.to_string().contains("busy") {
                 Outcome::Overloaded
@@ -169,20 +173,20 @@ async fn the_classifier_judges_unmarked_errors() {
             Err::<(), _>(std::io::Error::other("busy"))
         })
         .await;
-    assert_eq!(manager.rate("db"), Some(9.0));
+    assert_eq!(manager.current_rate("db"), Some(9.0));
     let _ = manager
         .call("db", Priority::HIGH, || async {
             Err::<(), _>(std::io::Error::other("bad input"))
         })
         .await;
-    assert_eq!(manager.rate("db"), Some(9.0));
+    assert_eq!(manager.current_rate("db"), Some(9.0));
     // A mark wins over the classifier.
     let _ = manager
         .call("db", Priority::HIGH, || async {
             Err::<(), _>(overloaded(std::io::Error::other("bad input")))
         })
         .await;
-    assert_eq!(manager.rate("db"), Some(8.0));
+    assert_eq!(manager.current_rate("db"), Some(8.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -217,7 +221,7 @@ async fn the_fallback_learns_whether_the_call_was_sent() {
 #[tokio::test(start_paused = true)]
 async fn a_hung_call_times_out_as_a_capacity_failure_and_frees_its_slot() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).decrement(4.0))
+        .rate(RateConfig::adaptive(10.0).decrease_by(4.0))
         .bulkhead(BulkheadConfig::new(1))
         .call_timeout(Duration::from_secs(5))
         .build()
@@ -230,14 +234,14 @@ async fn a_hung_call_times_out_as_a_capacity_failure_and_frees_its_slot() {
         .await;
     assert!(matches!(result, Err(CallError::TimedOut(d)) if d == Duration::from_secs(5)));
     assert_eq!(start.elapsed(), Duration::from_secs(5));
-    assert_eq!(manager.rate("db"), Some(6.0));
+    assert_eq!(manager.current_rate("db"), Some(6.0));
     assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_running_call_leaves_nothing_held_or_half_recorded() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0).decrement(1.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(1.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0)
         .bulkhead(BulkheadConfig::new(1))
@@ -265,7 +269,7 @@ async fn dropping_a_running_call_leaves_nothing_held_or_half_recorded() {
 async fn a_call_does_nothing_until_polled_and_can_be_spawned() {
     let manager = std::sync::Arc::new(
         ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(1.0).burst(1))
+            .rate(RateConfig::adaptive(1.0).burst(1))
             .bulkhead(BulkheadConfig::new(1))
             .build()
             .unwrap(),
@@ -294,7 +298,7 @@ async fn a_call_does_nothing_until_polled_and_can_be_spawned() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_pauses_the_key_and_is_capped() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0).burst(10))
+        .rate(RateConfig::adaptive(100.0).burst(10))
         .max_defer(Duration::from_secs(60))
         .build()
         .unwrap();
@@ -317,7 +321,7 @@ async fn retry_after_pauses_the_key_and_is_capped() {
 #[tokio::test(start_paused = true)]
 async fn retry_after_makes_acquire_wait() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0))
+        .rate(RateConfig::adaptive(100.0))
         .build()
         .unwrap();
     manager.defer("api", Duration::from_millis(1_500));

@@ -1,6 +1,7 @@
-//! The public contract of the manager's shape, exactly as other programs
-//! are built against it: `call` with an `anyhow` closure and `?`, keys of
-//! `Arc<str>` looked up by `&str`, and keys that are not `Debug`.
+//! The public contract of the manager's shape, in 0.3's names (as first
+//! written, it is in `before_0_3.rs`): `call` with an `anyhow` closure
+//! and `?`, keys of `Arc<str>` looked up by `&str`, and keys that are not
+//! `Debug`.
 
 use portcullis::{Priority, RateConfig, ThrottleManager};
 use std::sync::Arc;
@@ -17,9 +18,9 @@ async fn fetch(manager: &ThrottleManager<String>) -> anyhow::Result<String> {
 
 async fn arc_keys() -> anyhow::Result<()> {
     let manager = ThrottleManager::<Arc<str>>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()?;
-    manager.wait("example.com").await;
+    manager.wait("example.com").await.unwrap();
     Ok(())
 }
 
@@ -28,7 +29,7 @@ struct ApiToken(String); // deliberately not Debug
 
 fn secret_keys() -> anyhow::Result<()> {
     let manager = ThrottleManager::<ApiToken>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()?;
     let _ = manager.check(&ApiToken("t0ps3cret".into()));
     Ok(())
@@ -42,7 +43,7 @@ where
     S: portcullis::store::RateStore + Send + Sync + 'static,
 {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .rate_store(store)
         .build()
 }
@@ -54,17 +55,22 @@ use portcullis::{CallError, RejectReason, overloaded};
 #[tokio::test(start_paused = true)]
 async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(1).increment(1.0).decrement(5.0))
+        .rate(
+            RateConfig::adaptive(10.0)
+                .burst(1)
+                .increase_by(1.0)
+                .decrease_by(5.0),
+        )
         .max_wait(std::time::Duration::from_secs(1))
         .build()
         .unwrap();
     // /etc/hostname may be missing in a container: then the call's own
     // error comes back through `?`, and is neutral for the rate.
     match fetch(&manager).await {
-        Ok(_) => assert_eq!(manager.rate("example.com"), Some(11.0)),
+        Ok(_) => assert_eq!(manager.current_rate("example.com"), Some(11.0)),
         Err(error) => {
             assert!(error.downcast_ref::<CallError<anyhow::Error>>().is_some());
-            assert_eq!(manager.rate("example.com"), Some(10.0));
+            assert_eq!(manager.current_rate("example.com"), Some(10.0));
         }
     }
     // A key paused for longer than the call would wait is refused: the
@@ -88,7 +94,7 @@ async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {
 #[tokio::test(start_paused = true)]
 async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).increment(1.0).decrement(5.0))
+        .rate(RateConfig::adaptive(10.0).increase_by(1.0).decrease_by(5.0))
         .classifier(portcullis::outcome::transport_overload)
         .build()
         .unwrap();
@@ -101,7 +107,7 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert!(matches!(refused, Err(CallError::Inner(_))));
-    assert_eq!(manager.rate("a"), Some(5.0));
+    assert_eq!(manager.current_rate("a"), Some(5.0));
     // A boxed error that is not an overload: neutral.
     let missing = manager
         .call("b", Priority::HIGH, || async {
@@ -109,7 +115,7 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert_eq!(missing.unwrap_err().to_string(), "404 Not Found");
-    assert_eq!(manager.rate("b"), Some(10.0));
+    assert_eq!(manager.current_rate("b"), Some(10.0));
     // The overloaded mark works for every error type it wraps.
     let marked = manager
         .call("c", Priority::HIGH, || async {
@@ -117,20 +123,20 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert!(marked.is_err());
-    assert_eq!(manager.rate("c"), Some(5.0));
+    assert_eq!(manager.current_rate("c"), Some(5.0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn arc_str_keys_are_looked_up_by_str() {
     arc_keys().await.unwrap();
     let manager = ThrottleManager::<Arc<str>>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()
         .unwrap();
     manager.increment("example.com");
     let key: Arc<str> = Arc::from("example.com");
-    assert_eq!(manager.rate(&*key), Some(10.3));
-    assert_eq!(manager.rate("example.com"), Some(10.3));
+    assert_eq!(manager.current_rate(&*key), Some(10.3));
+    assert_eq!(manager.current_rate("example.com"), Some(10.3));
     assert_eq!(manager.len(), 1);
 }
 
@@ -143,7 +149,7 @@ async fn any_store_written_against_the_trait_holds_the_rate() {
         portcullis::store::WhenUnavailable::UseLocalRate,
     ));
     let manager = with_store(std::sync::Arc::clone(&store)).unwrap();
-    manager.wait("example.com").await;
+    manager.wait("example.com").await.unwrap();
     assert_eq!(store.rate("example.com"), Some(10.0));
 }
 
@@ -151,7 +157,7 @@ async fn any_store_written_against_the_trait_holds_the_rate() {
 fn keys_need_not_be_debug() {
     secret_keys().unwrap();
     let manager = ThrottleManager::<ApiToken>::builder()
-        .rate(RateConfig::new(1.0))
+        .rate(RateConfig::adaptive(1.0))
         .build()
         .unwrap();
     let token = ApiToken("t0ps3cret".into());

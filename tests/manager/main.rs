@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod before_0_3;
 mod call;
 mod contract;
 mod joint;

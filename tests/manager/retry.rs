@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use portcullis::retry::RetryPolicy;
+use portcullis::RetryPolicy;
 use portcullis::{
     BulkheadConfig, CallError, Priority, RateConfig, RejectReason, ThrottleManager, overloaded,
 };

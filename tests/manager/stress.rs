@@ -15,7 +15,7 @@ fn on_frozen_time_threads_together_take_exactly_one_burst() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(5.0).burst(1_000).bounds(1.0, 10.0))
+        .rate(RateConfig::adaptive(5.0).burst(1_000).bounds(1.0, 10.0))
         .clock(clock)
         .build()
         .unwrap();
@@ -42,11 +42,11 @@ fn on_real_time_with_rates_changing_underneath_the_bound_holds() {
     const BURST: u32 = 50;
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(5_000.0)
+            RateConfig::adaptive(5_000.0)
                 .burst(BURST)
                 .bounds(100.0, UPPER)
-                .increment(50.0)
-                .decrement(400.0),
+                .increase_by(50.0)
+                .decrease_by(400.0),
         )
         .clock(QuantaClock::new())
         .build()
@@ -83,7 +83,7 @@ fn on_real_time_with_rates_changing_underneath_the_bound_holds() {
     });
     let elapsed = started.elapsed().as_secs_f64();
     let admitted = admitted.load(Ordering::Relaxed) as f64;
-    let rate = manager.rate("shared").unwrap();
+    let rate = manager.current_rate("shared").unwrap();
     assert!((100.0..=UPPER).contains(&rate));
     // Each race between a check and a rate change may count one call at the
     // old rate: bounded by the burst's slack, far below this margin.
@@ -105,7 +105,7 @@ async fn many_tasks_waiting_and_cancelling_leave_the_schedule_intact() {
     // random short time. Nothing hangs, every patient task gets through,
     // and they take at least as long as the rate allows (burst 1).
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(2_000.0).bounds(2_000.0, 2_000.0))
+        .rate(RateConfig::adaptive(2_000.0).bounds(2_000.0, 2_000.0))
         .build()
         .unwrap();
     let finished = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -117,7 +117,7 @@ async fn many_tasks_waiting_and_cancelling_leave_the_schedule_intact() {
             if i % 3 == 0 {
                 let _ = tokio::time::timeout(give_up, manager.wait("shared")).await;
             } else {
-                manager.wait("shared").await;
+                manager.wait("shared").await.unwrap();
                 finished.lock().unwrap().push(std::time::Instant::now());
             }
         }));

@@ -12,18 +12,18 @@ use crate::manager;
 async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::error::Error>> {
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .burst(5)
                 .bounds(1.0, 200.0)
-                .increment(2.0)
-                .decrement(1.0),
+                .increase_by(2.0)
+                .decrease_by(1.0),
         )
         .build()?; // Result<_, portcullis::ConfigError>, ConfigError: std::error::Error
-    manager.wait("example.com").await;
+    manager.wait("example.com").await.unwrap();
     let may_go_now: bool = manager.check("example.com").is_ok();
     manager.increment("example.com");
     manager.decrement("example.com");
-    let current: Option<f64> = manager.rate("example.com");
+    let current: Option<f64> = manager.current_rate("example.com");
 
     assert!(may_go_now);
     assert_eq!(current, Some(11.0));
@@ -33,7 +33,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
 
 fn manager_error() -> ConfigError {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(0))
+        .rate(RateConfig::adaptive(10.0).burst(0))
         .build()
         .unwrap_err()
 }
@@ -42,7 +42,7 @@ fn manager_error() -> ConfigError {
 async fn concurrent_waiters_are_spaced_exactly_one_interval_apart() {
     const RATE: f64 = 50.0;
     const CALLS: usize = 200;
-    let manager = manager(RateConfig::new(RATE).bounds(RATE, RATE));
+    let manager = manager(RateConfig::adaptive(RATE).bounds(RATE, RATE));
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..8 {
@@ -50,7 +50,7 @@ async fn concurrent_waiters_are_spaced_exactly_one_interval_apart() {
         tasks.push(tokio::spawn(async move {
             let mut finished = Vec::new();
             for _ in 0..CALLS / 8 {
-                manager.wait("host").await;
+                manager.wait("host").await.unwrap();
                 finished.push(start.elapsed());
             }
             finished
@@ -78,18 +78,18 @@ async fn on_the_real_clock_waiters_never_start_faster_than_the_rate() {
     // depends on how loaded the machine is, so the upper bound only catches
     // gross slowness (a late timer that delays every call after it would
     // add up); exact spacing is checked on virtual time above.
-    let manager = manager(RateConfig::new(100.0).bounds(100.0, 100.0));
+    let manager = manager(RateConfig::adaptive(100.0).bounds(100.0, 100.0));
     let start = std::time::Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let manager = manager.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..10 {
-                manager.wait("host").await;
+                manager.wait("host").await.unwrap();
             }
         }));
     }
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     for task in tasks {
         task.await.unwrap();
     }
@@ -106,19 +106,19 @@ async fn on_the_real_clock_waiters_never_start_faster_than_the_rate() {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_key_never_delays_another() {
-    let manager = manager(RateConfig::new(1.0).bounds(0.5, 100.0));
+    let manager = manager(RateConfig::adaptive(1.0).bounds(0.5, 100.0));
     // Queue up ten seconds of waiters on the slow key.
     let slow = {
         let manager = manager.clone();
         tokio::spawn(async move {
             for _ in 0..10 {
-                manager.wait("slow").await;
+                manager.wait("slow").await.unwrap();
             }
         })
     };
     tokio::task::yield_now().await;
     let start = Instant::now();
-    manager.wait("fast").await;
+    manager.wait("fast").await.unwrap();
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert!(manager.check("other").is_ok());
     slow.abort();
@@ -127,11 +127,11 @@ async fn a_slow_key_never_delays_another() {
 #[tokio::test(start_paused = true)]
 async fn a_rate_change_keeps_the_bucket_state() {
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .burst(3)
             .bounds(1.0, 100.0)
-            .increment(2.5)
-            .decrement(2.5),
+            .increase_by(2.5)
+            .decrease_by(2.5),
     );
     for _ in 0..3 {
         manager.check("k").unwrap();
@@ -143,7 +143,7 @@ async fn a_rate_change_keeps_the_bucket_state() {
     assert_eq!(limited.retry_after(), Some(Duration::from_millis(80)));
     // A decrease keeps the debt: now 100 ms away again.
     manager.decrement("k");
-    assert_eq!(manager.rate("k"), Some(10.0));
+    assert_eq!(manager.current_rate("k"), Some(10.0));
     assert_eq!(
         manager.check("k").unwrap_err().retry_after(),
         Some(Duration::from_millis(100))
@@ -155,7 +155,7 @@ async fn a_rate_change_keeps_the_bucket_state() {
 /// nobody, and the call behind it takes its turn.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
-    let manager = manager(RateConfig::new(10.0).bounds(1.0, 100.0));
+    let manager = manager(RateConfig::adaptive(10.0).bounds(1.0, 100.0));
     manager.check("k").unwrap(); // the bucket is now empty for 100 ms
     let start = Instant::now();
 
@@ -168,7 +168,7 @@ async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
     let b = tokio::spawn({
         let manager = manager.clone();
         async move {
-            manager.wait("k").await;
+            manager.wait("k").await.unwrap();
             start.elapsed()
         }
     });
@@ -189,7 +189,7 @@ async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
     c.abort();
     let _ = c.await;
     let waited = Instant::now();
-    manager.wait("k").await;
+    manager.wait("k").await.unwrap();
     assert_eq!(waited.elapsed(), Duration::from_millis(100)); // the token at 200 ms
 }
 
@@ -198,7 +198,7 @@ async fn a_cancelled_wait_takes_no_token_and_delays_nobody() {
 /// taken one).
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_wait_hands_a_booked_token_back() {
-    let manager = manager(RateConfig::new(200.0).burst(1).bounds(200.0, 200.0));
+    let manager = manager(RateConfig::adaptive(200.0).burst(1).bounds(200.0, 200.0));
     manager.check("k").unwrap(); // the next token is 5 ms away
     let booked = tokio::spawn({
         let manager = manager.clone();
@@ -214,7 +214,7 @@ async fn a_cancelled_wait_hands_a_booked_token_back() {
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_timed_out_with_tokio_timeout_leaves_the_rate_intact() {
-    let manager = manager(RateConfig::new(1.0).bounds(1.0, 1.0));
+    let manager = manager(RateConfig::adaptive(1.0).bounds(1.0, 1.0));
     manager.check("k").unwrap();
     let timed_out = tokio::time::timeout(Duration::from_millis(10), manager.wait("k")).await;
     assert!(timed_out.is_err());
@@ -270,7 +270,7 @@ async fn admitted_under_overload(
 async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
     // 30 calls a second against a rate of 10, for 20 s.
     let bounded = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(10.0, 10.0))
+        .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
         .max_wait(Duration::from_secs(1))
         .build()
         .unwrap();
@@ -286,7 +286,7 @@ async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
     // nothing until their turn, so those that give up leave no slot empty
     // either. (When each took its token on arrival, a timeout left the
     // tokens of those who gave up unused: under a quarter were admitted.)
-    let timed_out = manager(RateConfig::new(10.0).bounds(10.0, 10.0));
+    let timed_out = manager(RateConfig::adaptive(10.0).bounds(10.0, 10.0));
     let (admitted, took) = admitted_under_overload(timed_out, 30, 20, true).await;
     let tokens = 1 + (took.as_secs_f64() * 10.0) as u64;
     assert!(
@@ -298,11 +298,11 @@ async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
 #[test]
 fn the_go_seeds_worked_example() {
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .burst(1)
             .bounds(1.0, 20.0)
-            .increment(2.0)
-            .decrement(1.0),
+            .increase_by(2.0)
+            .decrease_by(1.0),
     );
     let key = "example.com";
     let rates: Vec<f64> = [
@@ -317,11 +317,11 @@ fn the_go_seeds_worked_example() {
     for _ in 0..4 {
         manager.increment(key);
     }
-    assert_eq!(manager.rate(key), Some(20.0));
+    assert_eq!(manager.current_rate(key), Some(20.0));
     for _ in 0..20 {
         manager.decrement(key);
     }
-    assert_eq!(manager.rate(key), Some(1.0));
+    assert_eq!(manager.current_rate(key), Some(1.0));
 }
 
 #[test]
@@ -338,28 +338,28 @@ fn burst_zero_is_an_error_not_an_unlimited_rate() {
 fn bad_configs_are_reported_with_field_and_value() {
     let cases: [(RateConfig, &str); 6] = [
         (
-            RateConfig::new(f64::NAN),
+            RateConfig::adaptive(f64::NAN),
             "rate.starting_rate: must be a finite number, got NaN",
         ),
         (
-            RateConfig::new(f64::INFINITY),
+            RateConfig::adaptive(f64::INFINITY),
             "rate.starting_rate: must be a finite number, got inf",
         ),
         (
-            RateConfig::new(-5.0).bounds(1.0, 10.0),
+            RateConfig::adaptive(-5.0).bounds(1.0, 10.0),
             "rate.starting_rate: must be above 0, got -5",
         ),
         (
-            RateConfig::new(5.0).bounds(10.0, 1.0),
+            RateConfig::adaptive(5.0).bounds(10.0, 1.0),
             "rate.bounds: lower bound must not exceed upper bound, got [10, 1]",
         ),
         (
-            RateConfig::new(50.0).bounds(1.0, 10.0),
+            RateConfig::adaptive(50.0).bounds(1.0, 10.0),
             "rate.starting_rate: must lie within the bounds [1, 10], got 50",
         ),
         (
-            RateConfig::new(5.0).decrement(f64::NEG_INFINITY),
-            "rate.decrement: must be a finite number of at least 0, got -inf",
+            RateConfig::adaptive(5.0).decrease_by(f64::NEG_INFINITY),
+            "rate.decrease_by: must be a finite number of at least 0, got -inf",
         ),
     ];
     for (config, expected) in cases {
@@ -372,7 +372,7 @@ fn bad_configs_are_reported_with_field_and_value() {
     let err = ThrottleManager::<String>::builder().build().unwrap_err();
     assert_eq!(err.problems()[0].field(), "controls");
     let err = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0))
+        .rate(RateConfig::adaptive(1.0))
         .max_keys(0)
         .build()
         .unwrap_err();
@@ -381,8 +381,8 @@ fn bad_configs_are_reported_with_field_and_value() {
         "invalid configuration: max_keys: must be at least 1, got 0"
     );
     let err = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0))
-        .rate_override("api", RateConfig::new(1.0).burst(0))
+        .rate(RateConfig::adaptive(1.0))
+        .rate_override("api", RateConfig::adaptive(1.0).burst(0))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -394,12 +394,16 @@ fn bad_configs_are_reported_with_field_and_value() {
 #[test]
 fn per_key_settings_from_overrides_and_a_tier() {
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let premium = RateConfig::new(100.0).bounds(10.0, 1000.0);
+    let premium = RateConfig::adaptive(100.0).bounds(10.0, 1000.0);
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).bounds(1.0, 100.0).increment(1.0))
+        .rate(
+            RateConfig::adaptive(10.0)
+                .bounds(1.0, 100.0)
+                .increase_by(1.0),
+        )
         .rate_override(
             "slow.example",
-            RateConfig::new(2.0).bounds(1.0, 4.0).increment(1.0),
+            RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0),
         )
         .tier("premium", portcullis::Tier::new().rate(premium))
         .tier_of({
@@ -422,7 +426,7 @@ fn per_key_settings_from_overrides_and_a_tier() {
 #[tokio::test(start_paused = true)]
 async fn multiplicative_decrease_with_cooldown_survives_a_burst_of_failures() {
     let manager = manager(
-        RateConfig::new(64.0)
+        RateConfig::adaptive(64.0)
             .bounds(1.0, 64.0)
             .decrease_factor(0.5)
             .decrease_cooldown(Duration::from_millis(500)),
@@ -431,18 +435,18 @@ async fn multiplicative_decrease_with_cooldown_survives_a_burst_of_failures() {
     for _ in 0..30 {
         manager.decrement("k");
     }
-    assert_eq!(manager.rate("k"), Some(32.0));
+    assert_eq!(manager.current_rate("k"), Some(32.0));
     tokio::time::advance(Duration::from_millis(500)).await;
     manager.decrement("k");
-    assert_eq!(manager.rate("k"), Some(16.0));
+    assert_eq!(manager.current_rate("k"), Some(16.0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_again() {
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .bounds(1.0, 100.0)
-            .increment(1.0)
+            .increase_by(1.0)
             .decrease_factor(0.5)
             .decrease_cooldown(Duration::ZERO),
     );
@@ -456,19 +460,19 @@ async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_agai
     );
     let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
     a.failure();
-    assert_eq!(manager.rate("k"), Some(5.0));
+    assert_eq!(manager.current_rate("k"), Some(5.0));
     // Paced at 10/s like the first: old news.
     b.failure();
     c.success();
-    assert_eq!(manager.rate("k"), Some(5.0));
+    assert_eq!(manager.current_rate("k"), Some(5.0));
     // A call scheduled since the decrease is news, either way.
     manager.acquire("k", priority).await.unwrap().success();
-    assert_eq!(manager.rate("k"), Some(6.0));
+    assert_eq!(manager.current_rate("k"), Some(6.0));
     manager.acquire("k", priority).await.unwrap().failure();
-    assert_eq!(manager.rate("k"), Some(3.0));
+    assert_eq!(manager.current_rate("k"), Some(3.0));
     // `decrement` carries no schedule: it always counts.
     manager.decrement("k");
-    assert_eq!(manager.rate("k"), Some(1.5));
+    assert_eq!(manager.current_rate("k"), Some(1.5));
 }
 
 #[tokio::test(start_paused = true)]
@@ -478,7 +482,7 @@ async fn a_shorter_max_wait_for_low_priority_keeps_room_for_high() {
     // 30 calls a second against a rate of 10 for 20 s; every tenth is HIGH.
     let run = |low_wait: Duration| async move {
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(10.0).bounds(10.0, 10.0))
+            .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
             .max_wait(Duration::from_secs(1))
             .max_wait_for(Priority::LOW, low_wait)
             .build()
@@ -520,7 +524,7 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
     let clock = portcullis::clock::ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(64.0)
+            RateConfig::adaptive(64.0)
                 .bounds(1.0, 64.0)
                 .decrease_factor(0.5)
                 .decrease_cooldown(Duration::from_secs(1)),
@@ -540,7 +544,7 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
             }
         });
         assert_eq!(
-            manager.rate(&key),
+            manager.current_rate(&key),
             Some(32.0),
             "round {round}: {THREADS} simultaneous failures must halve the rate once"
         );
@@ -552,9 +556,13 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
 /// from its successes; a key whose calls queue for their tokens does.
 #[tokio::test(start_paused = true)]
 async fn a_rate_rises_only_while_it_limits_the_calls() {
-    let manager = manager(RateConfig::new(10.0).bounds(1.0, 1_000.0).increment(1.0));
+    let manager = manager(
+        RateConfig::adaptive(10.0)
+            .bounds(1.0, 1_000.0)
+            .increase_by(1.0),
+    );
     for _ in 0..120 {
-        manager.wait("quiet").await;
+        manager.wait("quiet").await.unwrap();
         manager.increment("quiet");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -562,18 +570,18 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
     // rate, so it raises the rate one step; the successes after it show 4/s
     // used, which validates no more than the starting rate, and bring the
     // rate back to it.
-    assert_eq!(manager.rate("quiet"), Some(10.0));
+    assert_eq!(manager.current_rate("quiet"), Some(10.0));
 
     // Calls back to back: each waits for its token, so the rate limits them,
     // and rises with every success (never above 1.5x the use).
     let start = Instant::now();
     let mut calls = 0u32;
     while start.elapsed() < Duration::from_secs(5) {
-        manager.wait("busy").await;
+        manager.wait("busy").await.unwrap();
         manager.increment("busy");
         calls += 1;
     }
-    let rate = manager.rate("busy").unwrap();
+    let rate = manager.current_rate("busy").unwrap();
     let used = f64::from(calls) / 5.0;
     assert!(rate > 50.0, "rate {rate}/s after 5 s of back-to-back calls");
     assert!(rate <= 1.5 * used * 2.0, "rate {rate}/s for {used}/s used");
@@ -584,22 +592,26 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
 /// starting rate), so the next burst starts from what was last tested.
 #[tokio::test(start_paused = true)]
 async fn a_rate_falls_back_to_what_its_calls_use() {
-    let manager = manager(RateConfig::new(10.0).bounds(1.0, 1_000.0).increment(1.0));
+    let manager = manager(
+        RateConfig::adaptive(10.0)
+            .bounds(1.0, 1_000.0)
+            .increase_by(1.0),
+    );
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(5) {
-        manager.wait("host").await;
+        manager.wait("host").await.unwrap();
         manager.increment("host");
     }
-    let learned = manager.rate("host").unwrap();
+    let learned = manager.current_rate("host").unwrap();
     assert!(learned > 50.0, "learned {learned}/s");
 
     // Five seconds at 20/s: at most 1.5x that, and still above it.
     for _ in 0..100 {
-        manager.wait("host").await;
+        manager.wait("host").await.unwrap();
         manager.increment("host");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let rate = manager.rate("host").unwrap();
+    let rate = manager.current_rate("host").unwrap();
     assert!(
         (20.0..=1.5 * 20.0 * 1.1).contains(&rate),
         "rate {rate}/s at 20/s used"
@@ -607,11 +619,11 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
 
     // Five seconds at 2/s: the starting rate, not below it.
     for _ in 0..10 {
-        manager.wait("host").await;
+        manager.wait("host").await.unwrap();
         manager.increment("host");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(manager.rate("host"), Some(10.0));
+    assert_eq!(manager.current_rate("host"), Some(10.0));
 }
 
 /// Calls waiting in line when the rate falls leave at the new pace: a
@@ -621,20 +633,20 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
 #[tokio::test(start_paused = true)]
 async fn the_calls_in_line_leave_at_the_pace_of_the_moment() {
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .burst(1)
             .bounds(1.0, 100.0)
-            .increment(5.0)
+            .increase_by(5.0)
             .decrease_factor(0.5)
             .decrease_cooldown(Duration::ZERO),
     );
-    manager.wait("host").await; // the burst's one token, at 0
+    manager.wait("host").await.unwrap(); // the burst's one token, at 0
     let start = Instant::now();
     let mut waiters = Vec::new();
     for _ in 0..4 {
         let manager = manager.clone();
         waiters.push(tokio::spawn(async move {
-            manager.wait("host").await;
+            manager.wait("host").await.unwrap();
             start.elapsed().as_millis()
         }));
     }
@@ -655,7 +667,7 @@ async fn the_calls_in_line_leave_at_the_pace_of_the_moment() {
     }
     assert_eq!(started, [200, 400, 500, 600]);
     // The next call goes one interval at 10/s after the last of them.
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     assert_eq!(start.elapsed().as_millis(), 700);
 }
 
@@ -665,19 +677,19 @@ async fn the_calls_in_line_leave_at_the_pace_of_the_moment() {
 #[tokio::test(start_paused = true)]
 async fn a_fall_moves_a_booked_call_halfway_to_the_new_pace() {
     let manager = manager(
-        RateConfig::new(100.0)
+        RateConfig::adaptive(100.0)
             .burst(1)
             .bounds(1.0, 100.0)
             .decrease_factor(0.5)
             .decrease_cooldown(Duration::ZERO),
     );
-    manager.wait("host").await; // the burst's one token, at 0
+    manager.wait("host").await.unwrap(); // the burst's one token, at 0
     let start = Instant::now();
     let mut waiters = Vec::new();
     for _ in 0..2 {
         let manager = manager.clone();
         waiters.push(tokio::spawn(async move {
-            manager.wait("host").await;
+            manager.wait("host").await.unwrap();
             start.elapsed().as_millis()
         }));
         tokio::task::yield_now().await;
@@ -699,10 +711,10 @@ async fn a_fall_moves_a_booked_call_halfway_to_the_new_pace() {
 /// holds it to 1.5 times.
 #[tokio::test(start_paused = true)]
 async fn a_call_that_waited_for_its_token_lets_the_rate_climb_further() {
-    let config = RateConfig::new(10.0)
+    let config = RateConfig::adaptive(10.0)
         .burst(1)
         .bounds(1.0, 1_000.0)
-        .increment(2.0);
+        .increase_by(2.0);
     let limited = manager(config.clone());
     let measured = manager(config);
     for _ in 0..30 {
@@ -711,12 +723,12 @@ async fn a_call_that_waited_for_its_token_lets_the_rate_climb_further() {
     }
     // The same calls back to back, but nothing tells the rate they waited.
     for _ in 0..30 {
-        measured.wait("host").await;
+        measured.wait("host").await.unwrap();
         measured.increment("host");
     }
     let (limited, measured) = (
-        limited.rate("host").unwrap(),
-        measured.rate("host").unwrap(),
+        limited.current_rate("host").unwrap(),
+        measured.current_rate("host").unwrap(),
     );
     assert!(limited > 1.25 * measured, "{limited}/s and {measured}/s");
 }
@@ -730,10 +742,10 @@ async fn the_line_strands_no_one_and_admits_no_more_than_the_rate() {
     const FASTEST: f64 = 4_000.0;
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(2_000.0)
+            RateConfig::adaptive(2_000.0)
                 .burst(1)
                 .bounds(500.0, FASTEST)
-                .increment(500.0)
+                .increase_by(500.0)
                 .decrease_factor(0.5)
                 .decrease_cooldown(Duration::ZERO),
         )
@@ -769,7 +781,8 @@ async fn the_line_strands_no_one_and_admits_no_more_than_the_rate() {
                         Duration::from_secs(10)
                     };
                     match tokio::time::timeout(patience, manager.wait("k")).await {
-                        Ok(()) => {
+                        Ok(waited) => {
+                            waited.unwrap();
                             admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         }
                         Err(_) if patience < Duration::from_secs(1) => {}

@@ -51,9 +51,9 @@ async fn load(manager: &ThrottleManager<String>, addr: SocketAddr, callers: usiz
 
 /// The README's quick start, as it reads there.
 fn quick_start() -> RateConfig {
-    RateConfig::new(10.0)
+    RateConfig::adaptive(10.0)
         .bounds(1.0, 200.0)
-        .increment(0.3)
+        .increase_by(0.3)
         .decrease_factor(0.7)
 }
 
@@ -79,7 +79,7 @@ async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {
         late.requests,
         100.0 * late.refused(),
         100.0 * late.goodput(),
-        manager.rate("server").unwrap()
+        manager.current_rate("server").unwrap()
     );
     (late.refused(), late.goodput())
 }
@@ -95,7 +95,7 @@ async fn the_quick_start_gets_the_capacity_with_few_refusals() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_defaults_get_the_capacity_with_few_refusals() {
     let _alone = crate::support::alone();
-    let (refused, goodput) = settled_figures(RateConfig::new(10.0), "defaults").await;
+    let (refused, goodput) = settled_figures(RateConfig::adaptive(10.0), "defaults").await;
     assert!(refused <= 0.05, "refused {refused:.3}");
     assert!(goodput >= 0.95, "goodput {goodput:.3}");
 }
@@ -109,7 +109,7 @@ async fn the_defaults_get_the_capacity_with_few_refusals() {
 async fn thirty_two_callers_on_one_key_learn_the_capacity_as_fast_as_two() {
     let _alone = crate::support::alone();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .build()
         .unwrap();
     let (addr, seen) = limited_server::start_server().await.unwrap();
@@ -147,7 +147,7 @@ async fn quiet_then_spike(config: RateConfig, step: f64, name: &str) {
         tick.tick().await;
         fetch(&manager, &client, &url).await;
     }
-    let learned = manager.rate("server").unwrap();
+    let learned = manager.current_rate("server").unwrap();
     // What was used, as the server saw it over the last 2 s (rate
     // validation's window is 1 to 2 s): 5/s on a quiet machine.
     let quiet_end = Instant::now();
@@ -173,7 +173,7 @@ async fn quiet_then_spike(config: RateConfig, step: f64, name: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_quiet_phase_a_spike_starts_at_what_was_used_defaults() {
     let _alone = crate::support::alone();
-    quiet_then_spike(RateConfig::new(10.0), 0.3, "defaults").await;
+    quiet_then_spike(RateConfig::adaptive(10.0), 0.3, "defaults").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

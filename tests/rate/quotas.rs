@@ -50,7 +50,7 @@ async fn nothing_moves_a_quota() {
         .unwrap();
     for _ in 0..50 {
         assert_eq!(manager.increment("tenant"), Some(10.0));
-        manager.wait("tenant").await;
+        manager.wait("tenant").await.unwrap();
     }
     for _ in 0..50 {
         assert_eq!(manager.decrement("tenant"), Some(10.0));
@@ -69,7 +69,7 @@ async fn nothing_moves_a_quota() {
             .unwrap()
             .failure();
     }
-    assert_eq!(manager.rate("tenant"), Some(10.0));
+    assert_eq!(manager.current_rate("tenant"), Some(10.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -173,10 +173,10 @@ async fn an_adaptive_rate_counts_its_use_in_tokens() {
     // rate whose use were counted in calls could never rise past its
     // start, as it is what limits them (every call waits for its tokens).
     let manager = manager(
-        RateConfig::new(10.0)
+        RateConfig::adaptive(10.0)
             .burst(5)
             .bounds(1.0, 100.0)
-            .increment(1.0),
+            .increase_by(1.0),
     );
     for _ in 0..40 {
         manager
@@ -185,6 +185,6 @@ async fn an_adaptive_rate_counts_its_use_in_tokens() {
             .unwrap()
             .success();
     }
-    let rate = manager.rate("t").unwrap();
+    let rate = manager.current_rate("t").unwrap();
     assert!(rate > 25.0, "rate {rate}");
 }

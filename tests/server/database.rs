@@ -69,7 +69,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     .await;
     let client = reqwest::Client::new();
     assert_eq!(read(&client, &service, &fresh_user()).await, 200);
-    let before = service.manager.rate(DATABASE).unwrap();
+    let before = service.manager.current_rate(DATABASE).unwrap();
 
     // Someone else holds every connection: the query's permit is free, but
     // the pool has nothing to give within its timeout.
@@ -78,7 +78,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
         service.pool.acquire().await.unwrap(),
     ];
     assert_eq!(read(&client, &service, &fresh_user()).await, 503);
-    let lowered = service.manager.rate(DATABASE).unwrap();
+    let lowered = service.manager.current_rate(DATABASE).unwrap();
     assert!(lowered < before, "{before} -> {lowered}");
     drop(held);
 
@@ -90,7 +90,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
         let (client, url) = (client.clone(), service.url.clone());
         let manager = service.manager.clone();
         loops.push(tokio::spawn(async move {
-            while Instant::now() < deadline && manager.rate(DATABASE).unwrap() < before {
+            while Instant::now() < deadline && manager.current_rate(DATABASE).unwrap() < before {
                 let answer = client
                     .get(format!("{url}/summary"))
                     .header(USER_HEADER, fresh_user())
@@ -104,7 +104,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     for task in loops {
         task.await.unwrap();
     }
-    let recovered = service.manager.rate(DATABASE).unwrap();
+    let recovered = service.manager.current_rate(DATABASE).unwrap();
     assert!(
         recovered >= before,
         "{lowered} -> {recovered}, not back to {before}"
@@ -128,7 +128,7 @@ async fn a_locked_database_lowers_the_database_rate() {
             .send()
     };
     assert_eq!(write().await.unwrap().status(), 201);
-    let before = manager.rate(DATABASE).unwrap();
+    let before = manager.current_rate(DATABASE).unwrap();
 
     // Another process's connection holds the write lock.
     let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -141,7 +141,7 @@ async fn a_locked_database_lowers_the_database_rate() {
     let locked = write().await.unwrap();
     assert_eq!(locked.status(), 503);
     assert!(locked.text().await.unwrap().contains("database is locked"));
-    let lowered = manager.rate(DATABASE).unwrap();
+    let lowered = manager.current_rate(DATABASE).unwrap();
     assert!(lowered < before, "{before} -> {lowered}");
 
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();

@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 
 fn app() -> Result<axum::Router, portcullis::ConfigError> {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0))
+        .rate(RateConfig::adaptive(20.0).burst(5).bounds(20.0, 20.0))
         .bulkhead(BulkheadConfig::new(4))
         .build()?;
     Ok(axum::Router::new()
@@ -90,7 +90,7 @@ async fn send(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> 
 
 fn quota_manager(clock: &ManualClock) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(20.0).burst(5).bounds(20.0, 20.0))
+        .rate(RateConfig::adaptive(20.0).burst(5).bounds(20.0, 20.0))
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -199,7 +199,7 @@ async fn a_slow_quota_gives_its_wait_in_whole_seconds() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(0.4).burst(1).bounds(0.4, 0.4)) // one call per 2.5 s
+        .rate(RateConfig::adaptive(0.4).burst(1).bounds(0.4, 0.4)) // one call per 2.5 s
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -233,7 +233,7 @@ async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
         .max_keys(1)
         .clock(clock.clone())
@@ -290,7 +290,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -322,7 +322,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
     // The same client, seen by a server that trusts no proxy on loopback:
     // the header is ignored, and every request is the peer's.
     let untrusting = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -414,10 +414,10 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0).burst(5).bounds(1.0, 100.0))
+        .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 100.0))
         .tier(
             "fixed",
-            portcullis::Tier::new().rate(RateConfig::new(10.0).bounds(10.0, 10.0)),
+            portcullis::Tier::new().rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0)),
         )
         .tier_of(|key: &String| (key == "fixed").then_some("fixed"))
         .clock(clock.clone())
@@ -438,10 +438,10 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
 
     let missing = send(&client, &format!("{url}/nowhere"), &[("x-api-key", "k")]).await;
     assert_eq!(missing.status, 404);
-    assert_eq!(manager.rate("k"), Some(10.0));
+    assert_eq!(manager.current_rate("k"), Some(10.0));
     let failed = send(&client, &format!("{url}/fail"), &[("x-api-key", "k")]).await;
     assert_eq!(failed.status, 500);
-    let lowered = manager.rate("k").unwrap();
+    let lowered = manager.current_rate("k").unwrap();
     assert!(lowered < 10.0, "{lowered}");
     clock.advance(Duration::from_secs(1));
     assert_eq!(
@@ -450,7 +450,7 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
             .status,
         200
     );
-    assert!(manager.rate("k").unwrap() >= lowered);
+    assert!(manager.current_rate("k").unwrap() >= lowered);
 
     assert_eq!(
         send(&client, &format!("{url}/fail"), &[("x-api-key", "fixed")])
@@ -458,7 +458,7 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
             .status,
         500
     );
-    assert_eq!(manager.rate("fixed"), Some(10.0));
+    assert_eq!(manager.current_rate("fixed"), Some(10.0));
 }
 
 #[tokio::test]
@@ -503,7 +503,7 @@ async fn a_priority_header_beyond_the_levels_is_400_whatever_the_policy() {
         OutOfRange::Panic,
     ] {
         let manager = ThrottleManager::<String>::builder()
-            .rate(RateConfig::new(20.0).burst(5))
+            .rate(RateConfig::adaptive(20.0).burst(5))
             .out_of_range(policy)
             .build()
             .unwrap();
@@ -530,11 +530,11 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
     const CAP: usize = 10_000;
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         // One call per 1,000 s: in debt for the whole flood.
         .tier(
             "debtor",
-            portcullis::Tier::new().rate(RateConfig::new(0.001).bounds(0.001, 0.001)),
+            portcullis::Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
         )
         .tier_of(|key: &String| (key == "debtor").then_some("debtor"))
         .max_keys(CAP)
@@ -589,7 +589,7 @@ async fn an_inner_service_error_is_overload_for_the_key() {
     let _alone = crate::support::alone();
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .bounds(1.0, 100.0)
                 .decrease_factor(0.5),
         )
@@ -606,7 +606,7 @@ async fn an_inner_service_error_is_overload_for_the_key() {
         .unwrap();
     let error = service.oneshot(request).await.unwrap_err();
     assert_eq!(error.to_string(), "backend gone");
-    assert_eq!(manager.rate("k"), Some(5.0));
+    assert_eq!(manager.current_rate("k"), Some(5.0));
 }
 
 /// The layer is ready when the service it wraps is: a server (or a
@@ -617,7 +617,7 @@ async fn the_layer_is_ready_only_when_the_inner_service_is() {
     use std::task::Poll;
     use tower::{Layer, Service, ServiceExt};
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0))
+        .rate(RateConfig::adaptive(100.0))
         .build()
         .unwrap();
     let (release, released) = tokio::sync::oneshot::channel::<()>();
@@ -658,7 +658,7 @@ async fn the_call_timeout_bounds_the_handler_and_frees_its_slot() {
     use tower::{Layer, ServiceExt};
     let manager = ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .burst(5)
                 .bounds(1.0, 100.0)
                 .decrease_factor(0.5),
@@ -697,7 +697,11 @@ async fn the_call_timeout_bounds_the_handler_and_frees_its_slot() {
         "503 Service Unavailable: no answer within the call timeout of 200ms\n"
     );
     assert_eq!(manager.snapshot("k").unwrap().active, Some(0));
-    assert_eq!(manager.rate("k"), Some(5.0), "a timeout is overload");
+    assert_eq!(
+        manager.current_rate("k"),
+        Some(5.0),
+        "a timeout is overload"
+    );
 
     let answer = service.oneshot(request("application/grpc")).await.unwrap();
     assert_eq!(started.elapsed(), Duration::from_millis(400));

@@ -81,7 +81,11 @@ async fn in_a_real_browser_the_page_shows_the_shedding_key_first_and_draws_its_c
         return;
     };
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(20.0).bounds(1.0, 100.0).increment(2.0))
+        .rate(
+            RateConfig::adaptive(20.0)
+                .bounds(1.0, 100.0)
+                .increase_by(2.0),
+        )
         .throttle(ThrottleConfig::new())
         .bulkhead(BulkheadConfig::new(2).queue(4))
         .key_names(|host: &String| host.clone())

@@ -37,7 +37,7 @@ fn keyed(keys: usize) -> (ThrottleManager<String>, Arc<AtomicUsize>, [axum::Rout
     let named = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&named);
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0))
+        .rate(RateConfig::adaptive(100.0))
         .max_keys(keys + 10)
         .key_names(move |key: &String| {
             counter.fetch_add(1, Ordering::Relaxed);
@@ -97,7 +97,7 @@ async fn a_lookup_costs_the_same_whatever_the_key_space() {
 #[tokio::test]
 async fn a_key_is_found_only_by_the_name_the_page_shows() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(100.0))
+        .rate(RateConfig::adaptive(100.0))
         .key_names(|key: &String| format!("user #{}", key.len()))
         .build()
         .unwrap();

@@ -82,10 +82,10 @@ fn cases() -> Vec<Garbage> {
 fn manager(store: RedisStore) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(
-            RateConfig::new(5.0)
+            RateConfig::adaptive(5.0)
                 .burst(BURST)
                 .bounds(LOWER, UPPER)
-                .increment(1.0),
+                .increase_by(1.0),
         )
         .max_wait(Duration::from_millis(100))
         .max_defer(MAX_DEFER)

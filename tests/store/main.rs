@@ -40,7 +40,7 @@ use tokio::time::Instant;
 async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
     let mut calls = 0;
     loop {
-        manager.wait(key).await;
+        manager.wait(key).await.unwrap();
         if Instant::now() >= until {
             return calls;
         }

@@ -33,7 +33,7 @@ async fn reports_arrive() {
 #[tokio::test(start_paused = true)]
 async fn two_managers_on_one_store_share_one_fixed_quota() {
     let store = store();
-    let quota = RateConfig::new(10.0).burst(1).bounds(10.0, 10.0);
+    let quota = RateConfig::adaptive(10.0).burst(1).bounds(10.0, 10.0);
     let until = Instant::now() + Duration::from_secs(2);
     let loops: Vec<_> = (0..2)
         .map(|_| {
@@ -55,28 +55,30 @@ async fn two_managers_on_one_store_share_one_fixed_quota() {
 #[tokio::test(start_paused = true)]
 async fn an_overload_one_manager_sees_lowers_the_rate_for_all() {
     let store = store();
-    let config = RateConfig::new(40.0).bounds(1.0, 40.0).decrease_factor(0.5);
+    let config = RateConfig::adaptive(40.0)
+        .bounds(1.0, 40.0)
+        .decrease_factor(0.5);
     let seeing = manager(&store, config.clone());
     let other = manager(&store, config);
-    seeing.wait("host").await;
-    other.wait("host").await;
-    assert_eq!(other.rate("host"), Some(40.0));
+    seeing.wait("host").await.unwrap();
+    other.wait("host").await.unwrap();
+    assert_eq!(other.current_rate("host"), Some(40.0));
     seeing.decrement("host");
     reports_arrive().await;
     assert_eq!(store.rate("host"), Some(20.0));
     assert_eq!(
-        seeing.rate("host"),
+        seeing.current_rate("host"),
         Some(20.0),
         "the report brought it back"
     );
-    other.wait("host").await; // each decision brings the shared rate back
-    assert_eq!(other.rate("host"), Some(20.0));
+    other.wait("host").await.unwrap(); // each decision brings the shared rate back
+    assert_eq!(other.current_rate("host"), Some(20.0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
     let store = store();
-    let manager = manager(&store, RateConfig::new(10.0).bounds(1.0, 100.0));
+    let manager = manager(&store, RateConfig::adaptive(10.0).bounds(1.0, 100.0));
     manager
         .acquire("api", Priority::HIGH)
         .await
@@ -97,7 +99,10 @@ async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
 async fn a_cancelled_wait_hands_its_token_back() {
     let store = store();
     // A token 50 ms away: within the booking horizon, so the call takes it.
-    let manager = manager(&store, RateConfig::new(20.0).burst(1).bounds(20.0, 20.0));
+    let manager = manager(
+        &store,
+        RateConfig::adaptive(20.0).burst(1).bounds(20.0, 20.0),
+    );
     let (start, _first) = crate::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 1, "one token handed back");
@@ -113,7 +118,7 @@ async fn a_cancelled_wait_hands_its_token_back() {
 #[tokio::test(start_paused = true)]
 async fn a_call_given_up_in_line_takes_nothing() {
     let store = store();
-    let manager = manager(&store, RateConfig::new(1.0).burst(1).bounds(0.5, 2.0));
+    let manager = manager(&store, RateConfig::adaptive(1.0).burst(1).bounds(0.5, 2.0));
     let (start, _first) = crate::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 0, "nothing to hand back");
@@ -125,14 +130,14 @@ async fn a_call_given_up_in_line_takes_nothing() {
 #[tokio::test(start_paused = true)]
 async fn a_pause_reaches_the_store_and_holds_every_manager() {
     let store = store();
-    let config = RateConfig::new(10.0).burst(1).bounds(10.0, 10.0);
+    let config = RateConfig::adaptive(10.0).burst(1).bounds(10.0, 10.0);
     let paused = manager(&store, config.clone());
     let other = manager(&store, config);
-    other.wait("host").await;
+    other.wait("host").await.unwrap();
     paused.defer("host", Duration::from_secs(3));
     reports_arrive().await;
     let start = Instant::now();
-    other.wait("host").await;
+    other.wait("host").await.unwrap();
     let waited = start.elapsed();
     assert!(
         waited >= Duration::from_millis(2_990) && waited <= Duration::from_secs(3),
@@ -143,7 +148,7 @@ async fn a_pause_reaches_the_store_and_holds_every_manager() {
 #[tokio::test(start_paused = true)]
 async fn calls_that_never_wait_decide_locally() {
     let store = store();
-    let manager = manager(&store, RateConfig::new(10.0).burst(2));
+    let manager = manager(&store, RateConfig::adaptive(10.0).burst(2));
     assert!(manager.check("api").is_ok());
     assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
     assert!(manager.check("api").is_err(), "the local burst is spent");
@@ -153,7 +158,7 @@ async fn calls_that_never_wait_decide_locally() {
 #[tokio::test(start_paused = true)]
 async fn an_unavailable_store_falls_back_to_the_local_rate() {
     let store = store();
-    let manager = manager(&store, RateConfig::new(10.0).bounds(1.0, 100.0));
+    let manager = manager(&store, RateConfig::adaptive(10.0).bounds(1.0, 100.0));
     manager
         .acquire("host", Priority::HIGH)
         .await
@@ -169,7 +174,7 @@ async fn an_unavailable_store_falls_back_to_the_local_rate() {
     }
     assert!(start.elapsed() < Duration::from_secs(1), "paced locally");
     assert_eq!(store.rate("host"), Some(10.3), "the store saw none of it");
-    let local = manager.rate("host").unwrap();
+    let local = manager.current_rate("host").unwrap();
     assert!(local > 10.3, "the local rate is in force: {local}");
     store.set_available(true);
     manager
@@ -179,7 +184,7 @@ async fn an_unavailable_store_falls_back_to_the_local_rate() {
         .success();
     reports_arrive().await;
     assert_eq!(
-        manager.rate("host"),
+        manager.current_rate("host"),
         store.rate("host"),
         "back on the store"
     );
@@ -188,7 +193,7 @@ async fn an_unavailable_store_falls_back_to_the_local_rate() {
 #[tokio::test(start_paused = true)]
 async fn the_refusing_mode_refuses_with_its_own_reason() {
     let store = Arc::new(MemoryStore::new(WhenUnavailable::Refuse));
-    let manager = manager(&store, RateConfig::new(50.0));
+    let manager = manager(&store, RateConfig::adaptive(50.0));
     let _before = manager.acquire("quota", Priority::HIGH).await.unwrap();
     store.set_available(false);
     let refused = manager.acquire("quota", Priority::HIGH).await.unwrap_err();
@@ -223,7 +228,7 @@ fn a_store_needs_a_rate_to_share() {
 async fn a_store_can_be_asked_directly_as_the_manager_asks_it() {
     use portcullis::store::{RateRules, RateStore, TokenAnswer, TokenRequest};
     let store = MemoryStore::new(WhenUnavailable::UseLocalRate);
-    let rules = RateRules::of(&RateConfig::new(10.0).burst(1)).unwrap();
+    let rules = RateRules::of(&RateConfig::adaptive(10.0).burst(1)).unwrap();
     let now_or_never = TokenRequest::new(rules, Some(Duration::ZERO));
     let first = store.take_token("k", now_or_never).await;
     assert!(
@@ -310,7 +315,7 @@ impl portcullis::store::RateStore for AnswersWith {
 
 fn answering(rate: f64) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(10.0))
+        .rate(RateConfig::adaptive(10.0))
         .rate_store(AnswersWith(rate))
         .build()
         .unwrap()
@@ -326,7 +331,7 @@ async fn a_store_with_only_the_required_methods_is_available_and_its_rate_shown(
         .success();
     reports_arrive().await;
     // The default `is_available` is true: the shared rate is the one shown.
-    assert_eq!(manager.rate("api"), Some(7.0));
+    assert_eq!(manager.current_rate("api"), Some(7.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -339,7 +344,7 @@ async fn a_rate_from_a_store_that_is_no_rate_is_ignored() {
             .unwrap()
             .success();
         reports_arrive().await;
-        let shown = manager.rate("api").unwrap();
+        let shown = manager.current_rate("api").unwrap();
         assert!(
             shown.is_finite() && shown > 0.0,
             "{nonsense} shown as {shown}"

@@ -40,7 +40,7 @@ async fn four_managers_share_one_fixed_quota() {
     let Some(server) = RedisServer::start("four_managers_share_one_fixed_quota") else {
         return;
     };
-    let quota = RateConfig::new(20.0).burst(2).bounds(20.0, 20.0);
+    let quota = RateConfig::adaptive(20.0).burst(2).bounds(20.0, 20.0);
     let until = Instant::now() + Duration::from_secs(2);
     let mut loops = Vec::new();
     for _ in 0..4 {
@@ -62,20 +62,26 @@ async fn a_failure_one_manager_sees_lowers_the_rate_for_all() {
     else {
         return;
     };
-    let config = RateConfig::new(40.0).bounds(1.0, 40.0).decrease_factor(0.5);
+    let config = RateConfig::adaptive(40.0)
+        .bounds(1.0, 40.0)
+        .decrease_factor(0.5);
     let seeing = manager(&server.url(), config.clone()).await;
     let other = manager(&server.url(), config).await;
-    seeing.wait("host").await;
-    other.wait("host").await;
-    assert_eq!(other.rate("host"), Some(40.0));
+    seeing.wait("host").await.unwrap();
+    other.wait("host").await.unwrap();
+    assert_eq!(other.current_rate("host"), Some(40.0));
     seeing.decrement("host"); // sent in the background
     let deadline = Instant::now() + Duration::from_secs(2);
-    while other.rate("host") != Some(20.0) {
-        assert!(Instant::now() < deadline, "rate {:?}", other.rate("host"));
+    while other.current_rate("host") != Some(20.0) {
+        assert!(
+            Instant::now() < deadline,
+            "rate {:?}",
+            other.current_rate("host")
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
-        other.wait("host").await; // each decision brings the shared rate back
+        other.wait("host").await.unwrap(); // each decision brings the shared rate back
     }
-    assert_eq!(seeing.rate("host"), Some(20.0));
+    assert_eq!(seeing.current_rate("host"), Some(20.0));
 }
 
 #[tokio::test]
@@ -84,7 +90,7 @@ async fn a_cancelled_wait_hands_its_shared_token_back() {
     let Some(server) = RedisServer::start("a_cancelled_wait_hands_its_shared_token_back") else {
         return;
     };
-    let one_a_second = RateConfig::new(1.0).burst(1).bounds(1.0, 1.0);
+    let one_a_second = RateConfig::adaptive(1.0).burst(1).bounds(1.0, 1.0);
     let manager = manager(&server.url(), one_a_second).await;
     let (start, _first) = crate::take_then_give_up(&manager).await;
     tokio::time::sleep(Duration::from_millis(50)).await; // the hand-back's round trip
@@ -104,7 +110,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
     else {
         return;
     };
-    let config = RateConfig::new(50.0).bounds(1.0, 100.0);
+    let config = RateConfig::adaptive(50.0).bounds(1.0, 100.0);
     let manager = manager_with(&server.url(), config, |store| {
         store
             .deadline(Duration::from_millis(50))
@@ -121,7 +127,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
     // Once the reports on their way have landed, the shared rate stays.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let shared = manager.rate("host").unwrap();
+    let shared = manager.current_rate("host").unwrap();
 
     server.kill();
     // Calls go on, paced by the local rate, and no error reaches them.
@@ -135,7 +141,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
         "{:?}",
         start.elapsed()
     );
-    let local = manager.rate("host").unwrap();
+    let local = manager.current_rate("host").unwrap();
     assert!(
         local > 50.0,
         "the local rate learned from the successes: {local}"
@@ -166,7 +172,7 @@ async fn the_refusing_mode_refuses_with_its_own_reason() {
     else {
         return;
     };
-    let manager = manager_with(&server.url(), RateConfig::new(50.0), |store| {
+    let manager = manager_with(&server.url(), RateConfig::adaptive(50.0), |store| {
         store
             .when_unavailable(WhenUnavailable::Refuse)
             .recheck_every(Duration::from_millis(300))
@@ -194,20 +200,20 @@ async fn a_frozen_redis_costs_one_deadline_not_a_hang() {
     let Some(server) = RedisServer::start("a_frozen_redis_costs_one_deadline_not_a_hang") else {
         return;
     };
-    let manager = manager_with(&server.url(), RateConfig::new(100.0), |store| {
+    let manager = manager_with(&server.url(), RateConfig::adaptive(100.0), |store| {
         store
             .deadline(Duration::from_millis(50))
             .recheck_every(Duration::from_secs(60))
     })
     .await;
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     server.freeze(true);
     let start = Instant::now();
-    manager.wait("host").await; // asks, misses the deadline, falls back
+    manager.wait("host").await.unwrap(); // asks, misses the deadline, falls back
     let first = start.elapsed();
     let start = Instant::now();
     for _ in 0..10 {
-        manager.wait("host").await; // marked down: does not ask again
+        manager.wait("host").await.unwrap(); // marked down: does not ask again
     }
     let next = start.elapsed();
     server.freeze(false);
@@ -225,7 +231,7 @@ async fn calls_that_never_wait_decide_locally() {
     let Some(server) = RedisServer::start("calls_that_never_wait_decide_locally") else {
         return;
     };
-    let manager = manager(&server.url(), RateConfig::new(10.0).burst(2)).await;
+    let manager = manager(&server.url(), RateConfig::adaptive(10.0).burst(2)).await;
     assert!(manager.check("api").is_ok());
     assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
     assert!(
@@ -254,7 +260,7 @@ async fn a_key_in_debt_outlives_the_idle_time_in_redis() {
         let reply = server.command(&["PTTL", "test:api"]);
         reply.trim().trim_start_matches(':').parse().unwrap()
     };
-    let rate = RateConfig::new(0.01)
+    let rate = RateConfig::adaptive(0.01)
         .burst(10)
         .bounds(0.001, 0.01)
         .decrease_factor(0.5);
@@ -354,7 +360,7 @@ async fn two_server_replicas_hold_a_tenant_to_one_quota() {
         return;
     };
     // One call every 5 s: the ten calls take far less than that.
-    let quota = RateConfig::new(0.2).burst(5).bounds(0.2, 0.2);
+    let quota = RateConfig::adaptive(0.2).burst(5).bounds(0.2, 0.2);
     let mut replicas = Vec::new();
     for _ in 0..2 {
         let manager = manager(&server.url(), quota.clone()).await;
@@ -387,12 +393,12 @@ async fn scripts_the_server_forgot_are_loaded_again() {
     let Some(server) = RedisServer::start("scripts_the_server_forgot_are_loaded_again") else {
         return;
     };
-    let config = RateConfig::new(10.0).bounds(1.0, 100.0);
+    let config = RateConfig::adaptive(10.0).bounds(1.0, 100.0);
     let manager = manager(&server.url(), config).await;
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     assert!(server.command(&["SCRIPT", "FLUSH"]).starts_with("+OK"));
     assert!(server.command(&["DEL", "test:host"]).starts_with(":1"));
-    manager.wait("host").await; // EVALSHA answers NOSCRIPT; the script is sent again
+    manager.wait("host").await.unwrap(); // EVALSHA answers NOSCRIPT; the script is sent again
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
 }
 
@@ -403,19 +409,19 @@ async fn losing_and_regaining_redis_is_reported() {
         return;
     };
     let (events, _guard) = support::Captured::on_this_thread();
-    let manager = manager_with(&server.url(), RateConfig::new(100.0), |store| {
+    let manager = manager_with(&server.url(), RateConfig::adaptive(100.0), |store| {
         store
             .deadline(Duration::from_millis(50))
             .recheck_every(Duration::from_millis(100))
     })
     .await;
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     server.kill();
-    manager.wait("host").await;
-    manager.wait("host").await; // marked down: no second report
+    manager.wait("host").await.unwrap();
+    manager.wait("host").await.unwrap(); // marked down: no second report
     server.restart();
     tokio::time::sleep(Duration::from_millis(150)).await;
-    manager.wait("host").await;
+    manager.wait("host").await.unwrap();
     let lines = events.lines();
     let count = |text: &str| lines.iter().filter(|line| line.contains(text)).count();
     let lost = "rate store unavailable: each key falls back to its local rate";

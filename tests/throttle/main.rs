@@ -42,7 +42,7 @@ pub(crate) fn seeded_random(seed: u64) -> impl Fn() -> f64 + Send + Sync + 'stat
 /// A rate pinned at 1/s and a throttle that sheds at any probability above 0.
 fn one_call_per_second_shedding_eagerly() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0)
         .build()
@@ -349,7 +349,7 @@ async fn a_call_rejected_by_one_control_leaves_no_trace_in_the_other() {
 #[tokio::test(start_paused = true)]
 async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(1.0).bounds(1.0, 1.0))
+        .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0) // shed whenever the probability is above 0
         .max_wait(Duration::from_millis(500))
@@ -390,7 +390,7 @@ async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
 #[tokio::test(start_paused = true)]
 async fn acquire_waits_for_the_rate_after_the_throttle_admits() {
     let manager = ThrottleManager::<String>::builder()
-        .rate(RateConfig::new(4.0).bounds(4.0, 4.0))
+        .rate(RateConfig::adaptive(4.0).bounds(4.0, 4.0))
         .throttle(ThrottleConfig::new())
         .build()
         .unwrap();

@@ -14,10 +14,10 @@ mod operations {
     #[test]
     fn an_increase_grants_no_fresh_burst() {
         let s = settings(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .burst(5)
                 .bounds(1.0, 100.0)
-                .increment(2.5),
+                .increase_by(2.5),
         );
         let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..5 {
@@ -33,10 +33,10 @@ mod operations {
     #[test]
     fn a_decrease_forgives_no_debt() {
         let s = settings(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .burst(1)
                 .bounds(1.0, 100.0)
-                .decrement(5.0),
+                .decrease_by(5.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
         assert!(cell.check(0, 1, 1).is_ok());
@@ -48,7 +48,7 @@ mod operations {
     #[test]
     fn a_burst_of_failures_within_the_cooldown_lowers_the_rate_once() {
         let s = settings(
-            RateConfig::new(64.0)
+            RateConfig::adaptive(64.0)
                 .bounds(1.0, 64.0)
                 .decrease_factor(0.5)
                 .decrease_cooldown(std::time::Duration::from_millis(100)),
@@ -65,9 +65,9 @@ mod operations {
     #[test]
     fn outcomes_of_calls_scheduled_before_the_last_decrease_leave_the_rate_alone() {
         let s = settings(
-            RateConfig::new(64.0)
+            RateConfig::adaptive(64.0)
                 .bounds(1.0, 64.0)
-                .increment(1.0)
+                .increase_by(1.0)
                 .decrease_factor(0.5)
                 .decrease_cooldown(std::time::Duration::ZERO),
         );
@@ -94,7 +94,7 @@ mod operations {
 
     #[test]
     fn a_cancelled_reservation_gives_its_token_back_only_if_last() {
-        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let s = settings(RateConfig::adaptive(10.0).bounds(1.0, 100.0));
         let cell = RateCell::new(s.starting_rate, 0);
         let first = cell.reserve(0, 1, 1, Nanos::MAX).unwrap();
         assert_eq!(first.slot.start, 0);
@@ -109,7 +109,7 @@ mod operations {
 
     #[test]
     fn a_reservation_beyond_max_wait_takes_nothing() {
-        let s = settings(RateConfig::new(10.0).bounds(1.0, 100.0));
+        let s = settings(RateConfig::adaptive(10.0).bounds(1.0, 100.0));
         let cell = RateCell::new(s.starting_rate, 0);
         for expected in [0, 100 * MS, 200 * MS] {
             assert_eq!(
@@ -174,13 +174,13 @@ mod properties {
             0u64..500,
         )
             .prop_map(|(start, burst, increment, decrease, cooldown_ms)| {
-                let config = RateConfig::new(start)
+                let config = RateConfig::adaptive(start)
                     .burst(burst)
                     .bounds(0.5, 100.0)
-                    .increment(increment)
+                    .increase_by(increment)
                     .decrease_cooldown(std::time::Duration::from_millis(cooldown_ms));
                 match decrease {
-                    Decrease::Subtract(step) => config.decrement(step),
+                    Decrease::Subtract(step) => config.decrease_by(step),
                     Decrease::Multiply(factor) => config.decrease_factor(factor),
                 }
             })
@@ -334,7 +334,7 @@ mod slowest_rates {
             gaps in proptest::collection::vec(0u64..(1 << 54), 1..200),
         ) {
             let rate = slowest_rate(burst) * times_slowest;
-            let config = RateConfig::new(rate).burst(burst).bounds(rate, rate);
+            let config = RateConfig::adaptive(rate).burst(burst).bounds(rate, rate);
             let settings = RateSettings::for_test(config);
             let cell = RateCell::new(settings.starting_rate, 0);
             let mut now: Nanos = 0;
@@ -358,7 +358,7 @@ mod slowest_rates {
 
     #[test]
     fn a_rate_too_slow_to_count_is_refused_naming_the_smallest() {
-        let error = RateConfig::new(1e-9).burst(20).validate().unwrap_err();
+        let error = RateConfig::adaptive(1e-9).burst(20).validate().unwrap_err();
         let problems = error.problems();
         assert_eq!(problems.len(), 1, "{error}");
         assert_eq!(problems[0].field(), "rate.starting_rate");
@@ -368,7 +368,7 @@ mod slowest_rates {
                 .contains(&format!("{:e}", slowest_rate(20))),
             "{error}"
         );
-        let error = RateConfig::new(1.0)
+        let error = RateConfig::adaptive(1.0)
             .bounds(1e-12, 2.0)
             .validate()
             .unwrap_err();
@@ -383,10 +383,10 @@ mod reversals {
     #[test]
     fn a_change_reports_a_reversal_only_when_it_reverses_the_last() {
         let s = RateSettings::for_test(
-            RateConfig::new(10.0)
+            RateConfig::adaptive(10.0)
                 .bounds(1.0, 20.0)
-                .increment(1.0)
-                .decrement(1.0),
+                .increase_by(1.0)
+                .decrease_by(1.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
         assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).reversed, None);
@@ -427,10 +427,10 @@ mod concurrent_falls {
     #[test]
     fn waiters_moved_by_concurrent_falls_never_exceed_the_fastest_rate_plus_one_burst() {
         let settings = RateSettings::for_test(
-            RateConfig::new(400.0)
+            RateConfig::adaptive(400.0)
                 .burst(4)
                 .bounds(50.0, 1_000.0)
-                .increment(30.0)
+                .increase_by(30.0)
                 .decrease_factor(0.7)
                 .decrease_cooldown(std::time::Duration::ZERO),
         );

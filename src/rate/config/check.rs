@@ -20,8 +20,8 @@ impl RateConfig {
     /// ```
     /// use portcullis::RateConfig;
     ///
-    /// assert!(RateConfig::new(10.0).validate().is_ok());
-    /// let err = RateConfig::new(f64::NAN).validate().unwrap_err();
+    /// assert!(RateConfig::adaptive(10.0).validate().is_ok());
+    /// let err = RateConfig::adaptive(f64::NAN).validate().unwrap_err();
     /// assert!(err.to_string().contains("rate.starting_rate: must be a finite number, got NaN"));
     /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -115,15 +115,24 @@ impl RateConfig {
             );
         }
         let step = self.increment_step();
-        if (self.increment.is_some() || starting_rate_ok) && (!step.is_finite() || step < 0.0) {
+        if (self.increase_by.is_some() || starting_rate_ok) && (!step.is_finite() || step < 0.0) {
             problems.add(
-                "increment",
+                "increase_by",
                 format!("must be a finite number of at least 0, got {step}"),
+            );
+        }
+        if let (Some(step), Some(factor)) = (self.decrease_by, self.decrease_factor) {
+            problems.add(
+                "decrease_factor",
+                format!(
+                    "set one of decrease_by (additive) or decrease_factor (multiplicative), \
+                     not both; got decrease_by {step} and decrease_factor {factor}"
+                ),
             );
         }
         match self.decrease() {
             Decrease::Subtract(step) if !step.is_finite() || step < 0.0 => problems.add(
-                "decrement",
+                "decrease_by",
                 format!("must be a finite number of at least 0, got {step}"),
             ),
             Decrease::Multiply(factor) if !(factor > 0.0 && factor <= 1.0) => problems.add(
@@ -156,14 +165,9 @@ impl RateConfig {
                 "bounds",
                 self.lower_bound.is_some() || self.upper_bound.is_some(),
             ),
-            ("increment", self.increment.is_some()),
-            (
-                match self.decrease {
-                    Some(Decrease::Multiply(_)) => "decrease_factor",
-                    _ => "decrement",
-                },
-                self.decrease.is_some(),
-            ),
+            ("increase_by", self.increase_by.is_some()),
+            ("decrease_by", self.decrease_by.is_some()),
+            ("decrease_factor", self.decrease_factor.is_some()),
             ("decrease_cooldown", self.decrease_cooldown.is_some()),
         ];
         for (field, _) in adaptive.iter().filter(|(_, set)| *set) {
@@ -171,7 +175,7 @@ impl RateConfig {
                 field,
                 format!(
                     "a fixed quota ({calls} per {per}) never moves; an adaptive rate starts \
-                     from RateConfig::new(calls_per_second)"
+                     from RateConfig::adaptive(calls_per_second)"
                 ),
             );
         }

@@ -15,66 +15,66 @@ fn fields(config: RateConfig) -> Vec<String> {
 #[test]
 fn every_bad_value_is_named_with_its_field_and_value() {
     assert_eq!(
-        fields(RateConfig::new(10.0).burst(0)),
+        fields(RateConfig::adaptive(10.0).burst(0)),
         ["rate.burst: must be at least 1, got 0"]
     );
     assert_eq!(
-        fields(RateConfig::new(f64::INFINITY).bounds(1.0, 20.0)),
+        fields(RateConfig::adaptive(f64::INFINITY).bounds(1.0, 20.0)),
         ["rate.starting_rate: must be a finite number, got inf"]
     );
     assert_eq!(
-        fields(RateConfig::new(-1.0).bounds(1.0, 20.0)),
+        fields(RateConfig::adaptive(-1.0).bounds(1.0, 20.0)),
         ["rate.starting_rate: must be above 0, got -1"]
     );
     // Bounds derived from a bad starting rate are not the user's to fix.
     assert_eq!(
-        fields(RateConfig::new(-1.0)),
+        fields(RateConfig::adaptive(-1.0)),
         ["rate.starting_rate: must be above 0, got -1"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).bounds(20.0, 1.0)),
+        fields(RateConfig::adaptive(10.0).bounds(20.0, 1.0)),
         ["rate.bounds: lower bound must not exceed upper bound, got [20, 1]"]
     );
     assert_eq!(
-        fields(RateConfig::new(30.0).bounds(1.0, 20.0)),
+        fields(RateConfig::adaptive(30.0).bounds(1.0, 20.0)),
         ["rate.starting_rate: must lie within the bounds [1, 20], got 30"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).bounds(0.0, 20.0)),
+        fields(RateConfig::adaptive(10.0).bounds(0.0, 20.0)),
         ["rate.lower_bound: must be above 0, got 0"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).bounds(1.0, 2e9)),
+        fields(RateConfig::adaptive(10.0).bounds(1.0, 2e9)),
         ["rate.upper_bound: must be at most 1000000000 (one call per nanosecond), got 2000000000"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).increment(f64::NAN)),
-        ["rate.increment: must be a finite number of at least 0, got NaN"]
+        fields(RateConfig::adaptive(10.0).increase_by(f64::NAN)),
+        ["rate.increase_by: must be a finite number of at least 0, got NaN"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).decrement(-1.0)),
-        ["rate.decrement: must be a finite number of at least 0, got -1"]
+        fields(RateConfig::adaptive(10.0).decrease_by(-1.0)),
+        ["rate.decrease_by: must be a finite number of at least 0, got -1"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).decrease_factor(1.5)),
+        fields(RateConfig::adaptive(10.0).decrease_factor(1.5)),
         ["rate.decrease_factor: must be above 0 and at most 1, got 1.5"]
     );
     assert_eq!(
-        fields(RateConfig::new(10.0).decrease_factor(0.0)),
+        fields(RateConfig::adaptive(10.0).decrease_factor(0.0)),
         ["rate.decrease_factor: must be above 0 and at most 1, got 0"]
     );
 }
 
 #[test]
 fn defaults_follow_the_starting_rate() {
-    let config = RateConfig::new(10.0);
+    let config = RateConfig::adaptive(10.0);
     assert_eq!(config.lower_bound(), 1.0);
     assert_eq!(config.upper_bound(), 100.0);
     assert_eq!(config.increment_step(), 0.3);
     assert_eq!(config.decrease(), Decrease::Multiply(0.7));
     assert_eq!(config.cooldown(), Duration::from_millis(500));
     assert_eq!(
-        RateConfig::new(10.0).decrement(1.0).cooldown(),
+        RateConfig::adaptive(10.0).decrease_by(1.0).cooldown(),
         Duration::ZERO
     );
 }

@@ -76,10 +76,10 @@ mod scripts;
 ///     .await?
 ///     .deadline(Duration::from_millis(20));
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::new(10.0))
+///     .rate(RateConfig::adaptive(10.0))
 ///     .rate_store(store)
 ///     .build()?;
-/// manager.wait("example.com").await; // one round trip to Redis
+/// manager.wait("example.com").await?; // one round trip to Redis
 /// manager.increment("example.com"); // sent in the background
 /// # Ok(())
 /// # }

@@ -57,10 +57,10 @@ fn op() -> impl Strategy<Value = ScriptOp> {
 fn config() -> impl Strategy<Value = RateConfig> {
     (5.0f64..200.0, 1u32..6, 0.1f64..10.0, 0.2f64..0.9, 0u64..300).prop_map(
         |(start, burst, increment, factor, cooldown_ms)| {
-            RateConfig::new(start)
+            RateConfig::adaptive(start)
                 .burst(burst)
                 .bounds(1.0, start)
-                .increment(increment)
+                .increase_by(increment)
                 .decrease_factor(factor)
                 .decrease_cooldown(std::time::Duration::from_millis(cooldown_ms))
         },
@@ -329,10 +329,10 @@ fn the_scripts_decide_as_the_local_cell_does() {
 /// 200/s; then 10 s at 4 tokens a second. The cell and the script agree at
 /// every step; returns the shared rate after the first part.
 async fn hold_growth(url: &str, key: &str, waited: bool, tokens: u32) -> f64 {
-    let config = RateConfig::new(10.0)
+    let config = RateConfig::adaptive(10.0)
         .burst(tokens)
         .bounds(1.0, 200.0)
-        .increment(1.0);
+        .increase_by(1.0);
     let mut pair = Pair::new(url, key, config).await;
     let calls = 240 / tokens;
     let first_part = 200 / tokens;
@@ -458,7 +458,7 @@ fn a_bucket_booked_as_far_as_it_may_be_is_not_taken_for_garbage() {
     };
     let ((), warnings) = warnings_of(|| {
         runtime().block_on(async {
-            let config = RateConfig::new(10.0)
+            let config = RateConfig::adaptive(10.0)
                 .burst(2)
                 .bounds(1.0, 10.0)
                 .decrease_factor(0.5);
@@ -558,10 +558,10 @@ async fn run_hostile(
     ops: Vec<HostileOp>,
 ) -> Result<(), String> {
     let store = RedisStore::connect(&server.url(), "hostile").await.unwrap();
-    let config = RateConfig::new(5.0)
+    let config = RateConfig::adaptive(5.0)
         .burst(HOSTILE_BURST)
         .bounds(1.0, HOSTILE_UPPER)
-        .increment(2.0)
+        .increase_by(2.0)
         .decrease_factor(0.5);
     let settings = RateSettings::for_test(config);
     let mut rules = crate::store::RateRules::from_settings(&settings, Duration::ZERO);
