@@ -74,8 +74,8 @@ fn quota(key: &str) -> RateConfig {
     RateConfig::per_second(rate).burst(burst)
 }
 
-fn api(manager: ThrottleManager<String>) -> Router {
-    Router::new()
+fn api(manager: ThrottleManager<String>) -> Result<Router, portcullis::ConfigError> {
+    Ok(Router::new()
         .route(
             "/v1/report",
             get(|| async {
@@ -94,8 +94,10 @@ fn api(manager: ThrottleManager<String>) -> Router {
             }),
         )
         .layer(
-            ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")).rate_limit_headers(true),
-        )
+            ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
+                .rate_limit_headers(true)
+                .build()?,
+        ))
 }
 
 #[derive(Debug, Default, Clone)]
@@ -128,7 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let app = api(manager.clone());
+    let app = api(manager.clone())?;
     tokio::spawn(async move {
         axum::serve(
             listener,

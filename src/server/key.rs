@@ -53,6 +53,9 @@ pub struct KeyExtractor {
     ipv6_prefix: u8,
     /// The longest key taken, in bytes.
     max_len: usize,
+    /// What was wrong in how it was made, for the layer's `build` to
+    /// report (`header` and `ipv6_prefix` cannot fail themselves).
+    problems: Vec<ConfigProblem>,
 }
 
 /// The longest key taken by default, in bytes: API keys and tokens fit,
@@ -116,24 +119,31 @@ impl KeyExtractor {
     /// tenant ids. A request without the header, or with an empty or
     /// non-ASCII value, has no key.
     ///
-    /// For a name written in the code. A `name` that is not a header name
-    /// logs an error here and finds no key in any request (each is answered
-    /// 400, saying so); for a name read from configuration, use
-    /// [`try_header`](Self::try_header), which refuses it at once.
+    /// A `name` that is not a header name is refused by
+    /// [`ThrottleLayer::builder`](super::ThrottleLayer::builder)'s `build`
+    /// and by [`validate`](Self::validate), naming `extractor.header`;
+    /// [`try_header`](Self::try_header) refuses it at once.
     ///
     /// ```
     /// use portcullis::server::KeyExtractor;
     ///
     /// let extractor = KeyExtractor::header("x-api-key");
-    /// # drop(extractor);
+    /// assert!(extractor.validate().is_ok());
+    /// let error = KeyExtractor::header("x api key").validate().unwrap_err();
+    /// assert_eq!(error.to_string(), "invalid configuration: extractor.header: `x api key` is not a header name");
     /// ```
     pub fn header(name: impl AsRef<str>) -> Self {
         let name = name.as_ref();
-        let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| name.to_owned());
-        if parsed.is_err() {
-            tracing::error!(name, "KeyExtractor::header: not a header name");
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(parsed) => Self::from_source(Source::Header(Ok(parsed))),
+            Err(_) => {
+                let mut extractor = Self::from_source(Source::Header(Err(name.to_owned())));
+                extractor
+                    .problems
+                    .push(not_a_header_name("extractor.header", name));
+                extractor
+            }
         }
-        Self::from_source(Source::Header(parsed))
     }
 
     /// [`header`](Self::header), for a name that may not be a header name
@@ -152,12 +162,8 @@ impl KeyExtractor {
     /// ```
     pub fn try_header(name: impl AsRef<str>) -> Result<Self, ConfigError> {
         let name = name.as_ref();
-        let parsed = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            ConfigError::from(ConfigProblem::new(
-                "header",
-                format!("`{name}` is not a header name"),
-            ))
-        })?;
+        let parsed = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ConfigError::from(not_a_header_name("header", name)))?;
         Ok(Self::from_source(Source::Header(Ok(parsed))))
     }
 
@@ -229,34 +235,61 @@ impl KeyExtractor {
     /// Keys IPv6 clients by their first `bits` bits (default 64; 128: one
     /// key per address).
     ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] for `bits` above 128 or zero (every IPv6 client
-    /// would share one key), or for an extractor that does not read
-    /// addresses.
+    /// `bits` above 128 or zero (every IPv6 client would share one key),
+    /// or an extractor that does not read addresses, is refused by the
+    /// layer's `build` and by [`validate`](Self::validate), naming
+    /// `extractor.ipv6_prefix`.
     ///
     /// ```
     /// use portcullis::server::KeyExtractor;
     ///
-    /// let per_site = KeyExtractor::peer_ip().ipv6_prefix(48)?;
-    /// # drop(per_site);
-    /// assert!(KeyExtractor::header("x-api-key").ipv6_prefix(48).is_err());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// let per_site = KeyExtractor::peer_ip().ipv6_prefix(48);
+    /// assert!(per_site.validate().is_ok());
+    /// let error = KeyExtractor::header("x-api-key").ipv6_prefix(48).validate().unwrap_err();
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "invalid configuration: extractor.ipv6_prefix: applies to keys made from addresses, not to header `x-api-key`"
+    /// );
     /// ```
-    pub fn ipv6_prefix(mut self, bits: u8) -> Result<Self, ConfigError> {
-        let problem =
-            |message: String| ConfigError::from(ConfigProblem::new("ipv6_prefix", message));
-        if !matches!(self.source, Source::PeerIp | Source::ForwardedIp(_)) {
-            return Err(problem(format!(
+    #[must_use]
+    pub fn ipv6_prefix(mut self, bits: u8) -> Self {
+        let problem = if !matches!(self.source, Source::PeerIp | Source::ForwardedIp(_)) {
+            Some(format!(
                 "applies to keys made from addresses, not to {}",
                 self.source.describe()
-            )));
+            ))
+        } else if bits == 0 || bits > 128 {
+            Some(format!("must be from 1 to 128 bits, got {bits}"))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => self
+                .problems
+                .push(ConfigProblem::new("extractor.ipv6_prefix", problem)),
+            None => self.ipv6_prefix = bits,
         }
-        if bits == 0 || bits > 128 {
-            return Err(problem(format!("must be from 1 to 128 bits, got {bits}")));
+        self
+    }
+
+    /// Every problem in how this extractor was made, each named
+    /// `extractor.<setting>`, as the layer's `build` reports them.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing them.
+    ///
+    /// ```
+    /// use portcullis::server::KeyExtractor;
+    ///
+    /// let error = KeyExtractor::peer_ip().ipv6_prefix(0).validate().unwrap_err();
+    /// assert_eq!(error.to_string(), "invalid configuration: extractor.ipv6_prefix: must be from 1 to 128 bits, got 0");
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match ConfigError::from_problems(self.problems.iter().cloned()) {
+            Some(error) => Err(error),
+            None => Ok(()),
         }
-        self.ipv6_prefix = bits;
-        Ok(self)
     }
 
     /// Takes keys of at most `bytes` bytes (default 256); a longer one
@@ -284,7 +317,13 @@ impl KeyExtractor {
             source,
             ipv6_prefix: 64,
             max_len: DEFAULT_MAX_LEN,
+            problems: Vec::new(),
         }
+    }
+
+    /// What was wrong in how it was made.
+    pub(super) fn problems(&self) -> &[ConfigProblem] {
+        &self.problems
     }
 
     /// The key of the request whose head is `request`.
@@ -383,6 +422,11 @@ pub(super) fn peer_ip(request: &Parts) -> Result<IpAddr, MissingKey> {
     })
 }
 
+/// The problem of a `name` that is not a header name, under `field`.
+pub(super) fn not_a_header_name(field: &str, name: &str) -> ConfigProblem {
+    ConfigProblem::new(field, format!("`{name}` is not a header name"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,13 +520,14 @@ mod tests {
             key(&extractor, "[::ffff:198.51.100.9]:5", &[]),
             Ok("198.51.100.9".into())
         );
-        let per_address = KeyExtractor::peer_ip().ipv6_prefix(128).unwrap();
+        let per_address = KeyExtractor::peer_ip().ipv6_prefix(128);
+        assert!(per_address.validate().is_ok());
         assert_eq!(
             key(&per_address, "[2001:db8::1]:5", &[]),
             Ok("2001:db8::1".into())
         );
-        assert!(KeyExtractor::peer_ip().ipv6_prefix(0).is_err());
-        assert!(KeyExtractor::peer_ip().ipv6_prefix(129).is_err());
+        assert!(KeyExtractor::peer_ip().ipv6_prefix(0).validate().is_err());
+        assert!(KeyExtractor::peer_ip().ipv6_prefix(129).validate().is_err());
     }
 
     #[test]

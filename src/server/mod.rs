@@ -27,12 +27,14 @@
 //! [`tier_of`](crate::ThrottleManagerBuilder::tier_of).
 
 mod answer;
+mod builder;
 mod key;
 mod layer;
 mod proxies;
 mod service;
 
 pub use answer::{classify, missing_key, refusal, status_of};
+pub use builder::ThrottleLayerBuilder;
 pub use key::{KeyExtractor, MissingKey, TrustedProxies};
 pub use layer::ThrottleLayer;
 pub use service::ThrottleService;

@@ -50,22 +50,21 @@ async fn admitted(url: &str, path: &str, key: &str, tries: usize) -> (usize, Str
 async fn each_route_has_its_own_quota_for_the_same_client() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(
+    let layer = ThrottleLayer::builder(
         quota(&clock, RateConfig::per_second(50).burst(10)),
         KeyExtractor::header("x-api-key"),
     )
     .rate_limit_headers(true)
     .route("/login", quota(&clock, RateConfig::per_minute(5).burst(3)))
-    .unwrap()
     .route(
         "/search/",
         quota(&clock, RateConfig::per_second(2).burst(2)),
     )
-    .unwrap()
     .route(
         "/login/sso",
         quota(&clock, RateConfig::per_second(1).burst(1)),
     )
+    .build()
     .unwrap();
     let ok = || async { "ok" };
     let app = Router::new()

@@ -87,8 +87,10 @@ async fn a_streamed_body_holds_its_slot_until_it_ends() {
 async fn released_at_headers_the_streams_escape_the_bulkhead() {
     let _alone = support::alone();
     let streams = Arc::new(Streams::default());
-    let layer = ThrottleLayer::new(two_at_a_time(), KeyExtractor::header("x-api-key"))
-        .release_at_headers(true);
+    let layer = ThrottleLayer::builder(two_at_a_time(), KeyExtractor::header("x-api-key"))
+        .release_at_headers(true)
+        .build()
+        .unwrap();
     let url = streaming(layer, &streams).await;
     eight_at_once(&url).await;
     assert!(

@@ -1,0 +1,335 @@
+//! [`ThrottleLayerBuilder`]: a layer's options, every one checked at
+//! [`build`](ThrottleLayerBuilder::build).
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName};
+use http::{Response, StatusCode};
+
+use super::key::{KeyExtractor, MissingKey, not_a_header_name};
+use super::layer::{Settings, ThrottleLayer};
+use crate::ThrottleManager;
+use crate::error::{ConfigError, ConfigProblem, Rejected};
+use crate::outcome::Outcome;
+use crate::priority::Priority;
+
+/// A [`ThrottleLayer`] being set up: its options, none of which can fail
+/// on its own, and [`build`](Self::build), which reports every problem at
+/// once with its field's name, as the manager's builder does.
+///
+/// ```
+/// use portcullis::server::{KeyExtractor, ThrottleLayer};
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
+///
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(20)).build()?;
+/// let login = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(5)).build()?;
+/// let layer = ThrottleLayer::builder(manager.clone(), KeyExtractor::header("x-api-key"))
+///     .priority(Priority::MEDIUM)
+///     .route("/login", login.clone())
+///     .build()?;
+/// # drop(layer);
+///
+/// let error = ThrottleLayer::builder(manager, KeyExtractor::header("x api key").ipv6_prefix(48))
+///     .priority_header("x priority")
+///     .route("login", login)
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(error.problems().len(), 4);
+/// assert_eq!(
+///     error.to_string(),
+///     "invalid configuration: extractor.header: `x api key` is not a header name; \
+///      extractor.ipv6_prefix: applies to keys made from addresses, not to header `x api key`; \
+///      priority_header: `x priority` is not a header name; \
+///      route: must start with '/', got \"login\""
+/// );
+/// # Ok::<(), portcullis::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until `build`"]
+pub struct ThrottleLayerBuilder {
+    settings: Settings,
+    /// The options' problems, in the order they were set.
+    problems: Vec<ConfigProblem>,
+}
+
+impl ThrottleLayer {
+    /// A layer over `manager`, keying requests by `extractor`, with options:
+    /// see [`ThrottleLayerBuilder`]. [`new`](Self::new) is the layer with
+    /// none.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip())
+    ///     .rate_limit_headers(true)
+    ///     .build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn builder(
+        manager: ThrottleManager<String>,
+        extractor: KeyExtractor,
+    ) -> ThrottleLayerBuilder {
+        ThrottleLayerBuilder {
+            settings: Settings::new(manager, extractor),
+            problems: Vec::new(),
+        }
+    }
+}
+
+impl ThrottleLayerBuilder {
+    /// The priority of requests that carry none (default
+    /// [`Priority::HIGH`]): the throttle sheds lower priorities first.
+    ///
+    /// ```
+    /// # use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// # use portcullis::{Priority, ThrottleConfig, ThrottleManager};
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).priority(Priority::MEDIUM).build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.settings.priority = priority;
+        self
+    }
+
+    /// Takes each request's priority level from header `name`: a number,
+    /// 0 for the most important ([`Priority::new`]). A request whose value
+    /// is not a number is answered 400.
+    ///
+    /// **Only trusted callers may set it.** Strip the header at your edge
+    /// (or set the priority in an earlier layer, as a [`Priority`]
+    /// extension, from what authentication found): a client that sets its
+    /// own priority is shed last.
+    ///
+    /// A `name` that is not a header name is refused by
+    /// [`build`](Self::build), naming `priority_header`.
+    ///
+    /// ```
+    /// # use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// # use portcullis::{ThrottleConfig, ThrottleManager};
+    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
+    ///     .priority_header("x-internal-priority")
+    ///     .build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority_header(mut self, name: &str) -> Self {
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(name) => self.settings.priority_header = Some(name),
+            Err(_) => self
+                .problems
+                .push(not_a_header_name("priority_header", name)),
+        }
+        self
+    }
+
+    /// Judges the inner service's answers by `classify` instead of by
+    /// [`classify`](super::classify), which it can fall back on.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer, classify};
+    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// // Only 503 means overload here; a 500 is a bug, not a capacity problem.
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).classify_by(|status, headers| {
+    ///     match status.as_u16() {
+    ///         500 => Outcome::Neutral,
+    ///         _ => classify(status, headers),
+    ///     }
+    /// }).build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn classify_by<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync + 'static,
+    {
+        self.settings.classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// Ends each call when its answer's head is sent, not when its body
+    /// ends: the key's bulkhead slot is freed while the body may still be
+    /// streaming, and a body that fails midway is not counted. For
+    /// services whose long bodies should not count against a client's
+    /// concurrency.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).release_at_headers(true).build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn release_at_headers(mut self, release: bool) -> Self {
+        self.settings.release_at_headers = release;
+        self
+    }
+
+    /// Answers refused requests with what `answer` makes instead of
+    /// [`refusal`](super::refusal). The layer still adds `Retry-After` and
+    /// the rate-limit headers, where `answer` did not set them.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer, status_of};
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).on_refusal(|rejected| {
+    ///     let body = format!(r#"{{"error":"{}"}}"#, rejected.reason());
+    ///     http::Response::builder()
+    ///         .status(status_of(rejected))
+    ///         .header("content-type", "application/json")
+    ///         .body(body.into())
+    ///         .expect("a valid response")
+    /// }).build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn on_refusal<F>(mut self, answer: F) -> Self
+    where
+        F: Fn(&Rejected) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        self.settings.on_refusal = Some(Arc::new(answer));
+        self
+    }
+
+    /// Answers requests without a key with what `answer` makes instead of
+    /// [`missing_key`](super::missing_key) (400).
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
+    ///     .on_missing_key(|_| {
+    ///         let mut answer = http::Response::new("an API key is required\n".into());
+    ///         *answer.status_mut() = http::StatusCode::UNAUTHORIZED;
+    ///         answer
+    ///     })
+    ///     .build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn on_missing_key<F>(mut self, answer: F) -> Self
+    where
+        F: Fn(&MissingKey) -> Response<Bytes> + Send + Sync + 'static,
+    {
+        self.settings.on_missing_key = Some(Arc::new(answer));
+        self
+    }
+
+    /// Also sends `RateLimit-Policy` and `RateLimit` on the answers of
+    /// admitted requests, so clients can pace themselves before they are
+    /// refused (refusals always carry them). Off by default: two headers
+    /// on every answer.
+    ///
+    /// The headers follow draft-ietf-httpapi-ratelimit-headers:
+    /// `RateLimit-Policy: "default";q=20;w=1;portcullis-burst=5` (20 calls a
+    /// second, 5 at once) and `RateLimit: "default";r=3;t=1` (3 would be
+    /// admitted now; one more in 1 s, rounded up). Slow rates are given per
+    /// minute, hour or day (`q=30;w=60`). A key whose manager has no rate
+    /// gets neither.
+    ///
+    /// ```
+    /// # use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// # use portcullis::{RateConfig, ThrottleManager};
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).rate_limit_headers(true).build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn rate_limit_headers(mut self, on_success: bool) -> Self {
+        self.settings.rate_limit_headers = on_success;
+        self
+    }
+
+    /// Requests whose path is `prefix` or under it (`/login` takes
+    /// `/login` and `/login/sso`, not `/logins`) go through `manager`
+    /// instead of the layer's own: per-route quotas for the same client,
+    /// keyed by the same extractor, in one layer. The longest matching
+    /// prefix wins. Each manager bounds its own key space (`max_keys`), so
+    /// the layer holds at most the sum of theirs. Its `RateLimit` headers
+    /// are the route's.
+    ///
+    /// A prefix that does not start with `/`, or that a path cannot hold
+    /// (a `?` or `#`), is refused by [`build`](Self::build), naming `route`.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let everything = ThrottleManager::<String>::builder().rate(RateConfig::per_second(50)).build()?;
+    /// let login = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(5)).build()?;
+    /// let search = ThrottleManager::<String>::builder().rate(RateConfig::per_second(2)).build()?;
+    /// let layer = ThrottleLayer::builder(everything, KeyExtractor::peer_ip())
+    ///     .route("/login", login)
+    ///     .route("/search", search)
+    ///     .build()?;
+    /// # drop(layer);
+    /// let nowhere = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
+    /// let err = ThrottleLayer::builder(nowhere.clone(), KeyExtractor::peer_ip()).route("login", nowhere).build();
+    /// assert_eq!(err.unwrap_err().to_string(), r#"invalid configuration: route: must start with '/', got "login""#);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn route(mut self, prefix: &str, manager: ThrottleManager<String>) -> Self {
+        let problem = if !prefix.starts_with('/') {
+            Some(format!("must start with '/', got {prefix:?}"))
+        } else if prefix.contains(['?', '#']) {
+            Some(format!(
+                "must be a path, without '?' or '#', got {prefix:?}"
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            self.problems.push(ConfigProblem::new("route", problem));
+            return self;
+        }
+        let prefix = match prefix.trim_end_matches('/') {
+            "" => "/",
+            trimmed => trimmed,
+        };
+        let routes = &mut self.settings.routes;
+        routes.retain(|(known, _)| known != prefix);
+        routes.push((prefix.to_owned(), manager));
+        routes.sort_by_key(|(known, _)| std::cmp::Reverse(known.len()));
+        self
+    }
+
+    /// The layer, or every problem of its options and its extractor, each
+    /// named (`extractor.header`, `extractor.ipv6_prefix`,
+    /// `priority_header`, `route`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing them; see the [type's example](Self).
+    pub fn build(self) -> Result<ThrottleLayer, ConfigError> {
+        let found = self.settings.extractor.problems().iter().cloned();
+        match ConfigError::from_problems(found.chain(self.problems)) {
+            Some(error) => Err(error),
+            None => Ok(ThrottleLayer {
+                settings: Arc::new(self.settings),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for ThrottleLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThrottleLayerBuilder")
+            .field("settings", &self.settings)
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
