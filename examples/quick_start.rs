@@ -3,13 +3,13 @@
 //! host's learned rate and slows down on 429 and 503.
 //!
 //! ```text
-//! cargo run --features reqwest --example quick_start -- http://example.com/ http://example.org/
+//! cargo run --features reqwest --example quick_start -- https://example.com/ https://example.org/
 //! ```
 //!
-//! Plain `http://` here: the crate's own examples build reqwest without TLS,
-//! to keep the test build free of a TLS stack. In your program, reqwest's
-//! default features bring TLS, and `https://` works as the README shows.
-//! `.ci/run` runs it against a local server it starts.
+//! The crate's examples build reqwest with its `rustls` feature, so
+//! `https://` works here as in a program with reqwest's default features.
+//! `tests/client/tls.rs` runs it against a local TLS server, `.ci/run`
+//! against a local plain-HTTP one.
 
 use portcullis::client::ThrottleMiddleware;
 use portcullis::{RateConfig, ThrottleManager};

@@ -16,6 +16,7 @@ mod support;
 
 mod retry;
 mod streams;
+mod tls;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
