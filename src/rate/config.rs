@@ -64,12 +64,12 @@ pub enum Decrease {
 ///
 /// Defaults for `RateConfig::adaptive(r)`: burst 1, bounds `[r / 10, r * 10]`
 /// (the upper one at most [`MAX_RATE`]),
-/// increment `r * 0.03` per success, decrease multiplicative by 0.7 at most
+/// an increase of `r * 0.03` per success, a decrease multiplicative by 0.7 at most
 /// once per 500 ms (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
 /// Chosen by measurement against a real rate-limited server
 /// (`tests/rate/http.rs`; the figures are in `benches/README.md`): these
 /// use nearly all of its capacity while it refuses few calls. Additive
-/// decrease (e.g. `increment(1.0)`, `decrement(5.0)`) gets it to refuse
+/// decrease (e.g. `increase_by(1.0)`, `decrease_by(5.0)`) gets it to refuse
 /// more; prefer a factor.
 ///
 /// # The bound a quota keeps
@@ -116,10 +116,10 @@ pub enum Decrease {
 ///
 /// With additive steps and a caller that always has work, a rate `r` above a
 /// backend's true capacity `c` settles where successes and failures balance:
-/// `c * increment = (r - c) * decrement`, so `r = c * (1 + increment / decrement)`.
-/// Choose `decrement` well above `increment` (e.g. 10x) to settle within 10 %
-/// of capacity. The usual example (increment 2, decrement 1) settles at
-/// three times capacity.
+/// `c * increase_by = (r - c) * decrease_by`, so
+/// `r = c * (1 + increase_by / decrease_by)`. Choose `decrease_by` well above
+/// `increase_by` (e.g. 10x) to settle within 10 % of capacity. The Go seed's
+/// example (increase 2, decrease 1) settles at three times capacity.
 ///
 /// # Outcomes that are old news
 ///
