@@ -8,7 +8,9 @@
 //! - `call`: `call` and its variants, around the pipeline;
 //! - `joint`: calls charged to several keys, all or nothing;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
-//! - `inspect`: snapshots for health endpoints.
+//! - `inspect`: snapshots for health endpoints;
+//! - `server_admission`: `try_acquire_or_queue_owned`, what a server
+//!   needs, last in the docs' method list.
 //!
 //! What does not depend on the key type (the clock, the settings, how a
 //! key's controls decide and count) lives in `crate::core`, which permits
@@ -26,7 +28,6 @@ use crate::key::KeyState;
 use crate::registry::Registry;
 
 mod call;
-mod for_servers;
 mod inspect;
 mod joint;
 mod keys;
@@ -34,6 +35,7 @@ mod permits;
 mod pipeline;
 mod rate_only;
 mod retries;
+mod server_admission;
 // The status page is the one watcher the crate has; without it, nothing
 // installs one and the hook stays empty.
 #[cfg_attr(not(feature = "status"), allow(dead_code))]
