@@ -18,7 +18,7 @@ type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 ///
 /// A request without one is answered at once (400 by default, naming what
 /// was missing; see
-/// [`on_missing_key`](super::ThrottleLayer::on_missing_key)), never put in
+/// [`on_missing_key`](super::ThrottleLayerBuilder::on_missing_key)), never put in
 /// a bucket shared by every keyless request.
 ///
 /// A key longer than [`max_len`](Self::max_len) (256 bytes by default) is

@@ -203,7 +203,7 @@ impl Settings {
         }
     }
 
-    /// The answer to a refused request: [`on_refusal`](super::ThrottleLayer::on_refusal)'s,
+    /// The answer to a refused request: [`on_refusal`](super::ThrottleLayerBuilder::on_refusal)'s,
     /// else a trailers-only gRPC answer to a gRPC request, else
     /// [`refusal`](answer::refusal); with the wait and the rate's headers.
     fn refused<B>(
