@@ -29,7 +29,7 @@ import tempfile
 
 # Lowest first. A module may name modules of its own layer or below.
 LAYERS = [
-    ("ground", ["clock", "sync", "priority", "error", "outcome", "registry"]),
+    ("ground", ["clock", "sync", "priority", "deadline", "error", "outcome", "registry"]),
     ("controls", ["rate", "throttle", "bulkhead", "retry_budget", "store"]),
     ("core", ["key", "events", "metrics", "core", "permit"]),
     ("manager", ["manager", "builder", "config"]),

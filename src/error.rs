@@ -285,12 +285,19 @@ pub enum RejectReason {
     /// # }
     /// ```
     DuplicateKey,
+    /// The call could not start before its task's deadline
+    /// ([`with_deadline`](crate::with_deadline)): its rate token, or room
+    /// in the key space, lies beyond it, or it waited in the bulkhead's
+    /// queue until the deadline. Refused at once where the wait is known,
+    /// taking nothing; no [`retry_after`](Rejected::retry_after), since
+    /// the caller has given up by then.
+    Deadline,
 }
 
 impl RejectReason {
     /// Every reason, in the order a status page lists them.
     #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
-    pub(crate) const ALL: [Self; 10] = [
+    pub(crate) const ALL: [Self; 11] = [
         Self::Throttled,
         Self::RateLimited,
         Self::Full,
@@ -301,6 +308,7 @@ impl RejectReason {
         Self::CostAboveBurst,
         Self::InvalidPriority,
         Self::DuplicateKey,
+        Self::Deadline,
     ];
 
     /// The reason's place in [`ALL`](Self::ALL): a match, so a new reason
@@ -318,6 +326,7 @@ impl RejectReason {
             Self::CostAboveBurst => 7,
             Self::InvalidPriority => 8,
             Self::DuplicateKey => 9,
+            Self::Deadline => 10,
         }
     }
 
@@ -335,6 +344,7 @@ impl RejectReason {
             Self::StoreUnavailable => "store_unavailable",
             Self::CostAboveBurst => "cost_above_burst",
             Self::DuplicateKey => "duplicate_key",
+            Self::Deadline => "deadline",
         }
     }
 }
@@ -352,6 +362,7 @@ impl fmt::Display for RejectReason {
             Self::StoreUnavailable => "rate store unavailable",
             Self::CostAboveBurst => "cost above the burst",
             Self::DuplicateKey => "duplicate key",
+            Self::Deadline => "past the caller's deadline",
         })
     }
 }

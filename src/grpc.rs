@@ -109,9 +109,11 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 /// The gRPC status code a refused call is answered with: 8
 /// `RESOURCE_EXHAUSTED` when the client asked for more than its share (the
 /// rate, a cost above the burst, a full key space), 14 `UNAVAILABLE` when
-/// the service is short of capacity (the throttle, the bulkhead), 13
-/// `INTERNAL` for the server's own mistakes (an invalid priority it
-/// chose, a key named twice).
+/// the service is short of capacity (the throttle, the bulkhead), 4
+/// `DEADLINE_EXCEEDED` when the call could not start before its deadline
+/// ([`with_deadline`](crate::with_deadline)), 13 `INTERNAL` for the
+/// server's own mistakes (an invalid priority it chose, a key named
+/// twice).
 ///
 /// ```
 /// use portcullis::{RateConfig, Priority, ThrottleManager, grpc};
@@ -128,6 +130,7 @@ pub fn code_of(rejected: &Rejected) -> u32 {
             RESOURCE_EXHAUSTED
         }
         RejectReason::InvalidPriority | RejectReason::DuplicateKey => INTERNAL,
+        RejectReason::Deadline => DEADLINE_EXCEEDED,
         _ => UNAVAILABLE,
     })
 }

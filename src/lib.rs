@@ -114,6 +114,7 @@ mod core;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub mod database;
+mod deadline;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod edge;
@@ -211,6 +212,7 @@ pub mod snapshot {
 pub use builder::{ThrottleManagerBuilder, Tier};
 pub use bulkhead::{BulkheadConfig, Overflow};
 pub use config::ManagerConfig;
+pub use deadline::with_deadline;
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use manager::{CallError, ThrottleManager};
 pub use outcome::{Outcome, overloaded};

@@ -81,6 +81,7 @@ impl Core {
         let Some((_, key, settings)) = self.store_of(state) else {
             return StoreStep::Local;
         };
+        let caller = patience;
         let patience = self.patience_for_token(priority, patience);
         let in_line = state.rate.waiting_in_line();
         // When the token the call first asked for was due, if it was
@@ -102,7 +103,7 @@ impl Core {
             {
                 Asked::Granted(token) => return StoreStep::Token(token),
                 Asked::Later(wait) if wait > patience => {
-                    return StoreStep::Refused(Rejected::rate_limited(wait, priority));
+                    return StoreStep::Refused(self.token_too_far(wait, priority, caller));
                 }
                 Asked::Later(wait) => due = Some(self.now().saturating_add(wait)),
                 Asked::Done(step) => return step,
@@ -112,10 +113,10 @@ impl Core {
             let interval = rate::interval(key.rate().unwrap_or(settings.starting_rate));
             let expected = rate::expected_wait(0, in_line, cost, interval);
             if expected > patience {
-                return StoreStep::Refused(Rejected::rate_limited(expected, priority));
+                return StoreStep::Refused(self.token_too_far(expected, priority, caller));
             }
         }
-        let deadline = arrived.saturating_add(patience);
+        let until = self.token_deadline(priority, caller, arrived);
         let mut place = state.rate.line().join();
         place.head().await;
         loop {
@@ -135,8 +136,9 @@ impl Core {
                 }
                 Asked::Later(wait) => {
                     let now = self.now();
-                    if now.saturating_add(wait) > deadline {
-                        return StoreStep::Refused(Rejected::rate_limited(wait, priority));
+                    if now.saturating_add(wait) > until.latest() {
+                        let due = now.saturating_add(wait);
+                        return StoreStep::Refused(until.refusal(due, wait, priority));
                     }
                     due = Some(now.saturating_add(wait));
                 }
@@ -199,8 +201,12 @@ impl Core {
     /// `false` when the key's rate is not in a store, or the store is
     /// unavailable and the local rate is to be used. Under
     /// [`WhenUnavailable::Refuse`], asks the store again when it says to
-    /// until it answers.
-    pub(crate) async fn wait_for_store_token(&self, state: &KeyState, cost: u32) -> bool {
+    /// until it answers. Refused only by the caller's deadline.
+    pub(crate) async fn wait_for_store_token(
+        &self,
+        state: &KeyState,
+        cost: u32,
+    ) -> Result<bool, Rejected> {
         loop {
             match self
                 .take_store_token(state, Priority::HIGH, Patience::Unbounded, cost, self.now())
@@ -208,9 +214,13 @@ impl Core {
             {
                 StoreStep::Token(token) => {
                     self.sleep_for_store_token(state, &token, self.now()).await;
-                    return true;
+                    return Ok(true);
                 }
-                StoreStep::Local => return false,
+                StoreStep::Local => return Ok(false),
+                // The caller's deadline: asking again cannot help.
+                StoreStep::Refused(rejected) if rejected.reason() == RejectReason::Deadline => {
+                    return Err(rejected);
+                }
                 StoreStep::Refused(rejected) => {
                     let again = rejected.retry_after().unwrap_or(Duration::from_secs(1));
                     let until = self.now().saturating_add(crate::clock::nanos(again));

@@ -8,6 +8,7 @@ use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::bulkhead::WaiterId;
 use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
 use crate::clock::{Nanos, nanos};
+use crate::deadline;
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
@@ -84,7 +85,7 @@ impl Core {
         if let Some(rate) = self.rate_of(state) {
             let wait = state.rate.wait(now, rate.burst, cost);
             if wait > self.patience_for_token(priority, patience) {
-                return Err(Rejected::rate_limited(wait, priority));
+                return Err(self.token_too_far(wait, priority, patience));
             }
         }
         let level = usize::from(priority.level());
@@ -169,6 +170,7 @@ impl Core {
         let Some(settings) = self.rate_of(state) else {
             return Ok(Token::Due(None));
         };
+        let caller = patience;
         let patience = self.patience_for_token(priority, patience);
         let in_line = state.rate.waiting_in_line();
         if in_line == 0 {
@@ -180,7 +182,7 @@ impl Core {
                     Ok(Token::Due(Some(reservation)))
                 }
                 Ok(reservation) => Ok(Token::Ahead(reservation)),
-                Err(wait) if wait > patience => Err(Rejected::rate_limited(wait, priority)),
+                Err(wait) if wait > patience => Err(self.token_too_far(wait, priority, caller)),
                 // Within the caller's patience, beyond the horizon.
                 Err(_) => Ok(Token::InLine),
             };
@@ -190,7 +192,7 @@ impl Core {
         let interval = rate::interval(state.rate.rate());
         let expected = rate::expected_wait(wait, in_line, cost, interval);
         if expected > patience {
-            return Err(Rejected::rate_limited(expected, priority));
+            return Err(self.token_too_far(expected, priority, caller));
         }
         Ok(Token::InLine)
     }
@@ -214,7 +216,7 @@ impl Core {
         let Some(settings) = self.rate_of(state) else {
             return Ok((Token::Due(None), arrived));
         };
-        let deadline = arrived.saturating_add(self.patience_for_token(priority, patience));
+        let until = self.token_deadline(priority, patience, arrived);
         let mut place = state.rate.line().join();
         place.head().await;
         loop {
@@ -224,8 +226,8 @@ impl Core {
                     return Ok((Token::Due(Some(reservation)), now));
                 }
                 Ok(reservation) => return Ok((Token::Ahead(reservation), now)),
-                Err(wait) if now.saturating_add(wait) > deadline => {
-                    return Err(Rejected::rate_limited(wait, priority));
+                Err(wait) if now.saturating_add(wait) > until.latest() => {
+                    return Err(until.refusal(now.saturating_add(wait), wait, priority));
                 }
                 Err(wait) => {
                     let look = rate::next_look(now, wait, HORIZON);
@@ -359,30 +361,71 @@ impl Core {
         let refused = |refusal: Refusal| refusal.rejected(priority);
         let _queued = metrics::QueuedGauge::enter(&self.metrics, telemetry.label());
         let mut waiting = QueuedWait::new(bulkhead, usize::from(priority.level()), id);
-        let Some(timeout) = settings.queue_timeout else {
-            return (&mut waiting).await.map_err(refused);
+        // The queue has no known wait: the call waits until its queue
+        // timeout or its caller's deadline, whichever comes first.
+        let timed_out = settings
+            .queue_timeout
+            .map(|timeout| since.saturating_add(timeout));
+        let caller = deadline::remaining().map(|left| self.now().saturating_add(nanos(left)));
+        let (until, reason) = match (timed_out, caller) {
+            (None, None) => return (&mut waiting).await.map_err(refused),
+            (Some(timed_out), Some(caller)) if caller < timed_out => {
+                (caller, RejectReason::Deadline)
+            }
+            (Some(timed_out), _) => (timed_out, RejectReason::QueueTimeout),
+            (None, Some(caller)) => (caller, RejectReason::Deadline),
         };
-        match self
-            .before(since.saturating_add(timeout), &mut waiting)
-            .await
-        {
+        match self.before(until, &mut waiting).await {
             Some(outcome) => outcome.map_err(refused),
-            None => waiting
-                .give_up(RejectReason::QueueTimeout)
-                .map_err(|refusal| {
+            None => waiting.give_up(reason).map_err(|refusal| {
+                if reason == RejectReason::QueueTimeout {
                     events::queue_timed_out(telemetry.span(), priority, refusal.load);
-                    refused(refusal)
-                }),
+                }
+                refused(refusal)
+            }),
         }
     }
 
-    /// How far ahead a rate token may lie for a caller of `patience`.
+    /// How far ahead a rate token may lie for a caller of `patience`: as
+    /// configured, and, for a caller that waits, no further than its
+    /// task's deadline ([`crate::with_deadline`]).
     #[inline]
     pub(crate) fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
+        let configured = self.configured_patience(priority, patience);
+        match patience {
+            Patience::Never | Patience::QueueOnly => configured,
+            Patience::AsConfigured | Patience::Unbounded => match deadline::remaining() {
+                Some(left) => configured.min(nanos(left)),
+                None => configured,
+            },
+        }
+    }
+
+    /// How far ahead a rate token may lie for a caller of `patience`, by
+    /// the manager's settings alone.
+    #[inline]
+    fn configured_patience(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
             Patience::Never | Patience::QueueOnly => 0,
             Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
             Patience::Unbounded => Nanos::MAX,
+        }
+    }
+
+    /// The refusal of a call whose token lies `wait` ahead, beyond its
+    /// patience: the rate's, with the wait, when the settings would not
+    /// wait that long either; else the caller's deadline's.
+    #[cold]
+    pub(crate) fn token_too_far(
+        &self,
+        wait: Nanos,
+        priority: Priority,
+        patience: Patience,
+    ) -> Rejected {
+        if wait > self.configured_patience(priority, patience) {
+            Rejected::rate_limited(wait, priority)
+        } else {
+            Rejected::new(RejectReason::Deadline, priority, None)
         }
     }
 }
@@ -405,5 +448,58 @@ impl Drop for PendingToken<'_> {
         if let Some(reservation) = self.reservation.take() {
             self.state.rate.cancel(reservation);
         }
+    }
+}
+
+/// The latest a call's rate token may come, measured on the core's clock:
+/// by the settings (from the call's arrival) and by the caller's deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenDeadline {
+    configured: Nanos,
+    caller: Option<Nanos>,
+}
+
+impl TokenDeadline {
+    /// The earlier of the two.
+    pub(crate) fn latest(self) -> Nanos {
+        self.caller
+            .map_or(self.configured, |caller| caller.min(self.configured))
+    }
+
+    /// The refusal of a call whose token is due at `due`, `wait` from now,
+    /// past [`latest`](Self::latest): the rate's when the settings would
+    /// not wait that long, else the caller's deadline's.
+    pub(crate) fn refusal(self, due: Nanos, wait: Nanos, priority: Priority) -> Rejected {
+        if self.is_the_callers(due) {
+            Rejected::new(RejectReason::Deadline, priority, None)
+        } else {
+            Rejected::rate_limited(wait, priority)
+        }
+    }
+
+    /// Whether a wait until `due`, past [`latest`](Self::latest), is
+    /// refused by the caller's deadline: the settings would wait that long.
+    pub(crate) fn is_the_callers(self, due: Nanos) -> bool {
+        due <= self.configured
+    }
+}
+
+impl Core {
+    /// The latest a token may come for a call of `patience` that arrived
+    /// at `arrived`.
+    pub(crate) fn token_deadline(
+        &self,
+        priority: Priority,
+        patience: Patience,
+        arrived: Nanos,
+    ) -> TokenDeadline {
+        let configured = arrived.saturating_add(self.configured_patience(priority, patience));
+        let caller = match patience {
+            Patience::Never | Patience::QueueOnly => None,
+            Patience::AsConfigured | Patience::Unbounded => {
+                deadline::remaining().map(|left| self.now().saturating_add(nanos(left)))
+            }
+        };
+        TokenDeadline { configured, caller }
     }
 }

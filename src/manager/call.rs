@@ -12,6 +12,7 @@ use super::ThrottleManager;
 use super::{Retries, RetryCause};
 use crate::clock::nanos;
 use crate::core::Patience;
+use crate::deadline;
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::Permit;
@@ -514,6 +515,12 @@ where
         let ticket =
             admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
         let permit = Permit::borrowed(self.core(), ticket);
+        // A call admitted with a deadline keeps it: it ends by the sooner
+        // of its timeout and its caller's deadline.
+        let timeout = match (timeout, deadline::remaining()) {
+            (Some(timeout), Some(left)) => Some(timeout.min(left)),
+            (timeout, left) => timeout.or(left),
+        };
         let result = match timeout {
             None => call().await,
             Some(timeout) => {

@@ -13,10 +13,13 @@ use dashmap::mapref::one::Ref;
 use super::ThrottleManager;
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSettings;
-use crate::clock::Nanos;
+use crate::clock::{Nanos, nanos};
 use crate::core::{Core, KeyTelemetry};
+use crate::deadline;
+use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
+use crate::priority::Priority;
 use crate::rate::RateCell;
 use crate::rate::RateSettings;
 use crate::registry::NoRoom;
@@ -176,18 +179,26 @@ where
     }
 
     /// The state of `key`, waiting for room in a full key space.
-    pub(super) async fn key_state_waiting<Q>(&self, key: &Q) -> triomphe::Arc<KeyState>
+    pub(super) async fn key_state_waiting<Q>(
+        &self,
+        key: &Q,
+    ) -> Result<triomphe::Arc<KeyState>, Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
+        let caller =
+            deadline::remaining().map(|left| self.core().now().saturating_add(nanos(left)));
         loop {
             let now = self.core().now();
             match self.key_state(key, now) {
-                Ok((state, _)) => return state,
+                Ok((state, _)) => return Ok(state),
                 Err(full) => {
-                    self.wait_for_room(now.saturating_add(full.retry_after))
-                        .await
+                    let retry_at = now.saturating_add(full.retry_after);
+                    if caller.is_some_and(|caller| retry_at > caller) {
+                        return Err(Rejected::new(RejectReason::Deadline, Priority::HIGH, None));
+                    }
+                    self.wait_for_room(retry_at).await
                 }
             }
         }

@@ -309,7 +309,7 @@ where
         // caller waits for a token (`max_wait` for its priority), counted
         // from its first wait for room: past that, it is refused as the key
         // space's, with the time until room.
-        let mut room_deadline = None;
+        let mut room_until = None;
         let mut waits = CallWaits::new(&core.metrics, self.label_of(key));
         loop {
             let (began, waiting_for) = (core.now(), wait.waiting_for());
@@ -318,10 +318,12 @@ where
                     let now = core.now();
                     // `decide` resolved the priority already: in range here.
                     let resolved = core.resolve(priority).unwrap_or(priority);
-                    let room_deadline = *room_deadline.get_or_insert_with(|| {
-                        now.saturating_add(core.patience_for_token(resolved, patience))
-                    });
-                    if retry_at > room_deadline || now >= room_deadline {
+                    let until = *room_until
+                        .get_or_insert_with(|| core.token_deadline(resolved, patience, now));
+                    if retry_at > until.latest() || now >= until.latest() {
+                        if until.is_the_callers(retry_at.max(now)) {
+                            return Err(Rejected::new(RejectReason::Deadline, resolved, None));
+                        }
                         let retry_after = Duration::from_nanos(retry_at.saturating_sub(now));
                         return Err(Rejected::new(
                             RejectReason::KeySpaceFull,

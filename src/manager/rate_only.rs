@@ -30,10 +30,11 @@ where
     ///
     /// # Errors
     ///
-    /// None today with a cost of 1, which always fits the bucket; the
-    /// result is that of [`wait_n`](Self::wait_n), so that one `?` serves
-    /// both, and so that a wait the manager must refuse has a way to say
-    /// so.
+    /// [`RejectReason::Deadline`] at once, taking nothing, when the call's
+    /// token comes after its task's deadline
+    /// ([`with_deadline`](crate::with_deadline)). Without a deadline, none:
+    /// a cost of 1 always fits the bucket, and `wait` waits as long as it
+    /// takes.
     ///
     /// # Cancel safety
     ///
@@ -80,7 +81,8 @@ where
     /// # Errors
     ///
     /// [`RejectReason::CostAboveBurst`] at once, taking nothing, when
-    /// `cost` is above the key's burst: the bucket never holds that many.
+    /// `cost` is above the key's burst: the bucket never holds that many;
+    /// [`RejectReason::Deadline`] as for [`wait`](Self::wait).
     ///
     /// # Cancel safety
     ///
@@ -121,15 +123,27 @@ where
             return Ok(());
         }
         // The pipeline's first and rate steps, waiting without limit.
-        let state = self.key_state_waiting(key).await;
+        let state = match self.key_state_waiting(key).await {
+            Ok(state) => state,
+            Err(rejected) => {
+                self.count_refusal(key, &rejected);
+                return Err(rejected);
+            }
+        };
         if let Err(rejected) = core.cost_fits(&state, Priority::HIGH, cost) {
             self.count_refusal(key, &rejected);
             return Err(rejected);
         }
-        if core.wait_for_store_token(&state, cost).await {
-            return Ok(());
+        match core.wait_for_store_token(&state, cost).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(rejected) => {
+                self.count_refusal(key, &rejected);
+                return Err(rejected);
+            }
         }
         let now = core.now();
+        // Unbounded but for the caller's deadline, the one refusal here.
         let mut token = core.reserve_token(&state, now, Priority::HIGH, Patience::Unbounded, cost);
         if let Ok(Token::InLine) = token {
             token = core
@@ -137,10 +151,17 @@ where
                 .await
                 .map(|(token, _)| token);
         }
-        if let Ok(Token::Ahead(token)) = token {
-            core.sleep_for_token(&state, token).await;
+        match token {
+            Ok(Token::Ahead(token)) => {
+                core.sleep_for_token(&state, token).await;
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(rejected) => {
+                self.count_refusal(key, &rejected);
+                Err(rejected)
+            }
         }
-        Ok(())
     }
 
     /// Takes a token for one call to `key` if one is there now.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::clock::{Nanos, nanos};
 use crate::core::{Core, KeyTelemetry};
+use crate::deadline;
 use crate::key::KeyState;
 use crate::priority::Priority;
 use crate::retry_budget::{self, RetrySettings};
@@ -150,9 +151,12 @@ impl<'m> Retries<'m> {
                 settings,
                 state,
                 telemetry,
-                deadline: settings
-                    .deadline
-                    .map(|deadline| now.saturating_add(nanos(deadline))),
+                // The policy's deadline, or the caller's if that is sooner.
+                deadline: [settings.deadline, deadline::remaining()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .map(|left| now.saturating_add(nanos(left))),
             }
         });
         Self {
@@ -234,7 +238,9 @@ impl<'m> Retries<'m> {
         self.policy.as_ref()?.settings.deadline
     }
 
-    /// The time left before the call's deadline; `None` without a deadline.
+    /// The time left before the call's deadline (the policy's, or the
+    /// caller's [`with_deadline`](crate::with_deadline) if that is sooner);
+    /// `None` without either.
     ///
     /// ```
     /// # use portcullis::{retry::RetryPolicy, *};
