@@ -1,4 +1,5 @@
-//! A call's deadline, carried by its task as its priority is: every wait
+//! A call's deadline, carried by its task as its priority is
+//! ([`with_deadline`], at the crate's root): every wait
 //! the manager would make for a call inside [`with_deadline`] is refused at
 //! once when it cannot end before the deadline, instead of waiting and
 //! timing out.
@@ -68,6 +69,25 @@ pub async fn with_deadline<F: Future>(deadline: Instant, future: F) -> F::Output
         Err(_) => deadline,
     };
     TASK_DEADLINE.scope(deadline, future).await
+}
+
+/// The deadline of the task this runs in ([`with_deadline`]), if it has
+/// one: for an edge of your own that sends it on (the client layer sends
+/// it as `grpc-timeout`).
+///
+/// ```
+/// use portcullis::{deadline, with_deadline};
+/// use tokio::time::{Duration, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let at = Instant::now() + Duration::from_secs(1);
+/// assert_eq!(deadline::current(), None);
+/// with_deadline(at, async move { assert_eq!(deadline::current(), Some(at)) }).await;
+/// # }
+/// ```
+pub fn current() -> Option<Instant> {
+    TASK_DEADLINE.try_with(|deadline| *deadline).ok()
 }
 
 /// The time left before the task's deadline, if it has one: zero once it

@@ -237,6 +237,13 @@ pub enum RejectReason {
     Full,
     /// The call waited in the bulkhead's queue for the whole queue timeout.
     QueueTimeout,
+    /// The bulkhead's queue was overloaded under CoDel
+    /// ([`BulkheadConfig::codel`](crate::BulkheadConfig::codel)): its
+    /// shortest wait stayed above the target for an interval, and this
+    /// call had waited the target, so it was dropped rather than served
+    /// late. A capacity problem on the caller's side, as
+    /// [`Full`](Self::Full) is.
+    QueueOverloaded,
     /// The call was waiting in the bulkhead's queue and was pushed out by a
     /// newcomer (see [`Overflow`](crate::Overflow)).
     Dropped,
@@ -297,7 +304,7 @@ pub enum RejectReason {
 impl RejectReason {
     /// Every reason, in the order a status page lists them.
     #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
-    pub(crate) const ALL: [Self; 11] = [
+    pub(crate) const ALL: [Self; 12] = [
         Self::Throttled,
         Self::RateLimited,
         Self::Full,
@@ -309,6 +316,7 @@ impl RejectReason {
         Self::InvalidPriority,
         Self::DuplicateKey,
         Self::Deadline,
+        Self::QueueOverloaded,
     ];
 
     /// The reason's place in [`ALL`](Self::ALL): a match, so a new reason
@@ -327,6 +335,7 @@ impl RejectReason {
             Self::InvalidPriority => 8,
             Self::DuplicateKey => 9,
             Self::Deadline => 10,
+            Self::QueueOverloaded => 11,
         }
     }
 
@@ -345,6 +354,7 @@ impl RejectReason {
             Self::CostAboveBurst => "cost_above_burst",
             Self::DuplicateKey => "duplicate_key",
             Self::Deadline => "deadline",
+            Self::QueueOverloaded => "queue_overloaded",
         }
     }
 }
@@ -363,6 +373,7 @@ impl fmt::Display for RejectReason {
             Self::CostAboveBurst => "cost above the burst",
             Self::DuplicateKey => "duplicate key",
             Self::Deadline => "past the caller's deadline",
+            Self::QueueOverloaded => "queue overloaded",
         })
     }
 }

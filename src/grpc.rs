@@ -15,8 +15,13 @@
 //!
 //! A refused gRPC call is answered as gRFC A6 expects: HTTP 200,
 //! `grpc-status` 8 for the rate and the key space, 14 for the throttle and
-//! the bulkhead, a `grpc-message` saying why, and `grpc-retry-pushback-ms`
-//! when the wait is known.
+//! the bulkhead, 4 for a call that could not start before its deadline, a
+//! `grpc-message` saying why, and `grpc-retry-pushback-ms` when the wait
+//! is known.
+//!
+//! A call's `grpc-timeout` is its deadline: the server layer admits and
+//! runs it under [`with_deadline`](crate::with_deadline), and the client
+//! layer sends a caller's deadline on as `grpc-timeout`.
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -42,8 +47,72 @@ const INVALID_ARGUMENT: u8 = 3;
 /// `INTERNAL`.
 const INTERNAL: u8 = 13;
 /// `DEADLINE_EXCEEDED`.
-#[cfg(feature = "tower")]
 const DEADLINE_EXCEEDED: u8 = 4;
+/// `grpc-timeout`: how long the caller waits for the call (its deadline).
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// The deadline a gRPC call's `grpc-timeout` header gives, as a time
+/// from now: 1 to 8 digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`), as
+/// the gRPC wire format has it. Anything else is no timeout (`None`):
+/// the header comes from the network.
+///
+/// ```
+/// use http::HeaderMap;
+/// use portcullis::grpc;
+/// use std::time::Duration;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("grpc-timeout", "250m".parse().unwrap());
+/// assert_eq!(grpc::timeout_in(&headers), Some(Duration::from_millis(250)));
+/// headers.insert("grpc-timeout", "123456789S".parse().unwrap()); // 9 digits
+/// assert_eq!(grpc::timeout_in(&headers), None);
+/// ```
+pub fn timeout_in(headers: &HeaderMap) -> Option<std::time::Duration> {
+    let value = headers.get(GRPC_TIMEOUT)?.as_bytes();
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let amount: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let nanos_per = match unit {
+        b'H' => 3_600_000_000_000,
+        b'M' => 60_000_000_000,
+        b'S' => 1_000_000_000,
+        b'm' => 1_000_000,
+        b'u' => 1_000,
+        b'n' => 1,
+        _ => return None,
+    };
+    // 99,999,999 hours do not fit u64 nanoseconds: saturate.
+    Some(std::time::Duration::from_nanos(
+        amount.saturating_mul(nanos_per),
+    ))
+}
+
+/// `timeout` as a `grpc-timeout` header value: whole milliseconds,
+/// rounded up (at least 1), in as few digits as the format allows.
+///
+/// ```
+/// use portcullis::grpc;
+/// use std::time::Duration;
+///
+/// assert_eq!(grpc::timeout_value(Duration::from_micros(1_500)), "2m");
+/// assert_eq!(grpc::timeout_value(Duration::from_secs(3 * 86_400)), "259200S");
+/// ```
+pub fn timeout_value(timeout: std::time::Duration) -> HeaderValue {
+    let millis = timeout.as_nanos().div_ceil(1_000_000).max(1);
+    let text = if millis < 100_000_000 {
+        format!("{millis}m")
+    } else {
+        let seconds = millis.div_ceil(1_000);
+        if seconds < 100_000_000 {
+            format!("{seconds}S")
+        } else {
+            format!("{}H", seconds.div_ceil(3_600).min(99_999_999))
+        }
+    };
+    HeaderValue::from_str(&text).expect("digits and a unit")
+}
 
 /// The outcome of a call that ended with gRPC status `code` (see the
 /// module's table).
@@ -213,6 +282,44 @@ fn percent_encoded(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    fn timeout_of(value: &[u8]) -> Option<Duration> {
+        let mut headers = HeaderMap::new();
+        headers.insert(GRPC_TIMEOUT, HeaderValue::from_bytes(value).ok()?);
+        timeout_in(&headers)
+    }
+
+    proptest! {
+        /// A `grpc-timeout` from the network never panics, and is a
+        /// timeout only in the wire format.
+        #[test]
+        fn any_grpc_timeout_header_is_read_without_panic(value in proptest::collection::vec(any::<u8>(), 0..12)) {
+            if let Some(left) = timeout_of(&value) {
+                let (unit, digits) = value.split_last().unwrap();
+                prop_assert!(b"HMSmun".contains(unit));
+                prop_assert!((1..=8).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit));
+                prop_assert!(left <= Duration::from_nanos(u64::MAX));
+            }
+        }
+
+        /// What the client layer sends reads back as at least the time
+        /// left, within a millisecond (or a second, an hour, for long ones).
+        #[test]
+        fn a_sent_timeout_reads_back_rounded_up(nanos in 0u64..u64::MAX / 4) {
+            let sent = Duration::from_nanos(nanos);
+            let value = timeout_value(sent);
+            let read = timeout_of(value.as_bytes()).unwrap();
+            prop_assert!(read >= sent.min(Duration::from_nanos(u64::MAX)));
+            let slack = if read < Duration::from_secs(100_000) {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_secs(3_600)
+            };
+            prop_assert!(read <= sent.max(Duration::from_millis(1)) + slack, "{sent:?} sent as {value:?}, read {read:?}");
+        }
+    }
 
     #[test]
     #[cfg(feature = "tower")]

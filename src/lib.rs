@@ -114,7 +114,7 @@ mod core;
 #[cfg(feature = "sqlx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub mod database;
-mod deadline;
+pub mod deadline;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod edge;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::adaptive::LimitTuning;
+use super::codel::CodelSettings;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
 
@@ -73,6 +74,10 @@ pub struct BulkheadConfig {
     max_queued: u32,
     queue_timeout: Option<Duration>,
     overflow: Overflow,
+    /// CoDel's target and interval, when set.
+    codel: Option<(Duration, Duration)>,
+    /// Newest first while CoDel finds the queue overloaded.
+    adaptive_lifo: bool,
 }
 
 /// How a learned limit is set up: what the user set, `None` for the
@@ -141,6 +146,8 @@ impl BulkheadConfig {
             max_queued: 0,
             queue_timeout: None,
             overflow: Overflow::RejectNew,
+            codel: None,
+            adaptive_lifo: true,
         }
     }
 
@@ -369,6 +376,104 @@ impl BulkheadConfig {
         self
     }
 
+    /// Runs CoDel on the queue: while the shortest wait of any call served
+    /// over `interval` stays above `target`, the queue is overloaded, and a
+    /// call that has waited `target` is dropped
+    /// ([`QueueOverloaded`](crate::RejectReason::QueueOverloaded)) instead of
+    /// waiting out the queue timeout; the newest call is served first
+    /// ([`adaptive_lifo`](Self::adaptive_lifo), on by default), priorities
+    /// keeping their order. Once the queue drains, it serves first come
+    /// first served again under the queue timeout. Facebook's "Fail at
+    /// scale" (2015) gives 5 ms and 100 ms for a server's queue. Needs a
+    /// [`queue`](Self::queue); `0 < target <= interval`. Works with a fixed
+    /// limit and a learned one.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(8).queue(64).codel(Duration::from_millis(5), Duration::from_millis(100)))
+    ///     .build()?;
+    /// # drop(manager);
+    /// let no_queue = BulkheadConfig::new(8).codel(Duration::from_millis(5), Duration::from_millis(100));
+    /// assert_eq!(
+    ///     no_queue.validate().unwrap_err().to_string(),
+    ///     "invalid configuration: bulkhead.codel: needs a queue (BulkheadConfig::queue) to judge, got a queue of 0"
+    /// );
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn codel(mut self, target: Duration, interval: Duration) -> Self {
+        self.codel = Some((target, interval));
+        self
+    }
+
+    /// With [`codel`](Self::codel), whether an overloaded queue serves its
+    /// newest call first (default `true`): the calls served are then those
+    /// whose callers are most likely still waiting. `false` keeps first
+    /// come first served throughout.
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    /// use std::time::Duration;
+    ///
+    /// let fifo = BulkheadConfig::new(8)
+    ///     .queue(64)
+    ///     .codel(Duration::from_millis(5), Duration::from_millis(100))
+    ///     .adaptive_lifo(false);
+    /// assert!(fifo.validate().is_ok());
+    /// ```
+    pub fn adaptive_lifo(mut self, newest_first: bool) -> Self {
+        self.adaptive_lifo = newest_first;
+        self
+    }
+
+    /// Checks the bulkhead as [`build`](crate::ThrottleManagerBuilder::build)
+    /// will.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::ConfigError) listing every invalid field,
+    /// named `bulkhead.<field>`.
+    ///
+    /// ```
+    /// use portcullis::BulkheadConfig;
+    ///
+    /// assert!(BulkheadConfig::new(4).validate().is_ok());
+    /// assert!(BulkheadConfig::new(0).validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        let mut found = Vec::new();
+        let settings = self.check(&mut Problems::new("bulkhead", &mut found));
+        match settings {
+            Some(_) if found.is_empty() => Ok(()),
+            _ => Err(crate::ConfigError::from_problems(found).expect("a problem was found")),
+        }
+    }
+
+    /// CoDel's settings, with their problems added to `problems`.
+    fn check_codel(&self, problems: &mut Problems<'_>) -> Option<CodelSettings> {
+        let (target, interval) = self.codel?;
+        let before = problems.len();
+        if target.is_zero() || target > interval {
+            problems.add(
+                "codel",
+                format!("the target must be above 0 and at most the interval, got target {target:?} and interval {interval:?}"),
+            );
+        }
+        if self.max_queued == 0 {
+            problems.add(
+                "codel",
+                "needs a queue (BulkheadConfig::queue) to judge, got a queue of 0",
+            );
+        }
+        (problems.len() == before).then(|| CodelSettings {
+            target: nanos(target),
+            interval: nanos(interval),
+            lifo: self.adaptive_lifo,
+        })
+    }
+
     /// Adds every problem to `problems`; returns the settings when there are none.
     pub(crate) fn check(&self, problems: &mut Problems<'_>) -> Option<BulkheadSettings> {
         let before = problems.len();
@@ -387,12 +492,14 @@ impl BulkheadConfig {
         if self.queue_timeout == Some(Duration::ZERO) {
             problems.add("queue_timeout", "must be above 0, got 0ns");
         }
+        let codel = self.check_codel(problems);
         (problems.len() == before).then(|| BulkheadSettings {
             max_concurrent: learned.map_or(self.max_concurrent, |learned| learned.tuning.min),
             learned,
             max_queued: self.max_queued,
             queue_timeout: self.queue_timeout.map(nanos),
             overflow: self.overflow,
+            codel,
         })
     }
 }
@@ -407,6 +514,7 @@ pub(crate) struct BulkheadSettings {
     pub(crate) max_queued: u32,
     pub(crate) queue_timeout: Option<Nanos>,
     pub(crate) overflow: Overflow,
+    pub(crate) codel: Option<CodelSettings>,
 }
 
 /// How a key's limit is learned.

@@ -182,11 +182,16 @@ mod tests {
     use std::sync::atomic::{AtomicU32 as StdAtomicU32, AtomicUsize};
     use std::time::Duration;
 
+    /// A clock for a bulkhead without CoDel, which never reads it.
+    fn no_clock() -> Arc<dyn crate::clock::Clock> {
+        Arc::new(crate::clock::ManualClock::new())
+    }
+
     fn learned_bulkhead(queue: u32) -> (Bulkhead, BulkheadSettings) {
         let config = BulkheadConfig::adaptive().bounds(1, 8).queue(queue);
         let mut found = Vec::new();
         let settings = config.check(&mut Problems::new("", &mut found)).unwrap();
-        (Bulkhead::new(&settings), settings)
+        (Bulkhead::new(&settings, &no_clock()), settings)
     }
 
     fn granted(admission: SlotAnswer) -> bool {
@@ -275,7 +280,7 @@ mod tests {
             .overflow(Overflow::RejectNew);
         let mut found = Vec::new();
         let settings = Arc::new(config.check(&mut Problems::new("", &mut found)).unwrap());
-        let bulkhead = Arc::new(Bulkhead::new(&settings));
+        let bulkhead = Arc::new(Bulkhead::new(&settings, &no_clock()));
         let in_flight = Arc::new(StdAtomicU32::new(0));
         let done = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();

@@ -19,6 +19,10 @@
 //! they are under it; one that rises hands the new slots to the queue at
 //! once ([`Bulkhead::grant_waiters`]).
 //!
+//! With CoDel ([`super::codel`]), a slot handed on while the queue is
+//! overloaded first drops every waiter that has waited the target, and
+//! goes to the newest of the most important waiters (adaptive LIFO).
+//!
 //! A waiter's outcome (a slot, or a rejection) is decided under the lock and
 //! left for it to collect. A waiter that is dropped removes itself under the
 //! same lock; if a slot was handed to it in the meantime, it hands the slot on,
@@ -29,10 +33,13 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
+use std::sync::Arc;
+
+use super::codel::{CodelSettings, CodelState};
 use super::config::BulkheadSettings;
 use super::learned::{CallSample, LearnedLimit, LimitChange};
 use super::queue::{OnFull, WaitQueue, WaiterId};
-use crate::clock::Nanos;
+use crate::clock::{Clock, Nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::priority::Priority;
 use crate::sync::{AtomicU64, Mutex};
@@ -81,13 +88,15 @@ impl Refusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decision {
     Granted,
-    Dropped(Load),
+    /// Pushed out (by a newcomer, or by CoDel), with this reason.
+    Dropped(Load, RejectReason),
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     queue: WaitQueue,
     decided: Vec<(WaiterId, Decision)>,
+    codel: CodelState,
 }
 
 impl Inner {
@@ -98,13 +107,33 @@ impl Inner {
 }
 
 /// The concurrency limit of one key: 32 bytes until the first call has to
-/// queue, when the queue is allocated; a learned limit is one more
-/// allocation.
+/// queue, when the queue is allocated; a learned limit or CoDel is one
+/// more allocation, which holds both.
 #[derive(Debug, Default)]
 pub(crate) struct Bulkhead {
     inner: Mutex<Option<Box<Inner>>>,
-    learned: Option<Box<LearnedLimit>>,
+    extras: Option<Box<Extras>>,
     state: AtomicU64,
+}
+
+/// What a bulkhead beyond a fixed limit and a plain queue holds.
+#[derive(Debug)]
+struct Extras {
+    learned: Option<LearnedLimit>,
+    codel: Option<Codel>,
+}
+
+/// A queue under CoDel: its settings and the clock its sojourns are read on.
+#[derive(Debug)]
+struct Codel {
+    settings: CodelSettings,
+    clock: Arc<dyn Clock>,
+}
+
+impl Codel {
+    fn now(&self) -> Nanos {
+        self.clock.now_nanos()
+    }
 }
 
 /// Where a call stands after asking for a slot.
@@ -119,13 +148,42 @@ pub(crate) enum SlotAnswer {
 impl Bulkhead {
     /// A bulkhead for `settings`: with a learned limit, starting at its
     /// lower bound, if the settings say so.
-    pub(crate) fn new(settings: &BulkheadSettings) -> Self {
+    /// With CoDel, its sojourns are read on `clock`.
+    pub(crate) fn new(settings: &BulkheadSettings, clock: &Arc<dyn Clock>) -> Self {
+        let learned = settings
+            .learned
+            .map(|learned| LearnedLimit::new(settings.max_concurrent, learned.tuning));
+        let codel = settings.codel.map(|codel| Codel {
+            settings: codel,
+            clock: Arc::clone(clock),
+        });
+        let plain = learned.is_none() && codel.is_none();
         Self {
-            learned: settings.learned.map(|learned| {
-                Box::new(LearnedLimit::new(settings.max_concurrent, learned.tuning))
-            }),
+            extras: (!plain).then(|| Box::new(Extras { learned, codel })),
             ..Self::default()
         }
+    }
+
+    /// The learned limit, if the limit is learned.
+    #[inline]
+    fn learned(&self) -> Option<&LearnedLimit> {
+        self.extras.as_deref()?.learned.as_ref()
+    }
+
+    /// CoDel on the queue, if configured.
+    #[inline]
+    fn codel(&self) -> Option<&Codel> {
+        self.extras.as_deref()?.codel.as_ref()
+    }
+
+    /// How long a call joining the queue now may wait: CoDel's target
+    /// while the queue is overloaded, else `None` (the queue timeout).
+    pub(crate) fn overloaded_wait(&self) -> Option<Nanos> {
+        let codel = self.codel()?;
+        let mut guard = self.lock();
+        let inner = guard.get_or_insert_with(Box::default);
+        inner.codel.look(&codel.settings, codel.now());
+        inner.codel.overloaded().then_some(codel.settings.target)
     }
 
     /// Calls in flight and waiting now.
@@ -136,7 +194,7 @@ impl Bulkhead {
     /// How many calls may be in flight now.
     #[inline]
     pub(crate) fn limit(&self, settings: &BulkheadSettings) -> u32 {
-        match &self.learned {
+        match self.learned() {
             None => settings.max_concurrent,
             Some(learned) => learned.whole(),
         }
@@ -144,7 +202,7 @@ impl Bulkhead {
 
     /// Whether the limit is learned.
     pub(crate) fn is_learned(&self) -> bool {
-        self.learned.is_some()
+        self.learned().is_some()
     }
 
     /// A call of this key ended at `at`, `latency` after its admission,
@@ -158,7 +216,7 @@ impl Bulkhead {
         latency: Nanos,
         overloaded: bool,
     ) -> Option<LimitChange> {
-        let learned = self.learned.as_deref()?;
+        let learned = self.learned()?;
         let load = self.load();
         let sample = CallSample {
             at,
@@ -247,7 +305,11 @@ impl Bulkhead {
                 .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) if next == state + 1 => return Ok(SlotAnswer::Granted(active(next))),
-                Ok(_) => return Ok(SlotAnswer::Queued(inner.queue.push(priority, levels))),
+                Ok(_) => {
+                    let since = self.joined_at(inner);
+                    let id = inner.queue.push(priority, levels, since);
+                    return Ok(SlotAnswer::Queued(id));
+                }
                 Err(actual) => state = actual,
             }
         }
@@ -260,8 +322,11 @@ impl Bulkhead {
             }),
             OnFull::Drop(victim_priority, victim) => {
                 let waker = inner.queue.remove(victim_priority, victim).flatten();
-                inner.decided.push((victim, Decision::Dropped(load)));
-                let id = inner.queue.push(priority, levels);
+                inner
+                    .decided
+                    .push((victim, Decision::Dropped(load, RejectReason::Dropped)));
+                let since = self.joined_at(inner);
+                let id = inner.queue.push(priority, levels, since);
                 drop(guard);
                 if let Some(waker) = waker {
                     waker.wake();
@@ -283,10 +348,7 @@ impl Bulkhead {
         let inner = guard.get_or_insert_with(Box::default);
         match inner.take_decision(id) {
             Some(Decision::Granted) => Poll::Ready(Ok(())),
-            Some(Decision::Dropped(load)) => Poll::Ready(Err(Refusal {
-                reason: RejectReason::Dropped,
-                load,
-            })),
+            Some(Decision::Dropped(load, reason)) => Poll::Ready(Err(Refusal { reason, load })),
             None => {
                 inner.queue.set_waker(priority, id, waker);
                 Poll::Pending
@@ -307,17 +369,13 @@ impl Bulkhead {
         let inner = guard.get_or_insert_with(Box::default);
         match inner.take_decision(id) {
             Some(Decision::Granted) => return Ok(()),
-            Some(Decision::Dropped(load)) => {
-                return Err(Refusal {
-                    reason: RejectReason::Dropped,
-                    load,
-                });
-            }
+            Some(Decision::Dropped(load, reason)) => return Err(Refusal { reason, load }),
             None => {}
         }
         let load = self.load();
         if inner.queue.remove(priority, id).is_some() {
             self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+            self.left(inner);
         }
         Err(Refusal { reason, load })
     }
@@ -329,14 +387,13 @@ impl Bulkhead {
         let inner = guard.get_or_insert_with(Box::default);
         if inner.queue.remove(priority, id).is_some() {
             self.state.fetch_sub(QUEUED, Ordering::AcqRel);
+            self.left(inner);
             return;
         }
         if inner.take_decision(id) == Some(Decision::Granted) {
-            let waker = self.hand_off_or_free(inner);
+            let wakers = self.hand_off_or_free(inner);
             drop(guard);
-            if let Some(waker) = waker {
-                waker.wake();
-            }
+            wakers.into_iter().for_each(Waker::wake);
         }
     }
 
@@ -366,11 +423,9 @@ impl Bulkhead {
     fn release_to_queue(&self) {
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
-        let waker = self.hand_off_or_free(inner);
+        let wakers = self.hand_off_or_free(inner);
         drop(guard);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        wakers.into_iter().for_each(Waker::wake);
     }
 
     /// A learned limit rose: hands the new slots to the queue's head, as
@@ -385,7 +440,7 @@ impl Bulkhead {
             let mut guard = self.lock();
             let inner = guard.get_or_insert_with(Box::default);
             while active(self.state.load(Ordering::Acquire)) < self.limit(settings) {
-                let Some((id, waker)) = inner.queue.pop_head() else {
+                let Some((id, waker)) = self.next_waiter(inner) else {
                     break;
                 };
                 inner.decided.push((id, Decision::Granted));
@@ -400,14 +455,15 @@ impl Bulkhead {
     }
 
     /// Under the lock: the slot in hand goes to the head of the queue
-    /// (returns its waker), or becomes free if nobody waits, or if a learned
-    /// limit fell below the calls in flight (the slot is retired).
-    fn hand_off_or_free(&self, inner: &mut Inner) -> Option<Waker> {
-        if let Some(learned) = &self.learned {
+    /// (returns its waker, with those of the waiters CoDel dropped), or
+    /// becomes free if nobody waits, or if a learned limit fell below the
+    /// calls in flight (the slot is retired).
+    fn hand_off_or_free(&self, inner: &mut Inner) -> Vec<Waker> {
+        if let Some(learned) = self.learned() {
             let state = self.state.load(Ordering::Acquire);
             if active(state) > learned.whole() {
                 self.state.fetch_sub(1, Ordering::AcqRel);
-                return None;
+                return Vec::new();
             }
         }
         debug_assert_eq!(
@@ -415,23 +471,103 @@ impl Bulkhead {
             queued(self.state.load(Ordering::Acquire)) as usize,
             "the lock's holder keeps `queued` equal to the queue's length"
         );
-        match inner.queue.pop_head() {
+        let mut wakers = self.drop_stale(inner);
+        match self.next_waiter(inner) {
             Some((id, waker)) => {
                 inner.decided.push((id, Decision::Granted));
                 self.state.fetch_sub(QUEUED, Ordering::AcqRel);
-                waker
+                wakers.extend(waker);
             }
             None => {
                 self.state.fetch_sub(1, Ordering::AcqRel);
-                None
             }
+        }
+        wakers
+    }
+
+    /// Under the lock, with CoDel and an overloaded queue: drops every
+    /// waiter that has waited the target; returns their wakers.
+    fn drop_stale(&self, inner: &mut Inner) -> Vec<Waker> {
+        let Some(codel) = self.codel() else {
+            return Vec::new();
+        };
+        if !inner.codel.overloaded() {
+            return Vec::new();
+        }
+        let now = codel.now();
+        let stale = inner
+            .queue
+            .remove_older_than(now.saturating_sub(codel.settings.target).saturating_add(1));
+        if stale.is_empty() {
+            return Vec::new();
+        }
+        let after = self
+            .state
+            .fetch_sub(QUEUED * stale.len() as u64, Ordering::AcqRel)
+            - QUEUED * stale.len() as u64;
+        let load = Load::of(after);
+        let mut wakers = Vec::with_capacity(stale.len());
+        for (id, waker) in stale {
+            let dropped = Decision::Dropped(load, RejectReason::QueueOverloaded);
+            inner.decided.push((id, dropped));
+            wakers.extend(waker);
+        }
+        if inner.queue.len() == 0 {
+            inner.codel.emptied(now);
+        }
+        wakers
+    }
+
+    /// Under the lock: takes the waiter served next, the head of the queue
+    /// or, while CoDel finds it overloaded with adaptive LIFO, the newest
+    /// of the most important; tells CoDel how long it waited.
+    fn next_waiter(&self, inner: &mut Inner) -> Option<(WaiterId, Option<Waker>)> {
+        let Some(codel) = self.codel() else {
+            return inner.queue.pop_head().map(|(id, waker, _)| (id, waker));
+        };
+        let now = codel.now();
+        inner.codel.look(&codel.settings, now);
+        let newest_first = codel.settings.lifo && inner.codel.overloaded();
+        let popped = match newest_first {
+            true => inner.queue.pop_newest(),
+            false => inner.queue.pop_head(),
+        };
+        let Some((id, waker, since)) = popped else {
+            inner.codel.emptied(now);
+            return None;
+        };
+        inner
+            .codel
+            .served(&codel.settings, now, now.saturating_sub(since));
+        if inner.queue.len() == 0 {
+            inner.codel.emptied(now);
+        }
+        Some((id, waker))
+    }
+
+    /// Under the lock, a call joins the queue: when, for CoDel (0 without).
+    fn joined_at(&self, inner: &mut Inner) -> Nanos {
+        let Some(codel) = self.codel() else {
+            return 0;
+        };
+        let now = codel.now();
+        inner.codel.look(&codel.settings, now);
+        inner.codel.joined();
+        now
+    }
+
+    /// Under the lock, a waiter left the queue: CoDel counts an empty one.
+    fn left(&self, inner: &mut Inner) {
+        match self.codel() {
+            Some(codel) if inner.queue.len() == 0 => inner.codel.emptied(codel.now()),
+            _ => {}
         }
     }
 
     /// Sets a learned limit to `whole` calls, as a sample would.
     #[cfg(all(test, not(portcullis_loom)))]
     pub(super) fn force_limit(&self, settings: &BulkheadSettings, whole: u32) {
-        let learned = self.learned.as_deref().expect("a learned limit");
+        let learned = self.learned().expect("a learned limit");
         if whole > learned.force(whole) {
             self.grant_waiters(settings);
         }
@@ -504,96 +640,4 @@ impl std::fmt::Debug for QueuedWait<'_> {
 /// loom can find: `RUSTFLAGS="--cfg portcullis_loom" cargo test --release
 /// --lib loom`.
 #[cfg(all(test, portcullis_loom))]
-mod loom_tests {
-    use super::*;
-    use crate::bulkhead::config::Overflow;
-    use loom::sync::Arc;
-    use loom::thread;
-
-    fn settings() -> BulkheadSettings {
-        BulkheadSettings {
-            max_concurrent: 1,
-            learned: None,
-            max_queued: 2,
-            queue_timeout: None,
-            overflow: Overflow::RejectNew,
-        }
-    }
-
-    /// Gets a slot, waiting if queued; returns with it held.
-    fn acquire(bulkhead: &Bulkhead) {
-        match bulkhead
-            .enter(&settings(), 0, 1)
-            .expect("room in the queue")
-        {
-            SlotAnswer::Granted(_) => {}
-            SlotAnswer::Queued(id) => {
-                loom::future::block_on(QueuedWait::new(bulkhead, 0, id)).expect("granted")
-            }
-        }
-    }
-
-    #[test]
-    fn a_released_slot_reaches_the_waiter() {
-        loom::model(|| {
-            let bulkhead = Arc::new(Bulkhead::default());
-            bulkhead.try_acquire(&settings()).unwrap();
-            let waiter = {
-                let bulkhead = Arc::clone(&bulkhead);
-                thread::spawn(move || {
-                    acquire(&bulkhead);
-                    assert_eq!(bulkhead.load().active, 1);
-                    bulkhead.release();
-                })
-            };
-            bulkhead.release();
-            waiter.join().unwrap();
-            assert_eq!(bulkhead.load(), Load::default());
-        });
-    }
-
-    #[test]
-    fn a_waiter_cancelled_while_the_slot_is_released_never_keeps_it() {
-        loom::model(|| {
-            let bulkhead = Arc::new(Bulkhead::default());
-            bulkhead.try_acquire(&settings()).unwrap();
-            let quitter = {
-                let bulkhead = Arc::clone(&bulkhead);
-                thread::spawn(move || match bulkhead.enter(&settings(), 0, 1).unwrap() {
-                    SlotAnswer::Granted(_) => bulkhead.release(),
-                    // Cancelled at once: the future is dropped unpolled.
-                    SlotAnswer::Queued(id) => drop(QueuedWait::new(&bulkhead, 0, id)),
-                })
-            };
-            bulkhead.release();
-            quitter.join().unwrap();
-            assert_eq!(bulkhead.load(), Load::default());
-        });
-    }
-
-    #[test]
-    fn a_slot_handed_to_a_cancelled_waiter_reaches_the_next() {
-        loom::model(|| {
-            let bulkhead = Arc::new(Bulkhead::default());
-            bulkhead.try_acquire(&settings()).unwrap();
-            let SlotAnswer::Queued(first) = bulkhead.enter(&settings(), 0, 1).unwrap() else {
-                panic!("the slot is taken");
-            };
-            let patient = {
-                let bulkhead = Arc::clone(&bulkhead);
-                thread::spawn(move || {
-                    acquire(&bulkhead);
-                    bulkhead.release();
-                })
-            };
-            let quitter = {
-                let bulkhead = Arc::clone(&bulkhead);
-                thread::spawn(move || drop(QueuedWait::new(&bulkhead, 0, first)))
-            };
-            bulkhead.release();
-            quitter.join().unwrap();
-            patient.join().unwrap();
-            assert_eq!(bulkhead.load(), Load::default());
-        });
-    }
-}
+mod loom_tests;

@@ -2,7 +2,8 @@
 //!
 //! `config` is what users set, `queue` the wait queue as plain data,
 //! `limiter` the lock-free counter and the queue's hand-off, `adaptive` a
-//! learned limit's maths and `learned` its state in atomics.
+//! learned limit's maths, `learned` its state in atomics, and `codel`
+//! what the queue's sojourn times say about overload.
 //!
 //! # The contract (what the facade below promises the core)
 //!
@@ -13,7 +14,8 @@
 //!   a learned limit falls below them (then no slot is handed on until they
 //!   are under it); queued calls never exceed the queue's size; while any
 //!   call waits, every slot is taken; a waiter is served by priority, then
-//!   first come first served; no slot is lost, even to a waiter dropped the
+//!   first come first served (newest first while CoDel finds the queue
+//!   overloaded, with adaptive LIFO); no slot is lost, even to a waiter dropped the
 //!   moment it was granted one.
 //! - **What a caller may assume**: `try_acquire` and a slot's `release`
 //!   never block when nobody waits; a call that would be refused anyway is
@@ -25,6 +27,7 @@
 //! are defined once, in [the architecture map](crate::architecture).
 
 mod adaptive;
+mod codel;
 mod config;
 mod learned;
 mod limiter;

@@ -1,11 +1,12 @@
 //! The bulkhead's wait queue as a plain data structure: who is next, who is
-//! oldest, who goes when it overflows. No atomics, no clock: the limiter
-//! calls it under its lock.
+//! oldest, who goes when it overflows, who has waited too long. No atomics,
+//! no clock: the limiter calls it under its lock, with the time.
 
 use std::collections::VecDeque;
 use std::task::Waker;
 
 use super::config::Overflow;
+use crate::clock::Nanos;
 
 /// A queued call, known by its number: numbers rise with arrival, so the
 /// smallest is the oldest.
@@ -15,6 +16,8 @@ pub(crate) type WaiterId = u64;
 struct Entry {
     id: WaiterId,
     waker: Option<Waker>,
+    /// When it joined the queue (0 unless CoDel reads it).
+    since: Nanos,
 }
 
 /// Waiters by priority (index 0 first), first come first served within one.
@@ -40,24 +43,58 @@ impl WaitQueue {
         self.len
     }
 
-    /// Queues a call of `priority` (`< levels`); returns its number.
-    pub(crate) fn push(&mut self, priority: usize, levels: usize) -> WaiterId {
+    /// Queues a call of `priority` (`< levels`) that joins at `since`;
+    /// returns its number.
+    pub(crate) fn push(&mut self, priority: usize, levels: usize, since: Nanos) -> WaiterId {
         if self.levels.is_empty() {
             self.levels.resize_with(levels, VecDeque::new);
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.levels[priority].push_back(Entry { id, waker: None });
+        self.levels[priority].push_back(Entry {
+            id,
+            waker: None,
+            since,
+        });
         self.len += 1;
         id
     }
 
     /// Takes the head of the queue: the oldest of the most important.
-    /// Returns its number and its waker.
-    pub(crate) fn pop_head(&mut self) -> Option<(WaiterId, Option<Waker>)> {
+    /// Returns its number, its waker and when it joined.
+    pub(crate) fn pop_head(&mut self) -> Option<(WaiterId, Option<Waker>, Nanos)> {
         let entry = self.levels.iter_mut().find_map(VecDeque::pop_front)?;
         self.len -= 1;
-        Some((entry.id, entry.waker))
+        Some((entry.id, entry.waker, entry.since))
+    }
+
+    /// Takes the newest of the most important (adaptive LIFO): priorities
+    /// keep their order, and within one the last to come is served first.
+    pub(crate) fn pop_newest(&mut self) -> Option<(WaiterId, Option<Waker>, Nanos)> {
+        let entry = self.levels.iter_mut().find_map(VecDeque::pop_back)?;
+        self.len -= 1;
+        Some((entry.id, entry.waker, entry.since))
+    }
+
+    /// Takes out every waiter that joined before `joined_before`; returns
+    /// their numbers and wakers.
+    pub(crate) fn remove_older_than(
+        &mut self,
+        joined_before: Nanos,
+    ) -> Vec<(WaiterId, Option<Waker>)> {
+        let mut removed = Vec::new();
+        for level in &mut self.levels {
+            // Each level is in arrival order: its stale waiters lead it.
+            while level
+                .front()
+                .is_some_and(|entry| entry.since < joined_before)
+            {
+                let entry = level.pop_front().expect("looked at above");
+                removed.push((entry.id, entry.waker));
+            }
+        }
+        self.len -= removed.len();
+        removed
     }
 
     /// Takes waiter `id` of `priority` out of the queue, if it is there;
@@ -113,14 +150,17 @@ mod tests {
 
     fn queue(arrivals: &[usize]) -> (WaitQueue, Vec<WaiterId>) {
         let mut queue = WaitQueue::default();
-        let ids = arrivals.iter().map(|p| queue.push(*p, 4)).collect();
+        let ids = (0..)
+            .zip(arrivals)
+            .map(|(at, p)| queue.push(*p, 4, at))
+            .collect();
         (queue, ids)
     }
 
     #[test]
     fn the_head_is_the_oldest_of_the_most_important() {
         let (mut q, ids) = queue(&[3, 1, 3, 1, 0]);
-        let order: Vec<WaiterId> = std::iter::from_fn(|| q.pop_head().map(|(id, _)| id)).collect();
+        let order: Vec<WaiterId> = std::iter::from_fn(|| q.pop_head().map(|(id, ..)| id)).collect();
         assert_eq!(order, [ids[4], ids[1], ids[3], ids[0], ids[2]]);
         assert_eq!(q.len(), 0);
     }
@@ -161,8 +201,31 @@ mod tests {
         assert!(q.remove(1, ids[1]).is_some());
         assert!(q.remove(1, ids[1]).is_none());
         assert_eq!(q.len(), 2);
-        assert_eq!(q.pop_head().map(|(id, _)| id), Some(ids[0]));
-        assert_eq!(q.pop_head().map(|(id, _)| id), Some(ids[2]));
+        assert_eq!(q.pop_head().map(|(id, ..)| id), Some(ids[0]));
+        assert_eq!(q.pop_head().map(|(id, ..)| id), Some(ids[2]));
+    }
+
+    #[test]
+    fn newest_first_keeps_the_priorities_order() {
+        let (mut q, ids) = queue(&[3, 1, 3, 1, 0]);
+        let order: Vec<WaiterId> =
+            std::iter::from_fn(|| q.pop_newest().map(|(id, ..)| id)).collect();
+        assert_eq!(order, [ids[4], ids[3], ids[1], ids[2], ids[0]]);
+    }
+
+    #[test]
+    fn the_stale_waiters_of_every_priority_go_and_the_others_stay() {
+        // Joined at 0, 1, 2, 3, 4.
+        let (mut q, ids) = queue(&[3, 1, 3, 1, 0]);
+        let removed: Vec<WaiterId> = q
+            .remove_older_than(3)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(removed, [ids[1], ids[0], ids[2]]);
+        assert_eq!(q.len(), 2);
+        let order: Vec<WaiterId> = std::iter::from_fn(|| q.pop_head().map(|(id, ..)| id)).collect();
+        assert_eq!(order, [ids[4], ids[3]]);
     }
 
     #[test]

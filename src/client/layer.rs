@@ -296,9 +296,23 @@ where
     S::Error: Into<BoxError>,
     ResBody: http_body::Body,
 {
-    let (head, body) = request.into_parts();
+    let (mut head, body) = request.into_parts();
     let key = settings.key_of(&head);
     let grpc = grpc::is_grpc(&head.headers);
+    // The call's deadline: its own `grpc-timeout`, else its caller's,
+    // which the server then hears as `grpc-timeout`.
+    let deadline = match grpc::timeout_in(&head.headers) {
+        Some(left) => Some(tokio::time::Instant::now() + left),
+        None => {
+            let deadline = crate::deadline::current();
+            if let (true, Some(at)) = (grpc, deadline) {
+                let left = at.saturating_duration_since(tokio::time::Instant::now());
+                head.headers
+                    .insert("grpc-timeout", grpc::timeout_value(left));
+            }
+            deadline
+        }
+    };
     let priority = head
         .extensions
         .get::<Priority>()
@@ -311,6 +325,7 @@ where
         priority,
         admission: Admission::Wait,
         carry: true,
+        deadline,
     };
     let passage = call
         .pass(

@@ -342,6 +342,10 @@ impl ThrottleMiddleware {
             priority,
             admission: Admission::Wait,
             carry: !self.release_at_headers,
+            // The request's own timeout is its deadline.
+            deadline: request
+                .timeout()
+                .map(|left| tokio::time::Instant::now() + *left),
         };
         let passage = call
             .pass(

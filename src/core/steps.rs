@@ -363,16 +363,20 @@ impl Core {
         let mut waiting = QueuedWait::new(bulkhead, usize::from(priority.level()), id);
         // The queue has no known wait: the call waits until its queue
         // timeout or its caller's deadline, whichever comes first.
-        let timed_out = settings
-            .queue_timeout
-            .map(|timeout| since.saturating_add(timeout));
+        // While CoDel finds the queue overloaded, a newcomer waits its
+        // target at most.
+        let (bound, bound_reason) = match bulkhead.overloaded_wait() {
+            Some(target) => (Some(target), RejectReason::QueueOverloaded),
+            None => (settings.queue_timeout, RejectReason::QueueTimeout),
+        };
+        let timed_out = bound.map(|bound| since.saturating_add(bound));
         let caller = deadline::remaining().map(|left| self.now().saturating_add(nanos(left)));
         let (until, reason) = match (timed_out, caller) {
             (None, None) => return (&mut waiting).await.map_err(refused),
             (Some(timed_out), Some(caller)) if caller < timed_out => {
                 (caller, RejectReason::Deadline)
             }
-            (Some(timed_out), _) => (timed_out, RejectReason::QueueTimeout),
+            (Some(timed_out), _) => (timed_out, bound_reason),
             (None, Some(caller)) => (caller, RejectReason::Deadline),
         };
         match self.before(until, &mut waiting).await {

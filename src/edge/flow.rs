@@ -11,6 +11,8 @@ use crate::ThrottleManager;
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::priority::{Priority, with_priority};
+use crate::{deadline, with_deadline};
+use tokio::time::Instant;
 
 /// How an edge waits for its call's admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +75,9 @@ pub(crate) struct EdgeCall<'a> {
     /// Whether a success's body carries its permit (`false`: every call
     /// ends at its head, `release_at_headers`).
     pub(crate) carry: bool,
+    /// The call's deadline, if it brought one (a server's `grpc-timeout`,
+    /// a request's own timeout): admitted and run under it.
+    pub(crate) deadline: Option<Instant>,
 }
 
 impl EdgeCall<'_> {
@@ -94,6 +99,23 @@ impl EdgeCall<'_> {
         C: FnOnce() -> F,
         F: Future<Output = Result<T, E>>,
     {
+        match self.deadline {
+            Some(deadline) => with_deadline(deadline, self.pass_by(call, judge)).await,
+            None => self.pass_by(call, judge).await,
+        }
+    }
+
+    /// [`pass`](Self::pass), under the task's deadline if it has one: the
+    /// call ends by the sooner of it and the manager's call timeout.
+    async fn pass_by<T, E, F, C>(
+        self,
+        call: C,
+        judge: impl FnOnce(&Result<T, E>) -> Verdict,
+    ) -> Passage<T, E>
+    where
+        C: FnOnce() -> F,
+        F: Future<Output = Result<T, E>>,
+    {
         let (manager, key, priority) = (self.manager, self.key, self.priority);
         let admitted = match self.admission {
             Admission::Wait => with_priority(priority, manager.acquire_owned(key, priority)).await,
@@ -104,7 +126,12 @@ impl EdgeCall<'_> {
             Ok(permit) => permit,
             Err(rejected) => return Passage::Refused(rejected),
         };
-        let result = match manager.call_timeout() {
+        let left = deadline::current().map(|at| at.saturating_duration_since(Instant::now()));
+        let limit = match (manager.call_timeout(), left) {
+            (Some(timeout), Some(left)) => Some(timeout.min(left)),
+            (timeout, left) => timeout.or(left),
+        };
+        let result = match limit {
             None => call().await,
             Some(limit) => match tokio::time::timeout(limit, call()).await {
                 Ok(result) => result,

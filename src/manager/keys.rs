@@ -278,7 +278,7 @@ where
         });
         let bulkhead = core.bulkhead.as_ref().and_then(|control| {
             let own = overrides.bulkhead.settings_for(key, tier);
-            let bulkhead = Bulkhead::new(control.settings(own.as_deref())?);
+            let bulkhead = Bulkhead::new(control.settings(own.as_deref())?, &core.clock);
             Some((bulkhead, own))
         });
         let has_rate = starting.is_some();

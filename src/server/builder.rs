@@ -129,6 +129,36 @@ impl ThrottleLayerBuilder {
         self
     }
 
+    /// Takes each HTTP request's deadline from header `name`: a whole
+    /// number of milliseconds from its arrival (as Envoy's
+    /// `x-envoy-expected-rq-timeout-ms`). A call that cannot start before
+    /// it is answered 503 at once, one in the bulkhead's queue leaves it
+    /// then, and the handler has until then to answer. A value that is not
+    /// a number is answered 400. gRPC calls always bring theirs, as
+    /// `grpc-timeout`. Only trusted callers should set it: strip it at your
+    /// edge otherwise. A `name` that is not a header name is refused by
+    /// [`build`](Self::build), naming `deadline_header`.
+    ///
+    /// ```
+    /// # use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// # use portcullis::{BulkheadConfig, ThrottleManager};
+    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(8).queue(64)).build()?;
+    /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip())
+    ///     .deadline_header("x-request-timeout-ms")
+    ///     .build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn deadline_header(mut self, name: &str) -> Self {
+        match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(name) => self.settings.deadline_header = Some(name),
+            Err(_) => self
+                .problems
+                .push(not_a_header_name("deadline_header", name)),
+        }
+        self
+    }
+
     /// Judges the inner service's answers by `classify` instead of by
     /// [`classify`](super::classify), which it can fall back on.
     ///

@@ -37,15 +37,21 @@ type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 ///    known, and, when the key has a rate, the IETF `RateLimit-Policy` and
 ///    `RateLimit` headers (see [`rate_limit_headers`](super::ThrottleLayerBuilder::rate_limit_headers));
 ///    [`on_refusal`](super::ThrottleLayerBuilder::on_refusal) replaces the status and body;
-/// 4. the inner service has until the manager's
+/// 4. a gRPC call's `grpc-timeout` (or, for HTTP, the
+///    [`deadline_header`](super::ThrottleLayerBuilder::deadline_header))
+///    is its deadline ([`with_deadline`](crate::with_deadline)): a call
+///    that cannot start before it is answered at once (gRPC
+///    `DEADLINE_EXCEEDED`, HTTP 503), one in the bulkhead's queue leaves
+///    it then, and the handler has until then to answer;
+/// 5. the inner service has until the manager's
 ///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) to
 ///    answer: a handler still without an answer's head then is dropped,
 ///    counted as overload and answered **503** (a gRPC call
 ///    `DEADLINE_EXCEEDED`);
-/// 5. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
+/// 6. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
 ///    or [`classify_by`](super::ThrottleLayerBuilder::classify_by)): 5xx and timeouts lower an
 ///    adaptive key's rate, 4xx leave it alone;
-/// 6. **the call ends when its body ends**: a successful answer's body
+/// 7. **the call ends when its body ends**: a successful answer's body
 ///    carries the key's bulkhead slot until its last frame is sent, so a
 ///    stream (a download, server-sent events) counts against the key's
 ///    concurrency for as long as it flows. A body that fails midway is
@@ -92,6 +98,8 @@ pub(super) struct Settings {
     pub(super) extractor: KeyExtractor,
     pub(super) priority: Priority,
     pub(super) priority_header: Option<HeaderName>,
+    /// An HTTP request's deadline, in milliseconds from its arrival.
+    pub(super) deadline_header: Option<HeaderName>,
     pub(super) classify: Option<Arc<ClassifyStatus>>,
     pub(super) on_refusal: Option<Arc<OnRefusal>>,
     pub(super) on_missing_key: Option<Arc<OnMissingKey>>,
@@ -140,6 +148,7 @@ impl Settings {
             extractor,
             priority: Priority::HIGH,
             priority_header: None,
+            deadline_header: None,
             classify: None,
             on_refusal: None,
             on_missing_key: None,
@@ -172,6 +181,7 @@ impl fmt::Debug for Settings {
             .field("extractor", &self.extractor)
             .field("priority", &self.priority)
             .field("priority_header", &self.priority_header)
+            .field("deadline_header", &self.deadline_header)
             .field("classify", &custom(self.classify.is_some()))
             .field("on_refusal", &custom(self.on_refusal.is_some()))
             .field("on_missing_key", &custom(self.on_missing_key.is_some()))

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Request, Response};
+use tokio::time::Instant;
 use tower_service::Service;
 
 use super::answer::{self, set_rate_limit, set_retry_after};
@@ -108,6 +110,10 @@ impl Settings {
                 return Ok(answer.map(ResponseBody::answer));
             }
         };
+        let deadline = match self.deadline_of(&head, grpc) {
+            Ok(deadline) => deadline,
+            Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
+        };
         let manager = self.manager_for(head.uri.path());
         let call = EdgeCall {
             manager,
@@ -115,6 +121,7 @@ impl Settings {
             priority,
             admission: Admission::Queue,
             carry: !self.release_at_headers,
+            deadline,
         };
         let passage = call
             .pass(
@@ -190,6 +197,35 @@ impl Settings {
                 let value = String::from_utf8_lossy(value.as_bytes());
                 format!(
                     "header `{name}` must be a priority level from 0 to {highest}, got {}",
+                    answer::quoted(&value)
+                )
+            })
+    }
+
+    /// The request's deadline: a gRPC call's `grpc-timeout`, or the
+    /// layer's deadline header, from now. A deadline header that is no
+    /// number of milliseconds is the client's mistake.
+    fn deadline_of(&self, head: &Parts, grpc: bool) -> Result<Option<Instant>, String> {
+        if grpc {
+            return Ok(grpc::timeout_in(&head.headers).map(|left| Instant::now() + left));
+        }
+        let Some(name) = &self.deadline_header else {
+            return Ok(None);
+        };
+        let Some(value) = head.headers.get(name) else {
+            return Ok(None);
+        };
+        value
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|ms| !ms.is_empty() && ms.len() <= 12 && ms.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map(|ms| Some(Instant::now() + Duration::from_millis(ms)))
+            .ok_or_else(|| {
+                let value = String::from_utf8_lossy(value.as_bytes());
+                format!(
+                    "header `{name}` must be a whole number of milliseconds, got {}",
                     answer::quoted(&value)
                 )
             })

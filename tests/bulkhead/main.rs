@@ -11,6 +11,7 @@ mod support;
 
 mod adaptive;
 mod adaptive_http;
+mod codel;
 mod fixed;
 mod http;
 mod shapes;

@@ -319,3 +319,44 @@ async fn an_http_request_past_the_call_timeout_is_a_request_timed_out_error() {
     assert_eq!(timed_out.after(), Duration::from_secs(2));
     assert_eq!(per_host.snapshot("backend.test").unwrap().active, Some(0));
 }
+
+/// A caller's deadline (`with_deadline`) goes on to the server as the
+/// call's `grpc-timeout`, with the time left.
+#[tokio::test]
+async fn a_caller_s_deadline_reaches_the_server_as_grpc_timeout() {
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let record = {
+        let seen = Arc::clone(&seen);
+        tower::util::MapRequestLayer::new(move |request: http::Request<tonic::body::Body>| {
+            *seen.lock().unwrap() = request.headers().get("grpc-timeout").cloned();
+            request
+        })
+    };
+    let server = tonic::transport::Server::builder()
+        .layer(record)
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::adaptive(100.0))
+        .build()
+        .unwrap();
+    let mut client = through(&manager, addr).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    portcullis::with_deadline(deadline, client.check(check()))
+        .await
+        .unwrap();
+    let header = seen.lock().unwrap().clone().expect("a grpc-timeout header");
+    let mut headers = http::HeaderMap::new();
+    headers.insert("grpc-timeout", header);
+    let left = portcullis::grpc::timeout_in(&headers).unwrap();
+    assert!(
+        left <= Duration::from_secs(60) && left > Duration::from_secs(50),
+        "{left:?}"
+    );
+    // Without a deadline, none is sent.
+    client.check(check()).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), None);
+}

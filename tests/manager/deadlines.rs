@@ -40,6 +40,8 @@ async fn a_token_past_the_deadline_is_refused_at_once_and_takes_nothing() {
     assert_eq!(refused.reason(), RejectReason::Deadline);
     assert_eq!(refused.retry_after(), None);
     assert_eq!(start.elapsed(), Duration::ZERO, "refused without waiting");
+    #[cfg(any(feature = "tower", feature = "reqwest"))]
+    assert_eq!(portcullis::grpc::code_of(&refused), 4, "DEADLINE_EXCEEDED");
     // It took nothing: the next token is still 500 ms away, and a caller
     // whose deadline allows it waits exactly that long.
     let permit = with_deadline(start + 500 * MS, manager.acquire("api", Priority::HIGH))

@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use portcullis::clock::ManualClock;
 use portcullis::server::{KeyExtractor, ThrottleLayer, TrustedProxies};
-use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::sync::Semaphore;
 
 // ---- The public contract of the issue, as written ----
@@ -766,4 +766,58 @@ fn every_problem_of_a_layer_is_refused_at_build_with_its_name() {
     .route("/login", quota_manager(&clock))
     .build()
     .unwrap();
+}
+
+/// An HTTP request's deadline comes from the layer's deadline header: one
+/// that waits in the bulkhead's queue past it is answered 503 then, saying
+/// why; a value that is no number of milliseconds is the client's mistake.
+#[tokio::test]
+async fn the_deadline_header_bounds_a_request_s_wait_in_the_queue() {
+    let _alone = crate::support::alone();
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(
+            BulkheadConfig::new(1)
+                .queue(4)
+                .queue_timeout(Duration::from_secs(30)),
+        )
+        .build()
+        .unwrap();
+    let layer = ThrottleLayer::builder(manager.clone(), KeyExtractor::header("x-api-key"))
+        .deadline_header("x-request-timeout-ms")
+        .build()
+        .unwrap();
+    let url = serve(hello().layer(layer)).await;
+    let client = reqwest::Client::new();
+    let busy = manager.acquire("k", Priority::HIGH).await.unwrap(); // the one slot
+    let late = send(
+        &client,
+        &url,
+        &[("x-api-key", "k"), ("x-request-timeout-ms", "100")],
+    )
+    .await;
+    assert_eq!(late.status, 503);
+    assert_eq!(
+        late.body,
+        "503 Service Unavailable: past the caller's deadline\n"
+    );
+    assert_eq!(manager.snapshot("k").unwrap().queued, Some(0));
+    let bad = send(
+        &client,
+        &url,
+        &[("x-api-key", "k"), ("x-request-timeout-ms", "soon")],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        bad.body,
+        "400 Bad Request: header `x-request-timeout-ms` must be a whole number of milliseconds, got \"soon\"\n"
+    );
+    busy.success();
+    let served = send(
+        &client,
+        &url,
+        &[("x-api-key", "k"), ("x-request-timeout-ms", "1000")],
+    )
+    .await;
+    assert_eq!(served.status, 200);
 }
