@@ -15,6 +15,7 @@ mod support;
 mod app;
 
 mod database;
+mod goodput;
 mod layer;
 mod per_user_db;
 mod routes;
