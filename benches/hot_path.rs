@@ -8,6 +8,8 @@
 //! `call` to `try_acquire` + `success()`): drift moves medians of
 //! interleaved rounds least.
 
+#[path = "support/composition.rs"]
+mod composition;
 #[path = "support/rounds.rs"]
 mod rounds;
 
@@ -379,15 +381,25 @@ fn interleaved_rounds() {
     let checked = portcullis(&keys);
     let manager = all_three(&keys);
     let limiter = governor(&keys);
+    let composed = composition::Composition::new(RATE, 1_000);
+    for key in &keys {
+        assert!(composed.call(key, 0.5));
+    }
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let mut sides: Vec<(&str, Vec<f64>)> = ["check", "try_acquire + success()", "call", "governor"]
-        .into_iter()
-        .map(|name| (name, Vec::new()))
-        .collect();
+    let names = [
+        "check",
+        "try_acquire + success()",
+        "call",
+        "governor",
+        "composition",
+    ];
+    let mut sides: Vec<(&str, Vec<f64>)> =
+        names.into_iter().map(|name| (name, Vec::new())).collect();
+    let count = sides.len();
     for round in 0..ROUNDS {
-        let mut took = [Duration::ZERO; 4];
-        for turn in 0..4 {
-            let side = (turn + round) % 4;
+        let mut took = [Duration::ZERO; 5];
+        for turn in 0..count {
+            let side = (turn + round) % count;
             took[side] = match side {
                 0 => time_calls(&keys, |key| black_box(checked.check(key.as_str())).unwrap()),
                 1 => time_calls(&keys, |key| {
@@ -403,8 +415,11 @@ fn interleaved_rounds() {
                     let mut call = std::pin::pin!(call);
                     assert!(call.as_mut().poll(&mut cx).is_ready());
                 }),
-                _ => time_calls(&keys, |key| {
+                3 => time_calls(&keys, |key| {
                     black_box(limiter.check_key(key)).unwrap();
+                }),
+                _ => time_calls(&keys, |key| {
+                    assert!(black_box(composed.call(key, 0.5)));
                 }),
             };
         }
@@ -423,11 +438,22 @@ fn interleaved_rounds() {
     };
     println!("1,000 healthy keys, {ROUNDS} interleaved rounds of {ROUND_CALLS} calls, medians:");
     let governor_ns = median(sides[3].1.clone());
+    let composed_ns = median(sides[4].1.clone());
+    println!(
+        "  composition (governor direct + Semaphore + SRE counters, one DashMap entry a key): {composed_ns:.1} ns"
+    );
     for (over, (name, took)) in sides.iter().enumerate().take(3) {
         println!(
             "  {name:<26} {:>6.1} ns   {:.2}x governor check_key ({governor_ns:.1} ns)",
             median(took.clone()),
             median(ratios(over, 3)),
+        );
+    }
+    for over in [1, 2] {
+        println!(
+            "  {} / composition: {:.2}x",
+            sides[over].0,
+            median(ratios(over, 4))
         );
     }
     println!(

@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --bench memory`.
 
+#[path = "support/composition.rs"]
+mod composition;
 #[path = "support/million_keys.rs"]
 mod million_keys;
 
@@ -76,6 +78,14 @@ fn measure(which: &str) {
             report(before);
             std::hint::black_box(limiter);
         }
+        "composition" => {
+            let composed = composition::Composition::new(10, 10);
+            for key in &keys {
+                assert!(composed.call(key, 0.5));
+            }
+            report(before);
+            std::hint::black_box(composed);
+        }
         other => panic!("unknown library {other}"),
     }
 }
@@ -100,6 +110,7 @@ fn main() {
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     };
     let governor = run("governor");
+    let composed = run("composition");
     let portcullis = run("portcullis");
     let throttled = run("portcullis+throttle");
     let all_three = run("portcullis+throttle+bulkhead");
@@ -107,6 +118,9 @@ fn main() {
     let every_priority = run("portcullis+every-priority");
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
     println!("  governor keyed (DashMap)         {governor:>6.0} B");
+    println!(
+        "  composition: governor direct + Semaphore + SRE counters, one DashMap entry a key: {composed:.0} B"
+    );
     println!(
         "  portcullis, rate                 {portcullis:>6.0} B   {:.2}x governor",
         portcullis / governor
@@ -126,5 +140,10 @@ fn main() {
     println!(
         "  all three, a success a priority  {every_priority:>6.0} B   {:.2}x governor",
         every_priority / governor
+    );
+    println!(
+        "  all three against the composition: idle {:.2}x, used {:.2}x",
+        all_three / composed,
+        used / composed
     );
 }

@@ -11,6 +11,7 @@
 //! |---|---|
 //! | 0 `OK` | [`Success`](Outcome::Success) |
 //! | 4 `DEADLINE_EXCEEDED`, 8 `RESOURCE_EXHAUSTED`, 14 `UNAVAILABLE` | [`Overloaded`](Outcome::Overloaded) |
+//! | 4 `DEADLINE_EXCEEDED` on a call that carried a deadline (`grpc-timeout`) | [`Neutral`](Outcome::Neutral): the caller's deadline ran out ([`outcome_under_deadline`]) |
 //! | any other (3 `INVALID_ARGUMENT`, 5 `NOT_FOUND`, 7 `PERMISSION_DENIED`, 16 `UNAUTHENTICATED`, 1 `CANCELLED`, 13 `INTERNAL`, ...) | [`Neutral`](Outcome::Neutral) |
 //!
 //! A refused gRPC call is answered as gRFC A6 expects: HTTP 200,
@@ -132,6 +133,28 @@ pub fn outcome_of(code: u32) -> Outcome {
     }
 }
 
+/// The outcome of a call that carried a deadline (its `grpc-timeout`)
+/// and ended with gRPC status `code`: as [`outcome_of`], but for 4
+/// `DEADLINE_EXCEEDED`, which then most likely says the caller's own
+/// deadline ran out, part of it spent waiting before the call was sent.
+/// That is the caller's budget, not the backend's overload (see [whose
+/// time ran out](crate::deadline#whose-time-ran-out)): neutral. The edges
+/// judge a call this way whenever it has a deadline.
+///
+/// ```
+/// use portcullis::{Outcome, grpc};
+///
+/// assert_eq!(grpc::outcome_under_deadline(4), Outcome::Neutral);
+/// assert_eq!(grpc::outcome_of(4), Outcome::Overloaded); // no deadline sent: the server's own
+/// assert_eq!(grpc::outcome_under_deadline(14), Outcome::Overloaded);
+/// ```
+pub fn outcome_under_deadline(code: u32) -> Outcome {
+    match code {
+        4 => Outcome::Neutral,
+        code => outcome_of(code),
+    }
+}
+
 /// The `grpc-status` in `headers` (a trailers-only answer's head, or the
 /// trailers), if there is one that reads as a number.
 ///
@@ -244,12 +267,12 @@ pub(crate) fn invalid_argument(problem: &str) -> Response<Bytes> {
     trailers_only(u32::from(INVALID_ARGUMENT), problem)
 }
 
-/// The trailers-only answer to a gRPC call that had no answer within the
-/// manager's call timeout of `after`: 4 `DEADLINE_EXCEEDED`.
+/// The trailers-only answer to a gRPC call dropped unfinished when a time
+/// limit ran out (the call timeout, or the caller's deadline): 4
+/// `DEADLINE_EXCEEDED`, its message naming the limit.
 #[cfg(feature = "tower")]
-pub(crate) fn timed_out(after: std::time::Duration) -> Response<Bytes> {
-    let message = format!("no answer within the call timeout of {after:?}");
-    trailers_only(u32::from(DEADLINE_EXCEEDED), &message)
+pub(crate) fn timed_out(expiry: crate::deadline::Expiry) -> Response<Bytes> {
+    trailers_only(u32::from(DEADLINE_EXCEEDED), &expiry.to_string())
 }
 
 /// HTTP 200 with the call's whole status in its head and no body.

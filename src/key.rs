@@ -4,14 +4,17 @@
 //! are defined once, in [the architecture map](crate::architecture).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSettings;
 use crate::clock::Nanos;
+use crate::deadline::AnswerTime;
 use crate::rate::RateCell;
 use crate::rate::RateSettings;
 use crate::retry_budget::RetryBudget;
 use crate::store::StoreKey;
+use crate::sync::AtomicU32;
 use crate::throttle::ThrottleSettings;
 use crate::throttle::ThrottleWindow;
 
@@ -19,13 +22,17 @@ use crate::throttle::ThrottleWindow;
 /// space and by every permit and waiter of the key.
 ///
 /// A key of a manager with only a rate, at its default settings, is just its
-/// rate cell and a null pointer: 48 bytes. The controls beyond the rate
+/// rate cell, a null pointer and the word of its quickest answer: 56 bytes. The controls beyond the rate
 /// live in one optional allocation, and the key's own settings (for the few
 /// keys that have them) in another, reached through the first.
 #[derive(Debug)]
 pub(crate) struct KeyState {
     pub(crate) rate: RateCell,
     extras: Option<Box<Extras>>,
+    /// The quickest recent answer of the key's calls with a deadline
+    /// ([`AnswerTime`]'s word), by which a call with a deadline judges
+    /// whether it can still finish in time.
+    answered: AtomicU32,
 }
 
 /// What a key holds beyond its rate cell, when it holds anything: 136
@@ -91,7 +98,26 @@ impl KeyState {
                     retry: RetryBudget::default(),
                 })
             }),
+            answered: AtomicU32::new(0),
         }
+    }
+
+    /// A call of this key with a deadline had its answer `took` after its
+    /// admission. Two answers at once may keep only one: an estimate.
+    #[inline]
+    pub(crate) fn answered_in(&self, took: Nanos) {
+        let was = AnswerTime(self.answered.load(Ordering::Relaxed));
+        let now = was.after(took);
+        if now != was {
+            self.answered.store(now.0, Ordering::Relaxed);
+        }
+    }
+
+    /// The quickest recent answer of the key's calls with a deadline; 0
+    /// before the first.
+    #[inline]
+    pub(crate) fn quickest_answer(&self) -> Nanos {
+        AnswerTime(self.answered.load(Ordering::Relaxed)).nanos()
     }
 
     /// The key with its rate in a store, under `store_key`.

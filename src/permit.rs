@@ -146,6 +146,18 @@ impl<'a> Permit<'a> {
         Self { core, ticket }
     }
 
+    /// The call, which had a deadline, had its answer now: its key learns
+    /// how quickly its backend answers, for later calls with a deadline to
+    /// judge whether they can still finish in time (`deadline::AnswerTime`).
+    pub(crate) fn answered(&self) {
+        let core = match &self.core {
+            CoreRef::Borrowed(core) => *core,
+            CoreRef::Owned(core) => core,
+        };
+        let took = core.now().saturating_sub(self.ticket.times.started);
+        self.ticket.state.answered_in(took);
+    }
+
     /// The call succeeded: [`Outcome::Success`].
     ///
     /// ```

@@ -261,8 +261,17 @@ where
 
     /// Every [`call`](crate::ThrottleManager::call) still running after `timeout`
     /// is dropped and counted as a capacity failure (default: none). Above 0.
-    /// The client middleware applies it to each request too, so a host
-    /// that never answers frees its bulkhead slots.
+    /// The edges apply it to each request too, so a host that never
+    /// answers frees its bulkhead slots.
+    ///
+    /// It is the one time limit the backend is judged by, counted from
+    /// the call's admission, so no time spent waiting here counts against
+    /// it. A caller's deadline ([`with_deadline`](crate::with_deadline), a
+    /// request's own timeout) that ends a call sooner counts as neutral:
+    /// the caller's budget, not the backend's overload (see [whose time
+    /// ran out](crate::deadline#whose-time-ran-out)). Without a call
+    /// timeout, a slow backend is never counted as overloaded for its
+    /// slowness alone.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};

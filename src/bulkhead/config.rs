@@ -37,6 +37,12 @@ pub enum Overflow {
     DropLowestPriority,
 }
 
+/// The longest CoDel interval accepted. CoDel judges a queue over one
+/// interval (100 ms in its paper and in Facebook's use): a longer one leaves
+/// a standing queue unjudged, and every caller in it waiting, that long.
+/// Past a minute no queue wait is worth keeping a caller for.
+const LONGEST_CODEL_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The bulkhead of every key: at most `max_concurrent` calls in flight, a
 /// few more waiting in a priority queue, everything beyond rejected at once.
 ///
@@ -77,7 +83,7 @@ pub struct BulkheadConfig {
     /// CoDel's target and interval, when set.
     codel: Option<(Duration, Duration)>,
     /// Newest first while CoDel finds the queue overloaded.
-    adaptive_lifo: bool,
+    adaptive_lifo: Option<bool>,
 }
 
 /// How a learned limit is set up: what the user set, `None` for the
@@ -147,7 +153,7 @@ impl BulkheadConfig {
             queue_timeout: None,
             overflow: Overflow::RejectNew,
             codel: None,
-            adaptive_lifo: true,
+            adaptive_lifo: None,
         }
     }
 
@@ -384,9 +390,13 @@ impl BulkheadConfig {
     /// ([`adaptive_lifo`](Self::adaptive_lifo), on by default), priorities
     /// keeping their order. Once the queue drains, it serves first come
     /// first served again under the queue timeout. Facebook's "Fail at
-    /// scale" (2015) gives 5 ms and 100 ms for a server's queue. Needs a
-    /// [`queue`](Self::queue); `0 < target <= interval`. Works with a fixed
-    /// limit and a learned one.
+    /// scale" (2015) gives 5 ms and 100 ms for a server's queue. Works with
+    /// a fixed limit and a learned one.
+    ///
+    /// Settings under which CoDel could never act are refused at build,
+    /// naming the field: it needs a [`queue`](Self::queue);
+    /// `0 < target <= interval`; an interval of at most a minute; and a
+    /// [`queue_timeout`](Self::queue_timeout), if set, above the target.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, ThrottleManager};
@@ -411,7 +421,8 @@ impl BulkheadConfig {
     /// With [`codel`](Self::codel), whether an overloaded queue serves its
     /// newest call first (default `true`): the calls served are then those
     /// whose callers are most likely still waiting. `false` keeps first
-    /// come first served throughout.
+    /// come first served throughout. Set without `codel` it would do
+    /// nothing, and is refused at build.
     ///
     /// ```
     /// use portcullis::BulkheadConfig;
@@ -424,7 +435,7 @@ impl BulkheadConfig {
     /// assert!(fifo.validate().is_ok());
     /// ```
     pub fn adaptive_lifo(mut self, newest_first: bool) -> Self {
-        self.adaptive_lifo = newest_first;
+        self.adaptive_lifo = Some(newest_first);
         self
     }
 
@@ -453,13 +464,34 @@ impl BulkheadConfig {
 
     /// CoDel's settings, with their problems added to `problems`.
     fn check_codel(&self, problems: &mut Problems<'_>) -> Option<CodelSettings> {
-        let (target, interval) = self.codel?;
+        let Some((target, interval)) = self.codel else {
+            if let Some(newest_first) = self.adaptive_lifo {
+                problems.add(
+                    "adaptive_lifo",
+                    format!("only with CoDel (BulkheadConfig::codel), which decides when the queue is overloaded; got adaptive_lifo({newest_first}) without it"),
+                );
+            }
+            return None;
+        };
         let before = problems.len();
         if target.is_zero() || target > interval {
             problems.add(
                 "codel",
                 format!("the target must be above 0 and at most the interval, got target {target:?} and interval {interval:?}"),
             );
+        }
+        if interval > LONGEST_CODEL_INTERVAL {
+            problems.add(
+                "codel",
+                format!("the interval must be at most {LONGEST_CODEL_INTERVAL:?}: a standing queue would go unjudged that long; got {interval:?}"),
+            );
+        }
+        match self.queue_timeout {
+            Some(timeout) if timeout <= target => problems.add(
+                "queue_timeout",
+                format!("must be above CoDel's target, or no call would wait the target and CoDel could never act; got {timeout:?} with a target of {target:?}"),
+            ),
+            _ => {}
         }
         if self.max_queued == 0 {
             problems.add(
@@ -470,7 +502,7 @@ impl BulkheadConfig {
         (problems.len() == before).then(|| CodelSettings {
             target: nanos(target),
             interval: nanos(interval),
-            lifo: self.adaptive_lifo,
+            lifo: self.adaptive_lifo.unwrap_or(true),
         })
     }
 
@@ -648,6 +680,59 @@ mod tests {
         assert_eq!((tuning.probe_calls, tuning.probe_limit), (50, 3));
         // The longest interval there is does not overflow.
         assert!(fields(BulkheadConfig::adaptive().probe_interval(Duration::MAX)).is_empty());
+    }
+
+    /// Every problem `config` has, as its error names it.
+    fn problems_of(config: BulkheadConfig) -> Vec<String> {
+        let mut found = Vec::new();
+        let _ = config.check(&mut Problems::new("bulkhead", &mut found));
+        found.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn codel_settings_that_could_never_act_are_refused_by_name() {
+        let fields = problems_of;
+        let codel = |target: u64, interval: Duration| {
+            BulkheadConfig::new(4)
+                .queue(8)
+                .codel(Duration::from_millis(target), interval)
+        };
+        let ms = Duration::from_millis;
+        assert!(fields(codel(5, ms(100))).is_empty());
+        assert!(fields(codel(5, Duration::from_secs(60))).is_empty());
+        for never in [
+            codel(5, Duration::MAX),
+            BulkheadConfig::new(4)
+                .queue(8)
+                .codel(Duration::MAX, Duration::MAX),
+            codel(5, Duration::from_secs(61)),
+        ] {
+            let found = fields(never);
+            assert!(
+                found
+                    .iter()
+                    .any(|p| p.starts_with("bulkhead.codel: the interval must be at most 60s")),
+                "{found:?}"
+            );
+        }
+        for timeout in [ms(2), ms(5)] {
+            let found = fields(codel(5, ms(100)).queue_timeout(timeout));
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].starts_with("bulkhead.queue_timeout: must be above CoDel's target"),
+                "{found:?}"
+            );
+        }
+        assert!(fields(codel(5, ms(100)).queue_timeout(ms(6))).is_empty());
+        for newest_first in [false, true] {
+            let found = fields(BulkheadConfig::new(4).queue(8).adaptive_lifo(newest_first));
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert!(
+                found[0].starts_with("bulkhead.adaptive_lifo: only with CoDel"),
+                "{found:?}"
+            );
+        }
+        assert!(fields(codel(5, ms(100)).adaptive_lifo(false)).is_empty());
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //! once ([`Bulkhead::grant_waiters`]).
 //!
 //! With CoDel ([`super::codel`]), a slot handed on while the queue is
-//! overloaded first drops every waiter that has waited the target, and
-//! goes to the newest of the most important waiters (adaptive LIFO).
+//! overloaded goes to the newest of the most important waiters (adaptive
+//! LIFO), and every other waiter that has waited the target is dropped:
+//! never one more important than the one served.
 //!
 //! A waiter's outcome (a slot, or a rejection) is decided under the lock and
 //! left for it to collect. A waiter that is dropped removes itself under the
@@ -471,8 +472,8 @@ impl Bulkhead {
             queued(self.state.load(Ordering::Acquire)) as usize,
             "the lock's holder keeps `queued` equal to the queue's length"
         );
-        let mut wakers = self.drop_stale(inner);
-        match self.next_waiter(inner) {
+        let (served, mut wakers) = self.serve_next(inner);
+        match served {
             Some((id, waker)) => {
                 inner.decided.push((id, Decision::Granted));
                 self.state.fetch_sub(QUEUED, Ordering::AcqRel);
@@ -485,37 +486,48 @@ impl Bulkhead {
         wakers
     }
 
-    /// Under the lock, with CoDel and an overloaded queue: drops every
-    /// waiter that has waited the target; returns their wakers.
-    fn drop_stale(&self, inner: &mut Inner) -> Vec<Waker> {
+    /// Under the lock, at a hand-off: takes the waiter served next, and,
+    /// while CoDel finds the queue overloaded, drops every other waiter
+    /// that has waited the target ([`WaitQueue::pop_dropping_stale`]:
+    /// never one more important than the one served); returns the dropped
+    /// ones' wakers with it.
+    fn serve_next(&self, inner: &mut Inner) -> (Option<(WaiterId, Option<Waker>)>, Vec<Waker>) {
         let Some(codel) = self.codel() else {
-            return Vec::new();
+            return (self.next_waiter(inner), Vec::new());
         };
-        if !inner.codel.overloaded() {
-            return Vec::new();
-        }
         let now = codel.now();
-        let stale = inner
+        inner.codel.look(&codel.settings, now);
+        if !inner.codel.overloaded() {
+            return (self.next_waiter(inner), Vec::new());
+        }
+        let stale_before = now.saturating_sub(codel.settings.target).saturating_add(1);
+        let (served, stale) = inner
             .queue
-            .remove_older_than(now.saturating_sub(codel.settings.target).saturating_add(1));
-        if stale.is_empty() {
-            return Vec::new();
-        }
-        let after = self
-            .state
-            .fetch_sub(QUEUED * stale.len() as u64, Ordering::AcqRel)
-            - QUEUED * stale.len() as u64;
-        let load = Load::of(after);
+            .pop_dropping_stale(codel.settings.lifo, stale_before);
         let mut wakers = Vec::with_capacity(stale.len());
-        for (id, waker) in stale {
-            let dropped = Decision::Dropped(load, RejectReason::QueueOverloaded);
-            inner.decided.push((id, dropped));
-            wakers.extend(waker);
+        if !stale.is_empty() {
+            let after = self
+                .state
+                .fetch_sub(QUEUED * stale.len() as u64, Ordering::AcqRel)
+                - QUEUED * stale.len() as u64;
+            let load = Load::of(after);
+            for (id, waker) in stale {
+                let dropped = Decision::Dropped(load, RejectReason::QueueOverloaded);
+                inner.decided.push((id, dropped));
+                wakers.extend(waker);
+            }
         }
+        let served = served.map(|(id, waker, since)| {
+            // Overloaded: CoDel only waits for the queue to drain.
+            inner
+                .codel
+                .served(&codel.settings, now, now.saturating_sub(since));
+            (id, waker)
+        });
         if inner.queue.len() == 0 {
             inner.codel.emptied(now);
         }
-        wakers
+        (served, wakers)
     }
 
     /// Under the lock: takes the waiter served next, the head of the queue

@@ -29,6 +29,13 @@ pub(crate) struct WaitQueue {
     next_id: WaiterId,
 }
 
+/// A waiter served at a hand-off (its number, waker and when it joined),
+/// and those dropped at it.
+pub(crate) type Served = (
+    Option<(WaiterId, Option<Waker>, Nanos)>,
+    Vec<(WaiterId, Option<Waker>)>,
+);
+
 /// What to do with a newcomer who finds the queue full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnFull {
@@ -74,6 +81,33 @@ impl WaitQueue {
         let entry = self.levels.iter_mut().find_map(VecDeque::pop_back)?;
         self.len -= 1;
         Some((entry.id, entry.waker, entry.since))
+    }
+
+    /// While CoDel finds the queue overloaded, at a hand-off: takes the
+    /// waiter served next and every other waiter that joined before
+    /// `stale_before` (they have waited the target). The one served is of
+    /// the most important priority that has waiters: its newest if
+    /// `newest_first`, else its oldest that is not stale, else (all of
+    /// that priority stale) its newest. So a waiter is never dropped at a
+    /// hand-off that serves a less important one. Returns the one served
+    /// (number, waker, when it joined) and the dropped ones.
+    pub(crate) fn pop_dropping_stale(&mut self, newest_first: bool, stale_before: Nanos) -> Served {
+        let Some(level) = self.levels.iter_mut().find(|level| !level.is_empty()) else {
+            return (None, Vec::new());
+        };
+        // Each level is in arrival order: its stale waiters lead it.
+        let stale = level
+            .iter()
+            .take_while(|entry| entry.since < stale_before)
+            .count();
+        let at = match newest_first || stale == level.len() {
+            true => level.len() - 1,
+            false => stale,
+        };
+        let served = level.remove(at).expect("a waiter of this level");
+        self.len -= 1;
+        let dropped = self.remove_older_than(stale_before);
+        (Some((served.id, served.waker, served.since)), dropped)
     }
 
     /// Takes out every waiter that joined before `joined_before`; returns
@@ -226,6 +260,55 @@ mod tests {
         assert_eq!(q.len(), 2);
         let order: Vec<WaiterId> = std::iter::from_fn(|| q.pop_head().map(|(id, ..)| id)).collect();
         assert_eq!(order, [ids[4], ids[3]]);
+    }
+
+    #[test]
+    fn an_overloaded_hand_off_never_drops_a_waiter_more_important_than_the_one_served() {
+        // Joined at 0..5; stale: joined before 4.
+        let (mut q, ids) = queue(&[1, 3, 1, 3, 3]);
+        let (served, dropped) = q.pop_dropping_stale(true, 4);
+        // Every priority-1 waiter is stale: the newest of them is served,
+        // not a fresh priority-3 one, and only the rest are dropped.
+        assert_eq!(served.map(|(id, ..)| id), Some(ids[2]));
+        let dropped: Vec<WaiterId> = dropped.into_iter().map(|(id, _)| id).collect();
+        assert_eq!(dropped, [ids[0], ids[1], ids[3]]);
+        assert_eq!(q.len(), 1);
+        // First come first served: the oldest that is not stale.
+        let (mut q, ids) = queue(&[2, 2, 2]);
+        let (served, dropped) = q.pop_dropping_stale(false, 1);
+        assert_eq!(served.map(|(id, ..)| id), Some(ids[1]));
+        assert_eq!(dropped.len(), 1);
+        assert!(WaitQueue::default().pop_dropping_stale(true, 9).0.is_none());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn overloaded_hand_offs_keep_the_priorities_order(
+            arrivals in proptest::collection::vec(0..4usize, 1..40),
+            stale_before in 0..45u64,
+            newest_first: bool,
+        ) {
+            let (mut q, ids) = queue(&arrivals);
+            let level_of = |id: WaiterId| arrivals[ids.iter().position(|&i| i == id).unwrap()];
+            let top = *arrivals.iter().min().unwrap();
+            let (served, dropped) = q.pop_dropping_stale(newest_first, stale_before);
+            let (served, _, since) = served.unwrap();
+            proptest::prop_assert_eq!(level_of(served), top, "the most important level is served");
+            for (id, _) in &dropped {
+                proptest::prop_assert!(level_of(*id) >= top);
+                proptest::prop_assert!(*id < stale_before, "only stale waiters are dropped");
+            }
+            // Every stale waiter but the one served is gone; the rest stay.
+            let stale = ids.iter().filter(|&&id| id < stale_before && id != served).count();
+            proptest::prop_assert_eq!(dropped.len(), stale);
+            proptest::prop_assert_eq!(q.len(), arrivals.len() - 1 - stale);
+            // A stale waiter is served only when its whole level is stale.
+            if since < stale_before {
+                let fresh_at_top = arrivals.iter().enumerate()
+                    .any(|(at, &p)| p == top && (at as u64) >= stale_before);
+                proptest::prop_assert!(!fresh_at_top);
+            }
+        }
     }
 
     #[test]

@@ -46,9 +46,14 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    an error that downcasts to [`Rejected`](crate::Rejected);
 /// 4. a request still without an answer after the manager's
 ///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
-///    dropped and counted as overload: a gRPC call is answered
-///    `DEADLINE_EXCEEDED` here, an HTTP request is an error that downcasts
-///    to [`RequestTimedOut`];
+///    dropped and counted as overload; one still without an answer at its
+///    caller's deadline (its `grpc-timeout`, or the task's
+///    [`with_deadline`](crate::with_deadline)) is dropped and counted as
+///    neutral, the caller's budget and not the host's fault (see [whose
+///    time ran out](crate::deadline#whose-time-ran-out)); a deadline
+///    already passed is refused before anything is sent. A gRPC call is
+///    answered `DEADLINE_EXCEEDED` here, an HTTP request is an error that
+///    downcasts to [`RequestTimedOut`];
 /// 5. the answer is the call's [`Outcome`] ([`classify_head`], or
 ///    [`classify_by`](Self::classify_by)); an error from the inner service
 ///    (a refused connection, a timeout) is overload. A call ends when its
@@ -302,7 +307,7 @@ where
     // The call's deadline: its own `grpc-timeout`, else its caller's,
     // which the server then hears as `grpc-timeout`.
     let deadline = match grpc::timeout_in(&head.headers) {
-        Some(left) => Some(tokio::time::Instant::now() + left),
+        Some(left) => crate::deadline::after(left),
         None => {
             let deadline = crate::deadline::current();
             if let (true, Some(at)) = (grpc, deadline) {
@@ -332,7 +337,7 @@ where
             || inner.call(Request::from_parts(head, body)),
             |result| match result {
                 Ok(response) => Verdict {
-                    outcome: settings.outcome_of(response),
+                    outcome: settings.outcome_of(response, deadline.is_some()),
                     pause: requested_pause(&key, response.status(), response.headers()),
                 },
                 Err(_) => Verdict::of(Outcome::Overloaded),
@@ -346,8 +351,8 @@ where
             Ok(grpc::refusal(&rejected).map(ResponseBody::answer))
         }
         Passage::Refused(rejected) => Err(Box::new(rejected)),
-        Passage::TimedOut(after) if grpc => Ok(grpc::timed_out(after).map(ResponseBody::answer)),
-        Passage::TimedOut(after) => Err(Box::new(RequestTimedOut::new(after))),
+        Passage::TimedOut(expiry) if grpc => Ok(grpc::timed_out(expiry).map(ResponseBody::answer)),
+        Passage::TimedOut(expiry) => Err(Box::new(RequestTimedOut::new(expiry))),
         Passage::Carried(response, permit) => {
             Ok(response.map(|body| ResponseBody::carrying(body, permit)))
         }
@@ -377,11 +382,15 @@ impl ClientSettings {
         path.split('/').next().unwrap_or_default().to_owned()
     }
 
-    fn outcome_of<B>(&self, response: &Response<B>) -> Outcome {
+    /// The outcome of `response`, to a call that carried a deadline if
+    /// `under_deadline`: its `DEADLINE_EXCEEDED` is then its caller's, not
+    /// overload ([`grpc::outcome_under_deadline`]).
+    fn outcome_of<B>(&self, response: &Response<B>, under_deadline: bool) -> Outcome {
         let (status, headers) = (response.status(), response.headers());
-        match &self.classify {
-            Some(judge) => judge(status, headers),
-            None => classify_head(status, headers),
+        match (&self.classify, grpc::status_in(headers)) {
+            (Some(judge), _) => judge(status, headers),
+            (None, Some(code)) if under_deadline => grpc::outcome_under_deadline(code),
+            (None, _) => classify_head(status, headers),
         }
     }
 }
@@ -390,7 +399,7 @@ impl ClientSettings {
 ///
 /// | answer | outcome |
 /// |---|---|
-/// | a `grpc-status` in the head | by [`grpc::outcome_of`] |
+/// | a `grpc-status` in the head | by [`grpc::outcome_of`]; for a call that carried a deadline, by [`grpc::outcome_under_deadline`] |
 /// | 429 Too Many Requests, 503 Service Unavailable | [`Overloaded`](Outcome::Overloaded) |
 /// | any other 4xx or 5xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
 /// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) (a gRPC call: judged again by its trailers) |

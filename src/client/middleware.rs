@@ -10,6 +10,7 @@ use reqwest_middleware::{Middleware, Next};
 use super::RequestTimedOut;
 use super::headers::{outcome_of_status, requested_pause};
 use crate::ThrottleManager;
+use crate::deadline::{Expiry, TimeLimit};
 use crate::edge::{Admission, BodyPermit, CallBody, EdgeCall, Passage, Verdict};
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
@@ -34,11 +35,21 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    which downcasts to [`Rejected`](crate::Rejected) (reason,
 ///    retry-after);
 /// 4. the response (or error) is the call's [`Outcome`], by [`classify`]
-///    (or what [`classify_by`](Self::classify_by) says). A request still
-///    waiting for its response after the manager's
+///    (or what [`classify_by`](Self::classify_by)
+///    says). A request still waiting for its response after the manager's
 ///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
 ///    dropped and counted as overload, so a host that never answers frees
-///    its bulkhead slots; the error downcasts to [`RequestTimedOut`];
+///    its bulkhead slots; the error downcasts to [`RequestTimedOut`].
+///    A request's own `timeout` (reqwest's `RequestBuilder::timeout`) is
+///    its caller's deadline for the whole call, waits and retries
+///    included: a wait that cannot end before it is refused at once
+///    ([`RejectReason::Deadline`](crate::RejectReason::Deadline)), and a
+///    request still waiting for its response at it is dropped and counted
+///    as neutral, since part of the time went on waiting here (see [whose
+///    time ran out](crate::deadline#whose-time-ran-out)); so is reqwest's
+///    own timer for that timeout, whichever fires first, before any
+///    classifier. reqwest's timer, which starts when the request is sent,
+///    still bounds the body;
 /// 5. under the manager's [`RetryPolicy`](crate::retry::RetryPolicy), an
 ///    overloaded answer is sent again (see [Retries](#retries) below);
 /// 6. a response that asks for a pause defers the key by that long, up to
@@ -294,6 +305,31 @@ impl Middleware for ThrottleMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        // The request's own timeout is its caller's deadline, for every
+        // attempt and wait together; one past what an `Instant` holds is
+        // no deadline.
+        match request
+            .timeout()
+            .and_then(|left| crate::deadline::after(*left))
+        {
+            Some(deadline) => {
+                let call = self.handle_logical(request, extensions, next);
+                crate::with_deadline(deadline, call).await
+            }
+            None => self.handle_logical(request, extensions, next).await,
+        }
+    }
+}
+
+impl ThrottleMiddleware {
+    /// One logical request, its attempts under the manager's retry policy
+    /// and its task's deadline.
+    async fn handle_logical(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
         let key = self.key_of(&request);
         let first = extensions
             .get::<Priority>()
@@ -309,8 +345,7 @@ impl Middleware for ThrottleMiddleware {
             let spare = if may_retry { request.try_clone() } else { None };
             let attempt = self.attempt(&key, retries.priority(), request, extensions, next.clone());
             let Some((result, cause)) = retries.within(attempt).await else {
-                let after = retries.deadline().unwrap_or_default();
-                let timed_out = RequestTimedOut::new(after);
+                let timed_out = RequestTimedOut::new(retries.expired());
                 return Err(reqwest_middleware::Error::middleware(timed_out));
             };
             let (Some(cause), Some(again)) = (cause, spare) else {
@@ -322,9 +357,7 @@ impl Middleware for ThrottleMiddleware {
             request = again;
         }
     }
-}
 
-impl ThrottleMiddleware {
     /// One attempt at `priority`: admitted, sent, reported. Its result, and
     /// why it failed as [`Retries::after`](crate::retry::Retries::after)
     /// judges it (`None`: nothing to retry).
@@ -342,23 +375,35 @@ impl ThrottleMiddleware {
             priority,
             admission: Admission::Wait,
             carry: !self.release_at_headers,
-            // The request's own timeout is its deadline.
-            deadline: request
-                .timeout()
-                .map(|left| tokio::time::Instant::now() + *left),
+            // The request's own timeout is the task's deadline already
+            // (`handle`).
+            deadline: None,
         };
+        let own_timeout = request.timeout().copied();
         let passage = call
             .pass(
                 || next.run(request, extensions),
-                |result| Verdict {
-                    outcome: self.outcome_of(result),
-                    pause: result.as_ref().ok().and_then(|response| {
-                        requested_pause(key, response.status(), response.headers())
-                    }),
+                |result| match own_timeout {
+                    // reqwest's own timer for the request's timeout, which
+                    // may fire at the deadline's instant: the caller's
+                    // budget, as the deadline is.
+                    Some(_) if is_own_timeout(result) => Verdict::of(Outcome::Neutral),
+                    _ => Verdict {
+                        outcome: self.outcome_of(result),
+                        pause: result.as_ref().ok().and_then(|response| {
+                            requested_pause(key, response.status(), response.headers())
+                        }),
+                    },
                 },
             )
             .await;
         match passage {
+            Passage::Reported(result, _) if own_timeout.is_some() && is_own_timeout(&result) => {
+                let after = own_timeout.unwrap_or_default();
+                let expiry = Expiry::new(TimeLimit::Deadline, after);
+                let timed_out = RequestTimedOut::new(expiry);
+                (Err(reqwest_middleware::Error::middleware(timed_out)), None)
+            }
             Passage::Refused(rejected) => {
                 let cause = RetryCause::Refused {
                     retry_after: rejected.retry_after(),
@@ -368,13 +413,14 @@ impl ThrottleMiddleware {
                     Some(cause),
                 )
             }
-            Passage::TimedOut(after) => {
-                let timed_out = RequestTimedOut::new(after);
-                let cause = RetryCause::Overloaded { pause: None };
-                (
-                    Err(reqwest_middleware::Error::middleware(timed_out)),
-                    Some(cause),
-                )
+            Passage::TimedOut(expiry) => {
+                // Past its call timeout the host was too slow, and the
+                // request may go again; past its caller's deadline it may
+                // not.
+                let cause = (expiry.limit() == TimeLimit::CallTimeout)
+                    .then_some(RetryCause::Overloaded { pause: None });
+                let timed_out = RequestTimedOut::new(expiry);
+                (Err(reqwest_middleware::Error::middleware(timed_out)), cause)
             }
             Passage::Carried(response, permit) => (Ok(carrying(response, permit)), None),
             Passage::Reported(result, Verdict { outcome, pause }) => {
@@ -403,6 +449,12 @@ fn carrying(response: Response, permit: BodyPermit) -> Response {
     }
     let body = reqwest::Body::wrap(CallBody::new(body, permit));
     Response::from(http::Response::from_parts(parts, body))
+}
+
+/// Whether `result` is reqwest's own timeout of the request (not of its
+/// connection, which says the host is unreachable).
+fn is_own_timeout(result: &reqwest_middleware::Result<Response>) -> bool {
+    matches!(result, Err(reqwest_middleware::Error::Reqwest(error)) if error.is_timeout() && !error.is_connect())
 }
 
 /// Whether a request with this method may be sent twice: GET, HEAD,

@@ -3,12 +3,17 @@
 use std::fmt;
 use std::time::Duration;
 
-/// A request a client edge dropped because it had no answer within the
-/// manager's [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout)
-/// of its admission (counted as overload for its host), or, in the reqwest
-/// middleware, because it ran past the retry policy's
-/// [`deadline`](crate::retry::RetryPolicy::deadline) with its attempts and
-/// waits together (counted as neutral).
+use crate::deadline::{Expiry, TimeLimit};
+
+/// A request a client edge dropped unfinished because a time limit ran
+/// out: the manager's [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout)
+/// from its admission (counted as overload for its host), the caller's
+/// deadline (the request's own timeout in the reqwest middleware, a
+/// [`with_deadline`](crate::with_deadline) or `grpc-timeout` in the client
+/// layer), or the retry policy's
+/// [`deadline`](crate::retry::RetryPolicy::deadline) for its attempts and
+/// waits together (both neutral: see [whose time ran
+/// out](crate::deadline#whose-time-ran-out)).
 ///
 /// The reqwest middleware's error is `reqwest_middleware::Error::Middleware`,
 /// and the client layer's its `Box<dyn Error>`; both downcast to it. A gRPC
@@ -16,32 +21,41 @@ use std::time::Duration;
 ///
 /// ```
 /// use portcullis::client::RequestTimedOut;
+/// use portcullis::deadline::TimeLimit;
 ///
-/// /// How long a request ran before a client edge dropped it, if it did.
-/// fn timed_out(error: &(dyn std::error::Error + 'static)) -> Option<std::time::Duration> {
-///     error.downcast_ref::<RequestTimedOut>().map(RequestTimedOut::after)
+/// /// Whether a client edge dropped a request because its host was slow
+/// /// (rather than because the caller's own time ran out).
+/// fn host_too_slow(error: &(dyn std::error::Error + 'static)) -> bool {
+///     error
+///         .downcast_ref::<RequestTimedOut>()
+///         .is_some_and(|timed_out| timed_out.limit() == TimeLimit::CallTimeout)
 /// }
-/// # let _ = timed_out;
+/// # let _ = host_too_slow;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestTimedOut {
-    after: Duration,
+    expiry: Expiry,
 }
 
 impl RequestTimedOut {
-    pub(super) fn new(after: Duration) -> Self {
-        Self { after }
+    pub(super) fn new(expiry: Expiry) -> Self {
+        Self { expiry }
     }
 
-    /// The timeout it ran past.
+    /// How long the limit that ran out gave the request.
     pub fn after(&self) -> Duration {
-        self.after
+        self.expiry.after()
+    }
+
+    /// The limit that ran out.
+    pub fn limit(&self) -> TimeLimit {
+        self.expiry.limit()
     }
 }
 
 impl fmt::Display for RequestTimedOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no response within the call timeout of {:?}", self.after)
+        self.expiry.fmt(f)
     }
 }
 

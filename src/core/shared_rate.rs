@@ -82,7 +82,7 @@ impl Core {
             return StoreStep::Local;
         };
         let caller = patience;
-        let patience = self.patience_for_token(priority, patience);
+        let patience = self.patience_for_token(state, priority, patience);
         let in_line = state.rate.waiting_in_line();
         // When the token the call first asked for was due, if it was
         // beyond the horizon: the head sleeps until then before asking
@@ -116,7 +116,7 @@ impl Core {
                 return StoreStep::Refused(self.token_too_far(expected, priority, caller));
             }
         }
-        let until = self.token_deadline(priority, caller, arrived);
+        let until = self.token_deadline(priority, caller, arrived, state.quickest_answer());
         let mut place = state.rate.line().join();
         place.head().await;
         loop {

@@ -8,7 +8,7 @@ use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::bulkhead::WaiterId;
 use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
 use crate::clock::{Nanos, nanos};
-use crate::deadline;
+use crate::deadline::{self, StartBy};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
@@ -84,7 +84,7 @@ impl Core {
         };
         if let Some(rate) = self.rate_of(state) {
             let wait = state.rate.wait(now, rate.burst, cost);
-            if wait > self.patience_for_token(priority, patience) {
+            if wait > self.patience_for_token(state, priority, patience) {
                 return Err(self.token_too_far(wait, priority, patience));
             }
         }
@@ -171,7 +171,7 @@ impl Core {
             return Ok(Token::Due(None));
         };
         let caller = patience;
-        let patience = self.patience_for_token(priority, patience);
+        let patience = self.patience_for_token(state, priority, patience);
         let in_line = state.rate.waiting_in_line();
         if in_line == 0 {
             return match state
@@ -216,7 +216,7 @@ impl Core {
         let Some(settings) = self.rate_of(state) else {
             return Ok((Token::Due(None), arrived));
         };
-        let until = self.token_deadline(priority, patience, arrived);
+        let until = self.token_deadline(priority, patience, arrived, state.quickest_answer());
         let mut place = state.rate.line().join();
         place.head().await;
         loop {
@@ -370,7 +370,11 @@ impl Core {
             None => (settings.queue_timeout, RejectReason::QueueTimeout),
         };
         let timed_out = bound.map(|bound| since.saturating_add(bound));
-        let caller = deadline::remaining().map(|left| self.now().saturating_add(nanos(left)));
+        let caller = match deadline::start_by(|| state.quickest_answer()) {
+            StartBy::Whenever => None,
+            StartBy::Within(wait) => Some(self.now().saturating_add(wait)),
+            StartBy::TooLate => Some(self.now()),
+        };
         let (until, reason) = match (timed_out, caller) {
             (None, None) => return (&mut waiting).await.map_err(refused),
             (Some(timed_out), Some(caller)) if caller < timed_out => {
@@ -390,18 +394,28 @@ impl Core {
         }
     }
 
-    /// How far ahead a rate token may lie for a caller of `patience`: as
-    /// configured, and, for a caller that waits, no further than its
-    /// task's deadline ([`crate::with_deadline`]).
+    /// How far ahead a rate token of `state` may lie for a caller of
+    /// `patience`: as configured, and, for a caller that waits, early
+    /// enough to start before its task's deadline ([`crate::with_deadline`])
+    /// with time left for the key's quickest recent answer
+    /// ([`deadline::start_by`]).
     #[inline]
-    pub(crate) fn patience_for_token(&self, priority: Priority, patience: Patience) -> Nanos {
+    pub(crate) fn patience_for_token(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        patience: Patience,
+    ) -> Nanos {
         let configured = self.configured_patience(priority, patience);
         match patience {
             Patience::Never | Patience::QueueOnly => configured,
-            Patience::AsConfigured | Patience::Unbounded => match deadline::remaining() {
-                Some(left) => configured.min(nanos(left)),
-                None => configured,
-            },
+            Patience::AsConfigured | Patience::Unbounded => {
+                match deadline::start_by(|| state.quickest_answer()) {
+                    StartBy::Whenever => configured,
+                    StartBy::Within(wait) => configured.min(wait),
+                    StartBy::TooLate => 0,
+                }
+            }
         }
     }
 
@@ -456,7 +470,9 @@ impl Drop for PendingToken<'_> {
 }
 
 /// The latest a call's rate token may come, measured on the core's clock:
-/// by the settings (from the call's arrival) and by the caller's deadline.
+/// by the settings (from the call's arrival) and by the caller's deadline
+/// (early enough to start before it with time for an answer: see
+/// [`deadline::start_by`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TokenDeadline {
     configured: Nanos,
@@ -490,19 +506,24 @@ impl TokenDeadline {
 
 impl Core {
     /// The latest a token may come for a call of `patience` that arrived
-    /// at `arrived`.
+    /// at `arrived`, to a key whose quickest recent answer is `answer`.
     pub(crate) fn token_deadline(
         &self,
         priority: Priority,
         patience: Patience,
         arrived: Nanos,
+        answer: Nanos,
     ) -> TokenDeadline {
         let configured = arrived.saturating_add(self.configured_patience(priority, patience));
         let caller = match patience {
             Patience::Never | Patience::QueueOnly => None,
-            Patience::AsConfigured | Patience::Unbounded => {
-                deadline::remaining().map(|left| self.now().saturating_add(nanos(left)))
-            }
+            Patience::AsConfigured | Patience::Unbounded => match deadline::start_by(|| answer) {
+                StartBy::Whenever => None,
+                StartBy::Within(wait) => Some(self.now().saturating_add(wait)),
+                // No token is early enough: any is refused as the
+                // caller's deadline's.
+                StartBy::TooLate => Some(0),
+            },
         };
         TokenDeadline { configured, caller }
     }

@@ -22,14 +22,22 @@ pub(crate) struct BodyPermit {
     // `None` once reported.
     permit: Option<OwnedPermit>,
     at_end: Outcome,
+    /// How a gRPC status in the trailers is judged: a call that carried a
+    /// deadline reads `DEADLINE_EXCEEDED` as its caller's, not overload.
+    trailers: fn(u32) -> Outcome,
 }
 
 impl BodyPermit {
-    /// `permit`, to report `at_end` when the body ends or is dropped.
-    pub(crate) fn new(permit: OwnedPermit, at_end: Outcome) -> Self {
+    /// `permit`, to report `at_end` when the body ends or is dropped; for a
+    /// call that carried a deadline if `under_deadline`.
+    pub(crate) fn new(permit: OwnedPermit, at_end: Outcome, under_deadline: bool) -> Self {
         Self {
             permit: Some(permit),
             at_end,
+            trailers: match under_deadline {
+                true => grpc::outcome_under_deadline,
+                false => grpc::outcome_of,
+            },
         }
     }
 
@@ -103,7 +111,7 @@ impl<B: Body> Body for CallBody<B> {
                 .and_then(|frame| frame.as_ref().ok()?.trailers_ref())
                 .and_then(grpc::status_in),
         ) {
-            permit.at_end = grpc::outcome_of(code);
+            permit.at_end = (permit.trailers)(code);
         }
         // The last frame: report before handing it over, so that the slot
         // is free by the time the reader sees the end.
@@ -184,6 +192,15 @@ mod tests {
     /// Reads a call's body carrying its permit as far as `read` frames,
     /// then drops it; what the key's controls learned.
     async fn learned(frames: Vec<Result<Frame<Bytes>, std::io::Error>>, read: usize) -> Learned {
+        learned_under(frames, read, false).await
+    }
+
+    /// [`learned`], for a call that carried a deadline if `under_deadline`.
+    async fn learned_under(
+        frames: Vec<Result<Frame<Bytes>, std::io::Error>>,
+        read: usize,
+        under_deadline: bool,
+    ) -> Learned {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(1.0).bounds(0.5, 100.0))
             .throttle(ThrottleConfig::new())
@@ -193,7 +210,7 @@ mod tests {
         let permit = manager.try_acquire_owned("k", Priority::HIGH).unwrap();
         let mut body = CallBody::new(
             Frames(frames.into()),
-            BodyPermit::new(permit, Outcome::Success),
+            BodyPermit::new(permit, Outcome::Success, under_deadline),
         );
         for _ in 0..read {
             let _ = body.frame().await;
@@ -229,6 +246,20 @@ mod tests {
         assert_eq!(
             learned(vec![data(), trailers("5")], 2).await,
             Learned::Neutral
+        );
+    }
+
+    /// `DEADLINE_EXCEEDED` on a call that carried a deadline: its caller's
+    /// deadline ran out, not the backend's capacity.
+    #[tokio::test(start_paused = true)]
+    async fn deadline_exceeded_trailers_are_overload_only_without_a_deadline() {
+        let frames = || vec![data(), trailers("4")];
+        assert_eq!(learned(frames(), 2).await, Learned::Overloaded);
+        assert_eq!(learned_under(frames(), 2, true).await, Learned::Neutral);
+        let unavailable = vec![data(), trailers("14")];
+        assert_eq!(
+            learned_under(unavailable, 2, true).await,
+            Learned::Overloaded
         );
     }
 

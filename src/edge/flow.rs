@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use super::BodyPermit;
 use crate::ThrottleManager;
+use crate::deadline::{self, Expiry};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::priority::{Priority, with_priority};
-use crate::{deadline, with_deadline};
+use crate::with_deadline;
 use tokio::time::Instant;
 
 /// How an edge waits for its call's admission.
@@ -51,9 +52,9 @@ impl Verdict {
 pub(crate) enum Passage<T, E> {
     /// The key's controls refused it: it was not made.
     Refused(Rejected),
-    /// It had no answer within the manager's call timeout: dropped, and
-    /// counted as overload.
-    TimedOut(Duration),
+    /// It had no answer within the manager's call timeout (counted as
+    /// overload) or before its caller's deadline (neutral): dropped.
+    TimedOut(Expiry),
     /// A success whose body is to carry `BodyPermit` to its end.
     Carried(T, BodyPermit),
     /// What came back, already reported as the verdict says (and the key
@@ -106,7 +107,9 @@ impl EdgeCall<'_> {
     }
 
     /// [`pass`](Self::pass), under the task's deadline if it has one: the
-    /// call ends by the sooner of it and the manager's call timeout.
+    /// call ends by the sooner of it and the manager's call timeout, and
+    /// only the call timeout's expiry counts against the backend (see
+    /// [whose time ran out](crate::deadline#whose-time-ran-out)).
     async fn pass_by<T, E, F, C>(
         self,
         call: C,
@@ -126,28 +129,28 @@ impl EdgeCall<'_> {
             Ok(permit) => permit,
             Err(rejected) => return Passage::Refused(rejected),
         };
-        let left = deadline::current().map(|at| at.saturating_duration_since(Instant::now()));
-        let limit = match (manager.call_timeout(), left) {
-            (Some(timeout), Some(left)) => Some(timeout.min(left)),
-            (timeout, left) => timeout.or(left),
-        };
-        let result = match limit {
+        let result = match deadline::call_bound(manager.call_timeout()) {
             None => call().await,
-            Some(limit) => match tokio::time::timeout(limit, call()).await {
+            Some(bound) => match tokio::time::timeout(bound.after(), call()).await {
                 Ok(result) => result,
                 Err(_) => {
-                    permit.report(Outcome::Overloaded);
-                    return Passage::TimedOut(limit);
+                    permit.report(bound.limit().counts_as());
+                    return Passage::TimedOut(bound);
                 }
             },
         };
         let verdict = judge(&result);
+        let under_deadline = deadline::current().is_some();
+        if under_deadline && verdict.outcome == Outcome::Success {
+            permit.answered();
+        }
         // A success's body carries the permit to its end, unless its head
         // asks for a pause: a report after the pause is set would rescale
         // the pause with the rate's debt.
         let result = match result {
             Ok(answer) if self.carry && verdict == Verdict::of(Outcome::Success) => {
-                return Passage::Carried(answer, BodyPermit::new(permit, Outcome::Success));
+                let permit = BodyPermit::new(permit, Outcome::Success, under_deadline);
+                return Passage::Carried(answer, permit);
             }
             result => result,
         };

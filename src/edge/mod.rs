@@ -15,9 +15,14 @@
 //! 2. **The call**, bounded by the manager's
 //!    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) from
 //!    its admission to the answer's head. A call still without a head then
-//!    is dropped and counted as overload, and its slot is free. The
-//!    timeout does not bound a body: once the head is in, a stream flows
-//!    as long as its reader reads.
+//!    is dropped and counted as overload, and its slot is free. A call
+//!    with a deadline (a `grpc-timeout`, a deadline header, a request's own
+//!    timeout, [`with_deadline`](crate::with_deadline)) is bounded by it
+//!    too, and one it ends first is dropped and counted as neutral: the
+//!    caller's budget, part of which went on waiting here, not the
+//!    backend's overload (see [whose time ran
+//!    out](crate::deadline#whose-time-ran-out)). Neither bounds a body:
+//!    once the head is in, a stream flows as long as its reader reads.
 //! 3. **The head is judged**: its [`Outcome`](crate::Outcome), by the
 //!    edge's classification, and on a client the pause it asks for
 //!    (`Retry-After`, a spent `RateLimit`, `grpc-retry-pushback-ms`).

@@ -12,7 +12,7 @@ use super::ThrottleManager;
 use super::{Retries, RetryCause};
 use crate::clock::nanos;
 use crate::core::Patience;
-use crate::deadline;
+use crate::deadline::{self, Expiry, TimeLimit};
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::Permit;
@@ -29,7 +29,7 @@ use crate::priority::{Priority, with_priority};
 ///     match error {
 ///         CallError::Rejected(rejected) if rejected.reason() == RejectReason::Throttled => "shed locally".into(),
 ///         CallError::Rejected(rejected) => format!("not sent: {rejected}"),
-///         CallError::TimedOut(after) => format!("gave up after {after:?}"),
+///         CallError::TimedOut(expiry) => format!("gave up: {expiry}"),
 ///         CallError::Inner(error) => format!("the call failed: {error}"),
 ///         other => format!("{other}"),
 ///     }
@@ -40,9 +40,12 @@ use crate::priority::{Priority, with_priority};
 pub enum CallError<E> {
     /// Refused locally by a control; the call was never made.
     Rejected(Rejected),
-    /// The call ran past its timeout and was dropped (counted as a capacity
-    /// failure).
-    TimedOut(std::time::Duration),
+    /// The call ran out of time and was dropped: [`Expiry::limit`] says
+    /// whose. Past the [call timeout](crate::ThrottleManagerBuilder::call_timeout)
+    /// it counts as a capacity failure; past the caller's deadline or the
+    /// retry deadline it is neutral (see [whose time ran
+    /// out](crate::deadline#whose-time-ran-out)).
+    TimedOut(Expiry),
     /// The call ran and returned this error.
     Inner(E),
 }
@@ -114,7 +117,7 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Rejected(rejected) => write!(f, "{rejected}"),
-            Self::TimedOut(after) => write!(f, "call timed out after {after:?}"),
+            Self::TimedOut(expiry) => write!(f, "{expiry}"),
             Self::Inner(error) => write!(f, "{error}"),
         }
     }
@@ -151,7 +154,12 @@ where
     /// [`Outcome::Overloaded`]; every other error is neutral (no shedding, the
     /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
     /// a call still running then is dropped and counted as a capacity
-    /// failure: a hung call would otherwise hold its slot forever.
+    /// failure: a hung call would otherwise hold its slot forever. Inside
+    /// [`with_deadline`](crate::with_deadline), a call still running at
+    /// the caller's deadline is dropped too, and counted as neutral: the
+    /// deadline is the caller's budget, not the backend's (see [whose time
+    /// ran out](crate::deadline#whose-time-ran-out)); a deadline already
+    /// passed refuses the call before it runs.
     ///
     /// With a [retry policy](crate::ThrottleManagerBuilder::retry), a call
     /// whose outcome is overload (or that timed out) is made again, each
@@ -159,8 +167,9 @@ where
     /// backoff, while the key's retry budget and the call's deadline allow
     /// (see [`retry`](crate::retry)); so is a local refusal that says when
     /// to come back before the deadline. A call still running at the
-    /// deadline is dropped, as neutral, with [`CallError::TimedOut`].
-    /// Without one, `call` runs once.
+    /// deadline is dropped, as neutral, with [`CallError::TimedOut`]; so is
+    /// one ended by the caller's deadline, which is not retried. Without
+    /// one, `call` runs once.
     ///
     /// The closure's error can be any `std::error::Error`, an
     /// `anyhow::Error`, a `Box<dyn Error + Send + Sync>`, or a
@@ -449,10 +458,10 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let Some(settings) = &self.core().retry else {
+        if self.core().retry.is_none() {
             let attempt = self.attempt(key, priority, cost, timeout, &mut call).await;
             return attempt.map_err(|(error, _)| error);
-        };
+        }
         // A retry's lower priority must win over the task's, which would
         // otherwise replace it: every attempt runs under its own.
         let first = Priority::current().unwrap_or(priority);
@@ -467,16 +476,15 @@ where
                 Some(Ok(value)) => return Ok(value),
                 Some(Err(failed)) => failed,
                 // Past the deadline: dropped unfinished, as neutral.
-                None => {
-                    let deadline = settings.deadline.unwrap_or_default();
-                    return Err(CallError::TimedOut(deadline));
-                }
+                None => return Err(CallError::TimedOut(retries.expired())),
             };
             let cause = match &error {
                 CallError::Rejected(rejected) => RetryCause::Refused {
                     retry_after: rejected.retry_after(),
                 },
-                CallError::TimedOut(_) => RetryCause::Overloaded { pause: None },
+                CallError::TimedOut(expiry) if expiry.limit() == TimeLimit::CallTimeout => {
+                    RetryCause::Overloaded { pause: None }
+                }
                 _ if outcome == Outcome::Overloaded => RetryCause::Overloaded { pause: None },
                 _ => return Err(error),
             };
@@ -516,26 +524,27 @@ where
             admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
         let permit = Permit::borrowed(self.core(), ticket);
         // A call admitted with a deadline keeps it: it ends by the sooner
-        // of its timeout and its caller's deadline.
-        let timeout = match (timeout, deadline::remaining()) {
-            (Some(timeout), Some(left)) => Some(timeout.min(left)),
-            (timeout, left) => timeout.or(left),
-        };
-        let result = match timeout {
+        // of its timeout and its caller's deadline, and only its timeout
+        // judges the backend.
+        let result = match deadline::call_bound(timeout) {
             None => call().await,
-            Some(timeout) => {
-                let deadline = self.core().now().saturating_add(nanos(timeout));
+            Some(bound) => {
+                let deadline = self.core().now().saturating_add(nanos(bound.after()));
                 match self.core().before(deadline, call()).await {
                     Some(result) => result,
                     None => {
-                        permit.report(Outcome::Overloaded);
-                        return Err((CallError::TimedOut(timeout), Outcome::Overloaded));
+                        let outcome = bound.limit().counts_as();
+                        permit.report(outcome);
+                        return Err((CallError::TimedOut(bound), outcome));
                     }
                 }
             }
         };
         match result {
             Ok(value) => {
+                if deadline::remaining().is_some() {
+                    permit.answered();
+                }
                 permit.success();
                 Ok(value)
             }

@@ -195,7 +195,9 @@ where
                 Ok((state, _)) => return Ok(state),
                 Err(full) => {
                     let retry_at = now.saturating_add(full.retry_after);
-                    if caller.is_some_and(|caller| retry_at > caller) {
+                    // A call must start before its deadline: room that
+                    // comes at the deadline itself is too late.
+                    if caller.is_some_and(|caller| retry_at >= caller) {
                         return Err(Rejected::new(RejectReason::Deadline, Priority::HIGH, None));
                     }
                     self.wait_for_room(retry_at).await

@@ -29,6 +29,7 @@ use crate::bulkhead::WaiterId;
 use crate::clock::Nanos;
 use crate::core::shared_rate::{StoreStep, StoreToken};
 use crate::core::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
+use crate::deadline;
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
@@ -319,7 +320,7 @@ where
                     // `decide` resolved the priority already: in range here.
                     let resolved = core.resolve(priority).unwrap_or(priority);
                     let until = *room_until
-                        .get_or_insert_with(|| core.token_deadline(resolved, patience, now));
+                        .get_or_insert_with(|| core.token_deadline(resolved, patience, now, 0));
                     if retry_at > until.latest() || now >= until.latest() {
                         if until.is_the_callers(retry_at.max(now)) {
                             return Err(Rejected::new(RejectReason::Deadline, resolved, None));
@@ -431,11 +432,15 @@ where
         let (state, telemetry) = match self.key_state(key, now) {
             Ok(found) => found,
             Err(full) => {
+                deadline::in_time(|| 0, priority)?;
                 return Err(Stop::wait(Wait::ForRoom(
                     now.saturating_add(full.retry_after),
                 )));
             }
         };
+        // A call that could not finish before its caller's deadline, even
+        // starting now, is not started.
+        deadline::in_time(|| state.quickest_answer(), priority)?;
         core.cost_fits(&state, priority, cost)?;
         core.throttle_admits(&state, now, priority, patience, cost, telemetry.span())?;
         let call = Admitting {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::ThrottleManager;
 use crate::clock::nanos;
 use crate::core::{CallTimes, Patience, Token};
+use crate::deadline;
 use crate::error::{RejectReason, Rejected};
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -31,8 +32,9 @@ where
     /// # Errors
     ///
     /// [`RejectReason::Deadline`] at once, taking nothing, when the call's
-    /// token comes after its task's deadline
-    /// ([`with_deadline`](crate::with_deadline)). Without a deadline, none:
+    /// token comes at or after its task's deadline
+    /// ([`with_deadline`](crate::with_deadline)), or the deadline has
+    /// passed (even with no rate configured). Without a deadline, none:
     /// a cost of 1 always fits the bucket, and `wait` waits as long as it
     /// takes.
     ///
@@ -119,6 +121,10 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let core = self.core();
+        if let Err(rejected) = deadline::in_time(|| 0, Priority::HIGH) {
+            self.count_refusal(key, &rejected);
+            return Err(rejected);
+        }
         if core.rate.is_none() {
             return Ok(());
         }
@@ -130,7 +136,9 @@ where
                 return Err(rejected);
             }
         };
-        if let Err(rejected) = core.cost_fits(&state, Priority::HIGH, cost) {
+        let fits = deadline::in_time(|| state.quickest_answer(), Priority::HIGH)
+            .and_then(|()| core.cost_fits(&state, Priority::HIGH, cost));
+        if let Err(rejected) = fits {
             self.count_refusal(key, &rejected);
             return Err(rejected);
         }
@@ -172,8 +180,9 @@ where
     /// says why ([`RejectReason::RateLimited`], or
     /// [`RejectReason::KeySpaceFull`] for a new key when the key space is
     /// full) and how long until it could ([`Rejected::retry_after`], always
-    /// there). Its priority is [`Priority::HIGH`], at which the rate-only
-    /// methods count.
+    /// there); or [`RejectReason::Deadline`] when its task's deadline
+    /// ([`with_deadline`](crate::with_deadline)) has passed. Its priority
+    /// is [`Priority::HIGH`], at which the rate-only methods count.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -237,6 +246,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let core = self.core();
+        deadline::in_time(|| 0, Priority::HIGH)?;
         if core.rate.is_none() {
             return Ok(());
         }
@@ -248,6 +258,7 @@ where
         let Some(settings) = core.rate_of(&state) else {
             return Ok(());
         };
+        deadline::in_time(|| state.quickest_answer(), Priority::HIGH)?;
         core.cost_fits(&state, Priority::HIGH, cost)?;
         state
             .rate

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::clock::{Nanos, nanos};
 use crate::core::{Core, KeyTelemetry};
-use crate::deadline;
+use crate::deadline::{self, Expiry, TimeLimit};
 use crate::key::KeyState;
 use crate::priority::Priority;
 use crate::retry_budget::{self, RetrySettings};
@@ -128,7 +128,8 @@ struct Policed<'m> {
     /// key no state, so it has no budget and is not retried).
     state: Option<triomphe::Arc<KeyState>>,
     telemetry: KeyTelemetry,
-    deadline: Option<Nanos>,
+    /// When the call's time is up, and the limit that sets it.
+    deadline: Option<(Nanos, Expiry)>,
 }
 
 impl<'m> Retries<'m> {
@@ -151,12 +152,7 @@ impl<'m> Retries<'m> {
                 settings,
                 state,
                 telemetry,
-                // The policy's deadline, or the caller's if that is sooner.
-                deadline: [settings.deadline, deadline::remaining()]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .map(|left| now.saturating_add(nanos(left))),
+                deadline: Self::deadline_of(settings, now),
             }
         });
         Self {
@@ -165,6 +161,20 @@ impl<'m> Retries<'m> {
             first,
             made: 0,
         }
+    }
+
+    /// When a logical call made at `now` is out of time: the policy's
+    /// deadline, or the caller's if that is sooner.
+    fn deadline_of(settings: &RetrySettings, now: Nanos) -> Option<(Nanos, Expiry)> {
+        let retry = settings
+            .deadline
+            .map(|after| Expiry::new(TimeLimit::RetryDeadline, after));
+        let caller = deadline::remaining().map(|left| Expiry::new(TimeLimit::Deadline, left));
+        let sooner = match (retry, caller) {
+            (Some(retry), Some(caller)) if caller.after() < retry.after() => Some(caller),
+            (retry, caller) => retry.or(caller),
+        };
+        sooner.map(|expiry| (now.saturating_add(nanos(expiry.after())), expiry))
     }
 
     /// The priority the next attempt goes in at: the first attempt's, and
@@ -252,7 +262,7 @@ impl<'m> Retries<'m> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn remaining(&self) -> Option<Duration> {
-        let deadline = self.policy.as_ref()?.deadline?;
+        let (deadline, _) = self.policy.as_ref()?.deadline?;
         Some(Duration::from_nanos(
             deadline.saturating_sub(self.core.now()),
         ))
@@ -283,9 +293,22 @@ impl<'m> Retries<'m> {
     /// ```
     pub async fn within<F: Future>(&self, attempt: F) -> Option<F::Output> {
         match self.policy.as_ref().and_then(|policy| policy.deadline) {
-            Some(deadline) => self.core.before(deadline, attempt).await,
+            Some((deadline, _)) => self.core.before(deadline, attempt).await,
             None => Some(attempt.await),
         }
+    }
+
+    /// Which limit ended a call whose [`within`](Self::within) returned
+    /// `None`, and how long it gave the call: the retry deadline, or the
+    /// caller's deadline when that was sooner.
+    pub(crate) fn expired(&self) -> Expiry {
+        self.policy
+            .as_ref()
+            .and_then(|policy| policy.deadline)
+            .map_or(
+                Expiry::new(TimeLimit::RetryDeadline, Duration::ZERO),
+                |(_, expiry)| expiry,
+            )
     }
 
     /// After a failed attempt: whether to retry, and if so the wait first.
@@ -399,7 +422,7 @@ impl<'m> Retries<'m> {
         let now = core.now();
         if policy
             .deadline
-            .is_some_and(|deadline| now.saturating_add(nanos(wait)) > deadline)
+            .is_some_and(|(deadline, _)| now.saturating_add(nanos(wait)) > deadline)
         {
             return Err(GaveUp::Deadline);
         }

@@ -8,6 +8,7 @@ use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER
 use http::{Response, StatusCode};
 
 use super::key::MissingKey;
+use crate::deadline::{Expiry, TimeLimit};
 use crate::error::{RejectReason, Rejected};
 use crate::outcome::Outcome;
 use crate::snapshot::RateRemaining;
@@ -57,10 +58,19 @@ pub fn classify(status: StatusCode, headers: &HeaderMap) -> Outcome {
 /// Requests for a rate limit (send
 /// [`retry_after`](Rejected::retry_after) as `Retry-After`); 500 for a
 /// priority out of range that the server itself chose (a priority the
-/// client sent is checked before, and answered 400); 503 Service
-/// Unavailable for the rest: a full bulkhead, a shed call, a full key
-/// space are capacity problems on the server's side, not the client
-/// sending too fast.
+/// client sent is checked before, and answered 400); 408 Request Timeout
+/// for a request that could not start before the client's own deadline
+/// ([`RejectReason::Deadline`]); 503 Service Unavailable for the rest: a
+/// full bulkhead, a shed call, a full key space are capacity problems on
+/// the server's side, not the client sending too fast.
+///
+/// A deadline refusal is a 4xx because the limit that ran out is the
+/// client's: clients and proxies read a 5xx (504 Gateway Timeout
+/// included) as the server failing, and would slow down or shed against
+/// a healthy server; a 4xx they count as no failure of the server's
+/// (this crate's client edges, Envoy's admission control, Linkerd,
+/// tower-http's `ServerErrorsAsFailures`). 408 is the one 4xx that says
+/// time ran out.
 ///
 /// ```
 /// use portcullis::server::status_of;
@@ -84,6 +94,7 @@ pub fn status_of(rejected: &Rejected) -> StatusCode {
         RejectReason::InvalidPriority | RejectReason::DuplicateKey => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
+        RejectReason::Deadline => StatusCode::REQUEST_TIMEOUT,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -143,13 +154,16 @@ pub(super) fn quoted(input: &str) -> String {
     }
 }
 
-/// 503 Service Unavailable for a request whose inner service gave no answer
-/// within the manager's call timeout of `after`.
-pub(super) fn timed_out(after: Duration) -> Response<Bytes> {
-    text(
-        StatusCode::SERVICE_UNAVAILABLE,
-        &format!("no answer within the call timeout of {after:?}"),
-    )
+/// The answer to a request whose inner service was dropped unfinished
+/// when a time limit ran out: 503 Service Unavailable past the manager's
+/// call timeout (the service was too slow), 408 Request Timeout past the
+/// client's own deadline (see [`status_of`]).
+pub(super) fn timed_out(expiry: Expiry) -> Response<Bytes> {
+    let status = match expiry.limit() {
+        TimeLimit::CallTimeout => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::REQUEST_TIMEOUT,
+    };
+    text(status, &expiry.to_string())
 }
 
 /// 400 Bad Request, saying what is wrong with the request.

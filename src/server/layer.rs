@@ -40,9 +40,15 @@ type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
 /// 4. a gRPC call's `grpc-timeout` (or, for HTTP, the
 ///    [`deadline_header`](super::ThrottleLayerBuilder::deadline_header))
 ///    is its deadline ([`with_deadline`](crate::with_deadline)): a call
-///    that cannot start before it is answered at once (gRPC
-///    `DEADLINE_EXCEEDED`, HTTP 503), one in the bulkhead's queue leaves
-///    it then, and the handler has until then to answer;
+///    that cannot start before it (or whose deadline is already past) is
+///    answered at once (gRPC `DEADLINE_EXCEEDED`, HTTP **408**: the
+///    client's own limit, which no client reads as the server's
+///    overload), one in the bulkhead's queue leaves it then, and the
+///    handler has until then to answer. A handler the deadline cuts short
+///    is dropped and answered the same way, and counted as **neutral**:
+///    the deadline is the client's budget, not the service's failure, so
+///    one client's short deadlines never make its key shed (see [whose
+///    time ran out](crate::deadline#whose-time-ran-out));
 /// 5. the inner service has until the manager's
 ///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) to
 ///    answer: a handler still without an answer's head then is dropped,

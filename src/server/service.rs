@@ -127,18 +127,18 @@ impl Settings {
             .pass(
                 || inner.call(Request::from_parts(head, body)),
                 |result| match result {
-                    Ok(response) => Verdict::of(self.outcome_of(response)),
+                    Ok(response) => Verdict::of(self.outcome_of(response, deadline.is_some())),
                     Err(_) => Verdict::of(Outcome::Overloaded),
                 },
             )
             .await;
         let mut response = match passage {
             Passage::Refused(rejected) => return Ok(self.refused(manager, &key, &rejected, grpc)),
-            Passage::TimedOut(after) => {
+            Passage::TimedOut(expiry) => {
                 let answer = if grpc {
-                    grpc::timed_out(after)
+                    grpc::timed_out(expiry)
                 } else {
-                    answer::timed_out(after)
+                    answer::timed_out(expiry)
                 };
                 return Ok(answer.map(ResponseBody::answer));
             }
@@ -207,7 +207,7 @@ impl Settings {
     /// number of milliseconds is the client's mistake.
     fn deadline_of(&self, head: &Parts, grpc: bool) -> Result<Option<Instant>, String> {
         if grpc {
-            return Ok(grpc::timeout_in(&head.headers).map(|left| Instant::now() + left));
+            return Ok(grpc::timeout_in(&head.headers).and_then(crate::deadline::after));
         }
         let Some(name) = &self.deadline_header else {
             return Ok(None);
@@ -221,7 +221,7 @@ impl Settings {
             .map(str::trim)
             .filter(|ms| !ms.is_empty() && ms.len() <= 12 && ms.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|ms| ms.parse::<u64>().ok())
-            .map(|ms| Some(Instant::now() + Duration::from_millis(ms)))
+            .map(|ms| crate::deadline::after(Duration::from_millis(ms)))
             .ok_or_else(|| {
                 let value = String::from_utf8_lossy(value.as_bytes());
                 format!(
@@ -231,11 +231,15 @@ impl Settings {
             })
     }
 
-    fn outcome_of<B>(&self, response: &Response<B>) -> Outcome {
+    /// The outcome of the inner service's `response` to a request that
+    /// carried a deadline if `under_deadline`: a gRPC `DEADLINE_EXCEEDED`
+    /// is then its caller's, not overload ([`grpc::outcome_under_deadline`]).
+    fn outcome_of<B>(&self, response: &Response<B>, under_deadline: bool) -> Outcome {
         let (status, headers) = (response.status(), response.headers());
-        match &self.classify {
-            Some(judge) => judge(status, headers),
-            None => answer::classify(status, headers),
+        match (&self.classify, grpc::status_in(headers)) {
+            (Some(judge), _) => judge(status, headers),
+            (None, Some(code)) if under_deadline => grpc::outcome_under_deadline(code),
+            (None, _) => answer::classify(status, headers),
         }
     }
 

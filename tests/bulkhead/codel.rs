@@ -286,3 +286,76 @@ async fn codel_works_with_a_learned_limit_too() {
     );
     assert!(met.refused.contains(&RejectReason::QueueOverloaded));
 }
+
+/// Spawns a wait for a slot at `priority`, `at` from `start`: when it got
+/// its permit (from `start`), or why it was refused.
+fn waiter_at(
+    manager: &ThrottleManager<String>,
+    start: Instant,
+    at: Duration,
+    priority: Priority,
+) -> tokio::task::JoinHandle<Result<(Duration, portcullis::OwnedPermit), RejectReason>> {
+    let manager = manager.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(start + at).await;
+        match manager.acquire_owned("svc", priority).await {
+            Ok(permit) => Ok((start.elapsed(), permit)),
+            Err(refused) => Err(refused.reason()),
+        }
+    })
+}
+
+/// A HIGH waiter that has waited the target is not dropped at the hand-off
+/// that would serve a younger LOW one: CoDel drops only waiters no more
+/// important than the one it serves.
+#[tokio::test(start_paused = true)]
+async fn codel_never_drops_a_waiter_at_a_hand_off_that_serves_a_less_important_one() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(
+            BulkheadConfig::new(1)
+                .queue(8)
+                .queue_timeout(Duration::from_secs(10))
+                .codel(5 * MS, 100 * MS),
+        )
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let first = manager.acquire("svc", Priority::LOW).await.unwrap();
+    let low_1 = waiter_at(&manager, start, Duration::ZERO, Priority::LOW);
+    // Waits throughout, so that the queue never empties (a moment of empty
+    // queue tells CoDel there is no standing queue).
+    let low_0 = waiter_at(&manager, start, MS, Priority::LOW);
+    let high_1 = waiter_at(&manager, start, 50 * MS, Priority::HIGH);
+    let high_2 = waiter_at(&manager, start, 60 * MS, Priority::HIGH);
+    tokio::time::sleep_until(start + 10 * MS).await;
+    first.success(); // to LOW 1, who waited 10 ms: CoDel's interval begins
+    let (_, low_1) = low_1.await.unwrap().unwrap();
+    tokio::time::sleep_until(start + 115 * MS).await;
+    // To HIGH 1, who waited 65 ms: an interval whose every wait was above
+    // the target, so the queue is overloaded from here.
+    low_1.success();
+    let (_, high_1) = high_1.await.unwrap().unwrap();
+    let low_2 = waiter_at(&manager, start, 128 * MS, Priority::LOW);
+    tokio::time::sleep_until(start + 130 * MS).await;
+    // HIGH 2 has waited 70 ms, LOW 2 (the newest) 2 ms: HIGH 2 is served.
+    high_1.success();
+    let (served_at, high_2) = high_2
+        .await
+        .unwrap()
+        .expect("HIGH 2 is served, not dropped");
+    assert_eq!(served_at, 130 * MS);
+    high_2.success();
+    // LOW 0, who had waited the target, was dropped at that hand-off; LOW
+    // 2, who had not, was not.
+    assert_eq!(
+        low_0.await.unwrap().err(),
+        Some(RejectReason::QueueOverloaded)
+    );
+    let low_2 = low_2.await.unwrap();
+    assert!(
+        matches!(&low_2, Ok((at, _)) if *at == 130 * MS)
+            || low_2.as_ref().err() == Some(&RejectReason::QueueOverloaded),
+        "{:?}",
+        low_2.as_ref().map(|(at, _)| at)
+    );
+}

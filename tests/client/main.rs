@@ -14,6 +14,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod deadlines;
 mod retry;
 mod streams;
 mod tls;
@@ -311,7 +312,7 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
         assert_eq!(timed_out.after(), Duration::from_millis(200));
         assert_eq!(
             timed_out.to_string(),
-            "no response within the call timeout of 200ms"
+            "no answer within the call timeout of 200ms"
         );
         let snapshot = manager.snapshot(&server.key()).unwrap();
         assert_eq!(

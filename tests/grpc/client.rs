@@ -360,3 +360,34 @@ async fn a_caller_s_deadline_reaches_the_server_as_grpc_timeout() {
     client.check(check()).await.unwrap();
     assert_eq!(*seen.lock().unwrap(), None);
 }
+
+/// A call whose deadline has passed is answered `DEADLINE_EXCEEDED` by the
+/// client layer, and nothing is sent; one with time left is sent.
+#[tokio::test]
+async fn a_call_whose_deadline_has_passed_is_answered_here_and_reaches_no_server() {
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let counting = Limited::new(1_000, &arrived, &Arc::new(AtomicUsize::new(0)));
+    let server = tonic::transport::Server::builder()
+        .layer(tower::layer::layer_fn(move |inner| counting.around(inner)))
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let per_host = ThrottleManager::<String>::builder()
+        .rate(RateConfig::adaptive(100.0))
+        .build()
+        .unwrap();
+    let mut client = through(&per_host, addr).await;
+    let past = tokio::time::Instant::now() - Duration::from_secs(1);
+    let refused = portcullis::with_deadline(past, client.check(check()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::DeadlineExceeded);
+    assert_eq!(arrived.load(Ordering::Relaxed), 0, "nothing was sent");
+    let later = tokio::time::Instant::now() + Duration::from_secs(5);
+    portcullis::with_deadline(later, client.check(check()))
+        .await
+        .unwrap();
+    assert_eq!(arrived.load(Ordering::Relaxed), 1);
+}

@@ -144,3 +144,75 @@ async fn a_successful_call_counts_as_a_success() {
     assert_eq!(status_of(&mut client).await, Code::Ok);
     assert_eq!(manager.current_rate("127.0.0.1"), Some(11.0));
 }
+
+/// One client's calls with a 1 ms `grpc-timeout`, against a service that
+/// takes 5 ms: each ends at its deadline (the server's `DEADLINE_EXCEEDED`,
+/// or the client's own cancellation), counted as neutral either way, so
+/// the client's key never sheds the calls without one.
+#[tokio::test]
+async fn short_grpc_timeouts_never_make_a_key_shed() {
+    let manager = ThrottleManager::<String>::builder()
+        .throttle(ThrottleConfig::new())
+        .build()
+        .unwrap();
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let server = tonic::transport::Server::builder()
+        .layer(per_client(&manager))
+        .layer(tower::layer::layer_fn(|inner| Slow { inner }))
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let mut client = HealthClient::new(channel(addr).await);
+    for _ in 0..40 {
+        let mut request = tonic::Request::new(check());
+        request.set_timeout(Duration::from_millis(1));
+        // The server's `DEADLINE_EXCEEDED`, or tonic's own timer first.
+        let status = client.check(request).await.unwrap_err();
+        assert!(
+            matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+            "{status:?}"
+        );
+    }
+    let key = manager.snapshot("127.0.0.1").unwrap();
+    for level in &key.priorities {
+        assert_eq!(level.rejection_probability, 0.0, "{key:?}");
+        assert_eq!(level.requests, level.accepts, "nothing counted as overload");
+    }
+    for _ in 0..40 {
+        assert_eq!(status_of(&mut client).await, Code::Ok);
+    }
+}
+
+/// An inner service that takes 5 ms before `inner` answers.
+#[derive(Clone)]
+struct Slow<S> {
+    inner: S,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Slow<S>
+where
+    S: tower::Service<http::Request<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let answered = self.inner.call(request);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            answered.await
+        })
+    }
+}

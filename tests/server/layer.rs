@@ -769,8 +769,9 @@ fn every_problem_of_a_layer_is_refused_at_build_with_its_name() {
 }
 
 /// An HTTP request's deadline comes from the layer's deadline header: one
-/// that waits in the bulkhead's queue past it is answered 503 then, saying
-/// why; a value that is no number of milliseconds is the client's mistake.
+/// that waits in the bulkhead's queue past it is answered 408 then (the
+/// client's own limit), saying why; a value that is no number of
+/// milliseconds is the client's mistake.
 #[tokio::test]
 async fn the_deadline_header_bounds_a_request_s_wait_in_the_queue() {
     let _alone = crate::support::alone();
@@ -795,10 +796,10 @@ async fn the_deadline_header_bounds_a_request_s_wait_in_the_queue() {
         &[("x-api-key", "k"), ("x-request-timeout-ms", "100")],
     )
     .await;
-    assert_eq!(late.status, 503);
+    assert_eq!(late.status, 408);
     assert_eq!(
         late.body,
-        "503 Service Unavailable: past the caller's deadline\n"
+        "408 Request Timeout: past the caller's deadline\n"
     );
     assert_eq!(manager.snapshot("k").unwrap().queued, Some(0));
     let bad = send(

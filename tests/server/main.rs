@@ -15,6 +15,7 @@ mod support;
 mod app;
 
 mod database;
+mod deadlines;
 mod goodput;
 mod layer;
 mod per_user_db;

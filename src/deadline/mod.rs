@@ -1,0 +1,293 @@
+//! A call's deadline, carried by its task as its priority is
+//! ([`with_deadline`], at the crate's root): every wait
+//! the manager would make for a call inside [`with_deadline`] is refused at
+//! once when it cannot end before the deadline, instead of waiting and
+//! timing out.
+//!
+//! # Whose time ran out
+//!
+//! Three limits can end a call that is running ([`TimeLimit`]), and only
+//! one of them judges the backend:
+//!
+//! | limit | counted from | its expiry counts as |
+//! |---|---|---|
+//! | the [call timeout](crate::ThrottleManagerBuilder::call_timeout) (or a call's own, [`call_with_timeout`](crate::ThrottleManager::call_with_timeout)) | the call's admission | [`Overloaded`](crate::Outcome::Overloaded): the backend had all of it and used it |
+//! | the caller's deadline ([`with_deadline`], a gRPC `grpc-timeout`, a server's deadline header, a reqwest request's own `timeout`) | wherever the caller set it | [`Neutral`](crate::Outcome::Neutral): the caller's budget, spent partly waiting here |
+//! | the retry policy's [`deadline`](crate::retry::RetryPolicy::deadline) | the first attempt | [`Neutral`](crate::Outcome::Neutral), for the same reason |
+//!
+//! A call is bounded by the sooner of its call timeout and its deadline.
+//! When the deadline comes first, the backend has had less than its call
+//! timeout, some of the caller's budget having gone on waiting for a
+//! token, a slot or room: that is no evidence against the backend, and
+//! counting it would make a key's rate fall because its callers waited,
+//! so waits would grow and the rate fall further. The backend is judged
+//! by the call timeout alone; to have a slow backend counted as
+//! overloaded, give the manager a call timeout. When both limits fall at
+//! the same instant, the backend had its whole call timeout: overload.
+//!
+//! A deadline already passed, or reached exactly, is refused with
+//! [`RejectReason::Deadline`] by every
+//! entry point before anything is taken or run: an admitted call can
+//! always start before its deadline.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::clock::{Nanos, nanos};
+use crate::error::{RejectReason, Rejected};
+use crate::priority::Priority;
+
+mod answer_time;
+mod limits;
+
+pub(crate) use answer_time::AnswerTime;
+pub(crate) use limits::call_bound;
+pub use limits::{Expiry, TimeLimit};
+
+tokio::task_local! {
+    static TASK_DEADLINE: Instant;
+}
+
+/// How many [`with_deadline`] scopes are alive in the process. A task's
+/// deadline is visible only while its scope is polled, so while this is 0
+/// no task has one, and a call reads one relaxed word instead of the
+/// task-local: the healthy path of a program that sets no deadline pays
+/// nothing for them. (A task polled on another thread than the one that
+/// counted its scope was handed over through the scheduler, whose
+/// synchronisation makes the count visible there.)
+static SCOPES: AtomicUsize = AtomicUsize::new(0);
+
+/// A [`with_deadline`] scope, counted in [`SCOPES`] while it lives.
+struct Scope;
+
+impl Scope {
+    fn enter() -> Self {
+        SCOPES.fetch_add(1, Ordering::Relaxed);
+        Scope
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        SCOPES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs `future` with `deadline` as its task's deadline: every call the
+/// manager admits inside it, however deep, must be able to start before
+/// `deadline`, and a call made through
+/// [`call`](crate::ThrottleManager::call) or an edge ends by it. A wait
+/// that cannot end in time, or a deadline already passed (or reached
+/// exactly), is refused at once with
+/// [`RejectReason::Deadline`], taking
+/// nothing and running nothing, so a caller that has given up costs the
+/// backend nothing. gRPC and Envoy carry a caller's deadline with the
+/// call the same way.
+///
+/// A call the deadline ends while it runs is dropped and counted as
+/// [`Neutral`](crate::Outcome::Neutral): the deadline is the caller's
+/// budget, part of which may have gone on waiting here, not evidence
+/// that the backend is overloaded. Only the manager's
+/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) judges
+/// the backend (see [whose time ran out](self#whose-time-ran-out)).
+///
+/// A call must also leave its backend time to answer: a key remembers
+/// the quickest recent answer of its calls made with a deadline, and a
+/// call waits only while it would still start that long before its
+/// deadline. With an answer taking 30 ms, a call with 100 ms left waits
+/// 70 ms at most; one with 20 ms left is refused at once. Waiting longer
+/// would spend the caller's deadline here and send a call it would then
+/// cut short, work the backend does for nothing. (The estimate leans
+/// short: only calls that could not have finished are refused.)
+///
+/// Which waits are known, and which are estimates:
+/// - a **rate token**'s time is known: the call is refused at once if its
+///   token comes too late (for a call behind others in the key's line,
+///   the line's expected wait at the current rate);
+/// - **room in a full key space**: the time until a key can be evicted is
+///   known, and refused at once the same way;
+/// - a **place in the bulkhead's queue** has no known wait: the call
+///   queues, and leaves the queue with `Deadline` when it could no longer
+///   start in time (or at its queue timeout, if that is sooner);
+/// - a **retry's backoff** that would end past the deadline is not slept:
+///   the retries give up at once.
+///
+/// The innermost `with_deadline` can only bring a deadline closer: an
+/// inner deadline later than the outer one keeps the outer. The deadline
+/// belongs to the future, not the thread: tasks spawned inside do not
+/// inherit it.
+///
+/// ```
+/// use portcullis::{with_deadline, RateConfig, RejectReason, ThrottleManager, Priority};
+/// use tokio::time::{Duration, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::per_second(2).burst(1)) // a token every 500 ms
+///     .build()?;
+/// manager.acquire("api", Priority::HIGH).await?.success(); // the burst
+/// let start = Instant::now();
+/// // The next token is 500 ms away: a caller with 100 ms left is refused at once.
+/// let refused = with_deadline(start + Duration::from_millis(100), manager.acquire("api", Priority::HIGH))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(refused.reason(), RejectReason::Deadline);
+/// assert_eq!(start.elapsed(), Duration::ZERO);
+/// // One with a second left waits for it, and is admitted.
+/// let permit = with_deadline(start + Duration::from_secs(1), manager.acquire("api", Priority::HIGH)).await?;
+/// assert_eq!(start.elapsed(), Duration::from_millis(500));
+/// permit.success();
+/// # Ok(())
+/// # }
+/// ```
+pub async fn with_deadline<F: Future>(deadline: Instant, future: F) -> F::Output {
+    let _scope = Scope::enter();
+    let deadline = match TASK_DEADLINE.try_with(|outer| *outer) {
+        Ok(outer) => outer.min(deadline),
+        Err(_) => deadline,
+    };
+    TASK_DEADLINE.scope(deadline, future).await
+}
+
+/// The deadline of the task this runs in ([`with_deadline`]), if it has
+/// one: for an edge of your own that sends it on (the client layer sends
+/// it as `grpc-timeout`).
+///
+/// ```
+/// use portcullis::{deadline, with_deadline};
+/// use tokio::time::{Duration, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let at = Instant::now() + Duration::from_secs(1);
+/// assert_eq!(deadline::current(), None);
+/// with_deadline(at, async move { assert_eq!(deadline::current(), Some(at)) }).await;
+/// # }
+/// ```
+pub fn current() -> Option<Instant> {
+    if SCOPES.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    TASK_DEADLINE.try_with(|deadline| *deadline).ok()
+}
+
+/// The time left before the task's deadline, if it has one: zero once it
+/// has passed.
+#[inline]
+pub(crate) fn remaining() -> Option<Duration> {
+    if SCOPES.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    TASK_DEADLINE
+        .try_with(|deadline| deadline.saturating_duration_since(Instant::now()))
+        .ok()
+}
+
+/// How long a call may wait before it starts, by its task's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartBy {
+    /// The task has no deadline.
+    Whenever,
+    /// It may wait up to this long and still start in time.
+    Within(Nanos),
+    /// Too late already: it could not finish before its deadline even if
+    /// it started now.
+    TooLate,
+}
+
+/// How long a call to a backend that answers in `answer()` at the quickest
+/// ([`AnswerTime`]; 0 if unknown; asked only under a deadline) may wait
+/// before it starts: until its
+/// task's deadline, less `answer` (a call that starts later could not
+/// finish in time), less a tick (a call must start before its deadline).
+/// Too late when its deadline is `answer` away or less: one that has
+/// passed, or is now, always.
+#[inline]
+pub(crate) fn start_by(answer: impl FnOnce() -> Nanos) -> StartBy {
+    let Some(left) = remaining() else {
+        return StartBy::Whenever;
+    };
+    match nanos(left).checked_sub(answer()) {
+        Some(spare) if spare > 0 => StartBy::Within(spare - 1),
+        _ => StartBy::TooLate,
+    }
+}
+
+/// [`start_by`] as a refusal: a call at `priority` that is
+/// [`TooLate`](StartBy::TooLate) is refused with
+/// [`RejectReason::Deadline`].
+#[inline]
+pub(crate) fn in_time(answer: impl FnOnce() -> Nanos, priority: Priority) -> Result<(), Rejected> {
+    match start_by(answer) {
+        StartBy::TooLate => Err(Rejected::new(RejectReason::Deadline, priority, None)),
+        _ => Ok(()),
+    }
+}
+
+/// The instant `left` from now, as a deadline: `None` (no deadline) when
+/// it lies past what an [`Instant`] can hold, as `Duration::MAX` does.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) fn after(left: Duration) -> Option<Instant> {
+    Instant::now().checked_add(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_inner_deadline_only_brings_the_outer_one_closer() {
+        let now = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(remaining(), None);
+        with_deadline(now + second, async {
+            assert_eq!(remaining(), Some(second));
+            with_deadline(now + 5 * second, async {
+                assert_eq!(remaining(), Some(second), "a later one keeps the outer");
+            })
+            .await;
+            with_deadline(now + second / 2, async {
+                assert_eq!(remaining(), Some(second / 2));
+            })
+            .await;
+            tokio::time::advance(2 * second).await;
+            assert_eq!(remaining(), Some(Duration::ZERO), "passed: nothing left");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_may_wait_until_its_deadline_less_its_answer_and_a_tick() {
+        let ms = |n: u64| Duration::from_millis(n);
+        assert_eq!(start_by(|| 0), StartBy::Whenever);
+        let deadline = Instant::now() + ms(100);
+        with_deadline(deadline, async {
+            assert_eq!(start_by(|| 0), StartBy::Within(nanos(ms(100)) - 1));
+            assert_eq!(
+                start_by(|| nanos(ms(30))),
+                StartBy::Within(nanos(ms(70)) - 1)
+            );
+            assert_eq!(start_by(|| nanos(ms(100))), StartBy::TooLate);
+            assert_eq!(start_by(|| nanos(ms(100)) - 1), StartBy::Within(0));
+            tokio::time::advance(ms(100)).await;
+            assert_eq!(start_by(|| 0), StartBy::TooLate, "reached exactly");
+            let refused = in_time(|| 0, Priority::LOW).unwrap_err();
+            assert_eq!(
+                (refused.reason(), refused.priority()),
+                (RejectReason::Deadline, Priority::LOW)
+            );
+        })
+        .await;
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_timeout_is_a_deadline_or_none_never_a_panic(secs: u64, subsec in 0..1_000_000_000u32) {
+            let _ = after(Duration::new(secs, subsec));
+        }
+    }
+}
