@@ -125,7 +125,7 @@ impl Core {
     #[inline]
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
         if let Some((window, settings)) = self.throttle_of(state) {
-            window.record(now, usize::from(priority.level()), count, settings);
+            window.record(now, usize::from(priority.level()), count, self.priorities.levels, settings);
         }
     }
 }

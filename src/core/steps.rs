@@ -89,7 +89,7 @@ impl Core {
             }
         }
         let level = usize::from(priority.level());
-        window.record(now, level, Count::Request, settings);
+        window.record(now, level, Count::Request, self.priorities.levels, settings);
         if window.note_shedding(true) {
             events::shedding(span, priority, probability, true);
         }

@@ -234,7 +234,7 @@ where
             .throttle_of(state)
             .map(|(window, settings)| {
                 window
-                    .report(core.now(), settings)
+                    .report(core.now(), core.priorities.levels, settings)
                     .into_iter()
                     .map(|(counts, probability)| PrioritySnapshot {
                         requests: counts.requests.round() as u64,

@@ -275,7 +275,7 @@ where
         let throttle = core.throttle.as_ref().and_then(|control| {
             let own = overrides.throttle.settings_for(key, tier);
             let settings = control.settings(own.as_deref())?;
-            let window = ThrottleWindow::new(core.priorities.levels, now, settings);
+            let window = ThrottleWindow::new(now, settings);
             Some((window, own))
         });
         let bulkhead = core.bulkhead.as_ref().and_then(|control| {

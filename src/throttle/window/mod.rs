@@ -1,65 +1,52 @@
-//! One key's requests and accepts per priority over the last window, in
-//! ten buckets a tenth of a window long.
+//! One key's requests and accepts per priority over the last window: a few
+//! words while the key is healthy, ten buckets a priority while a failure
+//! is in its window.
 //!
-//! Time is cut into buckets of `window / 10`, aligned to multiples of that
-//! length since the clock's origin (so a bucket's span never drifts with
-//! the times of calls). A priority keeps the counts of the newest bucket
-//! and the nine before it, and the window read at any time is those ten
-//! whole buckets: the outcomes of the last nine tenths of a window at
-//! least, of the last window at most. So an outcome counts in full for at
-//! least nine tenths of a window after it, and not at all once a window
-//! has passed: that is what `window` means.
+//! Most keys, most of the time, have no failure in their window, and then
+//! every priority's requests equal its accepts and no call is shed: all the
+//! rule needs is how many calls were accepted, the budget that a first
+//! failure is judged against. So a healthy key keeps [`HealthyCounts`]
+//! (two half-window counts a priority, 24 bytes), and the [`BucketWindow`]
+//! that the rule reads exactly (344 bytes for four priorities) exists only
+//! while a failure is in the window:
 //!
-//! Each bucket of a priority is one word: requests in the low half,
-//! accepts in the high. One more word, `newest`, holds the newest bucket's
-//! number and a mask of ten flags, one per bucket, saying which holds a
-//! request the backend did not accept. The hot path is short: an outcome
-//! is one `fetch_add` on its priority's newest bucket (a failure sets its
-//! flag first), and a check on a key with no failure in its window is one
-//! load of `newest`. When time crosses into a new bucket, the first call
-//! to notice claims the rotation (a bit in `newest`), clears the buckets that
-//! left the window, and then publishes the new bucket with the flags moved
-//! along. A call that meanwhile sees the claim counts into the bucket
-//! before, which a rotation of one bucket keeps in the window (after a window
-//! with no call at all, a rotation clears them all, and such a call's outcome
-//! may go with them).
+//! - a key's first failure makes its bucket window, and seeds each
+//!   priority's buckets with its healthy counts, spread over the epochs
+//!   they came in (so they leave the window about when they would have);
+//! - a call that finds the bucket window with no failure left in it (a
+//!   window has passed since the last) folds its accepts back into healthy
+//!   counts and gives the buckets back.
+//!
+//! The rule, the meaning of `window` and the priorities' order are the
+//! bucket window's, while a failure is in the window; outside it nothing
+//! is shed, as before. What the healthy counts cannot say is where in its
+//! half-window an accept came, and accepts older than the last half-window
+//! to a whole one: the first failure meets a budget of between half a
+//! window's and a window's accepts (levels past the first four, none).
+//!
+//! The bucket window sits behind a lock that a healthy call never takes:
+//! a call reads the epoch's word, whose [`FAILING`] flag says where its
+//! key's outcomes go. A failing key's calls share the lock to read and
+//! count (on atomics, as before); making and giving back the buckets take
+//! it alone. An accept counted into the healthy counts while the buckets
+//! are being made may be missed by their seed: one call's worth of budget.
 
-use std::num::NonZeroU8;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+mod buckets;
+pub(crate) use buckets::SLOTS;
+mod healthy;
+
+use std::sync::{RwLock, RwLockReadGuard};
+
+use buckets::BucketWindow;
+use healthy::{EPOCH_BUCKETS, FAILING, HealthyCounts};
 
 use super::config::ThrottleSettings;
-use super::probability::{self, Counts};
+use super::probability::Counts;
 use crate::clock::Nanos;
 
-/// Buckets a priority keeps, each a tenth of the window: the newest and
-/// the nine before it.
-pub(crate) const SLOTS: usize = 10;
-
-/// Accepts count in the high half of a bucket's word, requests in the low.
-const ACCEPT_SHIFT: u32 = 32;
-
-/// The requests' half of a word.
-const REQUESTS: u64 = (1 << ACCEPT_SHIFT) - 1;
-
-/// A bucket whose requests reach this many halves both its counts: the
-/// share accepted, which the formula reads, stays. (Three billion outcomes
-/// in one bucket; a quarter of the half is left above it, so that a billion
-/// adders that all passed the check at once still cannot carry the
-/// requests into the accepts.)
-const HALVE_AT: u64 = 3 << (ACCEPT_SHIFT - 2);
-
-/// In `newest`: set while a call clears the buckets that left the window.
-const ROTATING: u64 = 1 << 63;
-/// In `newest`: where the failure flags begin. Flag `i` (from this bit
-/// up) says the bucket `i` before the newest holds a request not accepted.
-const FAILED_SHIFT: u32 = 63 - SLOTS as u32;
-/// In `newest`: the newest bucket holds a request not accepted.
-const FAILED_NEWEST: u64 = 1 << FAILED_SHIFT;
-/// In `newest`: every bucket's flag. Any: the window must be read.
-const FAILED: u64 = ((1 << SLOTS) - 1) << FAILED_SHIFT;
-/// In `newest`: the newest bucket's number (a bucket is at least 1 ms, so
-/// 53 bits outlast any clock).
-const BUCKET: u64 = FAILED_NEWEST - 1;
+/// Priorities whose counts a window holds in itself: the default number
+/// of levels.
+const NEAR_LEVELS: usize = 4;
 
 /// What one outcome adds to a priority's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,101 +58,27 @@ pub(crate) enum Count {
     Accepted,
 }
 
-impl Count {
-    /// What it adds to a bucket's word.
-    fn packed(self) -> u64 {
-        match self {
-            Self::Request => 1,
-            Self::Accepted => 1 | 1 << ACCEPT_SHIFT,
-        }
-    }
-}
-
-/// One priority's buckets, by slot (`bucket % SLOTS`).
-type Buckets = [AtomicU64; SLOTS];
-
-/// Requests and accepts per priority over the last window: 344 bytes for
-/// up to [`NEAR_LEVELS`] priorities.
-#[derive(Debug)]
+/// Requests and accepts per priority over the last window (see the
+/// [module](self)): 48 bytes, and the buckets while a failure is in the
+/// window.
+#[derive(Debug, Default)]
 pub(crate) struct ThrottleWindow {
-    /// The newest bucket (numbered from the clock's origin) in the low
-    /// bits ([`BUCKET`]), with the buckets' failure flags ([`FAILED`]) and
-    /// [`ROTATING`] above. A flag is set before the failure it marks is
-    /// counted, so no reader sees a failure as healthy.
-    newest: AtomicU64,
-    /// By priority, its buckets: the first [`NEAR_LEVELS`] here, any more
-    /// (a manager with more levels) in `far`, reached through a thin
-    /// pointer that is null for the default levels.
-    near: [Buckets; NEAR_LEVELS],
-    far: Option<Box<FarLevels>>,
-    /// How many priority levels the window counts. Never 0.
-    levels: NonZeroU8,
-    /// Whether the last decision shed a call: to report its starts and stops only.
-    shedding: AtomicBool,
-}
-
-/// The buckets of the levels past [`NEAR_LEVELS`].
-#[derive(Debug)]
-struct FarLevels(Box<[Buckets]>);
-
-/// Priorities whose buckets a window holds in itself: the default number
-/// of levels.
-const NEAR_LEVELS: usize = 4;
-
-impl Default for ThrottleWindow {
-    /// An empty window of one level: what a key whose manager has no
-    /// throttle holds in its place, never counting.
-    fn default() -> Self {
-        Self {
-            newest: AtomicU64::new(0),
-            near: Default::default(),
-            far: None,
-            levels: NonZeroU8::MIN,
-            shedding: AtomicBool::new(false),
-        }
-    }
+    healthy: HealthyCounts,
+    /// The buckets, while [`FAILING`] is set.
+    failing: RwLock<Option<Box<BucketWindow>>>,
 }
 
 impl ThrottleWindow {
-    /// An empty window for `levels` priorities, its newest bucket `now`'s.
-    pub(crate) fn new(levels: u8, now: Nanos, settings: &ThrottleSettings) -> Self {
+    /// An empty, healthy window, its epoch `now`'s.
+    pub(crate) fn new(now: Nanos, settings: &ThrottleSettings) -> Self {
         Self {
-            newest: AtomicU64::new(now / settings.bucket),
-            near: Default::default(),
-            // The manager's levels are validated to be at least one.
-            levels: NonZeroU8::new(levels).unwrap_or(NonZeroU8::MIN),
-            shedding: AtomicBool::new(false),
-            far: (usize::from(levels) > NEAR_LEVELS).then(|| {
-                let far = (NEAR_LEVELS..usize::from(levels)).map(|_| Buckets::default());
-                Box::new(FarLevels(far.collect()))
-            }),
+            healthy: HealthyCounts::new(now, epoch_length(settings)),
+            failing: RwLock::default(),
         }
     }
 
-    /// How many priority levels the window counts.
-    #[inline]
-    fn level_count(&self) -> usize {
-        usize::from(self.levels.get())
-    }
-
-    /// The buckets of `priority`, if it is one of the levels.
-    #[inline]
-    fn level(&self, priority: usize) -> Option<&Buckets> {
-        if priority >= self.level_count() {
-            return None;
-        }
-        self.near
-            .get(priority)
-            .or_else(|| self.far.as_ref()?.0.get(priority - NEAR_LEVELS))
-    }
-
-    /// Every level's buckets, most important first.
-    fn levels(&self) -> impl Iterator<Item = &Buckets> + Clone {
-        let far = self.far.iter().flat_map(|far| far.0.iter());
-        self.near.iter().chain(far).take(self.level_count())
-    }
-
-    /// The probability of rejecting a call of `priority` at `now`.
+    /// The probability of rejecting a call of `priority` at `now`, of
+    /// `levels` priorities.
     #[inline]
     pub(crate) fn rejection(
         &self,
@@ -173,190 +86,192 @@ impl ThrottleWindow {
         priority: usize,
         settings: &ThrottleSettings,
     ) -> f64 {
-        let word = self.word_at(now, settings.bucket);
-        if word & FAILED == 0 {
+        let word = self.healthy.word_at(now, epoch_length(settings));
+        if word & FAILING == 0 {
             return 0.0; // nothing failed in the window: the common case
         }
-        self.rejection_of(priority, settings)
+        self.failing_rejection(now, priority, settings)
     }
 
-    /// [`rejection`](Self::rejection) for a window that holds a failure.
-    fn rejection_of(&self, priority: usize, settings: &ThrottleSettings) -> f64 {
-        probability::rejections(self.levels().map(counts), settings)
-            .nth(priority)
-            .unwrap_or(0.0)
+    #[cold]
+    fn failing_rejection(&self, now: Nanos, priority: usize, settings: &ThrottleSettings) -> f64 {
+        let (rejection, clean) = match &*self.buckets() {
+            Some(buckets) => (
+                buckets.rejection(now, priority, settings),
+                buckets.is_clean(now, settings),
+            ),
+            None => (0.0, false),
+        };
+        if clean {
+            self.recover(now, settings);
+        }
+        rejection
     }
 
-    /// Counts one outcome of `priority` at `now`, into the newest bucket
-    /// (an outcome timed before it counts as of now).
+    /// Counts one outcome of `priority` at `now`, of a manager of `levels`
+    /// priorities.
     #[inline]
     pub(crate) fn record(
         &self,
         now: Nanos,
         priority: usize,
         count: Count,
+        levels: u8,
         settings: &ThrottleSettings,
     ) {
-        let word = self.word_at(now, settings.bucket);
-        let Some(buckets) = self.level(priority) else {
-            return; // resolved priorities are within the levels
+        let word = self.healthy.word_at(now, epoch_length(settings));
+        if word & FAILING == 0 && count == Count::Accepted {
+            self.healthy.accept(word, priority);
+            return;
+        }
+        self.record_failing(now, priority, count, levels, settings);
+    }
+
+    /// [`record`](Self::record) of a failure, or of any outcome of a key
+    /// whose buckets count.
+    #[cold]
+    fn record_failing(
+        &self,
+        now: Nanos,
+        priority: usize,
+        count: Count,
+        levels: u8,
+        settings: &ThrottleSettings,
+    ) {
+        loop {
+            if let Some(buckets) = &*self.buckets() {
+                buckets.record(now, priority, count, settings);
+                if count == Count::Accepted && buckets.is_clean(now, settings) {
+                    break;
+                }
+                return;
+            }
+            // The buckets were given back meanwhile: an accept counts as a
+            // healthy one, a failure makes them again.
+            if count == Count::Accepted {
+                let word = self.healthy.word_at(now, epoch_length(settings));
+                if word & FAILING == 0 {
+                    self.healthy.accept(word, priority);
+                    return;
+                }
+            }
+            self.start_failing(now, levels, settings);
+        }
+        self.recover(now, settings);
+    }
+
+    /// Makes the buckets for a key's first failure, seeded with its healthy
+    /// counts, unless another call has.
+    #[cold]
+    fn start_failing(&self, now: Nanos, levels: u8, settings: &ThrottleSettings) {
+        // Flagged first: calls that see the flag wait for the buckets at the
+        // lock, and those that did not may still count into the healthy
+        // counts the seed reads next.
+        self.healthy.set_failing(true);
+        let mut slot = self.failing.write().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return;
+        }
+        let length = epoch_length(settings);
+        let word = self.healthy.word_at(now, length);
+        let buckets = BucketWindow::new(levels, now, settings);
+        let epoch = HealthyCounts::epoch(word);
+        let current = epoch * EPOCH_BUCKETS;
+        for priority in 0..usize::from(levels).min(NEAR_LEVELS) {
+            let (now_count, before) = self.healthy.counts(word, priority);
+            let earlier = current.saturating_sub(EPOCH_BUCKETS);
+            buckets.seed(priority, earlier..=current.saturating_sub(1), before);
+            buckets.seed(priority, current..=current + EPOCH_BUCKETS - 1, now_count);
+        }
+        *slot = Some(Box::new(buckets));
+    }
+
+    /// Gives the buckets back once no failure is left in them, folding
+    /// their accepts into the healthy counts; unless another call has, or
+    /// a failure came meanwhile.
+    #[cold]
+    fn recover(&self, now: Nanos, settings: &ThrottleSettings) {
+        let mut slot = self.failing.write().unwrap_or_else(|e| e.into_inner());
+        let Some(buckets) = slot.as_deref() else {
+            return;
         };
-        if count == Count::Request && word & FAILED_NEWEST == 0 {
-            // Flagged before it is counted. (Should the window rotate in
-            // between, the flag lands on the next bucket and the count on
-            // the one before, which leaves the window first: the count is
-            // read while it is in the window, and the flag stays with it
-            // or after it.)
-            self.newest.fetch_or(FAILED_NEWEST, Ordering::AcqRel);
+        if !buckets.is_clean(now, settings) {
+            return;
         }
-        let word = &buckets[slot(word & BUCKET)];
-        let before = word.fetch_add(count.packed(), Ordering::AcqRel);
-        // Accepts never exceed requests, so the requests' half fills first.
-        if before & REQUESTS >= HALVE_AT {
-            halve(word);
+        let word = self.healthy.word_at(now, epoch_length(settings));
+        let current = HealthyCounts::epoch(word) * EPOCH_BUCKETS;
+        for priority in 0..NEAR_LEVELS {
+            let now_count = buckets.accepts_in(priority, current..=u64::MAX);
+            let before = buckets.accepts_in(
+                priority,
+                current.saturating_sub(EPOCH_BUCKETS)..=current.saturating_sub(1),
+            );
+            self.healthy.set(word, priority, now_count, before);
         }
+        let given_back = slot.take();
+        self.healthy.set_failing(false);
+        drop(slot);
+        drop(given_back);
+    }
+
+    /// The buckets, read-locked.
+    fn buckets(&self) -> RwLockReadGuard<'_, Option<Box<BucketWindow>>> {
+        self.failing.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records whether the key is shedding; true if that changed.
     #[inline]
     pub(crate) fn note_shedding(&self, shedding: bool) -> bool {
-        self.shedding.load(Ordering::Relaxed) != shedding
-            && self.shedding.swap(shedding, Ordering::AcqRel) != shedding
+        self.healthy.note_shedding(shedding)
     }
 
-    /// Per priority, its counts and its rejection probability at `now`:
-    /// for introspection.
-    pub(crate) fn report(&self, now: Nanos, settings: &ThrottleSettings) -> Vec<(Counts, f64)> {
-        self.word_at(now, settings.bucket); // the window moved on to now
-        let own: Vec<Counts> = self.levels().map(counts).collect();
-        let rejections = probability::rejections(own.iter().copied(), settings);
-        own.iter().copied().zip(rejections).collect()
+    /// Per priority of `levels`, its counts and its rejection probability
+    /// at `now`: for introspection.
+    pub(crate) fn report(
+        &self,
+        now: Nanos,
+        levels: u8,
+        settings: &ThrottleSettings,
+    ) -> Vec<(Counts, f64)> {
+        let word = self.healthy.word_at(now, epoch_length(settings));
+        if word & FAILING != 0 {
+            if let Some(buckets) = &*self.buckets() {
+                return buckets.report(now, settings);
+            }
+        }
+        (0..usize::from(levels))
+            .map(|priority| {
+                let (current, before) = self.healthy.counts(word, priority);
+                let accepted = (current + before) as f64;
+                let counts = Counts {
+                    requests: accepted,
+                    accepts: accepted,
+                };
+                (counts, 0.0)
+            })
+            .collect()
     }
 
-    /// The time from which forgetting this window loses nothing: while any
-    /// priority would be shed, not before the newest bucket holding a
-    /// failure has left the window (then nothing can be shed); otherwise
-    /// from the start of the newest bucket. Every level is asked: a lower
-    /// one carries the shedding first, so it may be shed while a higher
-    /// one is not.
+    /// The time from which forgetting this window loses nothing: a healthy
+    /// window's epoch start (nothing is shed), else the buckets'.
     pub(crate) fn quiet_from(&self, settings: &ThrottleSettings) -> Nanos {
-        let word = self.newest.load(Ordering::Acquire);
-        let newest = word & BUCKET;
-        let shedding = word & FAILED != 0
-            && probability::rejections(self.levels().map(counts), settings)
-                .any(|rejection| rejection > 0.0);
-        let quiet_bucket = if shedding {
-            // Flag `i` is the bucket `i` before the newest; the lowest set
-            // is the latest failure's.
-            let latest_failure =
-                newest.saturating_sub(u64::from((word >> FAILED_SHIFT).trailing_zeros()));
-            latest_failure + SLOTS as u64
-        } else {
-            newest
-        };
-        quiet_bucket.saturating_mul(settings.bucket)
+        if let Some(buckets) = &*self.buckets() {
+            return buckets.quiet_from(settings);
+        }
+        HealthyCounts::epoch(self.healthy.word()).saturating_mul(epoch_length(settings))
     }
 
-    /// The window's word (`newest`) at `now`, buckets being `length` long:
-    /// moves the window on first if time has crossed into a new bucket.
-    /// While it has not, one load and one multiplication (a 64-bit division
-    /// costs several times as much).
-    #[inline]
-    fn word_at(&self, now: Nanos, length: Nanos) -> u64 {
-        let word = self.newest.load(Ordering::Acquire);
-        // `now / length <= newest`, without dividing.
-        if now < ((word & BUCKET) + 1).saturating_mul(length) {
-            return word;
-        }
-        self.rotate_to(word, now / length)
-    }
-
-    /// Makes `bucket` the newest, clearing the buckets that leave the
-    /// window, unless another call is doing so (then the bucket before
-    /// stays the newest for this call) or has done it; returns the word.
-    #[cold]
-    fn rotate_to(&self, mut seen: u64, bucket: u64) -> u64 {
-        loop {
-            if seen & ROTATING != 0 || seen & BUCKET >= bucket {
-                return seen;
-            }
-            match self.newest.compare_exchange(
-                seen,
-                seen | ROTATING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(newer) => seen = newer,
-            }
-        }
-        // The slots of buckets from+1 ..= bucket hold buckets that have
-        // now left the window; at most all SLOTS of them. No call counts
-        // into them meanwhile: until the rotation is published, every call
-        // sees `from` as the newest bucket.
-        let from = seen & BUCKET;
-        let first = (from + 1).max(bucket.saturating_sub(SLOTS as u64 - 1));
-        for buckets in self.levels() {
-            for expired in first..=bucket {
-                buckets[slot(expired)].store(0, Ordering::Release);
-            }
-        }
-        // The flags, `from`'s set before the rotation or during it (its calls
-        // count into `from`), move along with their buckets; those of the
-        // buckets that left the window go.
-        let rotated = |word: u64| {
-            let moved = (word & FAILED)
-                .checked_shl(u32::try_from(bucket - from).unwrap_or(u32::MAX))
-                .unwrap_or(0);
-            bucket | (moved & FAILED)
-        };
-        match self
-            .newest
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
-                Some(rotated(word))
-            }) {
-            Ok(word) | Err(word) => rotated(word),
-        }
+    /// Whether the key holds its buckets: for the tests of its size.
+    #[cfg(test)]
+    pub(crate) fn is_failing(&self) -> bool {
+        self.buckets().is_some()
     }
 }
 
-/// A priority's counts over the window: every bucket it keeps (those that
-/// left the window were cleared when the newest came).
+/// An epoch's length: half the window, five buckets.
 #[inline]
-fn counts(buckets: &Buckets) -> Counts {
-    let (mut requests, mut accepts) = (0u64, 0u64);
-    for bucket in buckets {
-        let (r, a) = unpack(bucket.load(Ordering::Acquire));
-        requests += r;
-        accepts += a;
-    }
-    Counts {
-        requests: requests as f64,
-        accepts: accepts as f64,
-    }
-}
-
-/// A word's requests and accepts.
-#[inline]
-fn unpack(packed: u64) -> (u64, u64) {
-    (packed & REQUESTS, packed >> ACCEPT_SHIFT)
-}
-
-/// The slot of `bucket` in a priority's buckets.
-#[inline]
-fn slot(bucket: u64) -> usize {
-    (bucket % SLOTS as u64) as usize
-}
-
-/// Halves both counts of a word whose requests reached [`HALVE_AT`]
-/// (once, however many callers find it there: the others see it below).
-/// Rounding down keeps accepts at most requests.
-#[cold]
-fn halve(word: &AtomicU64) {
-    let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |packed| {
-        let (requests, accepts) = unpack(packed);
-        (requests >= HALVE_AT).then_some((requests / 2) | ((accepts / 2) << ACCEPT_SHIFT))
-    });
+fn epoch_length(settings: &ThrottleSettings) -> Nanos {
+    settings.bucket.saturating_mul(EPOCH_BUCKETS)
 }
 
 #[cfg(test)]
