@@ -226,10 +226,11 @@ impl<'a> Permit<'a> {
                 ticket.telemetry(),
             );
         }
-        // The key space's reference and this permit's: once the permit is
+        // The key space's references and this permit's: once the permit is
         // gone, the key may make room.
-        core.room
-            .call_ended(|| triomphe::Arc::strong_count(&ticket.state) <= 2);
+        core.room.call_ended(|| {
+            triomphe::Arc::strong_count(&ticket.state) <= crate::registry::HOLDERS + 1
+        });
         self.ticket.holds_slot = false;
     }
 

@@ -125,7 +125,13 @@ impl Core {
     #[inline]
     fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
         if let Some((window, settings)) = self.throttle_of(state) {
-            window.record(now, usize::from(priority.level()), count, self.priorities.levels, settings);
+            window.record(
+                now,
+                usize::from(priority.level()),
+                count,
+                self.priorities.levels,
+                settings,
+            );
         }
     }
 }

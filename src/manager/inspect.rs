@@ -136,7 +136,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         Some(self.snapshot_of(&state))
     }
 
@@ -160,7 +160,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         if self.core().shared_rate(&state).is_some() {
             return None;
         }
@@ -195,7 +195,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
         usize::try_from(bulkhead.limit(settings)).ok()
     }
@@ -284,7 +284,7 @@ where
     {
         let core = self.core();
         let priority = core.priorities.clamp(priority);
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         let (window, settings) = core.throttle_of(&state)?;
         Some(window.rejection(core.now(), usize::from(priority.level()), settings))
     }

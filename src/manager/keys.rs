@@ -8,8 +8,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dashmap::mapref::one::Ref;
-
 use super::ThrottleManager;
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSettings;
@@ -144,18 +142,17 @@ where
     /// # Errors
     ///
     /// [`NoRoom`] when the key is new and the key space has no room for it.
-    pub(super) fn entry<Q>(
-        &self,
-        key: &Q,
-        now: Nanos,
-    ) -> Result<Ref<'_, K, triomphe::Arc<KeyState>>, NoRoom>
+    pub(super) fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<triomphe::Arc<KeyState>, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        self.inner
-            .keys
-            .get_or_insert_with(key, now, |key| self.new_key_state(key, now))
+        self.inner.keys.get_or_insert_with(
+            key,
+            now,
+            |key| self.new_key_state(key, now),
+            |_, state| triomphe::Arc::clone(state),
+        )
     }
 
     /// The state of `key` and how it is named, for one call.
@@ -173,9 +170,12 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let entry = self.entry(key, now)?;
-        let telemetry = self.telemetry_of(entry.key());
-        Ok((triomphe::Arc::clone(entry.value()), telemetry))
+        self.inner.keys.get_or_insert_with(
+            key,
+            now,
+            |key| self.new_key_state(key, now),
+            |key, state| (triomphe::Arc::clone(state), self.telemetry_of(key)),
+        )
     }
 
     /// The state of `key`, waiting for room in a full key space.

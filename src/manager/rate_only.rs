@@ -323,12 +323,10 @@ where
     {
         let core = self.core();
         let now = core.now();
-        let entry = self.entry(key, now).ok()?;
-        let telemetry = self.telemetry_of(entry.key());
+        let (state, telemetry) = self.key_state(key, now).ok()?;
         let priority = core.outcome_priority();
-        let state = entry.value();
-        core.record_outcome(state, priority, CallTimes::at(now), 1, outcome, &telemetry);
-        core.rate_of(state).map(|_| core.rate_in_force(state))
+        core.record_outcome(&state, priority, CallTimes::at(now), 1, outcome, &telemetry);
+        core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }
 
     /// `key`'s current rate in calls per second, or `None` if the key is not
@@ -348,7 +346,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         let core = self.core();
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }

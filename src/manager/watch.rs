@@ -40,7 +40,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let state = self.inner.keys.get(key)?;
+        let state = self.inner.keys.state(key)?;
         let core = self.core();
         let served = core
             .rate_of(&state)

@@ -5,7 +5,7 @@
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
 
-use super::{NoRoom, Quiet, Registry};
+use super::{HOLDERS, NoRoom, Queued, Quiet, Registry};
 use crate::clock::Nanos;
 
 /// The most idle keys one new key evicts in passing.
@@ -42,8 +42,9 @@ type Rank = (bool, Nanos);
 
 /// What a key taken from the queue is to eviction at one moment.
 enum Probe {
-    /// Not in the map (the queue's invariant says this does not happen;
-    /// such an entry is dropped).
+    /// Not in the map: the queue holds the last reference to its state
+    /// (the queue's invariant says this does not happen; such an entry is
+    /// dropped).
     Gone,
     /// Quiet for the idle TTL: it goes whether or not room is needed.
     Idle,
@@ -68,9 +69,10 @@ where
         idle_before.is_some_and(|before| quiet.from <= before)
     }
 
-    /// `state`'s quiet time, or `None` while anyone else holds it.
+    /// `state`'s quiet time, or `None` while anyone but the key space
+    /// holds it.
     fn quiet(&self, state: &triomphe::Arc<S>, now: Nanos) -> Option<Quiet> {
-        if triomphe::Arc::strong_count(state) > 1 {
+        if triomphe::Arc::strong_count(state) > HOLDERS {
             return None;
         }
         (self.quiet_from)(state, now)
@@ -96,7 +98,7 @@ where
     }
 
     /// Moves up to `count` keys from the front of the queue into `into`.
-    fn take_front(&self, count: usize, into: &mut Vec<K>) {
+    fn take_front(&self, count: usize, into: &mut Vec<Queued<S>>) {
         let mut queue = self.queue();
         let count = count.min(queue.len());
         into.extend(queue.drain(..count));
@@ -110,12 +112,13 @@ where
             .store(Nanos::MAX, Ordering::Relaxed);
     }
 
-    /// What `key` is to eviction at `now`.
-    fn probe(&self, key: &K, now: Nanos, idle_before: Option<Nanos>) -> Probe {
-        let Some(state) = self.map.get(key) else {
+    /// What `key` is to eviction at `now`. The queue's reference is all
+    /// it needs: the map's is the other one, if the key is live.
+    fn probe(&self, key: &Queued<S>, now: Nanos, idle_before: Option<Nanos>) -> Probe {
+        if triomphe::Arc::strong_count(&key.state) < HOLDERS {
             return Probe::Gone;
-        };
-        match self.quiet(state.value(), now) {
+        }
+        match self.quiet(&key.state, now) {
             None => Probe::Held(None),
             Some(quiet) if Self::is_idle(quiet, idle_before) => Probe::Idle,
             Some(quiet) => match self.rank(quiet, now) {
@@ -129,8 +132,14 @@ where
     /// evictable: a call may have taken it since it was looked at. The
     /// check runs under the shard's write lock, so no call takes it between
     /// the check and the removal. Its state is dropped outside the lock.
-    fn evict(&self, key: &K, now: Nanos, idle_before: Option<Nanos>, pressure: bool) -> bool {
-        let removed = self.map.remove_if(key, |_, state| {
+    fn evict(
+        &self,
+        key: &Queued<S>,
+        now: Nanos,
+        idle_before: Option<Nanos>,
+        pressure: bool,
+    ) -> bool {
+        let removed = self.map.remove_if(key.hash, &key.state, |state| {
             self.quiet(state, now).is_some_and(|quiet| {
                 Self::is_idle(quiet, idle_before) || (pressure && self.rank(quiet, now).is_ok())
             })
@@ -183,7 +192,7 @@ where
             });
         }
         let idle_before = self.idle_before(now);
-        let mut candidates: Vec<(Rank, K)> = Vec::new();
+        let mut candidates: Vec<(Rank, Queued<S>)> = Vec::new();
         let mut held = Vec::new();
         let mut idle_evicted: usize = 0;
         let mut first_quiet = Nanos::MAX;
@@ -208,7 +217,7 @@ where
                 }
             }
         }
-        candidates.sort_unstable_by_key(|&(rank, _)| rank);
+        candidates.sort_unstable_by_key(|(rank, _)| *rank);
         let mut made_room = idle_evicted > 0;
         let mut next_candidates = Vec::new();
         for (_, key) in candidates {

@@ -10,8 +10,10 @@
 //! # Eviction costs a bounded amount per new key
 //!
 //! Every live key waits its turn in one queue, the eviction queue, in the
-//! order keys were created or last looked at by eviction. No caller ever
-//! scans the key space:
+//! order keys were created or last looked at by eviction. The queue holds
+//! each key's hash and its state's `Arc`, not a copy of the key: the map
+//! ([`table`]) finds a key to remove by the two. No caller ever scans the
+//! key space:
 //!
 //! - **Idle keys** go as new keys arrive: below the cap, each new key looks
 //!   at the front of the queue and evicts the keys there that have been
@@ -51,6 +53,7 @@
 
 mod eviction;
 mod room_signal;
+mod table;
 
 use std::borrow::Borrow;
 use std::collections::VecDeque;
@@ -60,11 +63,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use triomphe::Arc;
 
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry;
-use dashmap::mapref::one::Ref;
-
 use crate::clock::Nanos;
+use table::Table;
 
 pub(crate) use room_signal::RoomSignal;
 
@@ -95,9 +95,17 @@ pub(crate) struct NoRoom {
     pub(crate) retry_after: Nanos,
 }
 
-/// Shards of the map: more than dashmap's default (4 per core), so that two
-/// threads on different keys rarely share a shard's lock word.
-const SHARDS: usize = 64;
+/// How many references to a live key's state the key space holds: the
+/// map's and the eviction queue's. A state with more is in use (a permit,
+/// a waiter, a lookup under way), and not evicted.
+pub(crate) const HOLDERS: usize = 2;
+
+/// A key in the eviction queue: its hash and its state, by which the map
+/// finds it.
+struct Queued<S> {
+    hash: u64,
+    state: Arc<S>,
+}
 
 /// One key's room in the count, reserved for a key not yet in the map;
 /// given back when dropped (forgotten once the key is in).
@@ -124,9 +132,9 @@ impl<K, S> Drop for Room<'_, K, S> {
 /// removes it from the map. So every live key is looked at by eviction in
 /// its turn, and none twice in one round.
 pub(crate) struct Registry<K, S> {
-    map: DashMap<K, Arc<S>, foldhash::fast::RandomState>,
+    map: Table<K, S>,
     /// The live keys in the order eviction looks at them, front first.
-    eviction_queue: Mutex<VecDeque<K>>,
+    eviction_queue: Mutex<VecDeque<Queued<S>>>,
     /// Keys in the map plus keys about to be inserted: never above `max_keys`.
     reserved: AtomicUsize,
     max_keys: usize,
@@ -173,7 +181,7 @@ where
         room: std::sync::Arc<RoomSignal>,
     ) -> Self {
         Self {
-            map: DashMap::with_hasher_and_shard_amount(Default::default(), SHARDS),
+            map: Table::new(),
             eviction_queue: Mutex::new(VecDeque::new()),
             reserved: AtomicUsize::new(0),
             max_keys,
@@ -192,46 +200,66 @@ where
         self.room.freed().await;
     }
 
-    /// The state of `key`, if it is live.
-    pub(crate) fn get<Q>(&self, key: &Q) -> Option<Ref<'_, K, Arc<S>>>
+    /// `then` of `key` and its state, if the key is live (under its shard's
+    /// shared lock: `then` should be short).
+    #[inline]
+    pub(crate) fn get<Q, T>(&self, key: &Q, then: impl FnOnce(&K, &Arc<S>) -> T) -> Option<T>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.map.get(key)
+        self.map.get(key, self.map.hash(key), then)
     }
 
-    /// The state of `key`, created by `make` if the key is new.
+    /// The state of `key`, if it is live.
+    pub(crate) fn state<Q>(&self, key: &Q) -> Option<Arc<S>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.get(key, |_, state| Arc::clone(state))
+    }
+
+    /// `then` of `key` and its state, created by `make` if the key is new.
     ///
     /// # Errors
     ///
     /// [`NoRoom`] when the key is new, the registry is at its cap and no key can
     /// be evicted.
     #[inline]
-    pub(crate) fn get_or_insert_with<Q>(
+    pub(crate) fn get_or_insert_with<Q, T>(
         &self,
         key: &Q,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
-    ) -> Result<Ref<'_, K, Arc<S>>, NoRoom>
+        then: impl FnOnce(&K, &Arc<S>) -> T,
+    ) -> Result<T, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        if let Some(state) = self.map.get(key) {
-            return Ok(state);
+        let hash = self.map.hash(key);
+        let mut then = Some(then);
+        // `then` runs once: here, or below.
+        if let Some(found) = self
+            .map
+            .get(key, hash, |k, state| (then.take().expect("once"))(k, state))
+        {
+            return Ok(found);
         }
-        self.insert_with(key, now, make)
+        self.insert_with(key, hash, now, make, then.expect("not run"))
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) for a key not found.
     #[cold]
-    fn insert_with<Q>(
+    fn insert_with<Q, T>(
         &self,
         key: &Q,
+        hash: u64,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
-    ) -> Result<Ref<'_, K, Arc<S>>, NoRoom>
+        then: impl FnOnce(&K, &Arc<S>) -> T,
+    ) -> Result<T, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
@@ -241,26 +269,22 @@ where
         // another thread creating it first, or a panic in the key's
         // conversion or in `make` (which runs user callbacks, such as a
         // per-key rule). `make` runs outside the map's locks, so a callback
-        // that calls the manager cannot deadlock on its own shard. The
-        // queue's copy of the key is made first too: between the insert and
-        // the push nothing can fail, so no live key misses the queue.
+        // that calls the manager cannot deadlock on its own shard. Between
+        // the insert and the push nothing can fail, so no live key misses
+        // the queue.
         let room = Room(self);
-        let queued = K::from(key.to_owned());
         let key = K::from(key.to_owned());
         let state = make(&key);
-        match self.map.entry(key) {
-            Entry::Occupied(found) => Ok(found.into_ref().downgrade()),
-            Entry::Vacant(vacant) => {
-                room.keep();
-                let state = vacant.insert(Arc::new(state)).downgrade();
-                self.queue().push_back(queued);
-                Ok(state)
-            }
+        let (made, found) = self.map.insert(key, hash, state, then);
+        if let Some(state) = made {
+            room.keep();
+            self.queue().push_back(Queued { hash, state });
         }
+        Ok(found)
     }
 
     /// The eviction queue, locked. Nothing that can panic runs under it.
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<K>> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<Queued<S>>> {
         self.eviction_queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -284,10 +308,8 @@ where
     }
 
     /// Visits every live key. Holds each shard's read lock while visiting it.
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(&K, &Arc<S>)) {
-        for entry in self.map.iter() {
-            visit(entry.key(), entry.value());
-        }
+    pub(crate) fn for_each(&self, visit: impl FnMut(&K, &Arc<S>)) {
+        self.map.for_each(visit);
     }
 
     /// Counts one more key against the cap, making room if needed.

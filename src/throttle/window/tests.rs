@@ -92,7 +92,10 @@ fn a_key_that_recovered_gives_its_buckets_back_and_keeps_its_accepts() {
     assert!(window.rejection(SECOND, 0, &s) > 0.0);
     for at in (10..66).step_by(8) {
         window.record(at * SECOND, 2, Count::Accepted, 4, &s);
-        assert!(window.is_failing(), "the failure is still in the window at {at} s");
+        assert!(
+            window.is_failing(),
+            "the failure is still in the window at {at} s"
+        );
     }
     // At 66 s the failure's bucket (0 s to 6 s) has left the window.
     window.record(66 * SECOND, 2, Count::Accepted, 4, &s);
