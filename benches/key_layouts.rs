@@ -2,10 +2,12 @@
 //! same `String` keys as `benches/memory.rs`, each layout in a fresh
 //! process, with plain words standing in for the key's state (40 bytes
 //! for the rate and 8 for the link to the rest; 136 more with the
-//! throttle and the bulkhead). The first rows model today's registry, and should agree
-//! with `cargo bench --bench memory`; the others are the layouts the lean
-//! key issue weighed: a table of our own whose per-key `Arc` holds the key
-//! too, so the eviction queue needs no copy of it.
+//! throttle and the bulkhead). The first rows model the registry before the
+//! lean key issue (a `DashMap` and a queue of key copies); the others are
+//! the layouts that issue weighed: a table of our own whose per-key `Arc`
+//! holds the key too, so the eviction queue needs no copy of it. (The
+//! registry now keeps the key in the table's slot and the queue holds the
+//! key's hash and its state's `Arc`: see benches/README.md.)
 //!
 //! Run: `cargo bench --bench key_layouts`.
 

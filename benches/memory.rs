@@ -18,6 +18,13 @@ use std::process::Command;
 use million_keys::{KEYS, keys, resident_bytes};
 
 use governor::{Quota, RateLimiter};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use std::alloc::System;
+
+/// Counts live allocations, for the key that fails and recovers: freed
+/// memory stays resident, so only the allocator can tell it was given back.
+#[global_allocator]
+static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 /// Measures one library in this process; prints bytes per key.
@@ -86,6 +93,42 @@ fn measure(which: &str) {
             report(before);
             std::hint::black_box(composed);
         }
+        "portcullis+recovered" => {
+            // Time moves only when told.
+            let clock = portcullis::clock::ManualClock::new();
+            let manager = ThrottleManager::<String>::builder()
+                .rate(RateConfig::adaptive(10.0))
+                .throttle(ThrottleConfig::new())
+                .bulkhead(BulkheadConfig::new(10).queue(50))
+                .clock(clock.clone())
+                .max_keys(KEYS)
+                .build()
+                .unwrap();
+            let region = Region::new(ALLOCATOR);
+            let live = || {
+                let change = region.change();
+                (change.bytes_allocated as f64 - change.bytes_deallocated as f64) / KEYS as f64
+            };
+            let call = |outcome: portcullis::Outcome| {
+                for key in &keys {
+                    manager
+                        .try_acquire(key.as_str(), Priority::MEDIUM)
+                        .unwrap()
+                        .report(outcome);
+                }
+            };
+            call(portcullis::Outcome::Success);
+            let healthy = live();
+            clock.advance(std::time::Duration::from_secs(1));
+            call(portcullis::Outcome::Overloaded);
+            let failing = live();
+            // A window (a minute) without a failure, then a success a key.
+            clock.advance(std::time::Duration::from_secs(61));
+            call(portcullis::Outcome::Success);
+            let recovered = live();
+            println!("{healthy:.0} {failing:.0} {recovered:.0}");
+            std::hint::black_box(manager);
+        }
         other => panic!("unknown library {other}"),
     }
 }
@@ -116,6 +159,14 @@ fn main() {
     let all_three = run("portcullis+throttle+bulkhead");
     let used = run("portcullis+used");
     let every_priority = run("portcullis+every-priority");
+    let out = Command::new(&exe)
+        .arg("portcullis+recovered")
+        .output()
+        .unwrap();
+    let live: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
     println!("bytes per idle key, {KEYS} String keys (key storage included):");
     println!("  governor keyed (DashMap)         {governor:>6.0} B");
     println!(
@@ -145,5 +196,10 @@ fn main() {
         "  all three against the composition: idle {:.2}x, used {:.2}x",
         all_three / composed,
         used / composed
+    );
+    println!("live bytes a key (the allocator's count, without its rounding), all three controls:");
+    println!(
+        "  healthy {:.0} B, failed once {:.0} B, a window later {:.0} B",
+        live[0], live[1], live[2]
     );
 }

@@ -4,7 +4,7 @@
 //! are defined once, in [the architecture map](crate::architecture).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSettings;
@@ -14,7 +14,6 @@ use crate::rate::RateCell;
 use crate::rate::RateSettings;
 use crate::retry_budget::RetryBudget;
 use crate::store::StoreKey;
-use crate::sync::AtomicU32;
 use crate::throttle::ThrottleSettings;
 use crate::throttle::ThrottleWindow;
 
@@ -22,17 +21,13 @@ use crate::throttle::ThrottleWindow;
 /// space and by every permit and waiter of the key.
 ///
 /// A key of a manager with only a rate, at its default settings, is just its
-/// rate cell, a null pointer and the word of its quickest answer: 56 bytes. The controls beyond the rate
+/// rate cell and a null pointer: 48 bytes. The controls beyond the rate
 /// live in one optional allocation, and the key's own settings (for the few
 /// keys that have them) in another, reached through the first.
 #[derive(Debug)]
 pub(crate) struct KeyState {
     pub(crate) rate: RateCell,
     extras: Option<Box<Extras>>,
-    /// The quickest recent answer of the key's calls with a deadline
-    /// ([`AnswerTime`]'s word), by which a call with a deadline judges
-    /// whether it can still finish in time.
-    answered: AtomicU32,
 }
 
 /// What a key holds beyond its rate cell, when it holds anything: 136
@@ -55,6 +50,11 @@ struct Extras {
     /// The key's retry budget, used when the manager retries: one word,
     /// written by every logical call.
     retry: RetryBudget,
+    /// The quickest recent answer of the key's calls with a deadline
+    /// ([`AnswerTime`]'s word), by which a call with a deadline judges
+    /// whether it can still finish in time. A key without extras keeps it
+    /// with its rate's line, made by its first such answer.
+    answered: AtomicU32,
 }
 
 /// A key's own settings (`None`: the manager's default for that control),
@@ -96,20 +96,23 @@ impl KeyState {
                     bulkhead: bulkhead.unwrap_or_default(),
                     own: any_own.then(|| Box::new(own)),
                     retry: RetryBudget::default(),
+                    answered: AtomicU32::new(0),
                 })
             }),
-            answered: AtomicU32::new(0),
         }
     }
 
     /// A call of this key with a deadline had its answer `took` after its
     /// admission. Two answers at once may keep only one: an estimate.
-    #[inline]
     pub(crate) fn answered_in(&self, took: Nanos) {
-        let was = AnswerTime(self.answered.load(Ordering::Relaxed));
+        let word = match self.extras.as_deref() {
+            Some(extras) => &extras.answered,
+            None => self.rate.answer_time(),
+        };
+        let was = AnswerTime(word.load(Ordering::Relaxed));
         let now = was.after(took);
         if now != was {
-            self.answered.store(now.0, Ordering::Relaxed);
+            word.store(now.0, Ordering::Relaxed);
         }
     }
 
@@ -117,7 +120,11 @@ impl KeyState {
     /// before the first.
     #[inline]
     pub(crate) fn quickest_answer(&self) -> Nanos {
-        AnswerTime(self.answered.load(Ordering::Relaxed)).nanos()
+        let word = match self.extras.as_deref() {
+            Some(extras) => Some(&extras.answered),
+            None => self.rate.answer_time_if_any(),
+        };
+        word.map_or(0, |word| AnswerTime(word.load(Ordering::Relaxed)).nanos())
     }
 
     /// The key with its rate in a store, under `store_key`.
@@ -236,6 +243,7 @@ mod tests {
     fn the_extras_of_a_key_with_every_control_fit_in_96_bytes() {
         assert_eq!(std::mem::size_of::<ThrottleWindow>(), 48);
         assert_eq!(std::mem::size_of::<Bulkhead>(), 32);
-        assert_eq!(std::mem::size_of::<Extras>(), 96);
+        assert_eq!(std::mem::size_of::<Extras>(), 104);
+        assert_eq!(std::mem::size_of::<KeyState>(), 48);
     }
 }

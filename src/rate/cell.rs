@@ -1,6 +1,6 @@
 //! One key's rate, enforced: the GCRA state and the current rate in atomics.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use once_cell::race::OnceBox;
@@ -49,6 +49,10 @@ struct Queue {
     /// predecessors would move past it).
     moves: AtomicU64,
     falls: Mutex<QueueFalls>,
+    /// For a key without extras: the quickest recent answer of its calls
+    /// with a deadline (`deadline::AnswerTime`'s word), kept here so that a
+    /// key whose calls set no deadline carries no word for it.
+    answered: AtomicU32,
 }
 
 #[derive(Debug, Default)]
@@ -206,6 +210,18 @@ impl RateCell {
     #[inline]
     pub(crate) fn waiting_in_line(&self) -> u32 {
         self.queue.get().map_or(0, |queue| queue.line.waiting())
+    }
+
+    /// The word of the key's quickest recent answer, made by the first
+    /// answer of a call with a deadline (see `KeyState::answered_in`).
+    pub(crate) fn answer_time(&self) -> &AtomicU32 {
+        &self.queue.get_or_init(Box::default).answered
+    }
+
+    /// [`answer_time`](Self::answer_time), if there is one yet.
+    #[inline]
+    pub(crate) fn answer_time_if_any(&self) -> Option<&AtomicU32> {
+        self.queue.get().map(|queue| &queue.answered)
     }
 
     /// The key's line, made by the first call that joins it.

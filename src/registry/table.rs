@@ -23,9 +23,12 @@ const SHARD_BITS: u32 = 6;
 /// One key and its state.
 type Slot<K, S> = (K, Arc<S>);
 
+/// One shard: a part of the keys, under its lock.
+type Shard<K, S> = RwLock<HashTable<Slot<K, S>>>;
+
 /// A sharded hash table of keys and their states.
 pub(super) struct Table<K, S> {
-    shards: Box<[RwLock<HashTable<Slot<K, S>>>]>,
+    shards: Box<[Shard<K, S>]>,
     hasher: foldhash::fast::RandomState,
 }
 
@@ -51,7 +54,7 @@ where
     /// The shard of `hash`: by the bits below the seven the table's
     /// control bytes take from the top.
     #[inline]
-    fn shard(&self, hash: u64) -> &RwLock<HashTable<Slot<K, S>>> {
+    fn shard(&self, hash: u64) -> &Shard<K, S> {
         let index = (hash << 7) >> (64 - SHARD_BITS);
         &self.shards[index as usize]
     }
