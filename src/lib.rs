@@ -115,8 +115,6 @@ mod core;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
 pub mod database;
 pub mod deadline;
-#[cfg(any(feature = "reqwest", feature = "tower"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod edge;
 pub mod error;
 mod events;

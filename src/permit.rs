@@ -308,6 +308,12 @@ impl<'a> JointPermit<'a> {
         Self { permits }
     }
 
+    /// The call, which had a deadline, had its answer now: every key
+    /// learns how quickly (see [`Permit::answered`]).
+    pub(crate) fn answered(&self) {
+        self.permits.iter().for_each(Permit::answered);
+    }
+
     /// The call succeeded, for every key: [`Outcome::Success`].
     ///
     /// ```

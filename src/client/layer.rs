@@ -13,7 +13,7 @@ use tower_service::Service;
 use super::RequestTimedOut;
 use super::headers::{outcome_of_status, requested_pause};
 use crate::ThrottleManager;
-use crate::edge::{self, Admission, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
+use crate::edge::{self, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
 use crate::grpc;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -324,14 +324,10 @@ where
         .copied()
         .or_else(Priority::current)
         .unwrap_or(settings.priority);
-    let call = EdgeCall {
-        manager: &settings.manager,
-        key: &key,
-        priority,
-        admission: Admission::Wait,
-        carry: true,
-        deadline,
-    };
+    let call = EdgeCall::new(&settings.manager, &key)
+        .priority(priority)
+        .carry_body(true)
+        .deadline(deadline);
     let passage = call
         .pass(
             || inner.call(Request::from_parts(head, body)),

@@ -11,7 +11,7 @@ use super::RequestTimedOut;
 use super::headers::{outcome_of_status, requested_pause};
 use crate::ThrottleManager;
 use crate::deadline::{Expiry, TimeLimit};
-use crate::edge::{Admission, BodyPermit, CallBody, EdgeCall, Passage, Verdict};
+use crate::edge::{BodyPermit, CallBody, EdgeCall, Passage, Verdict};
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
@@ -369,16 +369,11 @@ impl ThrottleMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
-        let call = EdgeCall {
-            manager: &self.manager,
-            key,
-            priority,
-            admission: Admission::Wait,
-            carry: !self.release_at_headers,
-            // The request's own timeout is the task's deadline already
-            // (`handle`).
-            deadline: None,
-        };
+        // The request's own timeout is the task's deadline already
+        // (`handle`).
+        let call = EdgeCall::new(&self.manager, key)
+            .priority(priority)
+            .carry_body(!self.release_at_headers);
         let own_timeout = request.timeout().copied();
         let passage = call
             .pass(

@@ -14,9 +14,16 @@
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
+mod admitting;
+mod drive;
 mod outcomes;
+mod request;
 pub(crate) mod shared_rate;
 mod steps;
+
+pub(crate) use admitting::{Admitted, Admitting, Spent};
+pub(crate) use drive::Lookup;
+pub(crate) use request::{Request, Scope};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{CallTimes, Core, Patience};
+use super::request::Request;
+use super::{CallTimes, Core};
 use crate::clock::{Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
@@ -25,6 +26,13 @@ use crate::store::{
 pub(crate) struct StoreToken {
     wait: Nanos,
     receipt: TokenReceipt,
+}
+
+impl StoreToken {
+    /// How long after the store's answer the token is due.
+    pub(crate) fn wait(&self) -> Nanos {
+        self.wait
+    }
 }
 
 /// What one round trip to the store gave.
@@ -74,15 +82,15 @@ impl Core {
         &self,
         state: &KeyState,
         priority: Priority,
-        patience: Patience,
+        request: &Request,
         cost: u32,
         arrived: Nanos,
     ) -> StoreStep {
         let Some((_, key, settings)) = self.store_of(state) else {
             return StoreStep::Local;
         };
-        let caller = patience;
-        let patience = self.patience_for_token(state, priority, patience);
+        let caller = request.patience;
+        let patience = self.patience_for_token(state, self.now(), priority, request);
         let in_line = state.rate.waiting_in_line();
         // When the token the call first asked for was due, if it was
         // beyond the horizon: the head sleeps until then before asking
@@ -116,7 +124,7 @@ impl Core {
                 return StoreStep::Refused(self.token_too_far(expected, priority, caller));
             }
         }
-        let until = self.token_deadline(priority, caller, arrived, state.quickest_answer());
+        let until = self.token_deadline(priority, request, arrived, state.quickest_answer());
         let mut place = state.rate.line().join();
         place.head().await;
         loop {
@@ -196,40 +204,6 @@ impl Core {
             }
         }
     }
-
-    /// [`wait`](crate::ThrottleManager::wait) on a rate in the store:
-    /// `false` when the key's rate is not in a store, or the store is
-    /// unavailable and the local rate is to be used. Under
-    /// [`WhenUnavailable::Refuse`], asks the store again when it says to
-    /// until it answers. Refused only by the caller's deadline.
-    pub(crate) async fn wait_for_store_token(
-        &self,
-        state: &KeyState,
-        cost: u32,
-    ) -> Result<bool, Rejected> {
-        loop {
-            match self
-                .take_store_token(state, Priority::HIGH, Patience::Unbounded, cost, self.now())
-                .await
-            {
-                StoreStep::Token(token) => {
-                    self.sleep_for_store_token(state, &token, self.now()).await;
-                    return Ok(true);
-                }
-                StoreStep::Local => return Ok(false),
-                // The caller's deadline: asking again cannot help.
-                StoreStep::Refused(rejected) if rejected.reason() == RejectReason::Deadline => {
-                    return Err(rejected);
-                }
-                StoreStep::Refused(rejected) => {
-                    let again = rejected.retry_after().unwrap_or(Duration::from_secs(1));
-                    let until = self.now().saturating_add(crate::clock::nanos(again));
-                    self.clock.sleep_until(Duration::from_nanos(until)).await;
-                }
-            }
-        }
-    }
-
     /// Sleeps until a shared token decided at `decided_at` is due, and
     /// returns that time. Dropped before then, it hands the token back.
     pub(crate) async fn sleep_for_store_token(

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use tracing::Span;
 
+use super::request::{Request, StartBy};
 use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::bulkhead::WaiterId;
 use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
 use crate::clock::{Nanos, nanos};
-use crate::deadline::{self, StartBy};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
@@ -46,8 +46,7 @@ impl Core {
         state: &KeyState,
         now: Nanos,
         priority: Priority,
-        patience: Patience,
-        cost: u32,
+        request: &Request,
         span: &Span,
     ) -> Result<(), Rejected> {
         let Some((window, settings)) = self.throttle_of(state) else {
@@ -61,18 +60,16 @@ impl Core {
             }
             return Ok(());
         }
-        self.maybe_shed(state, now, priority, patience, cost, span, probability)
+        self.maybe_shed(state, now, priority, request, span, probability)
     }
 
     /// Step 2 for a key whose throttle may shed: draws, and sheds or not.
-    #[allow(clippy::too_many_arguments)] // the step's inputs, each used once
     fn maybe_shed(
         &self,
         state: &KeyState,
         now: Nanos,
         priority: Priority,
-        patience: Patience,
-        cost: u32,
+        request: &Request,
         span: &Span,
         probability: f64,
     ) -> Result<(), Rejected> {
@@ -83,9 +80,9 @@ impl Core {
             return Ok(());
         };
         if let Some(rate) = self.rate_of(state) {
-            let wait = state.rate.wait(now, rate.burst, cost);
-            if wait > self.patience_for_token(state, priority, patience) {
-                return Err(self.token_too_far(wait, priority, patience));
+            let wait = state.rate.wait(now, rate.burst, request.cost);
+            if wait > self.patience_for_token(state, now, priority, request) {
+                return Err(self.token_too_far(wait, priority, request.patience));
             }
         }
         let level = usize::from(priority.level());
@@ -120,32 +117,26 @@ impl Core {
     }
 
     /// Step 3: a call the bulkhead would turn away anyway is refused before
-    /// it takes a rate token. Only a caller that may queue gets here: one
-    /// that never waits meets the bulkhead's free slot first
-    /// (`free_slot_then_rate` in the pipeline), which admits or refuses it.
+    /// it takes a rate token. A single-key caller that never waits meets
+    /// the bulkhead's free slot first (`Core::free_slot_then_rate`), which
+    /// admits or refuses it; one key of a call charged to several takes its
+    /// slot once every key's token is due, and is asked here first.
     #[inline]
     pub(crate) fn bulkhead_has_room(
         &self,
         state: &KeyState,
         priority: Priority,
-        patience: Patience,
     ) -> Result<(), Rejected> {
         if self.bulkhead.is_none() {
             return Ok(());
         }
-        self.bulkhead_room(state, priority, patience)
+        self.bulkhead_room(state, priority)
     }
 
-    fn bulkhead_room(
-        &self,
-        state: &KeyState,
-        priority: Priority,
-        patience: Patience,
-    ) -> Result<(), Rejected> {
+    fn bulkhead_room(&self, state: &KeyState, priority: Priority) -> Result<(), Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(());
         };
-        debug_assert!(patience != Patience::Never, "decided at the free slot");
         let refusal = bulkhead.would_refuse(settings, usize::from(priority.level()));
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
@@ -164,14 +155,14 @@ impl Core {
         state: &KeyState,
         now: Nanos,
         priority: Priority,
-        patience: Patience,
+        request: &Request,
         cost: u32,
     ) -> Result<Token, Rejected> {
         let Some(settings) = self.rate_of(state) else {
             return Ok(Token::Due(None));
         };
-        let caller = patience;
-        let patience = self.patience_for_token(state, priority, patience);
+        let caller = request.patience;
+        let patience = self.patience_for_token(state, now, priority, request);
         let in_line = state.rate.waiting_in_line();
         if in_line == 0 {
             return match state
@@ -209,14 +200,14 @@ impl Core {
         &self,
         state: &KeyState,
         priority: Priority,
-        patience: Patience,
+        request: &Request,
         cost: u32,
         arrived: Nanos,
     ) -> Result<(Token, Nanos), Rejected> {
         let Some(settings) = self.rate_of(state) else {
             return Ok((Token::Due(None), arrived));
         };
-        let until = self.token_deadline(priority, patience, arrived, state.quickest_answer());
+        let until = self.token_deadline(priority, request, arrived, state.quickest_answer());
         let mut place = state.rate.line().join();
         place.head().await;
         loop {
@@ -239,17 +230,14 @@ impl Core {
 
     /// Step 4, when the token lies ahead: sleeps until it is due, and
     /// returns that time. A fall of the rate meanwhile makes it due later:
-    /// the calls queued at the old pace leave at the new one. Dropped
-    /// before then, it hands the token back.
+    /// the calls queued at the old pace leave at the new one. (The call
+    /// holds its token in its `Admitting`, which gives it back if the call
+    /// is dropped meanwhile.)
     pub(crate) async fn sleep_for_token(
         &self,
         state: &KeyState,
         reservation: Reservation,
     ) -> Nanos {
-        let pending = PendingToken {
-            state,
-            reservation: Some(reservation),
-        };
         let (mut start, mut moves_seen) = (reservation.slot.start, reservation.moves_seen);
         loop {
             self.clock.sleep_until(Duration::from_nanos(start)).await;
@@ -261,7 +249,6 @@ impl Core {
             }
             start = moved;
         }
-        pending.started();
         start
     }
 
@@ -353,6 +340,7 @@ impl Core {
         priority: Priority,
         id: WaiterId,
         since: Nanos,
+        request: &Request,
         telemetry: &KeyTelemetry,
     ) -> Result<(), Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
@@ -370,10 +358,11 @@ impl Core {
             None => (settings.queue_timeout, RejectReason::QueueTimeout),
         };
         let timed_out = bound.map(|bound| since.saturating_add(bound));
-        let caller = match deadline::start_by(|| state.quickest_answer()) {
+        let now = self.now();
+        let caller = match request.start_by(now, || state.quickest_answer()) {
             StartBy::Whenever => None,
-            StartBy::Within(wait) => Some(self.now().saturating_add(wait)),
-            StartBy::TooLate => Some(self.now()),
+            StartBy::Until(latest) => Some(latest),
+            StartBy::TooLate => Some(now),
         };
         let (until, reason) = match (timed_out, caller) {
             (None, None) => return (&mut waiting).await.map_err(refused),
@@ -403,16 +392,17 @@ impl Core {
     pub(crate) fn patience_for_token(
         &self,
         state: &KeyState,
+        now: Nanos,
         priority: Priority,
-        patience: Patience,
+        request: &Request,
     ) -> Nanos {
-        let configured = self.configured_patience(priority, patience);
-        match patience {
+        let configured = self.configured_patience(priority, request.patience);
+        match request.patience {
             Patience::Never | Patience::QueueOnly => configured,
             Patience::AsConfigured | Patience::Unbounded => {
-                match deadline::start_by(|| state.quickest_answer()) {
+                match request.start_by(now, || state.quickest_answer()) {
                     StartBy::Whenever => configured,
-                    StartBy::Within(wait) => configured.min(wait),
+                    StartBy::Until(latest) => configured.min(latest.saturating_sub(now)),
                     StartBy::TooLate => 0,
                 }
             }
@@ -444,27 +434,6 @@ impl Core {
             Rejected::rate_limited(wait, priority)
         } else {
             Rejected::new(RejectReason::Deadline, priority, None)
-        }
-    }
-}
-
-/// A token taken for a call that has not started: if dropped before it
-/// starts, hands the token back.
-struct PendingToken<'a> {
-    state: &'a KeyState,
-    reservation: Option<Reservation>,
-}
-
-impl PendingToken<'_> {
-    fn started(mut self) {
-        self.reservation = None;
-    }
-}
-
-impl Drop for PendingToken<'_> {
-    fn drop(&mut self) {
-        if let Some(reservation) = self.reservation.take() {
-            self.state.rate.cancel(reservation);
         }
     }
 }
@@ -510,20 +479,23 @@ impl Core {
     pub(crate) fn token_deadline(
         &self,
         priority: Priority,
-        patience: Patience,
+        request: &Request,
         arrived: Nanos,
         answer: Nanos,
     ) -> TokenDeadline {
-        let configured = arrived.saturating_add(self.configured_patience(priority, patience));
-        let caller = match patience {
+        let configured =
+            arrived.saturating_add(self.configured_patience(priority, request.patience));
+        let caller = match request.patience {
             Patience::Never | Patience::QueueOnly => None,
-            Patience::AsConfigured | Patience::Unbounded => match deadline::start_by(|| answer) {
-                StartBy::Whenever => None,
-                StartBy::Within(wait) => Some(self.now().saturating_add(wait)),
-                // No token is early enough: any is refused as the
-                // caller's deadline's.
-                StartBy::TooLate => Some(0),
-            },
+            Patience::AsConfigured | Patience::Unbounded => {
+                match request.start_by(self.now(), || answer) {
+                    StartBy::Whenever => None,
+                    StartBy::Until(latest) => Some(latest),
+                    // No token is early enough: any is refused as the
+                    // caller's deadline's.
+                    StartBy::TooLate => Some(0),
+                }
+            }
         };
         TokenDeadline { configured, caller }
     }

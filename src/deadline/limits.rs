@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::remaining;
+use crate::clock::{Nanos, nanos};
 use crate::outcome::Outcome;
 
 /// A limit that can end a running call (see [whose time ran
@@ -123,16 +123,21 @@ impl fmt::Display for Expiry {
     }
 }
 
-/// What bounds an admitted call: the sooner of its call timeout and the
-/// time left before its task's deadline, and which of the two that is
-/// (the call timeout when they are equal: the backend had all of it).
-pub(crate) fn call_bound(call_timeout: Option<Duration>) -> Option<Expiry> {
-    match (call_timeout, remaining()) {
-        (Some(timeout), Some(left)) if left < timeout => {
-            Some(Expiry::new(TimeLimit::Deadline, left))
-        }
-        (Some(timeout), _) => Some(Expiry::new(TimeLimit::CallTimeout, timeout)),
-        (None, Some(left)) => Some(Expiry::new(TimeLimit::Deadline, left)),
-        (None, None) => None,
-    }
+/// What bounds a call admitted at `now` with the caller's `deadline` (on
+/// the manager's clock): the sooner of its call timeout and the time left
+/// before the deadline, and which of the two that is (the call timeout
+/// when they are equal: the backend had all of it), with when it ends.
+pub(crate) fn call_bound(
+    call_timeout: Option<Duration>,
+    deadline: Option<Nanos>,
+    now: Nanos,
+) -> Option<(Expiry, Nanos)> {
+    let left = deadline.map(|deadline| Duration::from_nanos(deadline.saturating_sub(now)));
+    let expiry = match (call_timeout, left) {
+        (Some(timeout), Some(left)) if left < timeout => Expiry::new(TimeLimit::Deadline, left),
+        (Some(timeout), _) => Expiry::new(TimeLimit::CallTimeout, timeout),
+        (None, Some(left)) => Expiry::new(TimeLimit::Deadline, left),
+        (None, None) => return None,
+    };
+    Some((expiry, now.saturating_add(nanos(expiry.after()))))
 }

@@ -36,10 +36,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::clock::{Nanos, nanos};
-use crate::error::{RejectReason, Rejected};
-use crate::priority::Priority;
-
 mod answer_time;
 mod limits;
 
@@ -187,47 +183,6 @@ pub(crate) fn remaining() -> Option<Duration> {
         .ok()
 }
 
-/// How long a call may wait before it starts, by its task's deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StartBy {
-    /// The task has no deadline.
-    Whenever,
-    /// It may wait up to this long and still start in time.
-    Within(Nanos),
-    /// Too late already: it could not finish before its deadline even if
-    /// it started now.
-    TooLate,
-}
-
-/// How long a call to a backend that answers in `answer()` at the quickest
-/// ([`AnswerTime`]; 0 if unknown; asked only under a deadline) may wait
-/// before it starts: until its
-/// task's deadline, less `answer` (a call that starts later could not
-/// finish in time), less a tick (a call must start before its deadline).
-/// Too late when its deadline is `answer` away or less: one that has
-/// passed, or is now, always.
-#[inline]
-pub(crate) fn start_by(answer: impl FnOnce() -> Nanos) -> StartBy {
-    let Some(left) = remaining() else {
-        return StartBy::Whenever;
-    };
-    match nanos(left).checked_sub(answer()) {
-        Some(spare) if spare > 0 => StartBy::Within(spare - 1),
-        _ => StartBy::TooLate,
-    }
-}
-
-/// [`start_by`] as a refusal: a call at `priority` that is
-/// [`TooLate`](StartBy::TooLate) is refused with
-/// [`RejectReason::Deadline`].
-#[inline]
-pub(crate) fn in_time(answer: impl FnOnce() -> Nanos, priority: Priority) -> Result<(), Rejected> {
-    match start_by(answer) {
-        StartBy::TooLate => Err(Rejected::new(RejectReason::Deadline, priority, None)),
-        _ => Ok(()),
-    }
-}
-
 /// The instant `left` from now, as a deadline: `None` (no deadline) when
 /// it lies past what an [`Instant`] can hold, as `Duration::MAX` does.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
@@ -256,30 +211,6 @@ mod tests {
             .await;
             tokio::time::advance(2 * second).await;
             assert_eq!(remaining(), Some(Duration::ZERO), "passed: nothing left");
-        })
-        .await;
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_call_may_wait_until_its_deadline_less_its_answer_and_a_tick() {
-        let ms = |n: u64| Duration::from_millis(n);
-        assert_eq!(start_by(|| 0), StartBy::Whenever);
-        let deadline = Instant::now() + ms(100);
-        with_deadline(deadline, async {
-            assert_eq!(start_by(|| 0), StartBy::Within(nanos(ms(100)) - 1));
-            assert_eq!(
-                start_by(|| nanos(ms(30))),
-                StartBy::Within(nanos(ms(70)) - 1)
-            );
-            assert_eq!(start_by(|| nanos(ms(100))), StartBy::TooLate);
-            assert_eq!(start_by(|| nanos(ms(100)) - 1), StartBy::Within(0));
-            tokio::time::advance(ms(100)).await;
-            assert_eq!(start_by(|| 0), StartBy::TooLate, "reached exactly");
-            let refused = in_time(|| 0, Priority::LOW).unwrap_err();
-            assert_eq!(
-                (refused.reason(), refused.priority()),
-                (RejectReason::Deadline, Priority::LOW)
-            );
         })
         .await;
     }

@@ -9,53 +9,9 @@ use std::task::{Context, Poll, ready};
 
 use http_body::{Body, Frame, SizeHint};
 
+use super::BodyPermit;
 use crate::grpc;
 use crate::outcome::Outcome;
-use crate::permit::OwnedPermit;
-
-/// A call's permit on its way to the end of its answer's body, with the
-/// outcome it reports there. However it goes (reported, or dropped with
-/// the body), it reports once; dropped, it reports `at_end`, the outcome
-/// the answer's head was judged by.
-#[derive(Debug)]
-pub(crate) struct BodyPermit {
-    // `None` once reported.
-    permit: Option<OwnedPermit>,
-    at_end: Outcome,
-    /// How a gRPC status in the trailers is judged: a call that carried a
-    /// deadline reads `DEADLINE_EXCEEDED` as its caller's, not overload.
-    trailers: fn(u32) -> Outcome,
-}
-
-impl BodyPermit {
-    /// `permit`, to report `at_end` when the body ends or is dropped; for a
-    /// call that carried a deadline if `under_deadline`.
-    pub(crate) fn new(permit: OwnedPermit, at_end: Outcome, under_deadline: bool) -> Self {
-        Self {
-            permit: Some(permit),
-            at_end,
-            trailers: match under_deadline {
-                true => grpc::outcome_under_deadline,
-                false => grpc::outcome_of,
-            },
-        }
-    }
-
-    /// Reports `outcome` now, in place of `at_end`.
-    fn report(mut self, outcome: Outcome) {
-        if let Some(permit) = self.permit.take() {
-            permit.report(outcome);
-        }
-    }
-}
-
-impl Drop for BodyPermit {
-    fn drop(&mut self) {
-        if let Some(permit) = self.permit.take() {
-            permit.report(self.at_end);
-        }
-    }
-}
 
 pin_project_lite::pin_project! {
     /// `body`, holding the permit of the call it answers until it ends.
@@ -68,7 +24,7 @@ pin_project_lite::pin_project! {
     /// holds its bulkhead slot, so a stream counts against the key's
     /// concurrency for as long as it flows.
     #[derive(Debug)]
-    pub(crate) struct CallBody<B> {
+    pub struct CallBody<B> {
         #[pin]
         body: B,
         // `None` once reported, or for a call reported before its body.
@@ -79,7 +35,7 @@ pin_project_lite::pin_project! {
 impl<B: Body> CallBody<B> {
     /// `body` carrying `permit` to its end; a body already at its end
     /// reports at once.
-    pub(crate) fn new(body: B, permit: BodyPermit) -> Self {
+    pub fn new(body: B, permit: BodyPermit) -> Self {
         let permit = (!body.is_end_stream()).then_some(permit);
         Self { body, permit }
     }
@@ -111,7 +67,10 @@ impl<B: Body> Body for CallBody<B> {
                 .and_then(|frame| frame.as_ref().ok()?.trailers_ref())
                 .and_then(grpc::status_in),
         ) {
-            permit.at_end = (permit.trailers)(code);
+            permit.at_end = match permit.under_deadline {
+                true => grpc::outcome_under_deadline(code),
+                false => grpc::outcome_of(code),
+            };
         }
         // The last frame: report before handing it over, so that the slot
         // is free by the time the reader sees the end.

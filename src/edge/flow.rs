@@ -1,13 +1,14 @@
 //! [`EdgeCall`]: the one path of a call through an edge (the steps are in
 //! the [module's docs](super)). An edge brings what is its own: how it
-//! admits (a client waits, a server queues), how it calls and judges what
-//! came back; it answers each [`Passage`] its own way.
+//! admits ([`AdmitAs`]), how it calls and judges what came back; it
+//! answers each [`Passage`] its own way.
 
 use std::future::Future;
 use std::time::Duration;
 
 use super::BodyPermit;
 use crate::ThrottleManager;
+use crate::clock::nanos;
 use crate::deadline::{self, Expiry};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
@@ -15,31 +16,50 @@ use crate::priority::{Priority, with_priority};
 use crate::with_deadline;
 use tokio::time::Instant;
 
-/// How an edge waits for its call's admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// As [`acquire`](ThrottleManager::acquire): for the rate's token and a
-    /// place in the bulkhead. A client's way: its caller wants the call
-    /// made.
-    Wait,
+/// How an edge's call is admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AdmitAs {
+    /// As [`acquire`](ThrottleManager::acquire): waiting for the rate's
+    /// token and in the bulkhead's queue. A client's way: its caller wants
+    /// the call made.
+    #[default]
+    Client,
     /// As [`try_acquire_or_queue_owned`](ThrottleManager::try_acquire_or_queue_owned):
     /// refused at once if the rate has no token, queued for the bulkhead.
     /// A server's way: a client over its quota is told so, not held.
-    #[cfg(feature = "tower")]
-    Queue,
+    Server,
 }
 
-/// What came back from a call, as the edge judges it.
+/// What came back from a call, as the edge judges it: its outcome, and how
+/// long the answer asks the caller to hold off the key (a `Retry-After`),
+/// if it does.
+///
+/// ```
+/// use portcullis::Outcome;
+/// use portcullis::edge::Verdict;
+/// use std::time::Duration;
+///
+/// let busy = Verdict { outcome: Outcome::Overloaded, pause: Some(Duration::from_secs(2)) };
+/// assert_eq!(Verdict::of(Outcome::Success).pause, None);
+/// # let _ = busy;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Verdict {
-    pub(crate) outcome: Outcome,
+pub struct Verdict {
+    /// The call's outcome for its key.
+    pub outcome: Outcome,
     /// How long the answer asks the caller to hold off the key.
-    pub(crate) pause: Option<Duration>,
+    pub pause: Option<Duration>,
 }
 
 impl Verdict {
     /// `outcome`, with no pause asked for.
-    pub(crate) fn of(outcome: Outcome) -> Self {
+    ///
+    /// ```
+    /// # use portcullis::{Outcome, edge::Verdict};
+    /// assert_eq!(Verdict::of(Outcome::Neutral).outcome, Outcome::Neutral);
+    /// ```
+    pub fn of(outcome: Outcome) -> Self {
         Self {
             outcome,
             pause: None,
@@ -49,49 +69,174 @@ impl Verdict {
 
 /// How a call through an edge went.
 #[derive(Debug)]
-pub(crate) enum Passage<T, E> {
+#[non_exhaustive]
+pub enum Passage<T, E> {
     /// The key's controls refused it: it was not made.
     Refused(Rejected),
     /// It had no answer within the manager's call timeout (counted as
     /// overload) or before its caller's deadline (neutral): dropped.
     TimedOut(Expiry),
-    /// A success whose body is to carry `BodyPermit` to its end.
+    /// A success whose body is to carry the [`BodyPermit`] to its end (see
+    /// [`EdgeCall::carry_body`]): the call ends, and is reported, when the
+    /// permit is.
     Carried(T, BodyPermit),
     /// What came back, already reported as the verdict says (and the key
     /// deferred by its pause).
-    Reported(
-        Result<T, E>,
-        // Only the reqwest middleware's retries read it.
-        #[cfg_attr(not(feature = "reqwest"), allow(dead_code))] Verdict,
-    ),
+    Reported(Result<T, E>, Verdict),
 }
 
-/// One call through an edge: on `key` of `manager`, at `priority`.
+/// One call through an edge: on `key` of `manager`, at a priority,
+/// admitted as a client or a server admits, run under the manager's call
+/// timeout and the caller's deadline on the manager's clock, judged by the
+/// edge, and reported (or its permit handed to the answer's body). What
+/// the crate's own edges (the reqwest middleware, the client layer, the
+/// server layer) are built on, for an edge of your own: another HTTP
+/// client, a websocket, a queue consumer.
+///
+/// ```
+/// use portcullis::edge::{EdgeCall, Passage, Verdict};
+/// use portcullis::{Outcome, Priority, RateConfig, ThrottleManager};
+///
+/// /// A client of some service the crate does not wrap, whose answers say
+/// /// "busy" when it is overloaded.
+/// async fn ask(service: &str) -> Result<String, std::io::Error> {
+///     Ok(format!("{service}: done"))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+/// let passage = EdgeCall::new(&manager, "jobs")
+///     .priority(Priority::LOW)
+///     .pass(
+///         || ask("jobs"),
+///         |answer| match answer {
+///             Ok(text) if text.ends_with("busy") => Verdict::of(Outcome::Overloaded),
+///             Ok(_) => Verdict::of(Outcome::Success),
+///             Err(_) => Verdict::of(Outcome::Overloaded),
+///         },
+///     )
+///     .await;
+/// match passage {
+///     Passage::Reported(Ok(text), _) => assert_eq!(text, "jobs: done"),
+///     other => panic!("{other:?}"),
+/// }
+/// assert_eq!(manager.current_rate("jobs"), Some(10.3)); // the success was reported
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct EdgeCall<'a> {
-    pub(crate) manager: &'a ThrottleManager<String>,
-    pub(crate) key: &'a str,
-    pub(crate) priority: Priority,
-    pub(crate) admission: Admission,
-    /// Whether a success's body carries its permit (`false`: every call
-    /// ends at its head, `release_at_headers`).
-    pub(crate) carry: bool,
-    /// The call's deadline, if it brought one (a server's `grpc-timeout`,
-    /// a request's own timeout): admitted and run under it.
-    pub(crate) deadline: Option<Instant>,
+pub struct EdgeCall<'a> {
+    manager: &'a ThrottleManager<String>,
+    key: &'a str,
+    priority: Priority,
+    admit_as: AdmitAs,
+    carry: bool,
+    deadline: Option<Instant>,
 }
 
-impl EdgeCall<'_> {
+impl<'a> EdgeCall<'a> {
+    /// A call on `key` of `manager`: at [`Priority::HIGH`], admitted as a
+    /// client, reported at its answer, under the task's deadline if any.
+    ///
+    /// ```
+    /// # use portcullis::{edge::EdgeCall, *};
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let call = EdgeCall::new(&manager, "api.example.com");
+    /// # let _ = call;
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn new(manager: &'a ThrottleManager<String>, key: &'a str) -> Self {
+        Self {
+            manager,
+            key,
+            priority: Priority::HIGH,
+            admit_as: AdmitAs::Client,
+            carry: false,
+            deadline: None,
+        }
+    }
+
+    /// The call's priority.
+    ///
+    /// ```
+    /// # use portcullis::{edge::EdgeCall, *};
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let call = EdgeCall::new(&manager, "api").priority(Priority::LOW);
+    /// # let _ = call;
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// How the call is admitted: as a client ([`AdmitAs::Client`], the
+    /// default) or as a server ([`AdmitAs::Server`]).
+    ///
+    /// ```
+    /// # use portcullis::{edge::{AdmitAs, EdgeCall}, *};
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let call = EdgeCall::new(&manager, "client-7").admit_as(AdmitAs::Server);
+    /// # let _ = call;
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn admit_as(mut self, admit_as: AdmitAs) -> Self {
+        self.admit_as = admit_as;
+        self
+    }
+
+    /// Whether a success hands its permit on in [`Passage::Carried`], to be
+    /// reported when its answer's body ends (default `false`: every call is
+    /// reported at its answer).
+    ///
+    /// ```
+    /// # use portcullis::{edge::EdgeCall, *};
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let streamed = EdgeCall::new(&manager, "downloads").carry_body(true);
+    /// # let _ = streamed;
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn carry_body(mut self, carry: bool) -> Self {
+        self.carry = carry;
+        self
+    }
+
+    /// The call's own deadline (a request's `grpc-timeout`, its timeout),
+    /// if it brought one: admitted and run under it, as under
+    /// [`with_deadline`] (the sooner of it and the task's).
+    ///
+    /// ```
+    /// # use portcullis::{edge::EdgeCall, *};
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ConfigError> {
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// let at = tokio::time::Instant::now() + Duration::from_millis(250);
+    /// let call = EdgeCall::new(&manager, "api").deadline(Some(at));
+    /// # let _ = call;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
     /// Admits the call, makes it with `call` under the manager's call
-    /// timeout, judges what came back with `judge`, and reports it or
-    /// hands its permit on.
+    /// timeout and the caller's deadline, judges what came back with
+    /// `judge`, and reports it (deferring the key by the verdict's pause)
+    /// or hands its permit on. A deadline already passed is refused before
+    /// anything is made; a call the deadline ends is dropped as neutral,
+    /// one the call timeout ends as overload (see [whose time ran
+    /// out](crate::deadline#whose-time-ran-out)).
     ///
     /// # Cancel safety
     ///
     /// Dropped while waiting for admission, it takes nothing from the key;
     /// dropped while `call` runs, it drops that call and frees the key's
     /// slot, counting a neutral outcome.
-    pub(crate) async fn pass<T, E, F, C>(
+    pub async fn pass<T, E, F, C>(
         self,
         call: C,
         judge: impl FnOnce(&Result<T, E>) -> Verdict,
@@ -106,10 +251,7 @@ impl EdgeCall<'_> {
         }
     }
 
-    /// [`pass`](Self::pass), under the task's deadline if it has one: the
-    /// call ends by the sooner of it and the manager's call timeout, and
-    /// only the call timeout's expiry counts against the backend (see
-    /// [whose time ran out](crate::deadline#whose-time-ran-out)).
+    /// [`pass`](Self::pass), under the task's deadline if it has one.
     async fn pass_by<T, E, F, C>(
         self,
         call: C,
@@ -120,27 +262,29 @@ impl EdgeCall<'_> {
         F: Future<Output = Result<T, E>>,
     {
         let (manager, key, priority) = (self.manager, self.key, self.priority);
-        let admitted = match self.admission {
-            Admission::Wait => with_priority(priority, manager.acquire_owned(key, priority)).await,
-            #[cfg(feature = "tower")]
-            Admission::Queue => manager.try_acquire_or_queue_owned(key, priority).await,
+        let core = manager.core();
+        // The caller's deadline on the manager's clock, read once.
+        let deadline = deadline::remaining().map(|left| core.now().saturating_add(nanos(left)));
+        let admitted = match self.admit_as {
+            AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
+            AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,
         };
         let permit = match admitted {
             Ok(permit) => permit,
             Err(rejected) => return Passage::Refused(rejected),
         };
-        let result = match deadline::call_bound(manager.call_timeout()) {
+        let result = match deadline::call_bound(manager.call_timeout(), deadline, core.now()) {
             None => call().await,
-            Some(bound) => match tokio::time::timeout(bound.after(), call()).await {
-                Ok(result) => result,
-                Err(_) => {
+            Some((bound, until)) => match core.before(until, call()).await {
+                Some(result) => result,
+                None => {
                     permit.report(bound.limit().counts_as());
                     return Passage::TimedOut(bound);
                 }
             },
         };
         let verdict = judge(&result);
-        let under_deadline = deadline::current().is_some();
+        let under_deadline = deadline.is_some();
         if under_deadline && verdict.outcome == Outcome::Success {
             permit.answered();
         }

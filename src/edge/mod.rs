@@ -1,9 +1,12 @@
-//! What the edges share (features `tower` or `reqwest`): the one path a
-//! call takes through the reqwest middleware
-//! ([`ThrottleMiddleware`](crate::client::ThrottleMiddleware)), the client
-//! layer ([`ThrottleClientLayer`](crate::client::ThrottleClientLayer)) and
-//! the server layer ([`ThrottleLayer`](crate::server::ThrottleLayer)), and
-//! the answer that carries a call's permit.
+//! The edge kit: the one path a call takes through an edge
+//! ([`EdgeCall`]), and the answer that carries a call's permit
+//! ([`BodyPermit`], and for HTTP [`CallBody`]). The crate's own edges (the
+//! reqwest middleware, the client layer and the server layer, features
+//! `reqwest` and `tower`) are built on it alone, and so can an edge of
+//! your own: another HTTP client, a websocket, a queue consumer. Each
+//! edge keeps only what is its own: how it finds a key and a priority,
+//! how it calls, how it judges the answer ([`Verdict`]) and how it answers
+//! each [`Passage`].
 //!
 //! # One call through an edge
 //!
@@ -50,13 +53,18 @@
 //! `release_at_headers` on the middleware and the server layer ends every
 //! call at its head instead.
 
+#[cfg(any(feature = "reqwest", feature = "tower"))]
 mod body;
+mod carried;
 mod flow;
 #[cfg(feature = "tower")]
 mod future;
 
-pub(crate) use body::{BodyPermit, CallBody};
-pub(crate) use flow::{Admission, EdgeCall, Passage, Verdict};
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
+pub use body::CallBody;
+pub use carried::BodyPermit;
+pub use flow::{AdmitAs, EdgeCall, Passage, Verdict};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use future::{ResponseBody, ResponseFuture};

@@ -1,141 +1,21 @@
-//! `call`: the whole protocol around one call. Acquire through the
-//! admission pipeline, run, classify the outcome, report it.
+//! `call`: the whole protocol around one call. Admitted by the driver,
+//! run under its call timeout and its caller's deadline on the manager's
+//! clock, its outcome classified and reported; retried as the policy says.
+//! `call_all` is the same for a call charged to several keys.
 
 use std::borrow::Borrow;
-use std::error::Error;
-use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManager;
-use super::{Retries, RetryCause};
-use crate::clock::nanos;
-use crate::core::Patience;
-use crate::deadline::{self, Expiry, TimeLimit};
+use super::{CallError, Retries, RetryCause};
+use crate::core::{Patience, Request, Scope};
+use crate::deadline::{self, TimeLimit};
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
-use crate::permit::Permit;
+use crate::permit::{JointPermit, Permit, Ticket};
 use crate::priority::{Priority, with_priority};
-
-/// Why a [`call`](crate::ThrottleManager::call) did not return a value.
-///
-/// # Example
-///
-/// ```
-/// use portcullis::{CallError, RejectReason};
-///
-/// fn describe(error: &CallError<std::io::Error>) -> String {
-///     match error {
-///         CallError::Rejected(rejected) if rejected.reason() == RejectReason::Throttled => "shed locally".into(),
-///         CallError::Rejected(rejected) => format!("not sent: {rejected}"),
-///         CallError::TimedOut(expiry) => format!("gave up: {expiry}"),
-///         CallError::Inner(error) => format!("the call failed: {error}"),
-///         other => format!("{other}"),
-///     }
-/// }
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum CallError<E> {
-    /// Refused locally by a control; the call was never made.
-    Rejected(Rejected),
-    /// The call ran out of time and was dropped: [`Expiry::limit`] says
-    /// whose. Past the [call timeout](crate::ThrottleManagerBuilder::call_timeout)
-    /// it counts as a capacity failure; past the caller's deadline or the
-    /// retry deadline it is neutral (see [whose time ran
-    /// out](crate::deadline#whose-time-ran-out)).
-    TimedOut(Expiry),
-    /// The call ran and returned this error.
-    Inner(E),
-}
-
-impl<E> CallError<E> {
-    /// True when the call never left this process: it was rejected locally
-    /// (a fallback can then tell "not sent" from "failed").
-    ///
-    /// ```
-    /// use portcullis::CallError;
-    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
-    /// assert!(!failed.is_local());
-    /// ```
-    pub fn is_local(&self) -> bool {
-        matches!(self, Self::Rejected(_))
-    }
-
-    /// When the call could go again, where that is known: the refusal's
-    /// [`retry_after`](Rejected::retry_after); `None` for a call that ran.
-    ///
-    /// ```
-    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(2.0))
-    ///     .max_wait(Duration::ZERO)
-    ///     .build()?;
-    /// manager.check("api").unwrap(); // the one token
-    /// let refused = manager
-    ///     .call("api", Priority::HIGH, || async { Ok::<_, std::io::Error>(()) })
-    ///     .await
-    ///     .unwrap_err();
-    /// assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::Rejected(rejected) => rejected.retry_after(),
-            Self::TimedOut(_) | Self::Inner(_) => None,
-        }
-    }
-
-    /// The inner error, if the call ran and failed.
-    ///
-    /// ```
-    /// use portcullis::CallError;
-    /// let failed: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("x"));
-    /// assert_eq!(failed.into_inner().unwrap().to_string(), "x");
-    /// ```
-    pub fn into_inner(self) -> Option<E> {
-        match self {
-            Self::Inner(error) => Some(error),
-            _ => None,
-        }
-    }
-}
-
-impl<E> From<Rejected> for CallError<E> {
-    fn from(rejected: Rejected) -> Self {
-        Self::Rejected(rejected)
-    }
-}
-
-impl<E: fmt::Display> fmt::Display for CallError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Rejected(rejected) => write!(f, "{rejected}"),
-            Self::TimedOut(expiry) => write!(f, "{expiry}"),
-            Self::Inner(error) => write!(f, "{error}"),
-        }
-    }
-}
-
-/// `CallError` is an error whatever the call's error type (`io::Error`,
-/// `anyhow::Error`, a boxed error, [`Failure`](crate::outcome::Failure)), so `?`
-/// takes it into `anyhow::Result` or `Box<dyn Error>`. It displays as the
-/// call's own error; its `source` is the local rejection, if that is what
-/// it was (the call's own error is [`into_inner`](CallError::into_inner)).
-impl<E: fmt::Debug + fmt::Display> Error for CallError<E> {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            Self::Rejected(rejected) => Some(rejected),
-            Self::TimedOut(_) | Self::Inner(_) => None,
-        }
-    }
-}
 
 /// # Calls: acquire, run, report
 impl<K> ThrottleManager<K>
@@ -443,9 +323,88 @@ where
         }
     }
 
-    async fn call_within<Q, F, Fut, T, E, Via>(
+    /// Runs `call` under every control of every key of `keys`, as
+    /// [`call`](Self::call) runs it under one key's: admitted as
+    /// [`acquire_all`](Self::acquire_all) admits it (every key's token
+    /// first, waiting for the latest, then every key's slot, so that no
+    /// slot is held while a token is waited for), run under the call
+    /// timeout and the caller's deadline, classified, and its outcome
+    /// reported to every key; retried under the manager's policy, against
+    /// the retry budget of the first key.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call); a refusal is the first key's to refuse
+    /// ([`key_index`](Rejected::key_index) names it), and takes nothing from
+    /// any key.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`call`](Self::call): dropped while waiting, it takes nothing from
+    /// any key; dropped while the call runs, every key's slot is freed and
+    /// the outcome counts as neutral.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    /// // A user's own quota, and the database every user shares.
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(10).burst(2))
+    ///     .bulkhead(BulkheadConfig::new(4))
+    ///     .build()?;
+    /// let rows: u32 = manager
+    ///     .call_all(&["user-42", "database"], Priority::HIGH, || async { Ok::<u32, std::io::Error>(1) })
+    ///     .await?;
+    /// assert_eq!(rows, 1);
+    /// assert_eq!(manager.peek("database").unwrap().remaining, 1); // both keys paid
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn call_all<Q, F, Fut, T, E, Via>(
+        &self,
+        keys: &[&Q],
+        priority: Priority,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_charged(
+            Charged::All(keys),
+            priority,
+            1,
+            self.core().call_timeout,
+            call,
+        )
+    }
+
+    fn call_within<Q, F, Fut, T, E, Via>(
         &self,
         key: &Q,
+        priority: Priority,
+        cost: u32,
+        timeout: Option<Duration>,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        self.call_charged(Charged::One(key), priority, cost, timeout, call)
+    }
+
+    async fn call_charged<Q, F, Fut, T, E, Via>(
+        &self,
+        keys: Charged<'_, Q>,
         priority: Priority,
         cost: u32,
         timeout: Option<Duration>,
@@ -459,18 +418,21 @@ where
         E: CallFailure<Via>,
     {
         if self.core().retry.is_none() {
-            let attempt = self.attempt(key, priority, cost, timeout, &mut call).await;
+            let attempt = self.attempt(keys, priority, cost, timeout, &mut call).await;
             return attempt.map_err(|(error, _)| error);
         }
         // A retry's lower priority must win over the task's, which would
         // otherwise replace it: every attempt runs under its own.
         let first = Priority::current().unwrap_or(priority);
-        let mut retries = self.retries(key, first);
+        let mut retries = match keys.first() {
+            Some(key) => self.retries(key, first),
+            None => Retries::new(self.core(), None, None, first),
+        };
         loop {
             let priority = retries.priority();
             let attempt = with_priority(
                 priority,
-                self.attempt(key, priority, cost, timeout, &mut call),
+                self.attempt(keys, priority, cost, timeout, &mut call),
             );
             let (error, outcome) = match retries.within(attempt).await {
                 Some(Ok(value)) => return Ok(value),
@@ -498,7 +460,7 @@ where
     /// outcome it was reported as.
     async fn attempt<Q, F, Fut, T, E, Via>(
         &self,
-        key: &Q,
+        keys: Charged<'_, Q>,
         priority: Priority,
         cost: u32,
         timeout: Option<Duration>,
@@ -511,45 +473,49 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        // As `acquire`, with the ticket of a call admitted at once kept in
-        // this future's state (see `admit_at_once`).
-        let admitted = match self.admit_at_once(key, priority, Patience::AsConfigured, cost) {
-            Ok(admitted) => admitted,
-            Err(wait) => {
-                self.admit_after(key, priority, Patience::AsConfigured, cost, wait)
-                    .await
+        let core = self.core();
+        let request = Request::new(core, priority, cost, Patience::AsConfigured, Scope::Every);
+        let admitted = match keys {
+            // As `acquire`, with the ticket of a call admitted at once kept
+            // in this future's state (see `Core::admit_at_once`).
+            Charged::One(key) => {
+                let lookup = self.lookup(key);
+                let admitted: Result<Ticket, Rejected> = match core.admit_at_once(&lookup, &request)
+                {
+                    Ok(admitted) => admitted,
+                    Err(wait) => core.admit_after(&lookup, &request, wait).await,
+                };
+                self.count_admission(key, &admitted);
+                admitted.map(|ticket| Attempted::One(Permit::borrowed(core, ticket)))
             }
+            Charged::All(keys) => self.admit_all(keys, &request).await.map(Attempted::All),
         };
-        let ticket =
+        let permit =
             admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
-        let permit = Permit::borrowed(self.core(), ticket);
         // A call admitted with a deadline keeps it: it ends by the sooner
-        // of its timeout and its caller's deadline, and only its timeout
-        // judges the backend.
-        let result = match deadline::call_bound(timeout) {
+        // of its timeout and its caller's deadline, on the manager's clock,
+        // and only its timeout judges the backend.
+        let result = match deadline::call_bound(timeout, request.deadline, core.now()) {
             None => call().await,
-            Some(bound) => {
-                let deadline = self.core().now().saturating_add(nanos(bound.after()));
-                match self.core().before(deadline, call()).await {
-                    Some(result) => result,
-                    None => {
-                        let outcome = bound.limit().counts_as();
-                        permit.report(outcome);
-                        return Err((CallError::TimedOut(bound), outcome));
-                    }
+            Some((bound, until)) => match core.before(until, call()).await {
+                Some(result) => result,
+                None => {
+                    let outcome = bound.limit().counts_as();
+                    permit.report(outcome);
+                    return Err((CallError::TimedOut(bound), outcome));
                 }
-            }
+            },
         };
         match result {
             Ok(value) => {
-                if deadline::remaining().is_some() {
+                if request.deadline.is_some() {
                     permit.answered();
                 }
-                permit.success();
+                permit.report(Outcome::Success);
                 Ok(value)
             }
             Err(error) => {
-                let outcome = outcome_of(&error, self.core().classifier.as_deref());
+                let outcome = outcome_of(&error, core.classifier.as_deref());
                 permit.report(outcome);
                 Err((CallError::Inner(error), outcome))
             }
@@ -585,5 +551,52 @@ where
             None => None,
         };
         Retries::new(core, core.retry.as_ref(), key_state, priority)
+    }
+}
+
+/// The keys an attempt is charged to.
+enum Charged<'k, Q: ?Sized> {
+    One(&'k Q),
+    All(&'k [&'k Q]),
+}
+
+impl<Q: ?Sized> Clone for Charged<'_, Q> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Q: ?Sized> Copy for Charged<'_, Q> {}
+
+impl<'k, Q: ?Sized> Charged<'k, Q> {
+    /// The key whose retry budget the call draws on.
+    fn first(self) -> Option<&'k Q> {
+        match self {
+            Charged::One(key) => Some(key),
+            Charged::All(keys) => keys.first().copied(),
+        }
+    }
+}
+
+/// An admitted attempt's permit: one key's, or every key's.
+enum Attempted<'m> {
+    One(Permit<'m>),
+    All(JointPermit<'m>),
+}
+
+impl Attempted<'_> {
+    fn report(self, outcome: Outcome) {
+        match self {
+            Attempted::One(permit) => permit.report(outcome),
+            Attempted::All(permit) => permit.report(outcome),
+        }
+    }
+
+    /// The call, which had a deadline, had its answer now.
+    fn answered(&self) {
+        match self {
+            Attempted::One(permit) => permit.answered(),
+            Attempted::All(permit) => permit.answered(),
+        }
     }
 }

@@ -1,18 +1,22 @@
 //! Calls charged to several keys at once (a user's quota and its tenant's,
 //! a host's and the whole crawl's): admitted by every key, or by none.
 //!
-//! Each key runs the one pipeline in turn, as a call of its own, but keeps
-//! what it gave ([`Held`]): a key that refuses, or the caller giving up,
-//! hands back what the keys before it gave, and no control counts them.
+//! Each key runs the one driver in turn, as a call of its own, up to its
+//! rate token ([`Scope::Token`]); once every key's token is due, each key's
+//! slot is taken. A call holds no slot while it waits for a token, so a
+//! scarce slot (the database's) is never held while a user waits out its
+//! own quota. What each key gave stays on its way ([`Admitting`]): a key
+//! that refuses, or the caller giving up, gives back what every key gave,
+//! and no control counts it.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use super::pipeline::Held;
-use crate::core::{Core, Patience};
+use crate::core::Admitted;
+use crate::core::{Admitting, Core, Patience, Request, Scope};
 use crate::error::Rejected;
-use crate::permit::{JointPermit, Permit};
+use crate::permit::{JointPermit, Permit, Ticket};
 use crate::priority::Priority;
 
 /// # Admission: calls charged to several keys
@@ -25,20 +29,23 @@ where
     /// token and slot: a call that must fit both a user's quota and its
     /// tenant's, or a host's and the whole crawl's.
     ///
-    /// All or nothing. The keys are admitted in the order given, each as
-    /// [`acquire`](Self::acquire) admits one key (a new key waits for room,
-    /// then the throttle, the bulkhead's check, the rate, the slot); a key
-    /// that refuses the call ends it, and every key before it gets back what
-    /// it gave: its slot (to the head of its queue), and its rate token as a
-    /// cancelled [`wait`](Self::wait) hands one back (while no later call of
-    /// that key has taken one). No key counts a call that was refused, in its
+    /// All or nothing. First every key's rate token, in the order given,
+    /// each as [`acquire`](Self::acquire) takes one (a new key waits for
+    /// room, then the throttle, the bulkhead's check, the rate), waiting
+    /// for the latest of them; then every key's slot. No slot is held
+    /// while any key's token is waited for. A key that refuses the call
+    /// ends it, and every key gets back what it gave: its slot (to the
+    /// head of its queue), and its rate token as a cancelled
+    /// [`wait`](Self::wait) gives one back (while no later call of that
+    /// key has taken one). No key counts a call that was refused, in its
     /// throttle or its learned limit. The permit's outcome is every key's.
     ///
-    /// A key's slot is held while the keys after it are waited for, as a
-    /// lock is held while the next is taken: calls that charge the same keys
-    /// should list them in the same order (the wider first: the tenant,
-    /// then the user), or two of them can each hold a slot the other waits
-    /// for, until a queue timeout ends one.
+    /// A key's slot is held while the queues of the keys after it are
+    /// waited in, as a lock is held while the next is taken: calls that
+    /// charge the same keys with queues should list them in the same order
+    /// (the wider first: the tenant, then the user), or two of them can
+    /// each hold a slot the other waits for, until a queue timeout ends
+    /// one.
     ///
     /// # Errors
     ///
@@ -144,16 +151,14 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        refuse_duplicates(keys, priority)?;
-        let mut taken = Taken::new(self.core(), keys.len());
-        for (index, key) in keys.iter().enumerate() {
-            let held = self
-                .admit::<Q, Held>(key, priority, Patience::AsConfigured, cost)
-                .await
-                .map_err(|rejected| rejected.by_key_at(index))?;
-            taken.held.push(held);
-        }
-        Ok(taken.admitted())
+        let request = Request::new(
+            self.core(),
+            priority,
+            cost,
+            Patience::AsConfigured,
+            Scope::Every,
+        );
+        self.admit_all(keys, &request).await
     }
 
     /// [`acquire_all`](Self::acquire_all) that never waits, as
@@ -226,12 +231,22 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         refuse_duplicates(keys, priority)?;
+        let request = Request::new(self.core(), priority, cost, Patience::Never, Scope::Token);
         let mut taken = Taken::new(self.core(), keys.len());
         for (index, key) in keys.iter().enumerate() {
-            let held = self
-                .admit_now::<Q, Held>(key, priority, cost)
+            let booked = self
+                .admit_now::<Q, Admitting<'_>>(key, &request)
                 .map_err(|rejected| rejected.by_key_at(index))?;
-            taken.held.push(held);
+            taken.held.push(booked);
+        }
+        // Every token booked without waiting is due now: the slots.
+        let core = self.core();
+        for (index, held) in taken.held.iter_mut().enumerate() {
+            if let Err(rejected) = core.enter_slot(held, Patience::Never) {
+                let rejected = rejected.by_key_at(index);
+                self.count_refusal(keys[index], &rejected);
+                return Err(rejected);
+            }
         }
         Ok(taken.admitted())
     }
@@ -239,6 +254,51 @@ where
 
 /// Refuses a list that names a key twice, naming both places. The lists
 /// are short (one key per level), so every pair is compared.
+/// # Calls charged to several keys: the one way in
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Every key of `keys` admits the call `request` asks for: first every
+    /// key's token (waiting for the latest), then every key's slot.
+    pub(super) async fn admit_all<Q>(
+        &self,
+        keys: &[&Q],
+        request: &Request,
+    ) -> Result<JointPermit<'_>, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        refuse_duplicates(keys, request.asked)?;
+        let core = self.core();
+        let booking = Request {
+            scope: Scope::Token,
+            ..*request
+        };
+        let mut taken = Taken::new(core, keys.len());
+        for (index, key) in keys.iter().enumerate() {
+            let booked = self
+                .admit::<Q, Admitting<'_>>(key, &booking)
+                .await
+                .map_err(|rejected| rejected.by_key_at(index))?;
+            taken.held.push(booked);
+        }
+        for held in &mut taken.held {
+            core.until_due(held).await;
+        }
+        for (index, held) in taken.held.iter_mut().enumerate() {
+            let slot = core.take_slot_waiting(held, request).await;
+            if let Err(rejected) = slot {
+                let rejected = rejected.by_key_at(index);
+                self.count_refusal(keys[index], &rejected);
+                return Err(rejected);
+            }
+        }
+        Ok(taken.admitted())
+    }
+}
+
 fn refuse_duplicates<Q>(keys: &[&Q], priority: Priority) -> Result<(), Rejected>
 where
     Q: Eq + ?Sized,
@@ -251,12 +311,11 @@ where
     Ok(())
 }
 
-/// What the keys admitted so far gave a call charged to several. Dropped
-/// before [`admitted`](Self::admitted) (a key refused, or the caller gave
-/// up), it hands everything back, the last key first.
+/// What the keys admitted so far gave a call charged to several: given
+/// back, uncounted, if dropped before every key admits it.
 struct Taken<'a> {
     core: &'a Core,
-    held: Vec<Held>,
+    held: Vec<Admitting<'a>>,
 }
 
 impl<'a> Taken<'a> {
@@ -269,23 +328,17 @@ impl<'a> Taken<'a> {
 
     /// Every key admitted the call: each key's part becomes a permit, and
     /// counts as admitted.
-    fn admitted(mut self) -> JointPermit<'a> {
+    fn admitted(self) -> JointPermit<'a> {
         let core = self.core;
-        let parts = std::mem::take(&mut self.held)
+        let parts = self
+            .held
             .into_iter()
             .map(|held| {
-                core.metrics.admitted(held.ticket.label());
-                Permit::borrowed(core, held.ticket)
+                let ticket = <Ticket as Admitted<'_>>::from_call(held);
+                core.metrics.admitted(ticket.label());
+                Permit::borrowed(core, ticket)
             })
             .collect();
         JointPermit::new(parts)
-    }
-}
-
-impl Drop for Taken<'_> {
-    fn drop(&mut self) {
-        while let Some(held) = self.held.pop() {
-            held.withdraw(self.core);
-        }
     }
 }

@@ -11,13 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::ThrottleManager;
 use crate::bulkhead::Bulkhead;
 use crate::bulkhead::BulkheadSettings;
-use crate::clock::{Nanos, nanos};
+use crate::clock::Nanos;
 use crate::core::{Core, KeyTelemetry};
-use crate::deadline;
-use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
-use crate::priority::Priority;
 use crate::rate::RateCell;
 use crate::rate::RateSettings;
 use crate::registry::NoRoom;
@@ -176,34 +173,6 @@ where
             |key| self.new_key_state(key, now),
             |key, state| (triomphe::Arc::clone(state), self.telemetry_of(key)),
         )
-    }
-
-    /// The state of `key`, waiting for room in a full key space.
-    pub(super) async fn key_state_waiting<Q>(
-        &self,
-        key: &Q,
-    ) -> Result<triomphe::Arc<KeyState>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let caller =
-            deadline::remaining().map(|left| self.core().now().saturating_add(nanos(left)));
-        loop {
-            let now = self.core().now();
-            match self.key_state(key, now) {
-                Ok((state, _)) => return Ok(state),
-                Err(full) => {
-                    let retry_at = now.saturating_add(full.retry_after);
-                    // A call must start before its deadline: room that
-                    // comes at the deadline itself is too late.
-                    if caller.is_some_and(|caller| retry_at >= caller) {
-                        return Err(Rejected::new(RejectReason::Deadline, Priority::HIGH, None));
-                    }
-                    self.wait_for_room(retry_at).await
-                }
-            }
-        }
     }
 
     /// Until `retry_at`, or until room is given back in the key space,

@@ -27,12 +27,13 @@ use crate::core::Core;
 use crate::key::KeyState;
 use crate::registry::Registry;
 
+mod admission;
 mod call;
+mod call_error;
 mod inspect;
 mod joint;
 mod keys;
 mod permits;
-mod pipeline;
 mod rate_only;
 mod retries;
 mod server_admission;
@@ -43,7 +44,7 @@ mod refusal_hook;
 #[cfg(feature = "status")]
 mod watch;
 
-pub use call::CallError;
+pub use call_error::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{ControlOverrides, KeyNamer, KeyNames, Overrides, TierOf};
 pub(crate) use refusal_hook::{RefusalWatcher, RefusedKey};
@@ -156,7 +157,7 @@ where
         }
     }
 
-    fn core(&self) -> &Core {
+    pub(crate) fn core(&self) -> &Core {
         &self.inner.core
     }
 

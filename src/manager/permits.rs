@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use crate::core::Patience;
+use crate::core::{Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
@@ -91,7 +91,18 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::AsConfigured, 1).await?;
+        let ticket = self
+            .admit(
+                key,
+                &Request::new(
+                    self.core(),
+                    priority,
+                    1,
+                    Patience::AsConfigured,
+                    Scope::Every,
+                ),
+            )
+            .await?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -147,7 +158,16 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let ticket = self
-            .admit(key, priority, Patience::AsConfigured, cost)
+            .admit(
+                key,
+                &Request::new(
+                    self.core(),
+                    priority,
+                    cost,
+                    Patience::AsConfigured,
+                    Scope::Every,
+                ),
+            )
             .await?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
@@ -192,7 +212,18 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::AsConfigured, 1).await?;
+        let ticket = self
+            .admit(
+                key,
+                &Request::new(
+                    self.core(),
+                    priority,
+                    1,
+                    Patience::AsConfigured,
+                    Scope::Every,
+                ),
+            )
+            .await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -234,7 +265,16 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let ticket = self
-            .admit(key, priority, Patience::AsConfigured, cost)
+            .admit(
+                key,
+                &Request::new(
+                    self.core(),
+                    priority,
+                    cost,
+                    Patience::AsConfigured,
+                    Scope::Every,
+                ),
+            )
             .await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
@@ -279,7 +319,10 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority, 1)?;
+        let ticket = self.admit_now(
+            key,
+            &Request::new(self.core(), priority, 1, Patience::Never, Scope::Every),
+        )?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -320,7 +363,10 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority, cost)?;
+        let ticket = self.admit_now(
+            key,
+            &Request::new(self.core(), priority, cost, Patience::Never, Scope::Every),
+        )?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -350,7 +396,10 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority, 1)?;
+        let ticket = self.admit_now(
+            key,
+            &Request::new(self.core(), priority, 1, Patience::Never, Scope::Every),
+        )?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -388,7 +437,10 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(key, priority, cost)?;
+        let ticket = self.admit_now(
+            key,
+            &Request::new(self.core(), priority, cost, Patience::Never, Scope::Every),
+        )?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use super::ThrottleManager;
 use crate::clock::nanos;
-use crate::core::{CallTimes, Patience, Token};
-use crate::deadline;
-use crate::error::{RejectReason, Rejected};
+use crate::core::{CallTimes, Patience, Request, Scope, Spent};
+use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
 
@@ -120,56 +119,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let core = self.core();
-        if let Err(rejected) = deadline::in_time(|| 0, Priority::HIGH) {
-            self.count_refusal(key, &rejected);
-            return Err(rejected);
-        }
-        if core.rate.is_none() {
-            return Ok(());
-        }
-        // The pipeline's first and rate steps, waiting without limit.
-        let state = match self.key_state_waiting(key).await {
-            Ok(state) => state,
-            Err(rejected) => {
-                self.count_refusal(key, &rejected);
-                return Err(rejected);
-            }
-        };
-        let fits = deadline::in_time(|| state.quickest_answer(), Priority::HIGH)
-            .and_then(|()| core.cost_fits(&state, Priority::HIGH, cost));
-        if let Err(rejected) = fits {
-            self.count_refusal(key, &rejected);
-            return Err(rejected);
-        }
-        match core.wait_for_store_token(&state, cost).await {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(rejected) => {
-                self.count_refusal(key, &rejected);
-                return Err(rejected);
-            }
-        }
-        let now = core.now();
-        // Unbounded but for the caller's deadline, the one refusal here.
-        let mut token = core.reserve_token(&state, now, Priority::HIGH, Patience::Unbounded, cost);
-        if let Ok(Token::InLine) = token {
-            token = core
-                .wait_in_line(&state, Priority::HIGH, Patience::Unbounded, cost, now)
-                .await
-                .map(|(token, _)| token);
-        }
-        match token {
-            Ok(Token::Ahead(token)) => {
-                core.sleep_for_token(&state, token).await;
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(rejected) => {
-                self.count_refusal(key, &rejected);
-                Err(rejected)
-            }
-        }
+        self.rate_alone(key, cost, Patience::Unbounded).await
     }
 
     /// Takes a token for one call to `key` if one is there now.
@@ -231,39 +181,46 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let checked = self.check_rate(key, cost);
-        if let Err(rejected) = &checked {
-            self.count_refusal(key, rejected);
+        let request = Request::new(
+            self.core(),
+            Priority::HIGH,
+            cost,
+            Patience::Never,
+            Scope::RateOnly,
+        );
+        if self.core().rate.is_none() {
+            return self.in_time_without_rate(key, &request);
         }
-        checked
+        self.admit_now::<Q, Spent>(key, &request).map(drop)
     }
 
-    /// [`check_n`](Self::check_n)'s decision, before its refusal is
-    /// counted.
-    fn check_rate<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
+    /// `wait` and `check`: the driver with the rate alone, at
+    /// [`Priority::HIGH`]. Without a rate there is nothing to take, and no
+    /// key is made; a deadline already passed is still refused.
+    async fn rate_alone<Q>(&self, key: &Q, cost: u32, patience: Patience) -> Result<(), Rejected>
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let core = self.core();
-        deadline::in_time(|| 0, Priority::HIGH)?;
-        if core.rate.is_none() {
-            return Ok(());
+        let request = Request::new(self.core(), Priority::HIGH, cost, patience, Scope::RateOnly);
+        if self.core().rate.is_none() {
+            return self.in_time_without_rate(key, &request);
         }
-        let now = core.now();
-        let state = self.entry(key, now).map_err(|full| {
-            let retry_after = Some(Duration::from_nanos(full.retry_after));
-            Rejected::new(RejectReason::KeySpaceFull, Priority::HIGH, retry_after)
-        })?;
-        let Some(settings) = core.rate_of(&state) else {
-            return Ok(());
-        };
-        deadline::in_time(|| state.quickest_answer(), Priority::HIGH)?;
-        core.cost_fits(&state, Priority::HIGH, cost)?;
-        state
-            .rate
-            .check(now, settings.burst, cost)
-            .map_err(|wait| Rejected::rate_limited(wait, Priority::HIGH))
+        self.admit::<Q, Spent>(key, &request).await.map(drop)
+    }
+
+    /// A call to a manager without a rate: admitted unless its deadline
+    /// has passed.
+    fn in_time_without_rate<Q>(&self, key: &Q, request: &Request) -> Result<(), Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let checked = request.in_time(self.core().now(), || 0, Priority::HIGH);
+        if let Err(rejected) = &checked {
+            self.count_refusal(key, rejected);
+        }
+        checked
     }
 
     /// Reports a success: `key`'s rate rises by its increment, up to its

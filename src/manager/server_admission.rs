@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use crate::core::Patience;
+use crate::core::{Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
@@ -74,7 +74,8 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit(key, priority, Patience::QueueOnly, 1).await?;
+        let request = Request::new(self.core(), priority, 1, Patience::QueueOnly, Scope::Every);
+        let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

@@ -15,7 +15,7 @@ use super::answer::{self, set_rate_limit, set_retry_after};
 use super::key::MissingKey;
 use super::layer::Settings;
 use crate::ThrottleManager;
-use crate::edge::{self, Admission, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
+use crate::edge::{self, AdmitAs, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
 use crate::error::Rejected;
 use crate::grpc;
 use crate::outcome::Outcome;
@@ -115,14 +115,11 @@ impl Settings {
             Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
         };
         let manager = self.manager_for(head.uri.path());
-        let call = EdgeCall {
-            manager,
-            key: key.as_str(),
-            priority,
-            admission: Admission::Queue,
-            carry: !self.release_at_headers,
-            deadline,
-        };
+        let call = EdgeCall::new(manager, key.as_str())
+            .priority(priority)
+            .admit_as(AdmitAs::Server)
+            .carry_body(!self.release_at_headers)
+            .deadline(deadline);
         let passage = call
             .pass(
                 || inner.call(Request::from_parts(head, body)),

@@ -1,0 +1,149 @@
+//! [`Request`]: what one admission asks of a key's controls, without the
+//! key: the priority, the cost, how long the caller waits, which controls
+//! apply, and the caller's deadline on the core's clock. Every entry point
+//! builds one and hands it to the driver (`core/drive.rs`).
+
+use super::{Core, Patience};
+use crate::clock::{Nanos, nanos};
+use crate::deadline;
+use crate::error::{RejectReason, Rejected};
+use crate::priority::Priority;
+
+/// Which of a key's controls an admission goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The throttle, the rate and the bulkhead: a permit's.
+    Every,
+    /// The rate alone: [`wait`](crate::ThrottleManager::wait) and
+    /// [`check`](crate::ThrottleManager::check).
+    RateOnly,
+    /// The throttle and the rate, up to a booked token, and no slot: one
+    /// key of a call charged to several, whose slots are taken once every
+    /// key's token is due.
+    Token,
+}
+
+/// One admission's ask, without its key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    /// The priority asked for (resolved by the driver).
+    pub(crate) asked: Priority,
+    /// Rate tokens the call takes.
+    pub(crate) cost: u32,
+    pub(crate) patience: Patience,
+    pub(crate) scope: Scope,
+    /// The caller's deadline ([`with_deadline`](crate::with_deadline)) on
+    /// the core's clock, read once when the request was made; `None`: no
+    /// deadline.
+    pub(crate) deadline: Option<Nanos>,
+}
+
+/// How long a call may wait before it starts, by its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartBy {
+    /// No deadline.
+    Whenever,
+    /// It may start up to this time and still finish in time.
+    Until(Nanos),
+    /// Too late already: it could not finish before its deadline even if
+    /// it started now.
+    TooLate,
+}
+
+impl Request {
+    /// A request of `scope` at `asked`, for `cost` tokens, waiting as
+    /// `patience` says; its deadline is the task's, read now.
+    #[inline]
+    pub(crate) fn new(
+        core: &Core,
+        asked: Priority,
+        cost: u32,
+        patience: Patience,
+        scope: Scope,
+    ) -> Self {
+        let deadline = deadline::remaining().map(|left| core.now().saturating_add(nanos(left)));
+        Self {
+            asked,
+            cost,
+            patience,
+            scope,
+            deadline,
+        }
+    }
+
+    /// Until when the call may start, at `now`, to a backend that answers
+    /// in `answer()` at the quickest ([`deadline::AnswerTime`]; asked only
+    /// under a deadline): its deadline, less the answer (a call that starts
+    /// later could not finish in time), less a tick (a call must start
+    /// before its deadline). Too late when the deadline is `answer` away or
+    /// less: one that has passed, or is now, always.
+    #[inline]
+    pub(crate) fn start_by(&self, now: Nanos, answer: impl FnOnce() -> Nanos) -> StartBy {
+        let Some(deadline) = self.deadline else {
+            return StartBy::Whenever;
+        };
+        match deadline.checked_sub(answer()) {
+            Some(latest) if latest > now => StartBy::Until(latest - 1),
+            _ => StartBy::TooLate,
+        }
+    }
+
+    /// [`start_by`](Self::start_by) as a refusal, at `priority`, of a call
+    /// that is [`TooLate`](StartBy::TooLate).
+    #[inline]
+    pub(crate) fn in_time(
+        &self,
+        now: Nanos,
+        answer: impl FnOnce() -> Nanos,
+        priority: Priority,
+    ) -> Result<(), Rejected> {
+        match self.start_by(now, answer) {
+            StartBy::TooLate => Err(Rejected::new(RejectReason::Deadline, priority, None)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the call takes a slot of its key's bulkhead.
+    #[inline]
+    pub(crate) fn takes_slot(&self) -> bool {
+        self.scope == Scope::Every
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    fn with_deadline(deadline: Option<Nanos>) -> Request {
+        Request {
+            asked: Priority::LOW,
+            cost: 1,
+            patience: Patience::AsConfigured,
+            scope: Scope::Every,
+            deadline,
+        }
+    }
+
+    #[test]
+    fn a_call_may_start_until_its_deadline_less_its_answer_and_a_tick() {
+        assert_eq!(with_deadline(None).start_by(0, || 0), StartBy::Whenever);
+        let request = with_deadline(Some(100 * MS));
+        assert_eq!(request.start_by(0, || 0), StartBy::Until(100 * MS - 1));
+        assert_eq!(request.start_by(0, || 30 * MS), StartBy::Until(70 * MS - 1));
+        assert_eq!(request.start_by(0, || 100 * MS), StartBy::TooLate);
+        assert_eq!(request.start_by(0, || 100 * MS - 1), StartBy::Until(0));
+        assert_eq!(
+            request.start_by(100 * MS, || 0),
+            StartBy::TooLate,
+            "reached exactly"
+        );
+        let refused = request.in_time(100 * MS, || 0, Priority::LOW).unwrap_err();
+        assert_eq!(
+            (refused.reason(), refused.priority()),
+            (RejectReason::Deadline, Priority::LOW)
+        );
+        assert!(request.in_time(0, || 0, Priority::LOW).is_ok());
+    }
+}

@@ -1,0 +1,139 @@
+//! Admission as the manager runs it: a key's [`Lookup`] for the core's one
+//! driver (`core/drive.rs`), and the counting of what it decided (the
+//! metrics, the `call refused` event, a status page's tally), which needs
+//! the key.
+
+use std::borrow::Borrow;
+use std::hash::Hash;
+
+use super::{RefusedKey, ThrottleManager};
+use crate::clock::Nanos;
+use crate::core::{Admitted, KeyTelemetry, Lookup, Request};
+use crate::error::Rejected;
+use crate::events;
+use crate::key::KeyState;
+use crate::registry::NoRoom;
+
+/// A call's key, as the driver looks it up.
+pub(super) struct KeyLookup<'m, 'q, K, Q: ?Sized> {
+    manager: &'m ThrottleManager<K>,
+    key: &'q Q,
+}
+
+impl<K, Q> Lookup for KeyLookup<'_, '_, K, Q>
+where
+    K: Hash + Eq + Send + Sync + 'static + Borrow<Q> + From<Q::Owned>,
+    Q: Hash + Eq + ToOwned + ?Sized,
+{
+    #[inline]
+    fn find(&self, now: Nanos) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom> {
+        self.manager.key_state(self.key, now)
+    }
+
+    fn room_freed(&self, until: Nanos) -> impl std::future::Future<Output = ()> {
+        self.manager.wait_for_room(until)
+    }
+
+    fn label(&self) -> Option<String> {
+        self.manager.label_of(self.key)
+    }
+
+    fn name(&self) -> Option<String> {
+        self.manager.name_of_key(self.key)
+    }
+}
+
+/// # Admission: the driver, and what it decided counted
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// `key`, for the driver.
+    #[inline(always)]
+    pub(super) fn lookup<'m, 'q, Q>(&'m self, key: &'q Q) -> KeyLookup<'m, 'q, K, Q>
+    where
+        Q: ?Sized,
+    {
+        KeyLookup { manager: self, key }
+    }
+
+    /// The driver without waiting: a call that would have to wait at any
+    /// step is refused with that step's reason.
+    #[inline(always)]
+    pub(super) fn admit_now<'m, Q, A: Admitted<'m>>(
+        &'m self,
+        key: &Q,
+        request: &Request,
+    ) -> Result<A, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let admitted = match self.core().admit_at_once(&self.lookup(key), request) {
+            Ok(admitted) => admitted,
+            Err(wait) => Err(wait.refused(self.core(), request)),
+        };
+        self.count_admission(key, &admitted);
+        admitted
+    }
+
+    /// The driver, waiting where a step says to. A call that waits for
+    /// nothing never enters the async loop.
+    pub(super) async fn admit<'m, Q, A: Admitted<'m>>(
+        &'m self,
+        key: &Q,
+        request: &Request,
+    ) -> Result<A, Rejected>
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Hash + Eq + ToOwned + ?Sized,
+    {
+        let lookup = self.lookup(key);
+        let admitted = match self.core().admit_at_once(&lookup, request) {
+            Ok(admitted) => admitted,
+            Err(wait) => self.core().admit_after(&lookup, request, wait).await,
+        };
+        self.count_admission(key, &admitted);
+        admitted
+    }
+
+    /// Counts an admission (one counted when made) or a refusal.
+    #[inline]
+    pub(super) fn count_admission<'m, Q, A: Admitted<'m>>(
+        &self,
+        key: &Q,
+        admitted: &Result<A, Rejected>,
+    ) where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Eq + ToOwned + ?Sized,
+    {
+        match admitted {
+            Ok(admitted) if A::COUNTED => self.core().metrics.admitted(admitted.label()),
+            Ok(_) => {}
+            Err(rejected) => self.count_refusal(key, rejected),
+        }
+    }
+
+    /// Counts a refusal of `key` wherever it is seen: the metrics, the
+    /// `call refused` event, a status page's tally. Every method that
+    /// refuses a call ends here.
+    pub(super) fn count_refusal<Q>(&self, key: &Q, rejected: &Rejected)
+    where
+        K: Borrow<Q> + From<Q::Owned>,
+        Q: Eq + ToOwned + ?Sized,
+    {
+        self.core()
+            .metrics
+            .rejected(self.label_of(key).as_deref(), rejected.reason());
+        if events::enabled() {
+            events::call_refused(self.name_of_key(key).as_deref(), rejected);
+        }
+        if let Some(watcher) = self.inner.refusal_watcher.get() {
+            let refused = RefusedKey {
+                is: &|held: &K| held.borrow() == key,
+                owned: &|| K::from(key.to_owned()),
+            };
+            watcher.refused(refused, rejected.reason());
+        }
+    }
+}
