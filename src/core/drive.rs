@@ -38,6 +38,10 @@ pub(crate) trait Lookup {
     /// [`NoRoom`] when the key is new and the key space has none.
     fn find(&self, now: Nanos) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom>;
 
+    /// [`find`](Self::find) for a call that is never counted in events or
+    /// metrics: the state alone.
+    fn state(&self, now: Nanos) -> Result<triomphe::Arc<KeyState>, NoRoom>;
+
     /// Resolves at `until`, or sooner if room may have appeared in the key
     /// space.
     fn room_freed(&self, until: Nanos) -> impl Future<Output = ()>;
@@ -125,6 +129,54 @@ impl Core {
             }
             Err(Stop::Wait(wait)) => Err(MustWait(wait)),
         }
+    }
+
+    /// The driver's first steps for the rate alone and a caller that never
+    /// waits ([`check`](crate::ThrottleManager::check)): the key's next
+    /// `cost` tokens, taken if they are due now, else refused with how far
+    /// ahead they are. Nothing is held on the way, so nothing is built to
+    /// give back. A call with its rate in a store decides locally, as every
+    /// caller that never waits does; a token due now is taken even while
+    /// callers wait in the key's line (a check never queues, so it takes
+    /// no one's turn).
+    #[inline(always)]
+    pub(crate) fn spend_at_once(
+        &self,
+        lookup: &impl Lookup,
+        request: &Request,
+    ) -> Result<(), Rejected> {
+        debug_assert!(request.scope == Scope::RateOnly && request.patience == Patience::Never);
+        let priority = self.resolve(request.asked)?;
+        let now = self.now();
+        let state = match lookup.state(now) {
+            Ok(state) => state,
+            Err(full) => {
+                request.in_time(now, || 0, priority)?;
+                let retry_at = now.saturating_add(full.retry_after);
+                return Err(Wait::ForRoom(retry_at).refused(self, request));
+            }
+        };
+        request.in_time(now, || state.quickest_answer(), priority)?;
+        let Some(settings) = self.rate_of(&state) else {
+            return Ok(());
+        };
+        self.cost_fits(&state, priority, request.cost)?;
+        state
+            .rate
+            .take_due(now, settings.burst, request.cost)
+            .map_err(|wait| Rejected::rate_limited(wait, priority))
+    }
+
+    /// [`admit_at_once`](Self::admit_at_once) kept apart, for an async
+    /// caller: `decide` inlined into a future would make every such future
+    /// as large as all its steps' values together.
+    #[inline(never)]
+    pub(crate) fn admit_at_once_apart<'c, A: Admitted<'c>>(
+        &'c self,
+        lookup: &impl Lookup,
+        request: &Request,
+    ) -> Result<Result<A, Rejected>, MustWait<'c>> {
+        self.admit_at_once(lookup, request)
     }
 
     /// The driver from where [`admit_at_once`](Self::admit_at_once) had to
@@ -280,7 +332,7 @@ impl Core {
     /// The controls in their one order, as far as they go without waiting
     /// (see [`acquire`](crate::ThrottleManager::acquire) for the order and
     /// why).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decide<'c, A: Admitted<'c>>(
         &'c self,
         lookup: &impl Lookup,
@@ -342,7 +394,7 @@ impl Core {
     ///
     /// `Err(call)`: no slot is free and the caller may queue; go the long
     /// way, with nothing taken.
-    #[inline]
+    #[inline(always)]
     fn free_slot_then_rate<'c, A: Admitted<'c>>(
         &'c self,
         mut call: Admitting<'c>,

@@ -123,15 +123,20 @@ impl fmt::Display for Expiry {
     }
 }
 
-/// What bounds a call admitted at `now` with the caller's `deadline` (on
+/// What bounds a call admitted at `now()` with the caller's `deadline` (on
 /// the manager's clock): the sooner of its call timeout and the time left
 /// before the deadline, and which of the two that is (the call timeout
 /// when they are equal: the backend had all of it), with when it ends.
+/// The clock is read only when something bounds the call.
 pub(crate) fn call_bound(
     call_timeout: Option<Duration>,
     deadline: Option<Nanos>,
-    now: Nanos,
+    now: impl FnOnce() -> Nanos,
 ) -> Option<(Expiry, Nanos)> {
+    if call_timeout.is_none() && deadline.is_none() {
+        return None;
+    }
+    let now = now();
     let left = deadline.map(|deadline| Duration::from_nanos(deadline.saturating_sub(now)));
     let expiry = match (call_timeout, left) {
         (Some(timeout), Some(left)) if left < timeout => Expiry::new(TimeLimit::Deadline, left),

@@ -273,7 +273,7 @@ impl<'a> EdgeCall<'a> {
             Ok(permit) => permit,
             Err(rejected) => return Passage::Refused(rejected),
         };
-        let result = match deadline::call_bound(manager.call_timeout(), deadline, core.now()) {
+        let result = match deadline::call_bound(manager.call_timeout(), deadline, || core.now()) {
             None => call().await,
             Some((bound, until)) => match core.before(until, call()).await {
                 Some(result) => result,

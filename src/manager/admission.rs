@@ -25,9 +25,14 @@ where
     K: Hash + Eq + Send + Sync + 'static + Borrow<Q> + From<Q::Owned>,
     Q: Hash + Eq + ToOwned + ?Sized,
 {
-    #[inline]
+    #[inline(always)]
     fn find(&self, now: Nanos) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom> {
         self.manager.key_state(self.key, now)
+    }
+
+    #[inline(always)]
+    fn state(&self, now: Nanos) -> Result<triomphe::Arc<KeyState>, NoRoom> {
+        self.manager.entry(self.key, now)
     }
 
     fn room_freed(&self, until: Nanos) -> impl std::future::Future<Output = ()> {
@@ -89,7 +94,7 @@ where
         Q: Hash + Eq + ToOwned + ?Sized,
     {
         let lookup = self.lookup(key);
-        let admitted = match self.core().admit_at_once(&lookup, request) {
+        let admitted = match self.core().admit_at_once_apart(&lookup, request) {
             Ok(admitted) => admitted,
             Err(wait) => self.core().admit_after(&lookup, request, wait).await,
         };

@@ -477,25 +477,29 @@ where
         let request = Request::new(core, priority, cost, Patience::AsConfigured, Scope::Every);
         let admitted = match keys {
             // As `acquire`, with the ticket of a call admitted at once kept
-            // in this future's state (see `Core::admit_at_once`).
+            // in this future's state (see `Core::admit_at_once_apart`).
             Charged::One(key) => {
                 let lookup = self.lookup(key);
-                let admitted: Result<Ticket, Rejected> = match core.admit_at_once(&lookup, &request)
-                {
-                    Ok(admitted) => admitted,
-                    Err(wait) => core.admit_after(&lookup, &request, wait).await,
-                };
+                let admitted: Result<Ticket, Rejected> =
+                    match core.admit_at_once_apart(&lookup, &request) {
+                        Ok(admitted) => admitted,
+                        Err(wait) => core.admit_after(&lookup, &request, wait).await,
+                    };
                 self.count_admission(key, &admitted);
                 admitted.map(|ticket| Attempted::One(Permit::borrowed(core, ticket)))
             }
-            Charged::All(keys) => self.admit_all(keys, &request).await.map(Attempted::All),
+            // Boxed: a single key's call future stays as small as its own
+            // steps need.
+            Charged::All(keys) => Box::pin(self.admit_all(keys, &request))
+                .await
+                .map(Attempted::All),
         };
         let permit =
             admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
         // A call admitted with a deadline keeps it: it ends by the sooner
         // of its timeout and its caller's deadline, on the manager's clock,
         // and only its timeout judges the backend.
-        let result = match deadline::call_bound(timeout, request.deadline, core.now()) {
+        let result = match deadline::call_bound(timeout, request.deadline, || core.now()) {
             None => call().await,
             Some((bound, until)) => match core.before(until, call()).await {
                 Some(result) => result,

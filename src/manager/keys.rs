@@ -139,6 +139,7 @@ where
     /// # Errors
     ///
     /// [`NoRoom`] when the key is new and the key space has no room for it.
+    #[inline(always)]
     pub(super) fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<triomphe::Arc<KeyState>, NoRoom>
     where
         K: Borrow<Q> + From<Q::Owned>,
@@ -157,7 +158,7 @@ where
     /// # Errors
     ///
     /// [`NoRoom`] when the key is new and the key space has no room for it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn key_state<Q>(
         &self,
         key: &Q,

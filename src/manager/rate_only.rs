@@ -191,7 +191,11 @@ where
         if self.core().rate.is_none() {
             return self.in_time_without_rate(key, &request);
         }
-        self.admit_now::<Q, Spent>(key, &request).map(drop)
+        let spent = self.core().spend_at_once(&self.lookup(key), &request);
+        if let Err(rejected) = &spent {
+            self.count_refusal(key, rejected);
+        }
+        spent
     }
 
     /// `wait` and `check`: the driver with the rate alone, at

@@ -148,10 +148,10 @@ impl RateCell {
     }
 
     /// Takes `cost` tokens if they are there at `now`; otherwise says how
-    /// long until they would be, and takes nothing. (The cell's tests take
-    /// tokens this way; admission books them with `reserve`.)
-    #[cfg(test)]
-    pub(crate) fn check(&self, now: Nanos, burst: u32, cost: u32) -> Result<(), Nanos> {
+    /// long until they would be, and takes nothing. (`check`'s way: a
+    /// caller that never waits books nothing ahead, as `reserve` does.)
+    #[inline]
+    pub(crate) fn take_due(&self, now: Nanos, burst: u32, cost: u32) -> Result<(), Nanos> {
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let slot = gcra::slot(tat, now, gcra::interval(self.rate()), burst, cost);

@@ -226,7 +226,7 @@ where
     ///
     /// [`NoRoom`] when the key is new, the registry is at its cap and no key can
     /// be evicted.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get_or_insert_with<Q, T>(
         &self,
         key: &Q,

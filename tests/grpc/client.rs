@@ -292,6 +292,54 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
     );
 }
 
+/// The client layer's call timeout runs on the manager's clock: with a
+/// `ManualClock`, a call the server does not answer ends
+/// (`DEADLINE_EXCEEDED`) when that clock passes the timeout, and not
+/// before, however much real time passes.
+#[tokio::test]
+async fn the_call_timeout_runs_on_the_managers_clock() {
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let arrived = Arc::new(tokio::sync::Notify::new());
+    let seen = Arc::clone(&arrived);
+    let stuck = tower::util::MapFutureLayer::new(move |answer| {
+        seen.notify_one();
+        async move {
+            std::future::pending::<()>().await;
+            answer.await
+        }
+    });
+    let server = tonic::transport::Server::builder()
+        .layer(stuck)
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    let clock = portcullis::clock::ManualClock::new();
+    let per_host = ThrottleManager::<String>::builder()
+        .bulkhead(portcullis::BulkheadConfig::new(1))
+        .call_timeout(Duration::from_secs(30))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut client = through(&per_host, addr).await;
+    let call = tokio::spawn(async move { client.check(check()).await });
+    arrived.notified().await;
+    clock.advance(Duration::from_secs(29));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !call.is_finished(),
+        "ended before the manager's clock passed the timeout"
+    );
+    clock.advance(Duration::from_secs(1));
+    let status = tokio::time::timeout(Duration::from_secs(20), call)
+        .await
+        .expect("ended once the manager's clock passed the timeout")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(per_host.snapshot(HEALTH).unwrap().active, Some(0));
+}
+
 /// An HTTP request through the client layer that has no answer within the
 /// call timeout: the error downcasts to `RequestTimedOut`, when the timeout
 /// ends (on virtual time), and the slot is free.

@@ -327,3 +327,86 @@ async fn joint_calls_given_up_at_random_never_leak_a_slot() {
         );
     }
 }
+
+/// A call charged to a shared key and a user's own key, whose user has
+/// spent its token: it waits for the user's token holding no slot of the
+/// shared key (the database's `active` stays 0, and another user's call
+/// takes the slot meanwhile), then takes both.
+#[tokio::test(start_paused = true)]
+async fn a_joint_call_waiting_for_its_second_keys_token_holds_no_slot_of_the_first() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(1).burst(2))
+        .bulkhead(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    manager
+        .try_acquire_n("user-7", Priority::HIGH, 2)
+        .unwrap()
+        .success();
+    let waiting = {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            let permit = manager
+                .acquire_all(&["database", "user-7"], Priority::HIGH)
+                .await
+                .unwrap();
+            permit.success();
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "user-7 has no token for a second");
+    assert_eq!(manager.snapshot("database").unwrap().active, Some(0));
+    let other = manager.try_acquire("database", Priority::HIGH).unwrap();
+    assert_eq!(manager.snapshot("database").unwrap().active, Some(1));
+    other.success();
+    waiting.await.unwrap();
+    assert_eq!(manager.snapshot("database").unwrap().active, Some(0));
+    assert_eq!(manager.snapshot("user-7").unwrap().active, Some(0));
+}
+
+/// `call_all`'s outcome reaches every key (an overload lowers each key's
+/// rate), and its refusal takes nothing from any key and never runs the
+/// call.
+#[tokio::test(start_paused = true)]
+async fn call_all_reports_to_every_key_and_its_refusal_takes_nothing() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(
+            RateConfig::adaptive(10.0)
+                .burst(2)
+                .bounds(1.0, 100.0)
+                .decrease_factor(0.5),
+        )
+        .bulkhead(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    let failed = manager
+        .call_all(&["user-7", "database"], Priority::HIGH, || async {
+            Err::<(), _>(portcullis::overloaded(std::io::Error::other(
+                "the backend is overloaded",
+            )))
+        })
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(manager.current_rate("user-7"), Some(5.0));
+    assert_eq!(manager.current_rate("database"), Some(5.0));
+
+    let busy = manager.try_acquire("database", Priority::HIGH).unwrap();
+    let user_tokens = manager.peek("user-7").unwrap().remaining;
+    let ran = AtomicU32::new(0);
+    let refused = manager
+        .call_all(&["user-7", "database"], Priority::HIGH, || async {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Ok::<(), std::io::Error>(())
+        })
+        .await
+        .unwrap_err();
+    let portcullis::CallError::Rejected(refused) = refused else {
+        panic!("refused, not run: {refused:?}");
+    };
+    assert_eq!(refused.reason(), RejectReason::Full);
+    assert_eq!(refused.key_index(), Some(1));
+    assert_eq!(ran.load(Ordering::Relaxed), 0);
+    assert_eq!(manager.peek("user-7").unwrap().remaining, user_tokens);
+    assert_eq!(manager.snapshot("user-7").unwrap().active, Some(0));
+    busy.success();
+}

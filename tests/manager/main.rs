@@ -13,6 +13,7 @@ mod before_0_3;
 mod call;
 mod contract;
 mod deadlines;
+mod edge_kit;
 mod joint;
 mod retry;
 mod stress;

@@ -822,3 +822,53 @@ async fn the_deadline_header_bounds_a_request_s_wait_in_the_queue() {
     .await;
     assert_eq!(served.status, 200);
 }
+
+/// The server layer's call timeout runs on the manager's clock: with a
+/// `ManualClock`, a handler that never answers is cut off, and the request
+/// answered 503, when that clock passes the timeout, and not before,
+/// however much real time passes.
+#[tokio::test]
+async fn the_call_timeout_runs_on_the_managers_clock() {
+    let clock = ManualClock::new();
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1))
+        .call_timeout(Duration::from_secs(30))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let handler_entered = Arc::clone(&entered);
+    let app = Router::new()
+        .route(
+            "/",
+            get(move || {
+                handler_entered.notify_one();
+                std::future::pending::<&'static str>()
+            }),
+        )
+        .layer(ThrottleLayer::new(
+            manager.clone(),
+            KeyExtractor::header("x-api-key"),
+        ));
+    let base = serve(app).await;
+    let answer = tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let response = client.get(&base).header("x-api-key", "k").send().await;
+        response.unwrap().status()
+    });
+    entered.notified().await;
+    clock.advance(Duration::from_secs(29));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !answer.is_finished(),
+        "answered before the manager's clock passed the timeout"
+    );
+    assert_eq!(manager.snapshot("k").unwrap().active, Some(1));
+    clock.advance(Duration::from_secs(1));
+    let status = tokio::time::timeout(Duration::from_secs(20), answer)
+        .await
+        .expect("answered once the manager's clock passed the timeout")
+        .unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(manager.snapshot("k").unwrap().active, Some(0));
+}

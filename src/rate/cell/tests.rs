@@ -21,13 +21,13 @@ mod operations {
         );
         let cell = RateCell::new(s.starting_rate, 0);
         for _ in 0..5 {
-            assert!(cell.check(0, 5, 1).is_ok());
+            assert!(cell.take_due(0, 5, 1).is_ok());
         }
-        assert_eq!(cell.check(0, 5, 1), Err(100 * MS));
+        assert_eq!(cell.take_due(0, 5, 1), Err(100 * MS));
         // A quarter more rate shortens the wait for the owed token by a
         // fifth, no more.
         assert_eq!(cell.increase(|| 0, 0, 0, false, 1, &s).to, 12.5);
-        assert_eq!(cell.check(0, 5, 1), Err(80 * MS));
+        assert_eq!(cell.take_due(0, 5, 1), Err(80 * MS));
     }
 
     #[test]
@@ -39,10 +39,10 @@ mod operations {
                 .decrease_by(5.0),
         );
         let cell = RateCell::new(s.starting_rate, 0);
-        assert!(cell.check(0, 1, 1).is_ok());
-        assert_eq!(cell.check(0, 1, 1), Err(100 * MS));
+        assert!(cell.take_due(0, 1, 1).is_ok());
+        assert_eq!(cell.take_due(0, 1, 1), Err(100 * MS));
         assert_eq!(cell.decrease(0, 0, &s).to, 5.0);
-        assert_eq!(cell.check(0, 1, 1), Err(200 * MS));
+        assert_eq!(cell.take_due(0, 1, 1), Err(200 * MS));
     }
 
     #[test]
@@ -102,9 +102,9 @@ mod operations {
         let third = cell.reserve(0, 1, 1, Nanos::MAX).unwrap();
         assert_eq!((second.slot.start, third.slot.start), (100 * MS, 200 * MS));
         cell.cancel(second); // not last: the gap stays, the third keeps its time
-        assert_eq!(cell.check(0, 1, 1), Err(300 * MS));
+        assert_eq!(cell.take_due(0, 1, 1), Err(300 * MS));
         cell.cancel(third); // last: handed back
-        assert_eq!(cell.check(0, 1, 1), Err(200 * MS));
+        assert_eq!(cell.take_due(0, 1, 1), Err(200 * MS));
     }
 
     #[test]
@@ -274,7 +274,7 @@ mod properties {
             for op in ops {
                 match op {
                     CellOp::Check => {
-                        if cell.check(now, settings.burst, 1).is_ok() {
+                        if cell.take_due(now, settings.burst, 1).is_ok() {
                             admitted.push(Admitted { decided: now, started: now });
                         }
                     }
@@ -341,7 +341,7 @@ mod slowest_rates {
             let mut admitted: Vec<Nanos> = Vec::new();
             for gap in gaps {
                 now += gap;
-                if cell.check(now, burst, 1).is_ok() {
+                if cell.take_due(now, burst, 1).is_ok() {
                     admitted.push(now);
                 }
             }
