@@ -71,12 +71,12 @@ impl<'c> Admitting<'c> {
     }
 
     /// The call (present until admitted).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn call(&self) -> &Call {
         self.call.as_ref().expect("a call on its way")
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn call_mut(&mut self) -> &mut Call {
         self.call.as_mut().expect("a call on its way")
     }
@@ -94,7 +94,7 @@ impl<'c> Admitting<'c> {
     }
 
     /// The call is admitted: nothing goes back any more.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admitted(mut self) -> Call {
         self.call.take().expect("admitted once")
     }

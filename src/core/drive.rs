@@ -146,7 +146,8 @@ impl Core {
         request: &Request,
     ) -> Result<(), Rejected> {
         debug_assert!(request.scope == Scope::RateOnly && request.patience == Patience::Never);
-        let priority = self.resolve(request.asked)?;
+        // The rate alone knows no priority: the task's is not asked for.
+        let priority = request.asked;
         let now = self.now();
         let state = match lookup.state(now) {
             Ok(state) => state,
