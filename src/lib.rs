@@ -93,8 +93,8 @@
 //! shares each key's rate across processes (through Redis with feature
 //! `redis`, or any [`RateStore`](store::RateStore)).
 //!
-//! [`architecture`] is the map of the code: its layers, the pipeline's
-//! steps, the words it uses, and how to add a control, an edge or a store.
+//! [`architecture`] is the map of the code: its layers, the steps of
+//! admission, the words it uses, and how to add a control, an edge or a store.
 
 #![forbid(unsafe_code)]
 // docs.rs builds with `--cfg docsrs` on nightly: each item says which

@@ -113,13 +113,13 @@ impl Inner {
 #[derive(Debug, Default)]
 pub(crate) struct Bulkhead {
     inner: Mutex<Option<Box<Inner>>>,
-    extras: Option<Box<Extras>>,
+    beyond_plain: Option<Box<BeyondPlain>>,
     state: AtomicU64,
 }
 
 /// What a bulkhead beyond a fixed limit and a plain queue holds.
 #[derive(Debug)]
-struct Extras {
+struct BeyondPlain {
     learned: Option<LearnedLimit>,
     codel: Option<Codel>,
 }
@@ -160,7 +160,7 @@ impl Bulkhead {
         });
         let plain = learned.is_none() && codel.is_none();
         Self {
-            extras: (!plain).then(|| Box::new(Extras { learned, codel })),
+            beyond_plain: (!plain).then(|| Box::new(BeyondPlain { learned, codel })),
             ..Self::default()
         }
     }
@@ -168,13 +168,13 @@ impl Bulkhead {
     /// The learned limit, if the limit is learned.
     #[inline]
     fn learned(&self) -> Option<&LearnedLimit> {
-        self.extras.as_deref()?.learned.as_ref()
+        self.beyond_plain.as_deref()?.learned.as_ref()
     }
 
     /// CoDel on the queue, if configured.
     #[inline]
     fn codel(&self) -> Option<&Codel> {
-        self.extras.as_deref()?.codel.as_ref()
+        self.beyond_plain.as_deref()?.codel.as_ref()
     }
 
     /// How long a call joining the queue now may wait: CoDel's target

@@ -57,16 +57,16 @@ tokio::task_local! {
 static SCOPES: AtomicUsize = AtomicUsize::new(0);
 
 /// A [`with_deadline`] scope, counted in [`SCOPES`] while it lives.
-struct Scope;
+struct DeadlineScope;
 
-impl Scope {
+impl DeadlineScope {
     fn enter() -> Self {
         SCOPES.fetch_add(1, Ordering::Relaxed);
-        Scope
+        DeadlineScope
     }
 }
 
-impl Drop for Scope {
+impl Drop for DeadlineScope {
     fn drop(&mut self) {
         SCOPES.fetch_sub(1, Ordering::Relaxed);
     }
@@ -141,7 +141,7 @@ impl Drop for Scope {
 /// # }
 /// ```
 pub async fn with_deadline<F: Future>(deadline: Instant, future: F) -> F::Output {
-    let _scope = Scope::enter();
+    let _scope = DeadlineScope::enter();
     let deadline = match TASK_DEADLINE.try_with(|outer| *outer) {
         Ok(outer) => outer.min(deadline),
         Err(_) => deadline,

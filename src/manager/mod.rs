@@ -4,8 +4,9 @@
 //! One file per concern, each adding its own `impl` block:
 //! - `keys`: finding or creating a key's state, and how a key is named;
 //! - `permits`: `acquire`, `try_acquire` and their owned forms;
-//! - `pipeline`: the one pipeline behind them and `call`;
-//! - `call`: `call` and its variants, around the pipeline;
+//! - `admission`: the key's `Lookup` for the core's one driver
+//!   (`core/drive.rs`), and the counting of what it decided;
+//! - `call`: `call`, `call_all` and their variants, around the driver;
 //! - `joint`: calls charged to several keys, all or nothing;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
 //! - `inspect`: snapshots for health endpoints;

@@ -1,5 +1,5 @@
 //! The methods that hand out permits: `acquire`, `try_acquire` and their
-//! owned forms, each a way into the one pipeline (`admission`).
+//! owned forms, each a way into the one driver (`admission`).
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -281,7 +281,7 @@ where
 
     /// Like [`acquire`](Self::acquire), but never waits: a call without a
     /// rate token now, a free bulkhead slot now or room in the key space now
-    /// is rejected. The same pipeline, in the same order.
+    /// is rejected. The same steps, in the same order.
     ///
     /// # Errors
     ///
@@ -310,9 +310,9 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    // Always inlined, as is `admit_now`: the pipeline itself (`decide`)
-    // stays one call, and the permit is built where the caller keeps it
-    // instead of being copied out through the calls between.
+    // Always inlined, as are `admit_now` and the driver's `decide`: the
+    // permit is built where the caller keeps it instead of being copied
+    // out through the calls between.
     #[inline(always)]
     pub fn try_acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
     where

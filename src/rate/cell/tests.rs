@@ -188,7 +188,7 @@ mod properties {
 
     /// A call that was let through: when it was decided and when it started.
     #[derive(Debug, Clone, Copy)]
-    struct Admitted {
+    struct TakenAt {
         decided: Nanos,
         started: Nanos,
     }
@@ -199,7 +199,7 @@ mod properties {
     fn wake(
         cell: &RateCell,
         pending: &mut Vec<(Reservation, usize, u64)>,
-        admitted: &mut [Admitted],
+        admitted: &mut [TakenAt],
         now: Nanos,
     ) {
         pending.retain_mut(|(_, index, seen)| {
@@ -265,7 +265,7 @@ mod properties {
             let settings = RateSettings::for_test(config);
             let cell = RateCell::new(settings.starting_rate, 0);
             let mut now: Nanos = 0;
-            let mut admitted: Vec<Admitted> = Vec::new();
+            let mut admitted: Vec<TakenAt> = Vec::new();
             // Calls waiting for their tokens: what they took, their index
             // in `admitted`, and the falls they have seen move the queue.
             let mut pending: Vec<(Reservation, usize, u64)> = Vec::new();
@@ -275,13 +275,13 @@ mod properties {
                 match op {
                     CellOp::Check => {
                         if cell.take_due(now, settings.burst, 1).is_ok() {
-                            admitted.push(Admitted { decided: now, started: now });
+                            admitted.push(TakenAt { decided: now, started: now });
                         }
                     }
                     CellOp::Wait => {
                         let reservation = cell.reserve(now, settings.burst, 1, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
-                        admitted.push(Admitted { decided: now, started: reservation.slot.start });
+                        admitted.push(TakenAt { decided: now, started: reservation.slot.start });
                         pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
                     }
                     CellOp::CancelLastWait => {
