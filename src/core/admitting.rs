@@ -95,8 +95,10 @@ impl<'c> Admitting<'c> {
 
     /// The call is admitted: nothing goes back any more.
     #[inline(always)]
-    pub(crate) fn admitted(mut self) -> Call {
-        self.call.take().expect("admitted once")
+    pub(crate) fn admitted(self) -> Call {
+        // Nothing is left to give back: the drop is not run at all.
+        let mut admitted = std::mem::ManuallyDrop::new(self);
+        admitted.call.take().expect("admitted once")
     }
 }
 
@@ -158,6 +160,11 @@ impl<'c> Admitted<'c> for Ticket {
     #[inline(always)]
     fn from_call(call: Admitting<'c>) -> Self {
         let call = call.admitted();
+        // A token the call still holds is spent: only the store's needs
+        // freeing.
+        if let Some(HeldToken::Store(token)) = call.token {
+            drop(token);
+        }
         Ticket::new(
             call.state,
             call.priority,

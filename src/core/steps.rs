@@ -40,7 +40,7 @@ impl Core {
     /// request the backend did not accept, and keep the throttle shedding
     /// long after the backend has recovered. Only the shedding path reads
     /// the rate.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn throttle_admits(
         &self,
         state: &KeyState,
@@ -149,7 +149,7 @@ impl Core {
     /// joins the line (`rate/line.rs`). Without a rate,
     /// no token. (A cost above the burst never gets here: see
     /// [`Core::cost_fits`].)
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reserve_token(
         &self,
         state: &KeyState,
@@ -388,7 +388,7 @@ impl Core {
     /// enough to start before its task's deadline ([`crate::with_deadline`])
     /// with time left for the key's quickest recent answer
     /// ([`deadline::start_by`]).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn patience_for_token(
         &self,
         state: &KeyState,
