@@ -359,3 +359,50 @@ async fn codel_never_drops_a_waiter_at_a_hand_off_that_serves_a_less_important_o
         low_2.as_ref().map(|(at, _)| at)
     );
 }
+
+/// CoDel's rule for a newcomer to an overloaded queue: it is refused with
+/// `QueueOverloaded` once it has waited the target, not the configured
+/// queue timeout, even while no slot frees (every slot held for a second).
+#[tokio::test(start_paused = true)]
+async fn a_newcomer_to_an_overloaded_queue_waits_the_target_even_while_no_slot_frees() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(
+            BulkheadConfig::new(1)
+                .queue(64)
+                .queue_timeout(Duration::from_secs(1))
+                .codel(5 * MS, 100 * MS),
+        )
+        .build()
+        .unwrap();
+    // Calls of 20 ms offered every 10 ms: a standing queue. Once 250 ms
+    // have passed, every call admitted holds its slot for a second.
+    let start = Instant::now();
+    let hold = move || {
+        if start.elapsed() < 250 * MS {
+            20 * MS
+        } else {
+            Duration::from_secs(1)
+        }
+    };
+    for _ in 0..30 {
+        let manager = manager.clone();
+        tokio::spawn(async move {
+            if let Ok(permit) = manager.acquire("svc", Priority::HIGH).await {
+                tokio::time::sleep(hold()).await;
+                permit.success();
+            }
+        });
+        tokio::time::sleep(10 * MS).await;
+    }
+    tokio::time::sleep(25 * MS).await;
+    let snapshot = manager.snapshot("svc").unwrap();
+    assert_eq!(snapshot.active, Some(1), "the slot is held for a second");
+    let arrived = Instant::now();
+    let refused = manager.acquire("svc", Priority::HIGH).await.unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::QueueOverloaded);
+    assert_eq!(
+        arrived.elapsed(),
+        5 * MS,
+        "the target, not the queue timeout"
+    );
+}
