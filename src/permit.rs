@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::core::{CallTimes, Core, KeyTelemetry};
+use crate::core::{Admitted, Admitting, CallTimes, Core, HeldToken, KeyTelemetry};
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -377,5 +377,34 @@ impl fmt::Debug for JointPermit<'_> {
         f.debug_struct("JointPermit")
             .field("keys", &self.permits.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// A permit's: the ticket, its token spent and its slot held.
+impl<'c> Admitted<'c> for Ticket {
+    const COUNTED: bool = true;
+    const KEEPS_TOKEN: bool = false;
+
+    #[inline(always)]
+    fn from_call(call: Admitting<'c>) -> Self {
+        let call = call.admitted();
+        // A token the call still holds is spent: only the store's needs
+        // freeing.
+        if let Some(HeldToken::Store(token)) = call.token {
+            drop(token);
+        }
+        Ticket::new(
+            call.state,
+            call.priority,
+            call.times,
+            call.holds_slot,
+            call.cost,
+            call.telemetry,
+        )
+    }
+
+    #[inline(always)]
+    fn label(&self) -> Option<&str> {
+        Ticket::label(self)
     }
 }

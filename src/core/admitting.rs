@@ -6,7 +6,6 @@
 use super::shared_rate::StoreToken;
 use super::{CallTimes, Core, KeyTelemetry};
 use crate::key::KeyState;
-use crate::permit::Ticket;
 use crate::priority::Priority;
 use crate::rate::Reservation;
 
@@ -150,35 +149,6 @@ pub(crate) trait Admitted<'c>: Sized {
 
     /// Its ticket, for the metrics of a counted admission.
     fn label(&self) -> Option<&str>;
-}
-
-/// A permit's: the ticket, its token spent and its slot held.
-impl<'c> Admitted<'c> for Ticket {
-    const COUNTED: bool = true;
-    const KEEPS_TOKEN: bool = false;
-
-    #[inline(always)]
-    fn from_call(call: Admitting<'c>) -> Self {
-        let call = call.admitted();
-        // A token the call still holds is spent: only the store's needs
-        // freeing.
-        if let Some(HeldToken::Store(token)) = call.token {
-            drop(token);
-        }
-        Ticket::new(
-            call.state,
-            call.priority,
-            call.times,
-            call.holds_slot,
-            call.cost,
-            call.telemetry,
-        )
-    }
-
-    #[inline(always)]
-    fn label(&self) -> Option<&str> {
-        Ticket::label(self)
-    }
 }
 
 /// One key of a call charged to several: still on its way, holding its

@@ -21,7 +21,7 @@ mod request;
 pub(crate) mod shared_rate;
 mod steps;
 
-pub(crate) use admitting::{Admitted, Admitting, Spent};
+pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::Lookup;
 pub(crate) use request::{Request, Scope};
 
