@@ -387,7 +387,7 @@ impl Core {
     /// `patience`: as configured, and, for a caller that waits, early
     /// enough to start before its task's deadline ([`crate::with_deadline`])
     /// with time left for the key's quickest recent answer
-    /// ([`deadline::start_by`]).
+    /// ([`Request::start_by`](super::Request::start_by)).
     #[inline(always)]
     pub(crate) fn patience_for_token(
         &self,
@@ -441,7 +441,7 @@ impl Core {
 /// The latest a call's rate token may come, measured on the core's clock:
 /// by the settings (from the call's arrival) and by the caller's deadline
 /// (early enough to start before it with time for an answer: see
-/// [`deadline::start_by`]).
+/// [`Request::start_by`](super::Request::start_by)).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TokenDeadline {
     configured: Nanos,

@@ -26,7 +26,7 @@
 //! the same instant, the backend had its whole call timeout: overload.
 //!
 //! A deadline already passed, or reached exactly, is refused with
-//! [`RejectReason::Deadline`] by every
+//! [`RejectReason::Deadline`](crate::RejectReason::Deadline) by every
 //! entry point before anything is taken or run: an admitted call can
 //! always start before its deadline.
 
@@ -78,7 +78,7 @@ impl Drop for DeadlineScope {
 /// [`call`](crate::ThrottleManager::call) or an edge ends by it. A wait
 /// that cannot end in time, or a deadline already passed (or reached
 /// exactly), is refused at once with
-/// [`RejectReason::Deadline`], taking
+/// [`RejectReason::Deadline`](crate::RejectReason::Deadline), taking
 /// nothing and running nothing, so a caller that has given up costs the
 /// backend nothing. gRPC and Envoy carry a caller's deadline with the
 /// call the same way.

@@ -30,7 +30,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::Deadline`] at once, taking nothing, when the call's
+    /// [`RejectReason::Deadline`](crate::RejectReason::Deadline) at once, taking nothing, when the call's
     /// token comes at or after its task's deadline
     /// ([`with_deadline`](crate::with_deadline)), or the deadline has
     /// passed (even with no rate configured). Without a deadline, none:
@@ -81,9 +81,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::CostAboveBurst`] at once, taking nothing, when
+    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) at once, taking nothing, when
     /// `cost` is above the key's burst: the bucket never holds that many;
-    /// [`RejectReason::Deadline`] as for [`wait`](Self::wait).
+    /// [`RejectReason::Deadline`](crate::RejectReason::Deadline) as for [`wait`](Self::wait).
     ///
     /// # Cancel safety
     ///
@@ -127,10 +127,10 @@ where
     /// # Errors
     ///
     /// [`Rejected`] when the call may not start yet: it takes nothing, and
-    /// says why ([`RejectReason::RateLimited`], or
-    /// [`RejectReason::KeySpaceFull`] for a new key when the key space is
+    /// says why ([`RejectReason::RateLimited`](crate::RejectReason::RateLimited), or
+    /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull) for a new key when the key space is
     /// full) and how long until it could ([`Rejected::retry_after`], always
-    /// there); or [`RejectReason::Deadline`] when its task's deadline
+    /// there); or [`RejectReason::Deadline`](crate::RejectReason::Deadline) when its task's deadline
     /// ([`with_deadline`](crate::with_deadline)) has passed. Its priority
     /// is [`Priority::HIGH`], at which the rate-only methods count.
     ///
@@ -158,7 +158,7 @@ where
     /// # Errors
     ///
     /// As [`check`](Self::check), and
-    /// [`RejectReason::CostAboveBurst`] (no
+    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) (no
     /// [`retry_after`](Rejected::retry_after): never) when `cost` is above
     /// the key's burst.
     ///
