@@ -507,14 +507,9 @@ impl Core {
         mut call: Admitting<'c>,
         request: &Request,
     ) -> Result<A, Stop<'c>> {
-        let c = call.call();
-        match self.enter_bulkhead(&c.state, c.priority, request.patience, &c.telemetry)? {
-            BulkheadPlace::Queued(id) => Err(Stop::wait(Wait::InQueue(call, id))),
-            BulkheadPlace::Held => {
-                call.call_mut().holds_slot = true;
-                Ok(A::from_call(call))
-            }
-            BulkheadPlace::NoBulkhead => Ok(A::from_call(call)),
+        match self.enter_slot(&mut call, request.patience)? {
+            Some(id) => Err(Stop::wait(Wait::InQueue(call, id))),
+            None => Ok(A::from_call(call)),
         }
     }
 
@@ -544,6 +539,7 @@ impl Core {
     /// # Errors
     ///
     /// The bulkhead's refusal.
+    #[inline]
     pub(crate) fn enter_slot(
         &self,
         call: &mut Admitting<'_>,

@@ -8,10 +8,11 @@ use std::hash::Hash;
 
 use super::{RefusedKey, ThrottleManager};
 use crate::clock::Nanos;
-use crate::core::{Admitted, KeyTelemetry, Lookup, Request};
+use crate::core::{Admitted, KeyTelemetry, Lookup, Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::events;
 use crate::key::KeyState;
+use crate::priority::Priority;
 use crate::registry::NoRoom;
 
 /// A call's key, as the driver looks it up.
@@ -60,6 +61,18 @@ where
         Q: ?Sized,
     {
         KeyLookup { manager: self, key }
+    }
+
+    /// A request through every control of a key (a permit's), the task's
+    /// deadline read now.
+    #[inline(always)]
+    pub(super) fn permit_request(
+        &self,
+        priority: Priority,
+        cost: u32,
+        patience: Patience,
+    ) -> Request {
+        Request::new(self.core(), priority, cost, patience, Scope::Every)
     }
 
     /// The driver without waiting: a call that would have to wait at any

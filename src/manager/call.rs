@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::ThrottleManager;
 use super::{CallError, Retries, RetryCause};
-use crate::core::{Patience, Request, Scope};
+use crate::core::Patience;
 use crate::deadline::{self, TimeLimit};
 use crate::error::Rejected;
 use crate::outcome::{CallFailure, Outcome, outcome_of};
@@ -474,7 +474,7 @@ where
         E: CallFailure<Via>,
     {
         let core = self.core();
-        let request = Request::new(core, priority, cost, Patience::AsConfigured, Scope::Every);
+        let request = self.permit_request(priority, cost, Patience::AsConfigured);
         let admitted = match keys {
             // As `acquire`, with the ticket of a call admitted at once kept
             // in this future's state (see `Core::admit_at_once_apart`).

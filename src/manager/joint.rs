@@ -151,13 +151,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let request = Request::new(
-            self.core(),
-            priority,
-            cost,
-            Patience::AsConfigured,
-            Scope::Every,
-        );
+        let request = self.permit_request(priority, cost, Patience::AsConfigured);
         self.admit_all(keys, &request).await
     }
 

@@ -5,7 +5,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use crate::core::{Patience, Request, Scope};
+use crate::core::Patience;
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
@@ -94,13 +94,7 @@ where
         let ticket = self
             .admit(
                 key,
-                &Request::new(
-                    self.core(),
-                    priority,
-                    1,
-                    Patience::AsConfigured,
-                    Scope::Every,
-                ),
+                &self.permit_request(priority, 1, Patience::AsConfigured),
             )
             .await?;
         Ok(Permit::borrowed(self.core(), ticket))
@@ -160,13 +154,7 @@ where
         let ticket = self
             .admit(
                 key,
-                &Request::new(
-                    self.core(),
-                    priority,
-                    cost,
-                    Patience::AsConfigured,
-                    Scope::Every,
-                ),
+                &self.permit_request(priority, cost, Patience::AsConfigured),
             )
             .await?;
         Ok(Permit::borrowed(self.core(), ticket))
@@ -215,13 +203,7 @@ where
         let ticket = self
             .admit(
                 key,
-                &Request::new(
-                    self.core(),
-                    priority,
-                    1,
-                    Patience::AsConfigured,
-                    Scope::Every,
-                ),
+                &self.permit_request(priority, 1, Patience::AsConfigured),
             )
             .await?;
         Ok(Permit::owned(&self.inner.core, ticket))
@@ -267,13 +249,7 @@ where
         let ticket = self
             .admit(
                 key,
-                &Request::new(
-                    self.core(),
-                    priority,
-                    cost,
-                    Patience::AsConfigured,
-                    Scope::Every,
-                ),
+                &self.permit_request(priority, cost, Patience::AsConfigured),
             )
             .await?;
         Ok(Permit::owned(&self.inner.core, ticket))
@@ -319,10 +295,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(
-            key,
-            &Request::new(self.core(), priority, 1, Patience::Never, Scope::Every),
-        )?;
+        let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -363,10 +336,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(
-            key,
-            &Request::new(self.core(), priority, cost, Patience::Never, Scope::Every),
-        )?;
+        let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -396,10 +366,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(
-            key,
-            &Request::new(self.core(), priority, 1, Patience::Never, Scope::Every),
-        )?;
+        let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -437,10 +404,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let ticket = self.admit_now(
-            key,
-            &Request::new(self.core(), priority, cost, Patience::Never, Scope::Every),
-        )?;
+        let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

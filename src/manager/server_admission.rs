@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use crate::core::{Patience, Request, Scope};
+use crate::core::Patience;
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
@@ -74,7 +74,7 @@ where
         K: Borrow<Q> + From<Q::Owned>,
         Q: Hash + Eq + ToOwned + ?Sized,
     {
-        let request = Request::new(self.core(), priority, 1, Patience::QueueOnly, Scope::Every);
+        let request = self.permit_request(priority, 1, Patience::QueueOnly);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
