@@ -29,7 +29,7 @@ use std::num::NonZeroU8;
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Count, NEAR_LEVELS};
+use super::{Count, NEAR_LEVELS, claim_rotation};
 use crate::clock::Nanos;
 use crate::throttle::config::ThrottleSettings;
 use crate::throttle::probability::{self, Counts};
@@ -51,8 +51,6 @@ const REQUESTS: u64 = (1 << ACCEPT_SHIFT) - 1;
 /// requests into the accepts.)
 const HALVE_AT: u64 = 3 << (ACCEPT_SHIFT - 2);
 
-/// In `newest`: set while a call clears the buckets that left the window.
-const ROTATING: u64 = 1 << 63;
 /// In `newest`: where the failure flags begin. Flag `i` (from this bit
 /// up) says the bucket `i` before the newest holds a request not accepted.
 const FAILED_SHIFT: u32 = 63 - SLOTS as u32;
@@ -83,8 +81,8 @@ type Buckets = [AtomicU64; SLOTS];
 pub(super) struct BucketWindow {
     /// The newest bucket (numbered from the clock's origin) in the low
     /// bits ([`BUCKET`]), with the buckets' failure flags ([`FAILED`]) and
-    /// [`ROTATING`] above. A flag is set before the failure it marks is
-    /// counted, so no reader sees a failure as healthy.
+    /// [`ROTATING`](super::ROTATING) above. A flag is set before the
+    /// failure it marks is counted, so no reader sees a failure as healthy.
     newest: AtomicU64,
     /// By priority, its buckets: the first [`NEAR_LEVELS`] here, any more
     /// (a manager with more levels) in `far`, reached through a thin
@@ -283,21 +281,11 @@ impl BucketWindow {
     /// window, unless another call is doing so (then the bucket before
     /// stays the newest for this call) or has done it; returns the word.
     #[cold]
-    fn rotate_to(&self, mut seen: u64, bucket: u64) -> u64 {
-        loop {
-            if seen & ROTATING != 0 || seen & BUCKET >= bucket {
-                return seen;
-            }
-            match self.newest.compare_exchange(
-                seen,
-                seen | ROTATING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(newer) => seen = newer,
-            }
-        }
+    fn rotate_to(&self, seen: u64, bucket: u64) -> u64 {
+        let seen = match claim_rotation(&self.newest, seen, BUCKET, bucket) {
+            Ok(claimed) => claimed,
+            Err(seen) => return seen,
+        };
         // The slots of buckets from+1 ..= bucket hold buckets that have
         // now left the window; at most all SLOTS of them. No call counts
         // into them meanwhile: until the rotation is published, every call

@@ -23,15 +23,13 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::NEAR_LEVELS;
 use super::buckets::SLOTS;
+use super::{NEAR_LEVELS, claim_rotation};
 use crate::clock::Nanos;
 
 /// Buckets an epoch spans: half a window.
 pub(super) const EPOCH_BUCKETS: u64 = SLOTS as u64 / 2;
 
-/// In the word: set while a call clears the slots that left.
-const ROTATING: u64 = 1 << 63;
 /// In the word: the key's outcomes go to its bucket window (a failure is
 /// in the window, or about to be).
 pub(super) const FAILING: u64 = 1 << 62;
@@ -47,7 +45,7 @@ const SATURATED: u32 = 0xF000;
 /// Per priority, the calls accepted in the last two epochs.
 #[derive(Debug, Default)]
 pub(super) struct HealthyCounts {
-    /// The current epoch ([`EPOCH`]), with [`ROTATING`], [`FAILING`] and
+    /// The current epoch ([`EPOCH`]), with [`ROTATING`](super::ROTATING), [`FAILING`] and
     /// [`SHEDDING`].
     word: AtomicU64,
     /// By priority (the first [`NEAR_LEVELS`]), the counts of the two epoch
@@ -163,21 +161,11 @@ impl HealthyCounts {
     /// left, unless another call is doing so (then the epoch before stays
     /// current for this call) or has done it; returns the word.
     #[cold]
-    fn rotate_to(&self, mut seen: u64, epoch: u64) -> u64 {
-        loop {
-            if seen & ROTATING != 0 || seen & EPOCH >= epoch {
-                return seen;
-            }
-            match self.word.compare_exchange(
-                seen,
-                seen | ROTATING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(newer) => seen = newer,
-            }
-        }
+    fn rotate_to(&self, seen: u64, epoch: u64) -> u64 {
+        let seen = match claim_rotation(&self.word, seen, EPOCH, epoch) {
+            Ok(claimed) => claimed,
+            Err(seen) => return seen,
+        };
         // The slots of epochs from+1 ..= epoch hold epochs that have left:
         // at most both. No call counts into them meanwhile: until the
         // rotation is published, every call sees `from` as current.

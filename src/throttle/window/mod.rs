@@ -35,6 +35,7 @@ mod buckets;
 pub(crate) use buckets::SLOTS;
 mod healthy;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 use buckets::BucketWindow;
@@ -47,6 +48,27 @@ use crate::clock::Nanos;
 /// Priorities whose counts a window holds in itself: the default number
 /// of levels.
 const NEAR_LEVELS: usize = 4;
+
+/// In a window's position word (the bucket window's newest bucket, the
+/// healthy counts' epoch): set while a call clears what left the window.
+const ROTATING: u64 = 1 << 63;
+
+/// Claims the move of the position in `word` (its `position` bits) on to
+/// `to`, for the calling window to clear what left and then publish `to`:
+/// `Ok(seen)`, the word as it was when this call set [`ROTATING`];
+/// `Err(seen)` when another call is moving it (the position before stays
+/// this call's) or has moved it to `to` or later.
+fn claim_rotation(word: &AtomicU64, mut seen: u64, position: u64, to: u64) -> Result<u64, u64> {
+    loop {
+        if seen & ROTATING != 0 || seen & position >= to {
+            return Err(seen);
+        }
+        match word.compare_exchange(seen, seen | ROTATING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(seen),
+            Err(newer) => seen = newer,
+        }
+    }
+}
 
 /// What one outcome adds to a priority's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ThrottleConfig;
+use crate::throttle::window::ROTATING;
 use std::time::Duration;
 
 const SECOND: Nanos = 1_000_000_000;
