@@ -46,6 +46,26 @@ async fn serve() -> std::net::SocketAddr {
     addr
 }
 
+/// Serves tonic-health on loopback with no answer for a minute; `arrived`
+/// runs as each call arrives.
+async fn serve_unanswering(arrived: impl Fn() + Clone + Send + 'static) -> std::net::SocketAddr {
+    let (listener, addr) = listener().await;
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let stuck = tower::util::MapFutureLayer::new(move |answer| {
+        arrived();
+        async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            answer.await
+        }
+    });
+    let server = tonic::transport::Server::builder()
+        .layer(stuck)
+        .add_service(health)
+        .serve_with_incoming(TcpIncoming::from(listener));
+    tokio::spawn(server);
+    addr
+}
+
 #[tokio::test]
 async fn a_local_refusal_is_a_grpc_status_and_reaches_no_server() {
     let per_host = ThrottleManager::<String>::builder()
@@ -248,22 +268,12 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
 /// key's rate counts the timeout as overload.
 #[tokio::test]
 async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
-    let (listener, addr) = listener().await;
-    let (_reporter, health) = tonic_health::server::health_reporter();
     let arrived = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&arrived);
-    let stuck = tower::util::MapFutureLayer::new(move |answer| {
+    let addr = serve_unanswering(move || {
         counted.fetch_add(1, Ordering::Relaxed);
-        async move {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            answer.await
-        }
-    });
-    let server = tonic::transport::Server::builder()
-        .layer(stuck)
-        .add_service(health)
-        .serve_with_incoming(TcpIncoming::from(listener));
-    tokio::spawn(server);
+    })
+    .await;
     let per_host = ThrottleManager::<String>::builder()
         .rate(
             RateConfig::adaptive(100.0)
@@ -298,22 +308,9 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
 /// before, however much real time passes.
 #[tokio::test]
 async fn the_call_timeout_runs_on_the_managers_clock() {
-    let (listener, addr) = listener().await;
-    let (_reporter, health) = tonic_health::server::health_reporter();
     let arrived = Arc::new(tokio::sync::Notify::new());
     let seen = Arc::clone(&arrived);
-    let stuck = tower::util::MapFutureLayer::new(move |answer| {
-        seen.notify_one();
-        async move {
-            std::future::pending::<()>().await;
-            answer.await
-        }
-    });
-    let server = tonic::transport::Server::builder()
-        .layer(stuck)
-        .add_service(health)
-        .serve_with_incoming(TcpIncoming::from(listener));
-    tokio::spawn(server);
+    let addr = serve_unanswering(move || seen.notify_one()).await;
     let clock = portcullis::clock::ManualClock::new();
     let per_host = ThrottleManager::<String>::builder()
         .bulkhead(portcullis::BulkheadConfig::new(1))
