@@ -1,5 +1,6 @@
 //! The manager's shape and `call`: the public contract as written, calls
-//! end to end, and stress on real threads.
+//! end to end, the key space (its bounds, eviction, floods of new keys),
+//! and stress on real threads.
 
 // Tests that measure real time or load the CPU hold `support::alone()`
 // across their awaits, so they do not run at once; each test's future is
@@ -15,5 +16,6 @@ mod contract;
 mod deadlines;
 mod edge_kit;
 mod joint;
+mod key_space;
 mod retry;
 mod stress;
