@@ -31,9 +31,9 @@ import tempfile
 LAYERS = [
     ("ground", ["clock", "sync", "priority", "deadline", "error", "outcome", "registry"]),
     ("controls", ["rate", "throttle", "bulkhead", "retry_budget", "store"]),
-    ("core", ["key", "events", "metrics", "core", "permit"]),
+    ("core", ["key", "events", "metrics", "core", "permit", "retry"]),
     ("manager", ["manager", "builder", "config"]),
-    ("edges", ["retry", "status", "edge", "grpc", "client", "server", "database"]),
+    ("edges", ["status", "edge", "grpc", "client", "server", "database"]),
 ]
 CONTROLS = ["rate", "throttle", "bulkhead", "retry_budget"]
 

@@ -77,17 +77,46 @@ enum CoreRef<'a> {
 /// outcome will be counted with.
 pub(crate) struct Ticket {
     pub(crate) state: triomphe::Arc<KeyState>,
-    pub(crate) priority: Priority,
     pub(crate) times: CallTimes,
-    /// Whether the call holds a slot of the key's bulkhead.
-    pub(crate) holds_slot: bool,
-    reported: bool,
-    /// The rate tokens the call took: its success counts as that much use
-    /// of the rate (in the padding after the flags: no bigger a permit).
-    pub(crate) cost: u32,
+    marks: TicketMarks,
     /// How the key is named outside; allocated only when debug events or
     /// per-key metrics are on, so a plain permit stays small.
     pub(crate) telemetry: KeyTelemetry,
+}
+
+/// A ticket's small fields in one word: the rate tokens the call took (its
+/// success counts as that much use of the rate), its priority, whether it
+/// holds a slot of the key's bulkhead and whether its outcome is reported.
+/// One word, written whole: a ticket is moved as soon as it is made, and
+/// a move reads the word whole, which the processor cannot answer from
+/// several narrower writes still on their way.
+#[derive(Clone, Copy)]
+struct TicketMarks(u64);
+
+impl TicketMarks {
+    const HOLDS_SLOT: u64 = 1 << 40;
+    const REPORTED: u64 = 1 << 41;
+
+    #[inline(always)]
+    fn new(cost: u32, priority: Priority, holds_slot: bool) -> Self {
+        let slot = if holds_slot { Self::HOLDS_SLOT } else { 0 };
+        Self(u64::from(cost) | u64::from(priority.level()) << 32 | slot)
+    }
+
+    #[inline(always)]
+    fn cost(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline(always)]
+    fn priority(self) -> Priority {
+        Priority::new((self.0 >> 32) as u8)
+    }
+
+    #[inline(always)]
+    fn has(self, flag: u64) -> bool {
+        self.0 & flag != 0
+    }
 }
 
 impl Ticket {
@@ -102,13 +131,21 @@ impl Ticket {
     ) -> Self {
         Self {
             state,
-            priority,
             times,
-            holds_slot,
-            reported: false,
-            cost,
+            marks: TicketMarks::new(cost, priority, holds_slot),
             telemetry,
         }
+    }
+
+    #[inline(always)]
+    pub(crate) fn priority(&self) -> Priority {
+        self.marks.priority()
+    }
+
+    /// Whether the call holds a slot of the key's bulkhead.
+    #[inline(always)]
+    pub(crate) fn holds_slot(&self) -> bool {
+        self.marks.has(TicketMarks::HOLDS_SLOT)
     }
 
     /// The key's metrics label, if metrics are per key.
@@ -136,7 +173,7 @@ impl<'a> Permit<'a> {
     /// Counts the slot the permit holds in the metrics.
     #[inline]
     fn counted(core: CoreRef<'a>, ticket: Ticket) -> Self {
-        if ticket.holds_slot {
+        if ticket.holds_slot() {
             let metrics = match &core {
                 CoreRef::Borrowed(core) => &core.metrics,
                 CoreRef::Owned(core) => &core.metrics,
@@ -204,7 +241,8 @@ impl<'a> Permit<'a> {
     /// the head of the queue).
     #[inline]
     fn finish(&mut self, outcome: Outcome) {
-        self.ticket.reported = true;
+        let marks = self.ticket.marks;
+        self.ticket.marks = TicketMarks(marks.0 & !TicketMarks::HOLDS_SLOT | TicketMarks::REPORTED);
         let ticket = &self.ticket;
         let core = match &self.core {
             CoreRef::Borrowed(core) => *core,
@@ -212,13 +250,13 @@ impl<'a> Permit<'a> {
         };
         core.record_outcome(
             &ticket.state,
-            ticket.priority,
+            marks.priority(),
             ticket.times,
-            ticket.cost,
+            marks.cost(),
             outcome,
             ticket.telemetry(),
         );
-        if ticket.holds_slot {
+        if marks.has(TicketMarks::HOLDS_SLOT) {
             core.release_slot(
                 &ticket.state,
                 ticket.times.started,
@@ -231,7 +269,6 @@ impl<'a> Permit<'a> {
         core.room.call_ended(|| {
             triomphe::Arc::strong_count(&ticket.state) <= crate::registry::HOLDERS + 1
         });
-        self.ticket.holds_slot = false;
     }
 
     /// The priority the call was admitted at (after the task-local priority
@@ -246,14 +283,14 @@ impl<'a> Permit<'a> {
     /// ```
     #[inline]
     pub fn priority(&self) -> Priority {
-        self.ticket.priority
+        self.ticket.priority()
     }
 }
 
 impl Drop for Permit<'_> {
     #[inline]
     fn drop(&mut self) {
-        if !self.ticket.reported {
+        if !self.ticket.marks.has(TicketMarks::REPORTED) {
             self.finish(Outcome::Neutral);
         }
     }
@@ -262,9 +299,9 @@ impl Drop for Permit<'_> {
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("priority", &self.ticket.priority)
+            .field("priority", &self.ticket.priority())
             .field("owned", &matches!(self.core, CoreRef::Owned(_)))
-            .field("reported", &self.ticket.reported)
+            .field("reported", &self.ticket.marks.has(TicketMarks::REPORTED))
             .finish_non_exhaustive()
     }
 }

@@ -1,14 +1,14 @@
 //! The one driver of admission: [`Core::decide`] runs a key's controls in
 //! their one order as far as they go without waiting, and says where the
-//! call must wait ([`Wait`]); [`Core::admit_after`] is the one loop that
-//! waits there and goes on. Every entry point builds a [`Request`] and
-//! hands it here with a [`Lookup`] of its key; the steps themselves (and
-//! why each stands where it does) are in `steps.rs`.
+//! call must wait ([`Wait`]); [`Core::admit_after`] (`waiting.rs`) is the
+//! one loop that waits there and goes on. Every entry point builds a
+//! [`Request`] and hands it here with a [`Lookup`] of its key; the steps
+//! themselves (and why each stands where it does) are in `steps.rs`.
 //!
 //! A call that waits for nothing, the common case, runs no async machinery:
-//! [`Core::admit_at_once`] is `decide` and its answer, inlined into the
-//! caller. A call that must wait is boxed ([`MustWait`]), and enters the
-//! loop.
+//! a caller that never waits calls `decide` itself, inlined; an async one
+//! calls [`Core::admit_at_once`]. A call that must wait is boxed
+//! ([`MustWait`]), and enters the loop.
 //!
 //! What a call takes on its way, it holds in its [`Admitting`]: refused,
 //! or dropped while it waits, it gives everything back.
@@ -18,14 +18,11 @@ use std::time::Duration;
 
 use super::admitting::{Admitted, Admitting, HeldToken};
 use super::request::{Request, Scope};
-use super::shared_rate::StoreStep;
 use super::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
 use crate::bulkhead::{QueuedWait, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
-use crate::events;
 use crate::key::KeyState;
-use crate::metrics::{CallWaits, WaitReason};
 use crate::rate::Reservation;
 use crate::registry::NoRoom;
 
@@ -67,8 +64,18 @@ pub(crate) enum Stop<'c> {
 
 impl<'c> Stop<'c> {
     #[cold]
-    fn wait(wait: Wait<'c>) -> Self {
+    pub(super) fn wait(wait: Wait<'c>) -> Self {
         Stop::Wait(Box::new(wait))
+    }
+
+    /// The refusal of a call that waits for nothing: what it took goes
+    /// back.
+    #[cold]
+    pub(crate) fn refused(self, core: &Core, request: &Request) -> Rejected {
+        match self {
+            Stop::Refused(rejected) => rejected,
+            Stop::Wait(wait) => wait.refused(core, request),
+        }
     }
 }
 
@@ -81,16 +88,7 @@ impl From<Rejected> for Stop<'_> {
 
 /// Where a call that [`Core::admit_at_once`] could not decide must wait,
 /// for [`Core::admit_after`] to go on from.
-pub(crate) struct MustWait<'c>(Box<Wait<'c>>);
-
-impl MustWait<'_> {
-    /// The refusal of a call that does not wait after all; what it took
-    /// goes back.
-    #[cold]
-    pub(crate) fn refused(self, core: &Core, request: &Request) -> Rejected {
-        self.0.refused(core, request)
-    }
-}
+pub(crate) struct MustWait<'c>(pub(super) Box<Wait<'c>>);
 
 /// A step that must wait, and the call on its way meanwhile.
 pub(crate) enum Wait<'c> {
@@ -111,26 +109,6 @@ pub(crate) enum Wait<'c> {
 
 /// # The driver
 impl Core {
-    /// `decide`, with a wait the caller does not make turned into its
-    /// refusal: the call admitted or refused, or where it must wait.
-    /// Inlined, so that an async caller admitted at once keeps its ticket
-    /// in its own state instead of receiving it through a nested future.
-    #[inline(always)]
-    pub(crate) fn admit_at_once<'c, A: Admitted<'c>>(
-        &'c self,
-        lookup: &impl Lookup,
-        request: &Request,
-    ) -> Result<Result<A, Rejected>, MustWait<'c>> {
-        match self.decide(lookup, request) {
-            Ok(admitted) => Ok(Ok(admitted)),
-            Err(Stop::Refused(rejected)) => Ok(Err(rejected)),
-            Err(Stop::Wait(wait)) if !wait.is_waited_for_by(request.patience) => {
-                Ok(Err(wait.refused(self, request)))
-            }
-            Err(Stop::Wait(wait)) => Err(MustWait(wait)),
-        }
-    }
-
     /// The driver's first steps for the rate alone and a caller that never
     /// waits ([`check`](crate::ThrottleManager::check)): the key's next
     /// `cost` tokens, taken if they are due now, else refused with how far
@@ -168,165 +146,23 @@ impl Core {
             .map_err(|wait| Rejected::rate_limited(wait, priority))
     }
 
-    /// [`admit_at_once`](Self::admit_at_once) kept apart, for an async
-    /// caller: `decide` inlined into a future would make every such future
-    /// as large as all its steps' values together.
+    /// `decide` for an async caller, with a wait the caller does not make
+    /// turned into its refusal: the call admitted or refused, or where it
+    /// must wait. Kept apart: `decide` inlined into a future would make
+    /// every such future as large as all its steps' values together.
     #[inline(never)]
-    pub(crate) fn admit_at_once_apart<'c, A: Admitted<'c>>(
+    pub(crate) fn admit_at_once<'c, A: Admitted<'c>>(
         &'c self,
         lookup: &impl Lookup,
         request: &Request,
     ) -> Result<Result<A, Rejected>, MustWait<'c>> {
-        self.admit_at_once(lookup, request)
-    }
-
-    /// The driver from where [`admit_at_once`](Self::admit_at_once) had to
-    /// wait: the one loop that waits, within a `call waited` span while
-    /// debug events are on.
-    pub(crate) async fn admit_after<'c, A: Admitted<'c>>(
-        &'c self,
-        lookup: &impl Lookup,
-        request: &Request,
-        MustWait(wait): MustWait<'c>,
-    ) -> Result<A, Rejected> {
-        let waiting = Box::pin(self.wait_then_admit(lookup, request, *wait));
-        if !events::enabled() {
-            return waiting.await;
-        }
-        let span = events::wait_span(lookup.name().as_deref(), request.asked);
-        let began = self.now();
-        let admitted = tracing::Instrument::instrument(waiting, span.clone()).await;
-        let refused = admitted.as_ref().err().map(Rejected::reason);
-        events::wait_ended(&span, self.since(began), refused);
-        admitted
-    }
-
-    /// Waits where `decide` stopped, and goes on with the next step, until
-    /// the call is admitted or refused.
-    async fn wait_then_admit<'c, A: Admitted<'c>>(
-        &'c self,
-        lookup: &impl Lookup,
-        request: &Request,
-        mut wait: Wait<'c>,
-    ) -> Result<A, Rejected> {
-        // A new key waits for room no longer than the caller waits for a
-        // token, counted from its first wait for room.
-        let mut room_until = None;
-        let mut waits = CallWaits::new(&self.metrics, lookup.label());
-        loop {
-            let (began, waiting_for) = (self.now(), wait.waiting_for());
-            let decided = match wait {
-                Wait::ForRoom(retry_at) => {
-                    let now = self.now();
-                    let priority = self.resolve(request.asked)?;
-                    let until = *room_until
-                        .get_or_insert_with(|| self.token_deadline(priority, request, now, 0));
-                    if retry_at > until.latest() || now >= until.latest() {
-                        if until.is_the_callers(retry_at.max(now)) {
-                            return Err(Rejected::new(RejectReason::Deadline, priority, None));
-                        }
-                        let retry_after = Duration::from_nanos(retry_at.saturating_sub(now));
-                        let full = RejectReason::KeySpaceFull;
-                        return Err(Rejected::new(full, priority, Some(retry_after)));
-                    }
-                    lookup.room_freed(retry_at).await;
-                    self.decide(lookup, request)
-                }
-                Wait::ForToken(mut call, token) => {
-                    let started = self.sleep_for_token(&call.call().state, token).await;
-                    call.call_mut().times.started = started;
-                    self.take_slot(call, request)
-                }
-                Wait::InLine(mut call) => {
-                    let arrived = call.call().times.scheduled;
-                    let in_line = {
-                        let c = call.call();
-                        self.wait_in_line(&c.state, c.priority, request, c.cost, arrived)
-                            .await
-                    };
-                    match in_line {
-                        Ok((token, taken_at)) => {
-                            // Still scheduled when it arrived: a fall while
-                            // it was in line answered the calls of its time,
-                            // so its failure is no news to the rate
-                            // (`rate::aimd::is_news`). It waited for its
-                            // token, in line: started a tick after it came
-                            // at the earliest.
-                            call.call_mut().times.started = taken_at.max(arrived.saturating_add(1));
-                            self.with_token(call, token, request)
-                        }
-                        Err(rejected) => Err(Stop::Refused(rejected)),
-                    }
-                }
-                Wait::InQueue(mut call, id) => {
-                    let waited = {
-                        let c = call.call();
-                        let since = c.times.started;
-                        self.wait_in_queue(&c.state, c.priority, id, since, request, &c.telemetry)
-                            .await
-                    };
-                    waits.add(WaitReason::Queue, || self.since(began));
-                    return match waited {
-                        Ok(()) => {
-                            // Admitted now: a learned limit times the call
-                            // from here, not from when it joined the queue.
-                            let c = call.call_mut();
-                            c.holds_slot = true;
-                            c.times.started = self.now();
-                            Ok(A::from_call(call))
-                        }
-                        Err(rejected) => Err(rejected),
-                    };
-                }
-                Wait::ForStoreToken(mut call) => {
-                    let asked = {
-                        let c = call.call();
-                        self.take_store_token(
-                            &c.state,
-                            c.priority,
-                            request,
-                            c.cost,
-                            c.times.scheduled,
-                        )
-                        .await
-                    };
-                    match asked {
-                        StoreStep::Token(token) => {
-                            let answered = self.now();
-                            // One booking a key is enough for the calls
-                            // charged to several: they sleep once every
-                            // key's token is booked.
-                            let due = answered.saturating_add(token.wait());
-                            call.call_mut().token = Some(HeldToken::Store(Box::new(token)));
-                            call.call_mut().times.started = match request.scope {
-                                Scope::Token => due,
-                                _ => self.sleep_until_due(due).await,
-                            };
-                            self.take_slot(call, request)
-                        }
-                        // A caller that waits however long it takes (`wait`)
-                        // asks again when a store that refuses meanwhile says
-                        // to; its deadline ends that.
-                        StoreStep::Refused(rejected)
-                            if request.patience == Patience::Unbounded
-                                && rejected.reason() != RejectReason::Deadline =>
-                        {
-                            let again = rejected.retry_after().unwrap_or(Duration::from_secs(1));
-                            let at = self.now().saturating_add(crate::clock::nanos(again));
-                            self.sleep_until_due(at).await;
-                            Err(Stop::wait(Wait::ForStoreToken(call)))
-                        }
-                        StoreStep::Refused(rejected) => Err(Stop::Refused(rejected)),
-                        StoreStep::Local => self.rate_then_slot(call, request),
-                    }
-                }
-            };
-            waits.add(waiting_for, || self.since(began));
-            wait = match decided {
-                Ok(admitted) => return Ok(admitted),
-                Err(Stop::Refused(rejected)) => return Err(rejected),
-                Err(Stop::Wait(next)) => *next,
-            };
+        match self.decide(lookup, request) {
+            Ok(admitted) => Ok(Ok(admitted)),
+            Err(Stop::Refused(rejected)) => Ok(Err(rejected)),
+            Err(Stop::Wait(wait)) if !wait.is_waited_for_by(request.patience) => {
+                Ok(Err(wait.refused(self, request)))
+            }
+            Err(Stop::Wait(wait)) => Err(MustWait(wait)),
         }
     }
 
@@ -440,7 +276,7 @@ impl Core {
     /// inlined: called from four places, the compiler would otherwise keep
     /// it apart, and move the call in and out of it on every admission.)
     #[inline(always)]
-    fn rate_then_slot<'c, A: Admitted<'c>>(
+    pub(super) fn rate_then_slot<'c, A: Admitted<'c>>(
         &'c self,
         call: Admitting<'c>,
         request: &Request,
@@ -455,7 +291,7 @@ impl Core {
     /// it sleeps once every key's token is). (Always inlined, as
     /// [`rate_then_slot`](Self::rate_then_slot).)
     #[inline(always)]
-    fn with_token<'c, A: Admitted<'c>>(
+    pub(super) fn with_token<'c, A: Admitted<'c>>(
         &'c self,
         mut call: Admitting<'c>,
         token: Token,
@@ -491,7 +327,7 @@ impl Core {
 
     /// The last step, once the call's token is due: its bulkhead slot.
     #[inline(always)]
-    fn take_slot<'c, A: Admitted<'c>>(
+    pub(super) fn take_slot<'c, A: Admitted<'c>>(
         &'c self,
         call: Admitting<'c>,
         request: &Request,
@@ -511,26 +347,6 @@ impl Core {
             Some(id) => Err(Stop::wait(Wait::InQueue(call, id))),
             None => Ok(A::from_call(call)),
         }
-    }
-
-    /// Sleeps until `due` on the core's clock; returns it.
-    async fn sleep_until_due(&self, due: Nanos) -> Nanos {
-        self.clock.sleep_until(Duration::from_nanos(due)).await;
-        due
-    }
-}
-
-/// # Calls charged to several keys: slots once every token is due
-impl Core {
-    /// Sleeps until the token `call` booked (a [`Scope::Token`] admission)
-    /// is due, a fall of its rate moving it as it moves every booked call.
-    pub(crate) async fn until_due(&self, call: &mut Admitting<'_>) {
-        let c = call.call();
-        let started = match &c.token {
-            Some(HeldToken::Local(token)) => self.sleep_for_token(&c.state, *token).await,
-            _ => self.sleep_until_due(c.times.started).await,
-        };
-        call.call_mut().times.started = started;
     }
 
     /// The slot of `call`, whose token is due: taken (`None`), or a place
@@ -555,43 +371,9 @@ impl Core {
             BulkheadPlace::Queued(id) => Ok(Some(id)),
         }
     }
-
-    /// The slot of `call`, whose token is due: taken, or waited for in the
-    /// bulkhead's queue as `request` waits.
-    ///
-    /// # Errors
-    ///
-    /// The bulkhead's refusal, or the caller's deadline's; `call` keeps
-    /// what it holds, to give back when dropped.
-    pub(crate) async fn take_slot_waiting(
-        &self,
-        call: &mut Admitting<'_>,
-        request: &Request,
-    ) -> Result<(), Rejected> {
-        let Some(id) = self.enter_slot(call, request.patience)? else {
-            return Ok(());
-        };
-        let c = call.call();
-        let since = c.times.started;
-        self.wait_in_queue(&c.state, c.priority, id, since, request, &c.telemetry)
-            .await?;
-        let c = call.call_mut();
-        c.holds_slot = true;
-        c.times.started = self.now();
-        Ok(())
-    }
 }
 
 impl Wait<'_> {
-    /// What the call waits for here, as the wait histogram names it.
-    fn waiting_for(&self) -> WaitReason {
-        match self {
-            Wait::ForRoom(_) => WaitReason::Room,
-            Wait::InQueue(..) => WaitReason::Queue,
-            Wait::ForToken(..) | Wait::InLine(_) | Wait::ForStoreToken(_) => WaitReason::Rate,
-        }
-    }
-
     /// Whether a caller of `patience` waits this out; otherwise it is
     /// refused at once ([`refused`](Self::refused)).
     fn is_waited_for_by(&self, patience: Patience) -> bool {

@@ -20,6 +20,7 @@ mod outcomes;
 mod request;
 pub(crate) mod shared_rate;
 mod steps;
+mod waiting;
 
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::Lookup;

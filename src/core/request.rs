@@ -1,7 +1,9 @@
 //! [`Request`]: what one admission asks of a key's controls, without the
 //! key: the priority, the cost, how long the caller waits, which controls
 //! apply, and the caller's deadline on the core's clock. Every entry point
-//! builds one and hands it to the driver (`core/drive.rs`).
+//! builds one and hands it to the driver (`core/drive.rs`). And how long
+//! the call may wait by it: [`StartBy`] for its start, [`TokenDeadline`]
+//! for its rate token.
 
 use super::{Core, Patience};
 use crate::clock::{Nanos, nanos};
@@ -107,6 +109,69 @@ impl Request {
     #[inline]
     pub(crate) fn takes_slot(&self) -> bool {
         self.scope == Scope::Every
+    }
+}
+
+/// The latest a call's rate token may come, measured on the core's clock:
+/// by the settings (from the call's arrival) and by the caller's deadline
+/// (early enough to start before it with time for an answer: see
+/// [`Request::start_by`](super::Request::start_by)).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenDeadline {
+    configured: Nanos,
+    caller: Option<Nanos>,
+}
+
+impl TokenDeadline {
+    /// The earlier of the two.
+    pub(crate) fn latest(self) -> Nanos {
+        self.caller
+            .map_or(self.configured, |caller| caller.min(self.configured))
+    }
+
+    /// The refusal of a call whose token is due at `due`, `wait` from now,
+    /// past [`latest`](Self::latest): the rate's when the settings would
+    /// not wait that long, else the caller's deadline's.
+    pub(crate) fn refusal(self, due: Nanos, wait: Nanos, priority: Priority) -> Rejected {
+        if self.is_the_callers(due) {
+            Rejected::new(RejectReason::Deadline, priority, None)
+        } else {
+            Rejected::rate_limited(wait, priority)
+        }
+    }
+
+    /// Whether a wait until `due`, past [`latest`](Self::latest), is
+    /// refused by the caller's deadline: the settings would wait that long.
+    pub(crate) fn is_the_callers(self, due: Nanos) -> bool {
+        due <= self.configured
+    }
+}
+
+impl Core {
+    /// The latest a token may come for a call of `patience` that arrived
+    /// at `arrived`, to a key whose quickest recent answer is `answer`.
+    pub(crate) fn token_deadline(
+        &self,
+        priority: Priority,
+        request: &Request,
+        arrived: Nanos,
+        answer: Nanos,
+    ) -> TokenDeadline {
+        let configured =
+            arrived.saturating_add(self.configured_patience(priority, request.patience));
+        let caller = match request.patience {
+            Patience::Never | Patience::QueueOnly => None,
+            Patience::AsConfigured | Patience::Unbounded => {
+                match request.start_by(self.now(), || answer) {
+                    StartBy::Whenever => None,
+                    StartBy::Until(latest) => Some(latest),
+                    // No token is early enough: any is refused as the
+                    // caller's deadline's.
+                    StartBy::TooLate => Some(0),
+                }
+            }
+        };
+        TokenDeadline { configured, caller }
     }
 }
 

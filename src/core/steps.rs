@@ -20,7 +20,7 @@ use crate::throttle::Count;
 
 /// # Admission: the steps of one call, in the one order they run
 ///
-/// The manager's pipeline (`manager/pipeline.rs`) calls these in turn,
+/// The driver (`drive.rs`, `waiting.rs`) calls these in turn,
 /// numbered as [`acquire`](crate::ThrottleManager::acquire) documents them
 /// (step 1, the key's state, is the key space's): 2 the throttle, 3 room in
 /// the bulkhead, 4 the rate token, 5 the bulkhead's slot. Each step takes the
@@ -412,7 +412,7 @@ impl Core {
     /// How far ahead a rate token may lie for a caller of `patience`, by
     /// the manager's settings alone.
     #[inline]
-    fn configured_patience(&self, priority: Priority, patience: Patience) -> Nanos {
+    pub(super) fn configured_patience(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
             Patience::Never | Patience::QueueOnly => 0,
             Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),
@@ -435,68 +435,5 @@ impl Core {
         } else {
             Rejected::new(RejectReason::Deadline, priority, None)
         }
-    }
-}
-
-/// The latest a call's rate token may come, measured on the core's clock:
-/// by the settings (from the call's arrival) and by the caller's deadline
-/// (early enough to start before it with time for an answer: see
-/// [`Request::start_by`](super::Request::start_by)).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TokenDeadline {
-    configured: Nanos,
-    caller: Option<Nanos>,
-}
-
-impl TokenDeadline {
-    /// The earlier of the two.
-    pub(crate) fn latest(self) -> Nanos {
-        self.caller
-            .map_or(self.configured, |caller| caller.min(self.configured))
-    }
-
-    /// The refusal of a call whose token is due at `due`, `wait` from now,
-    /// past [`latest`](Self::latest): the rate's when the settings would
-    /// not wait that long, else the caller's deadline's.
-    pub(crate) fn refusal(self, due: Nanos, wait: Nanos, priority: Priority) -> Rejected {
-        if self.is_the_callers(due) {
-            Rejected::new(RejectReason::Deadline, priority, None)
-        } else {
-            Rejected::rate_limited(wait, priority)
-        }
-    }
-
-    /// Whether a wait until `due`, past [`latest`](Self::latest), is
-    /// refused by the caller's deadline: the settings would wait that long.
-    pub(crate) fn is_the_callers(self, due: Nanos) -> bool {
-        due <= self.configured
-    }
-}
-
-impl Core {
-    /// The latest a token may come for a call of `patience` that arrived
-    /// at `arrived`, to a key whose quickest recent answer is `answer`.
-    pub(crate) fn token_deadline(
-        &self,
-        priority: Priority,
-        request: &Request,
-        arrived: Nanos,
-        answer: Nanos,
-    ) -> TokenDeadline {
-        let configured =
-            arrived.saturating_add(self.configured_patience(priority, request.patience));
-        let caller = match request.patience {
-            Patience::Never | Patience::QueueOnly => None,
-            Patience::AsConfigured | Patience::Unbounded => {
-                match request.start_by(self.now(), || answer) {
-                    StartBy::Whenever => None,
-                    StartBy::Until(latest) => Some(latest),
-                    // No token is early enough: any is refused as the
-                    // caller's deadline's.
-                    StartBy::TooLate => Some(0),
-                }
-            }
-        };
-        TokenDeadline { configured, caller }
     }
 }

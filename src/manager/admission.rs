@@ -3,7 +3,6 @@
 //! metrics, the `call refused` event, a status page's tally), which needs
 //! the key.
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::{RefusedKey, ThrottleManager};
@@ -13,6 +12,7 @@ use crate::error::Rejected;
 use crate::events;
 use crate::key::KeyState;
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 use crate::registry::NoRoom;
 
 /// A call's key, as the driver looks it up.
@@ -23,8 +23,8 @@ pub(super) struct KeyLookup<'m, 'q, K, Q: ?Sized> {
 
 impl<K, Q> Lookup for KeyLookup<'_, '_, K, Q>
 where
-    K: Hash + Eq + Send + Sync + 'static + Borrow<Q> + From<Q::Owned>,
-    Q: Hash + Eq + ToOwned + ?Sized,
+    K: Hash + Eq + Send + Sync + 'static,
+    Q: BorrowedKey<K> + ?Sized,
 {
     #[inline(always)]
     fn find(&self, now: Nanos) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom> {
@@ -78,18 +78,14 @@ where
     /// The driver without waiting: a call that would have to wait at any
     /// step is refused with that step's reason.
     #[inline(always)]
-    pub(super) fn admit_now<'m, Q, A: Admitted<'m>>(
+    pub(super) fn admit_now<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
         &'m self,
         key: &Q,
         request: &Request,
-    ) -> Result<A, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
-        let admitted = match self.core().admit_at_once(&self.lookup(key), request) {
-            Ok(admitted) => admitted,
-            Err(wait) => Err(wait.refused(self.core(), request)),
+    ) -> Result<A, Rejected> {
+        let admitted = match self.core().decide(&self.lookup(key), request) {
+            Ok(admitted) => Ok(admitted),
+            Err(stop) => Err(stop.refused(self.core(), request)),
         };
         self.count_admission(key, &admitted);
         admitted
@@ -97,17 +93,13 @@ where
 
     /// The driver, waiting where a step says to. A call that waits for
     /// nothing never enters the async loop.
-    pub(super) async fn admit<'m, Q, A: Admitted<'m>>(
+    pub(super) async fn admit<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
         &'m self,
         key: &Q,
         request: &Request,
-    ) -> Result<A, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<A, Rejected> {
         let lookup = self.lookup(key);
-        let admitted = match self.core().admit_at_once_apart(&lookup, request) {
+        let admitted = match self.core().admit_at_once(&lookup, request) {
             Ok(admitted) => admitted,
             Err(wait) => self.core().admit_after(&lookup, request, wait).await,
         };
@@ -117,14 +109,11 @@ where
 
     /// Counts an admission (one counted when made) or a refusal.
     #[inline]
-    pub(super) fn count_admission<'m, Q, A: Admitted<'m>>(
+    pub(super) fn count_admission<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
         &self,
         key: &Q,
         admitted: &Result<A, Rejected>,
-    ) where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Eq + ToOwned + ?Sized,
-    {
+    ) {
         match admitted {
             Ok(admitted) if A::COUNTED => self.core().metrics.admitted(admitted.label()),
             Ok(_) => {}
@@ -135,11 +124,7 @@ where
     /// Counts a refusal of `key` wherever it is seen: the metrics, the
     /// `call refused` event, a status page's tally. Every method that
     /// refuses a call ends here.
-    pub(super) fn count_refusal<Q>(&self, key: &Q, rejected: &Rejected)
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Eq + ToOwned + ?Sized,
-    {
+    pub(super) fn count_refusal<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, rejected: &Rejected) {
         self.core()
             .metrics
             .rejected(self.label_of(key).as_deref(), rejected.reason());
@@ -148,8 +133,8 @@ where
         }
         if let Some(watcher) = self.inner.refusal_watcher.get() {
             let refused = RefusedKey {
-                is: &|held: &K| held.borrow() == key,
-                owned: &|| K::from(key.to_owned()),
+                is: &|held: &K| key.names(held),
+                owned: &|| key.to_key(),
             };
             watcher.refused(refused, rejected.reason());
         }

@@ -1,21 +1,20 @@
 //! `call`: the whole protocol around one call. Admitted by the driver,
 //! run under its call timeout and its caller's deadline on the manager's
-//! clock, its outcome classified and reported; retried as the policy says.
-//! `call_all` is the same for a call charged to several keys.
+//! clock, its outcome classified and reported; retried as the policy says
+//! (`attempt.rs`). `call_all` is the same for a call charged to several
+//! keys.
 
-use std::borrow::Borrow;
 use std::future::Future;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManager;
-use super::{CallError, Retries, RetryCause};
-use crate::core::Patience;
-use crate::deadline::{self, TimeLimit};
-use crate::error::Rejected;
-use crate::outcome::{CallFailure, Outcome, outcome_of};
-use crate::permit::{JointPermit, Permit, Ticket};
-use crate::priority::{Priority, with_priority};
+use super::attempt::Charged;
+use crate::error::CallError;
+use crate::outcome::CallFailure;
+use crate::priority::Priority;
+use crate::registry::BorrowedKey;
+use crate::retry::Retries;
 
 /// # Calls: acquire, run, report
 impl<K> ThrottleManager<K>
@@ -31,7 +30,7 @@ where
     /// marked with [`overloaded`](crate::overloaded) lowers the rate and
     /// counts no accept; so does any error the manager's
     /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
-    /// [`Outcome::Overloaded`]; every other error is neutral (no shedding, the
+    /// [`Outcome::Overloaded`](crate::Outcome::Overloaded); every other error is neutral (no shedding, the
     /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever. Inside
@@ -69,7 +68,7 @@ where
     ///
     /// Cancel-safe. Dropped while waiting, it takes nothing (as `acquire`);
     /// dropped while the call runs, the call is dropped with it and its slot
-    /// freed, and the outcome counts as [`Outcome::Neutral`]: nothing is left
+    /// freed, and the outcome counts as [`Outcome::Neutral`](crate::Outcome::Neutral): nothing is left
     /// held or half-recorded.
     ///
     /// ```
@@ -107,15 +106,13 @@ where
     /// ```
     // A plain `fn` that returns `call_within`'s future, not an `async fn`
     // around it: one state machine, not two nested.
-    pub fn call<Q, F, Fut, T, E, Via>(
+    pub fn call<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
         priority: Priority,
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -158,7 +155,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn call_n<Q, F, Fut, T, E, Via>(
+    pub fn call_n<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
         priority: Priority,
@@ -166,8 +163,6 @@ where
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -202,7 +197,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn call_with_timeout<Q, F, Fut, T, E, Via>(
+    pub fn call_with_timeout<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
         priority: Priority,
@@ -210,8 +205,6 @@ where
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -247,7 +240,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn call_n_with_timeout<Q, F, Fut, T, E, Via>(
+    pub fn call_n_with_timeout<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
         priority: Priority,
@@ -256,8 +249,6 @@ where
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -301,7 +292,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn call_with_fallback<Q, F, Fut, T, E, Via, G, GFut>(
+    pub async fn call_with_fallback<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via, G, GFut>(
         &self,
         key: &Q,
         priority: Priority,
@@ -309,8 +300,6 @@ where
         fallback: G,
     ) -> Result<T, CallError<E>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -335,7 +324,7 @@ where
     /// # Errors
     ///
     /// As [`call`](Self::call); a refusal is the first key's to refuse
-    /// ([`key_index`](Rejected::key_index) names it), and takes nothing from
+    /// ([`key_index`](crate::Rejected::key_index) names it), and takes nothing from
     /// any key.
     ///
     /// # Cancel safety
@@ -362,15 +351,13 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn call_all<Q, F, Fut, T, E, Via>(
+    pub fn call_all<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         keys: &[&Q],
         priority: Priority,
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
@@ -384,7 +371,7 @@ where
         )
     }
 
-    fn call_within<Q, F, Fut, T, E, Via>(
+    fn call_within<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
         priority: Priority,
@@ -393,139 +380,11 @@ where
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
         self.call_charged(Charged::One(key), priority, cost, timeout, call)
-    }
-
-    async fn call_charged<Q, F, Fut, T, E, Via>(
-        &self,
-        keys: Charged<'_, Q>,
-        priority: Priority,
-        cost: u32,
-        timeout: Option<Duration>,
-        mut call: F,
-    ) -> Result<T, CallError<E>>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        if self.core().retry.is_none() {
-            let attempt = self.attempt(keys, priority, cost, timeout, &mut call).await;
-            return attempt.map_err(|(error, _)| error);
-        }
-        // A retry's lower priority must win over the task's, which would
-        // otherwise replace it: every attempt runs under its own.
-        let first = Priority::current().unwrap_or(priority);
-        let mut retries = match keys.first() {
-            Some(key) => self.retries(key, first),
-            None => Retries::new(self.core(), None, None, first),
-        };
-        loop {
-            let priority = retries.priority();
-            let attempt = with_priority(
-                priority,
-                self.attempt(keys, priority, cost, timeout, &mut call),
-            );
-            let (error, outcome) = match retries.within(attempt).await {
-                Some(Ok(value)) => return Ok(value),
-                Some(Err(failed)) => failed,
-                // Past the deadline: dropped unfinished, as neutral.
-                None => return Err(CallError::TimedOut(retries.expired())),
-            };
-            let cause = match &error {
-                CallError::Rejected(rejected) => RetryCause::Refused {
-                    retry_after: rejected.retry_after(),
-                },
-                CallError::TimedOut(expiry) if expiry.limit() == TimeLimit::CallTimeout => {
-                    RetryCause::Overloaded { pause: None }
-                }
-                _ if outcome == Outcome::Overloaded => RetryCause::Overloaded { pause: None },
-                _ => return Err(error),
-            };
-            if retries.after(cause).await.is_err() {
-                return Err(error);
-            }
-        }
-    }
-
-    /// One attempt: admitted, run, reported. A failure comes with the
-    /// outcome it was reported as.
-    async fn attempt<Q, F, Fut, T, E, Via>(
-        &self,
-        keys: Charged<'_, Q>,
-        priority: Priority,
-        cost: u32,
-        timeout: Option<Duration>,
-        call: &mut F,
-    ) -> Result<T, (CallError<E>, Outcome)>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        let core = self.core();
-        let request = self.permit_request(priority, cost, Patience::AsConfigured);
-        let admitted = match keys {
-            // As `acquire`, with the ticket of a call admitted at once kept
-            // in this future's state (see `Core::admit_at_once_apart`).
-            Charged::One(key) => {
-                let lookup = self.lookup(key);
-                let admitted: Result<Ticket, Rejected> =
-                    match core.admit_at_once_apart(&lookup, &request) {
-                        Ok(admitted) => admitted,
-                        // Boxed, as the joint wait below: a call admitted at
-                        // once carries no waiting state in its future.
-                        Err(wait) => Box::pin(core.admit_after(&lookup, &request, wait)).await,
-                    };
-                self.count_admission(key, &admitted);
-                admitted.map(|ticket| Attempted::One(Permit::borrowed(core, ticket)))
-            }
-            // Boxed: a single key's call future stays as small as its own
-            // steps need.
-            Charged::All(keys) => Box::pin(self.admit_all(keys, &request))
-                .await
-                .map(Attempted::All),
-        };
-        let permit =
-            admitted.map_err(|rejected| (CallError::Rejected(rejected), Outcome::Neutral))?;
-        // A call admitted with a deadline keeps it: it ends by the sooner
-        // of its timeout and its caller's deadline, on the manager's clock,
-        // and only its timeout judges the backend.
-        let result = match deadline::call_bound(timeout, request.deadline, || core.now()) {
-            None => call().await,
-            Some((bound, until)) => match core.before(until, call()).await {
-                Some(result) => result,
-                None => {
-                    let outcome = bound.limit().counts_as();
-                    permit.report(outcome);
-                    return Err((CallError::TimedOut(bound), outcome));
-                }
-            },
-        };
-        match result {
-            Ok(value) => {
-                if request.deadline.is_some() {
-                    permit.answered();
-                }
-                permit.success();
-                Ok(value)
-            }
-            Err(error) => {
-                let outcome = outcome_of(&error, core.classifier.as_deref());
-                permit.report(outcome);
-                Err((CallError::Inner(error), outcome))
-            }
-        }
     }
 
     /// One logical call's retries under the manager's
@@ -546,73 +405,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn retries<Q>(&self, key: &Q, priority: Priority) -> Retries<'_>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn retries<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, priority: Priority) -> Retries<'_> {
         let core = self.core();
         let key_state = match &core.retry {
             Some(_) => self.key_state(key, core.now()).ok(),
             None => None,
         };
         Retries::new(core, core.retry.as_ref(), key_state, priority)
-    }
-}
-
-/// The keys an attempt is charged to.
-enum Charged<'k, Q: ?Sized> {
-    One(&'k Q),
-    All(&'k [&'k Q]),
-}
-
-impl<Q: ?Sized> Clone for Charged<'_, Q> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<Q: ?Sized> Copy for Charged<'_, Q> {}
-
-impl<'k, Q: ?Sized> Charged<'k, Q> {
-    /// The key whose retry budget the call draws on.
-    fn first(self) -> Option<&'k Q> {
-        match self {
-            Charged::One(key) => Some(key),
-            Charged::All(keys) => keys.first().copied(),
-        }
-    }
-}
-
-/// An admitted attempt's permit: one key's, or every key's.
-enum Attempted<'m> {
-    One(Permit<'m>),
-    All(JointPermit<'m>),
-}
-
-impl Attempted<'_> {
-    /// [`report`](Self::report) of a success, kept apart: a permit's
-    /// success is its quickest way out.
-    #[inline]
-    fn success(self) {
-        match self {
-            Attempted::One(permit) => permit.success(),
-            Attempted::All(permit) => permit.success(),
-        }
-    }
-
-    fn report(self, outcome: Outcome) {
-        match self {
-            Attempted::One(permit) => permit.report(outcome),
-            Attempted::All(permit) => permit.report(outcome),
-        }
-    }
-
-    /// The call, which had a deadline, had its answer now.
-    fn answered(&self) {
-        match self {
-            Attempted::One(permit) => permit.answered(),
-            Attempted::All(permit) => permit.answered(),
-        }
     }
 }

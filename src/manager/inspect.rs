@@ -1,12 +1,12 @@
 //! What the manager knows about its keys, for health endpoints and
 //! dashboards. Nothing here creates a key.
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
 use crate::key::KeyState;
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 
 /// Everything a key's controls know, for a health endpoint or a dashboard:
 /// `Serialize`, so it can be returned as JSON.
@@ -131,11 +131,7 @@ where
     /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn snapshot<Q>(&self, key: &Q) -> Option<KeySnapshot>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn snapshot<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<KeySnapshot> {
         let state = self.inner.keys.state(key)?;
         Some(self.snapshot_of(&state))
     }
@@ -155,11 +151,7 @@ where
     /// assert_eq!(manager.peek("api").unwrap().remaining, 2);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn peek<Q>(&self, key: &Q) -> Option<RateRemaining>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn peek<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<RateRemaining> {
         let state = self.inner.keys.state(key)?;
         if self.core().shared_rate(&state).is_some() {
             return None;
@@ -190,11 +182,7 @@ where
     /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // probing first, at 2
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn concurrency_limit<Q>(&self, key: &Q) -> Option<usize>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn concurrency_limit<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<usize> {
         let state = self.inner.keys.state(key)?;
         let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
         usize::try_from(bulkhead.limit(settings)).ok()
@@ -277,11 +265,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn rejection_probability<Q>(&self, key: &Q, priority: Priority) -> Option<f64>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn rejection_probability<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Option<f64> {
         let core = self.core();
         let priority = core.priorities.clamp(priority);
         let state = self.inner.keys.state(key)?;

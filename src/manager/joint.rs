@@ -9,7 +9,6 @@
 //! that refuses, or the caller giving up, gives back what every key gave,
 //! and no control counts it.
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
@@ -18,6 +17,7 @@ use crate::core::{Admitting, Core, Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::permit::{JointPermit, Permit, Ticket};
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 
 /// # Admission: calls charged to several keys
 impl<K> ThrottleManager<K>
@@ -89,15 +89,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_all<Q>(
+    pub async fn acquire_all<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
         priority: Priority,
-    ) -> Result<JointPermit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<JointPermit<'_>, Rejected> {
         self.acquire_all_n(keys, priority, 1).await
     }
 
@@ -141,16 +137,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_all_n<Q>(
+    pub async fn acquire_all_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
         priority: Priority,
         cost: u32,
-    ) -> Result<JointPermit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<JointPermit<'_>, Rejected> {
         let request = self.permit_request(priority, cost, Patience::AsConfigured);
         self.admit_all(keys, &request).await
     }
@@ -176,15 +168,11 @@ where
     /// assert!(manager.try_acquire_all(&["tenant-a", "user-8"], Priority::HIGH).is_ok());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn try_acquire_all<Q>(
+    pub fn try_acquire_all<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
         priority: Priority,
-    ) -> Result<JointPermit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<JointPermit<'_>, Rejected> {
         self.try_acquire_all_n(keys, priority, 1)
     }
 
@@ -214,16 +202,12 @@ where
     /// assert_eq!(manager.peek("crawl").unwrap().remaining, 3);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn try_acquire_all_n<Q>(
+    pub fn try_acquire_all_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
         priority: Priority,
         cost: u32,
-    ) -> Result<JointPermit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<JointPermit<'_>, Rejected> {
         refuse_duplicates(keys, priority)?;
         let request = Request::new(self.core(), priority, cost, Patience::Never, Scope::Token);
         let mut taken = Taken::new(self.core(), keys.len());
@@ -255,15 +239,11 @@ where
 {
     /// Every key of `keys` admits the call `request` asks for: first every
     /// key's token (waiting for the latest), then every key's slot.
-    pub(super) async fn admit_all<Q>(
+    pub(super) async fn admit_all<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
         request: &Request,
-    ) -> Result<JointPermit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<JointPermit<'_>, Rejected> {
         refuse_duplicates(keys, request.asked)?;
         let core = self.core();
         let booking = Request {

@@ -1,7 +1,6 @@
 //! The key space as the manager uses it: a key's state, found or created
 //! with its settings, and how the key is named in events and metrics.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
@@ -17,6 +16,7 @@ use crate::events;
 use crate::key::KeyState;
 use crate::rate::RateCell;
 use crate::rate::RateSettings;
+use crate::registry::BorrowedKey;
 use crate::registry::NoRoom;
 use crate::throttle::ThrottleSettings;
 use crate::throttle::ThrottleWindow;
@@ -140,11 +140,11 @@ where
     ///
     /// [`NoRoom`] when the key is new and the key space has no room for it.
     #[inline(always)]
-    pub(super) fn entry<Q>(&self, key: &Q, now: Nanos) -> Result<triomphe::Arc<KeyState>, NoRoom>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub(super) fn entry<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        now: Nanos,
+    ) -> Result<triomphe::Arc<KeyState>, NoRoom> {
         self.inner.keys.get_or_insert_with(
             key,
             now,
@@ -159,15 +159,11 @@ where
     ///
     /// [`NoRoom`] when the key is new and the key space has no room for it.
     #[inline(always)]
-    pub(super) fn key_state<Q>(
+    pub(super) fn key_state<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         now: Nanos,
-    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom> {
         self.inner.keys.get_or_insert_with(
             key,
             now,
@@ -206,26 +202,18 @@ where
     /// `key`'s metrics label, if metrics are per key (never without the
     /// feature); for counting a call refused before its key's state was
     /// found, and a call's waits.
-    pub(super) fn label_of<Q>(&self, key: &Q) -> Option<String>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: ToOwned + ?Sized,
-    {
+    pub(super) fn label_of<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<String> {
         if !self.inner.metrics_per_key {
             return None;
         }
         let names = self.inner.key_names.as_ref()?;
-        Some(names.name(&K::from(key.to_owned())))
+        Some(names.name(&key.to_key()))
     }
 
     /// `key`'s name for events, if the manager names keys.
-    pub(super) fn name_of_key<Q>(&self, key: &Q) -> Option<String>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: ToOwned + ?Sized,
-    {
+    pub(super) fn name_of_key<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<String> {
         let names = self.inner.key_names.as_ref()?;
-        Some(names.name(&K::from(key.to_owned())))
+        Some(names.name(&key.to_key()))
     }
 
     /// A new key's state: every control the manager has for it, each with

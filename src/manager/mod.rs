@@ -29,14 +29,13 @@ use crate::key::KeyState;
 use crate::registry::Registry;
 
 mod admission;
+mod attempt;
 mod call;
-mod call_error;
 mod inspect;
 mod joint;
 mod keys;
 mod permits;
 mod rate_only;
-mod retries;
 mod server_admission;
 // The status page is the one watcher the crate has; without it, nothing
 // installs one and the hook stays empty.
@@ -45,11 +44,9 @@ mod refusal_hook;
 #[cfg(feature = "status")]
 mod watch;
 
-pub use call_error::CallError;
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{ControlOverrides, KeyNamer, KeyNames, Overrides, TierOf};
 pub(crate) use refusal_hook::{RefusalWatcher, RefusedKey};
-pub use retries::{GaveUp, Retries, RetryCause};
 #[cfg(feature = "status")]
 pub(crate) use watch::KeyLoad;
 

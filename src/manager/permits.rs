@@ -1,7 +1,6 @@
 //! The methods that hand out permits: `acquire`, `try_acquire` and their
 //! owned forms, each a way into the one driver (`admission`).
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
@@ -9,6 +8,7 @@ use crate::core::Patience;
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 
 /// # Admission: permits for calls
 impl<K> ThrottleManager<K>
@@ -86,11 +86,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub async fn acquire<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Result<Permit<'_>, Rejected> {
         let ticket = self
             .admit(
                 key,
@@ -141,16 +141,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_n<Q>(
+    pub async fn acquire_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
         cost: u32,
-    ) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<Permit<'_>, Rejected> {
         let ticket = self
             .admit(
                 key,
@@ -191,15 +187,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_owned<Q>(
+    pub async fn acquire_owned<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<OwnedPermit, Rejected> {
         let ticket = self
             .admit(
                 key,
@@ -236,16 +228,12 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn acquire_owned_n<Q>(
+    pub async fn acquire_owned_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
         cost: u32,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<OwnedPermit, Rejected> {
         let ticket = self
             .admit(
                 key,
@@ -290,11 +278,11 @@ where
     // permit is built where the caller keeps it instead of being copied
     // out through the calls between.
     #[inline(always)]
-    pub fn try_acquire<Q>(&self, key: &Q, priority: Priority) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn try_acquire<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Result<Permit<'_>, Rejected> {
         let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
@@ -326,16 +314,12 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]
-    pub fn try_acquire_n<Q>(
+    pub fn try_acquire_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
         cost: u32,
-    ) -> Result<Permit<'_>, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<Permit<'_>, Rejected> {
         let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
@@ -361,11 +345,11 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]
-    pub fn try_acquire_owned<Q>(&self, key: &Q, priority: Priority) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn try_acquire_owned<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Result<OwnedPermit, Rejected> {
         let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
@@ -394,16 +378,12 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]
-    pub fn try_acquire_owned_n<Q>(
+    pub fn try_acquire_owned_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
         cost: u32,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<OwnedPermit, Rejected> {
         let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }

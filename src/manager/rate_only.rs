@@ -2,7 +2,6 @@
 //! a call, report its outcome after (`increment`, `decrement`), ask without
 //! waiting (`check`), pause a key (`defer`).
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use crate::core::{CallTimes, Patience, Request, Scope, Spent};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 
 /// # The rate on its own
 impl<K> ThrottleManager<K>
@@ -66,11 +66,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn wait<Q>(&self, key: &Q) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub async fn wait<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Result<(), Rejected> {
         self.wait_n(key, 1).await
     }
 
@@ -114,11 +110,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn wait_n<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub async fn wait_n<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u32,
+    ) -> Result<(), Rejected> {
         self.rate_alone(key, cost, Patience::Unbounded).await
     }
 
@@ -143,11 +139,7 @@ where
     /// assert!(manager.check("api").is_err());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn check<Q>(&self, key: &Q) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn check<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Result<(), Rejected> {
         self.check_n(key, 1)
     }
 
@@ -176,11 +168,7 @@ where
     /// manager.check_n("tenant-a", 5)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn check_n<Q>(&self, key: &Q, cost: u32) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn check_n<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, cost: u32) -> Result<(), Rejected> {
         let request = Request::new(
             self.core(),
             Priority::HIGH,
@@ -201,11 +189,12 @@ where
     /// `wait` and `check`: the driver with the rate alone, at
     /// [`Priority::HIGH`]. Without a rate there is nothing to take, and no
     /// key is made; a deadline already passed is still refused.
-    async fn rate_alone<Q>(&self, key: &Q, cost: u32, patience: Patience) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    async fn rate_alone<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u32,
+        patience: Patience,
+    ) -> Result<(), Rejected> {
         let request = Request::new(self.core(), Priority::HIGH, cost, patience, Scope::RateOnly);
         if self.core().rate.is_none() {
             return self.in_time_without_rate(key, &request);
@@ -215,11 +204,11 @@ where
 
     /// A call to a manager without a rate: admitted unless its deadline
     /// has passed.
-    fn in_time_without_rate<Q>(&self, key: &Q, request: &Request) -> Result<(), Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    fn in_time_without_rate<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        request: &Request,
+    ) -> Result<(), Rejected> {
         let checked = request.in_time(self.core().now(), || 0, Priority::HIGH);
         if let Err(rejected) = &checked {
             self.count_refusal(key, rejected);
@@ -242,11 +231,7 @@ where
     /// assert_eq!(manager.increment("api"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn increment<Q>(&self, key: &Q) -> Option<f64>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn increment<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         self.report(key, Outcome::Success)
     }
 
@@ -267,21 +252,13 @@ where
     /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the 500 ms cooldown
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn decrement<Q>(&self, key: &Q) -> Option<f64>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn decrement<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         self.report(key, Outcome::Overloaded)
     }
 
     /// What `increment` and `decrement` share: the outcome of a call made
     /// after `wait`, counted as a permit's would be.
-    fn report<Q>(&self, key: &Q, outcome: Outcome) -> Option<f64>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    fn report<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, outcome: Outcome) -> Option<f64> {
         let core = self.core();
         let now = core.now();
         let (state, telemetry) = self.key_state(key, now).ok()?;
@@ -302,11 +279,7 @@ where
     /// assert_eq!(manager.current_rate("api"), Some(10.3));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn current_rate<Q>(&self, key: &Q) -> Option<f64>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn current_rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         let state = self.inner.keys.state(key)?;
         let core = self.core();
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
@@ -336,11 +309,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub fn defer<Q>(&self, key: &Q, pause: Duration) -> Option<Duration>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    pub fn defer<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, pause: Duration) -> Option<Duration> {
         let core = self.core();
         let pause = pause.min(core.max_defer);
         let now = core.now();
@@ -371,11 +340,7 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[deprecated(since = "0.3.0", note = "a key's rate now is `current_rate(key)`")]
-    pub fn rate<Q>(&self, key: &Q) -> Option<f64>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub fn rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         self.current_rate(key)
     }
 }

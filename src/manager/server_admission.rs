@@ -2,7 +2,6 @@
 //! but the bulkhead's queue. Apart, and last in the method list, so that a
 //! caller meets `acquire` and `try_acquire` first.
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 
 use super::ThrottleManager;
@@ -10,6 +9,7 @@ use crate::core::Patience;
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
 use crate::priority::Priority;
+use crate::registry::BorrowedKey;
 
 /// # Admission for servers
 impl<K> ThrottleManager<K>
@@ -65,15 +65,11 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn try_acquire_or_queue_owned<Q>(
+    pub async fn try_acquire_or_queue_owned<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,
-    ) -> Result<OwnedPermit, Rejected>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<OwnedPermit, Rejected> {
         let request = self.permit_request(priority, 1, Patience::QueueOnly);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))

@@ -1,12 +1,12 @@
 //! What a [status page](crate::status) reads of the key space each time it
 //! samples: every key's load in one pass, one key's view, names.
 
-use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::{KeySnapshot, ThrottleManager};
 use crate::key::KeyState;
+use crate::registry::BorrowedKey;
 
 /// How loaded one key is now: what the page ranks keys by.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -35,11 +35,10 @@ where
 
     /// `key`'s snapshot and load, and its successes per second as its
     /// adaptive rate measures them; `None` if the key is not live.
-    pub(crate) fn watch_sample<Q>(&self, key: &Q) -> Option<(KeySnapshot, KeyLoad, Option<f64>)>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub(crate) fn watch_sample<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+    ) -> Option<(KeySnapshot, KeyLoad, Option<f64>)> {
         let state = self.inner.keys.state(key)?;
         let core = self.core();
         let served = core

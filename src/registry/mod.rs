@@ -51,11 +51,11 @@
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
+mod borrowed_key;
 mod eviction;
 mod room_signal;
 mod table;
 
-use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Mutex;
@@ -64,6 +64,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use triomphe::Arc;
 
 use crate::clock::Nanos;
+
+pub use borrowed_key::BorrowedKey;
 use table::Table;
 
 pub(crate) use room_signal::RoomSignal;
@@ -203,20 +205,16 @@ where
     /// `then` of `key` and its state, if the key is live (under its shard's
     /// shared lock: `then` should be short).
     #[inline]
-    pub(crate) fn get<Q, T>(&self, key: &Q, then: impl FnOnce(&K, &Arc<S>) -> T) -> Option<T>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub(crate) fn get<Q: BorrowedKey<K> + ?Sized, T>(
+        &self,
+        key: &Q,
+        then: impl FnOnce(&K, &Arc<S>) -> T,
+    ) -> Option<T> {
         self.map.get(key, self.map.hash(key), then)
     }
 
     /// The state of `key`, if it is live.
-    pub(crate) fn state<Q>(&self, key: &Q) -> Option<Arc<S>>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
+    pub(crate) fn state<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<Arc<S>> {
         self.get(key, |_, state| Arc::clone(state))
     }
 
@@ -227,17 +225,13 @@ where
     /// [`NoRoom`] when the key is new, the registry is at its cap and no key can
     /// be evicted.
     #[inline(always)]
-    pub(crate) fn get_or_insert_with<Q, T>(
+    pub(crate) fn get_or_insert_with<Q: BorrowedKey<K> + ?Sized, T>(
         &self,
         key: &Q,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
         then: impl FnOnce(&K, &Arc<S>) -> T,
-    ) -> Result<T, NoRoom>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<T, NoRoom> {
         let hash = self.map.hash(key);
         let mut then = Some(then);
         // `then` runs once: here, or below.
@@ -252,18 +246,14 @@ where
 
     /// [`get_or_insert_with`](Self::get_or_insert_with) for a key not found.
     #[cold]
-    fn insert_with<Q, T>(
+    fn insert_with<Q: BorrowedKey<K> + ?Sized, T>(
         &self,
         key: &Q,
         hash: u64,
         now: Nanos,
         make: impl FnOnce(&K) -> S,
         then: impl FnOnce(&K, &Arc<S>) -> T,
-    ) -> Result<T, NoRoom>
-    where
-        K: Borrow<Q> + From<Q::Owned>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-    {
+    ) -> Result<T, NoRoom> {
         self.reserve_room(now)?;
         // Until the key is in the map, the room goes back if anything fails:
         // another thread creating it first, or a panic in the key's
@@ -273,7 +263,7 @@ where
         // the insert and the push nothing can fail, so no live key misses
         // the queue.
         let room = Room(self);
-        let key = K::from(key.to_owned());
+        let key = key.to_key();
         let state = make(&key);
         let (made, found) = self.map.insert(key, hash, state, then);
         if let Some(state) = made {

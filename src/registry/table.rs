@@ -8,7 +8,7 @@
 //! runs under a lock but the key's own `Hash` and `Eq` and the caller's
 //! short reads of the slot.
 
-use std::borrow::Borrow;
+use super::BorrowedKey;
 use std::hash::{BuildHasher, Hash};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -70,18 +70,14 @@ where
     /// `then` of `key`'s slot, if the key is in the table (under its
     /// shard's shared lock).
     #[inline]
-    pub(super) fn get<Q, T>(
+    pub(super) fn get<Q: BorrowedKey<K> + ?Sized, T>(
         &self,
         key: &Q,
         hash: u64,
         then: impl FnOnce(&K, &Arc<S>) -> T,
-    ) -> Option<T>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
+    ) -> Option<T> {
         let shard = self.read(hash);
-        let (found, state) = shard.find(hash, |(k, _)| k.borrow() == key)?;
+        let (found, state) = shard.find(hash, |(k, _)| key.names(k))?;
         Some(then(found, state))
     }
 

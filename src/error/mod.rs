@@ -1,9 +1,13 @@
-//! Rejections and configuration errors, as data.
+//! Rejections, a call's errors and configuration errors, as data.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::priority::Priority;
+
+mod call;
+
+pub use call::CallError;
 
 /// A configuration was rejected. Lists every problem found, each with the
 /// field it concerns and the value given.

@@ -49,5 +49,7 @@
 //! # }
 //! ```
 
-pub use crate::manager::{GaveUp, Retries, RetryCause};
+mod retries;
+
 pub use crate::retry_budget::RetryPolicy;
+pub use retries::{GaveUp, Retries, RetryCause};
