@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How important a call is: 0 is the most important.
 ///
@@ -67,7 +68,11 @@ impl Priority {
     /// .await;
     /// # }
     /// ```
+    #[inline]
     pub fn current() -> Option<Self> {
+        if PRIORITY_SCOPES.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         TASK_PRIORITY.try_with(|priority| *priority).ok()
     }
 }
@@ -80,6 +85,29 @@ impl fmt::Display for Priority {
 
 tokio::task_local! {
     static TASK_PRIORITY: Priority;
+}
+
+/// How many [`with_priority`] scopes are alive in the process. A task's
+/// priority is visible only while its scope is polled, so while this is 0
+/// no task has one, and a call reads one relaxed word instead of the
+/// task-local, as for a task's deadline (`deadline::with_deadline`, which
+/// says why a count made on one thread is seen on another).
+static PRIORITY_SCOPES: AtomicUsize = AtomicUsize::new(0);
+
+/// A [`with_priority`] scope, counted in [`PRIORITY_SCOPES`] while it lives.
+struct PriorityScope;
+
+impl PriorityScope {
+    fn enter() -> Self {
+        PRIORITY_SCOPES.fetch_add(1, Ordering::Relaxed);
+        PriorityScope
+    }
+}
+
+impl Drop for PriorityScope {
+    fn drop(&mut self) {
+        PRIORITY_SCOPES.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Runs `future` with `priority` as its task's priority: every
@@ -111,6 +139,7 @@ tokio::task_local! {
 /// # }
 /// ```
 pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Output {
+    let _scope = PriorityScope::enter();
     TASK_PRIORITY.scope(priority, future).await
 }
 

@@ -23,7 +23,7 @@ mod steps;
 mod waiting;
 
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
-pub(crate) use drive::Lookup;
+pub(crate) use drive::{Lookup, Stop};
 pub(crate) use request::{Request, Scope};
 
 use std::future::Future;

@@ -7,7 +7,7 @@ use std::hash::Hash;
 
 use super::{RefusedKey, ThrottleManager};
 use crate::clock::Nanos;
-use crate::core::{Admitted, KeyTelemetry, Lookup, Patience, Request, Scope};
+use crate::core::{Admitted, KeyTelemetry, Lookup, Patience, Request, Scope, Stop};
 use crate::error::Rejected;
 use crate::events;
 use crate::key::KeyState;
@@ -83,12 +83,29 @@ where
         key: &Q,
         request: &Request,
     ) -> Result<A, Rejected> {
-        let admitted = match self.core().decide(&self.lookup(key), request) {
-            Ok(admitted) => Ok(admitted),
-            Err(stop) => Err(stop.refused(self.core(), request)),
-        };
-        self.count_admission(key, &admitted);
-        admitted
+        match self.core().decide::<A>(&self.lookup(key), request) {
+            Ok(admitted) => {
+                if A::COUNTED {
+                    self.core().metrics.admitted(admitted.label());
+                }
+                Ok(admitted)
+            }
+            Err(stop) => Err(self.refused_now(key, stop, request)),
+        }
+    }
+
+    /// The refusal of a call the driver stopped, counted.
+    #[cold]
+    #[inline(never)]
+    fn refused_now<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        stop: Stop<'_>,
+        request: &Request,
+    ) -> Rejected {
+        let rejected = stop.refused(self.core(), request);
+        self.count_refusal(key, &rejected);
+        rejected
     }
 
     /// The driver, waiting where a step says to. A call that waits for
