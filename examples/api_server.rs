@@ -12,7 +12,7 @@
 //!
 //! The server (axum, on a loopback port) puts every request through a
 //! `ThrottleLayer`: a fixed quota per API key (free keys 5/s, burst 5; pro
-//! keys 50/s, burst 20, from `rate_per_key`) and a bulkhead of 4 requests
+//! keys 50/s, burst 20, from the manager's `tier_of`) and a bulkhead of 4 requests
 //! in flight per key (queue of 8, 100 ms queue timeout). The load generator
 //! then runs six clients at once for 5 s, each sending at its own steady
 //! rate whatever the answers, and prints per key what it offered and what

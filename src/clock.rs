@@ -8,6 +8,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A future that resolves once a clock has reached a deadline.
@@ -77,8 +78,10 @@ pub(crate) fn nanos(d: Duration) -> Nanos {
 /// the same instant, which real time never does at nanosecond resolution. A
 /// platform with a coarser clock may pick [`TokioClock`] in a running
 /// runtime too: slower, equally correct. A manager built *before* time is
-/// paused keeps [`QuantaClock`], which paused time does not move: give such
-/// a manager a [`TokioClock`] explicitly.
+/// paused (a test fixture made outside the test's runtime, a `static`)
+/// keeps [`QuantaClock`], which paused time does not move: its waits take
+/// real time, and its first wait says so once as a `tracing` warning. Give
+/// such a manager a [`TokioClock`] explicitly.
 ///
 /// ```
 /// use portcullis::clock::{Clock, default_clock};
@@ -92,9 +95,7 @@ pub(crate) fn nanos(d: Duration) -> Nanos {
 /// # }
 /// ```
 pub fn default_clock() -> Arc<dyn Clock> {
-    let paused = tokio::runtime::Handle::try_current().is_ok()
-        && tokio::time::Instant::now() == tokio::time::Instant::now();
-    if paused {
+    if paused() {
         Arc::new(TokioClock::new())
     } else {
         Arc::new(QuantaClock::new())
@@ -158,9 +159,40 @@ impl Clock for QuantaClock {
     }
 
     fn sleep_until(&self, deadline: Duration) -> Sleep {
+        warn_if_paused();
         let remaining = deadline.saturating_sub(self.now());
         Box::pin(tokio::time::sleep(remaining))
     }
+}
+
+/// Says once, as a `tracing` warning, that a manager on the real clock
+/// sleeps while tokio's time is paused: it was built before the pause (see
+/// [`default_clock`]), and paused time does not move it, so its waits take
+/// real time. Only a sleep asks, never a healthy call.
+fn warn_if_paused() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    warn_once(&WARNED, paused);
+}
+
+/// The warning of [`warn_if_paused`], said once for `warned`.
+fn warn_once(warned: &AtomicBool, paused: impl FnOnce() -> bool) {
+    if warned.load(Ordering::Relaxed) || !paused() {
+        return;
+    }
+    if !warned.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "portcullis: a manager on the QuantaClock waits while tokio's time is paused; \
+             it was built before time was paused, so paused time does not move it: \
+             give it `.clock(TokioClock::new())`"
+        );
+    }
+}
+
+/// Whether tokio's time is paused here: two reads of its clock give the
+/// same instant, which real time never does at nanosecond resolution.
+fn paused() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+        && tokio::time::Instant::now() == tokio::time::Instant::now()
 }
 
 /// Tokio's clock (`tokio::time::Instant`): follows paused time, so tests on
@@ -328,6 +360,35 @@ mod tests {
         assert!(format!("{clock:?}").starts_with("TokioClock"));
         tokio::time::advance(Duration::from_secs(7)).await;
         assert_eq!(clock.now(), Duration::from_secs(7));
+    }
+
+    #[test]
+    fn a_manager_built_before_the_pause_says_so_once_when_it_waits() {
+        use std::sync::Mutex;
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .finish();
+        let warned = AtomicBool::new(false);
+        tracing::subscriber::with_default(subscriber, || {
+            warn_once(&warned, || false);
+            warn_once(&warned, || true);
+            warn_once(&warned, || true);
+        });
+        let said = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(said.matches("TokioClock::new()").count(), 1, "{said}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -42,21 +42,27 @@
 //!
 //! # The rate on its own
 //!
+//! For code that reports outcomes itself (a loop that waits, calls, and
+//! says how it went), the rate alone: these skip the throttle and the
+//! bulkhead, and return at once for a manager without a rate. `wait` takes
+//! a token, waiting for it; `check` takes one only if it is due now;
+//! [`peek`](ThrottleManager::peek) only looks.
+//!
 //! ```
 //! use portcullis::{RateConfig, ThrottleManager};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).increase_by(1.0).decrease_by(2.0))
+//!     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).decrease_factor(0.5))
 //!     .build()?; // Result<_, portcullis::ConfigError>
 //! manager.wait("example.com").await?;
-//! let may_go_now: bool = manager.check("example.com").is_ok();
-//! manager.increment("example.com");
-//! manager.decrement("example.com");
+//! let took_one: bool = manager.check("example.com").is_ok();
+//! manager.increment("example.com"); // the call succeeded
+//! manager.decrement("example.com"); // the backend was overloaded
 //! let current: Option<f64> = manager.current_rate("example.com");
-//! # assert!(may_go_now);
-//! # assert_eq!(current, Some(9.0));
+//! # assert!(took_one);
+//! # assert_eq!(current, Some(5.15));
 //! # Ok(())
 //! # }
 //! ```

@@ -2,18 +2,9 @@
 //! feature `metrics`; without it, [`ManagerMetrics`] holds nothing and
 //! every method is empty and inlined away.
 //!
-//! | name | kind | labels |
-//! | --- | --- | --- |
-//! | `portcullis_admitted_total` | counter | (`manager`), (`key`) |
-//! | `portcullis_rejected_total` | counter | `reason`, (`manager`), (`key`) |
-//! | `portcullis_outcomes_total` | counter | `outcome`, (`manager`), (`key`) |
-//! | `portcullis_wait_seconds` | histogram: time a call waited before it was admitted or refused | `reason` (`rate`, `queue`, `room`), (`manager`), (`key`) |
-//! | `portcullis_active` | gauge: calls holding a bulkhead slot | (`manager`), (`key`) |
-//! | `portcullis_queued` | gauge: calls waiting in a bulkhead queue | (`manager`), (`key`) |
-//! | `portcullis_rate` | gauge: a key's rate, set when it changes | `key`, (`manager`); only per key |
-//! | `portcullis_concurrency_limit` | gauge: a key's learned limit | `key`, (`manager`); only per key |
-//! | `portcullis_retries_total` | counter: retries made | (`manager`), (`key`) |
-//! | `portcullis_retries_refused_total` | counter: retries not made | `why` (`budget`, `deadline`, `max_retries`, `no_policy`), (`manager`), (`key`) |
+//! The series, their kinds and labels are listed for users in the
+//! observability chapter of the guide (`docs/guide/observability.md`); a
+//! test here holds every name to be there.
 //!
 //! The `manager` label is the manager's
 //! [`name`](crate::ThrottleManagerBuilder::name), when it has one: two
@@ -604,5 +595,34 @@ impl<'a> QueuedGauge<'a> {
 impl Drop for QueuedGauge<'_> {
     fn drop(&mut self) {
         self.metrics.queued(self.key, -1.0);
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use super::*;
+
+    /// Every series a manager records is in the guide's table, which is
+    /// the only place its users read the names.
+    #[test]
+    fn every_series_is_documented_in_the_guide() {
+        let guide = include_str!("../docs/guide/observability.md");
+        for name in [
+            ADMITTED,
+            REJECTED,
+            OUTCOMES_TOTAL,
+            WAIT_SECONDS,
+            ACTIVE,
+            QUEUED,
+            RATE,
+            CONCURRENCY_LIMIT,
+            RETRIES,
+            RETRIES_REFUSED,
+        ] {
+            assert!(
+                guide.contains(&format!("| `{name}` |")),
+                "{name} is not in the guide's table"
+            );
+        }
     }
 }

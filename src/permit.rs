@@ -13,7 +13,7 @@ use crate::priority::Priority;
 /// [`try_acquire`](crate::ThrottleManager::try_acquire).
 ///
 /// Report the call's outcome with [`success`](Permit::success),
-/// [`failure`](Permit::failure) or [`report`](Permit::report). A permit
+/// [`overloaded`](Permit::overloaded) or [`report`](Permit::report). A permit
 /// dropped without a report (the caller gave up, a panic unwound through it)
 /// counts as [`Outcome::Neutral`]: a request and an accept for the throttle,
 /// so it never causes shedding, and the rate is left alone. Either way the
@@ -40,7 +40,7 @@ use crate::priority::Priority;
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
+#[must_use = "a permit is released when dropped; report the call's outcome with success() or overloaded()"]
 pub struct Permit<'a> {
     core: CoreRef<'a>,
     ticket: Ticket,
@@ -209,18 +209,33 @@ impl<'a> Permit<'a> {
         self.report(Outcome::Success);
     }
 
-    /// The backend was over capacity: [`Outcome::Overloaded`].
+    /// The backend was over capacity ([`Outcome::Overloaded`]: a 429, a
+    /// 503, a timeout): the key's rate falls and its throttle counts a
+    /// failure. Only overload: a failure that says nothing about capacity
+    /// (a bad request, a 404, a bug of the caller's) is
+    /// `report(Outcome::Neutral)`, or the permit's drop.
     ///
     /// ```
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
-    /// manager.try_acquire("api", Priority::HIGH).unwrap().failure();
+    /// manager.try_acquire("api", Priority::HIGH).unwrap().overloaded();
     /// assert_eq!(manager.current_rate("api"), Some(9.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
-    pub fn failure(self) {
+    pub fn overloaded(self) {
         self.report(Outcome::Overloaded);
+    }
+
+    /// [`overloaded`](Self::overloaded), under a name that read as any
+    /// failure.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use Permit::overloaded: it reports overload, not any failure (report Outcome::Neutral for those)"
+    )]
+    #[inline]
+    pub fn failure(self) {
+        self.overloaded();
     }
 
     /// Reports how the call ended.
@@ -311,7 +326,7 @@ impl fmt::Debug for Permit<'_> {
 /// each key, in the order the keys were given.
 ///
 /// Its outcome is every key's: [`success`](Self::success),
-/// [`failure`](Self::failure) and [`report`](Self::report) count it in each
+/// [`overloaded`](Self::overloaded) and [`report`](Self::report) count it in each
 /// key's controls, and free each key's slot. Dropped without a report, it
 /// counts as [`Outcome::Neutral`] for each key, as a dropped permit does.
 /// Where the keys should learn different things (the tenant's backend
@@ -328,14 +343,14 @@ impl fmt::Debug for Permit<'_> {
 ///     .build()?;
 /// let permit = manager.acquire_all(&["tenant-a", "user-7"], Priority::HIGH).await?;
 /// let [tenant, user]: [_; 2] = permit.into_permits().try_into().unwrap();
-/// tenant.failure(); // the tenant's backend was over capacity
+/// tenant.overloaded(); // the tenant's backend was over capacity
 /// user.report(Outcome::Neutral); // the user did nothing wrong
 /// assert_eq!(manager.current_rate("tenant-a"), Some(9.0));
 /// assert_eq!(manager.current_rate("user-7"), Some(10.0));
 /// # Ok(())
 /// # }
 /// ```
-#[must_use = "a permit is released when dropped; report the call's outcome with success() or failure()"]
+#[must_use = "a permit is released when dropped; report the call's outcome with success() or overloaded()"]
 pub struct JointPermit<'a> {
     permits: Vec<Permit<'a>>,
 }
@@ -365,17 +380,28 @@ impl<'a> JointPermit<'a> {
     }
 
     /// The backend was over capacity, for every key:
-    /// [`Outcome::Overloaded`].
+    /// [`Outcome::Overloaded`] (only overload, as
+    /// [`Permit::overloaded`] says).
     ///
     /// ```
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
-    /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().failure();
+    /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().overloaded();
     /// assert_eq!((manager.current_rate("tenant-a"), manager.current_rate("user-7")), (Some(9.0), Some(9.0)));
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn failure(self) {
+    pub fn overloaded(self) {
         self.report(Outcome::Overloaded);
+    }
+
+    /// [`overloaded`](Self::overloaded), under a name that read as any
+    /// failure.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use JointPermit::overloaded: it reports overload, not any failure (report Outcome::Neutral for those)"
+    )]
+    pub fn failure(self) {
+        self.overloaded();
     }
 
     /// Reports how the call ended to every key, in the order the keys were

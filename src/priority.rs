@@ -28,7 +28,14 @@ pub struct Priority(u8);
 impl Priority {
     /// Level 0: calls that must get through (user-facing, interactive).
     pub const HIGH: Self = Self(0);
-    /// Level 1.
+    /// Level 1: between [`HIGH`](Self::HIGH) and [`MEDIUM`](Self::MEDIUM).
+    pub const MEDIUM_HIGH: Self = Self(1);
+    /// Level 1, as [`MEDIUM_HIGH`](Self::MEDIUM_HIGH): a name that read as
+    /// above `HIGH`.
+    #[deprecated(
+        since = "0.3.0",
+        note = "use Priority::MEDIUM_HIGH: level 1 is below HIGH (level 0)"
+    )]
     pub const IMPORTANT: Self = Self(1);
     /// Level 2.
     pub const MEDIUM: Self = Self(2);
@@ -47,7 +54,7 @@ impl Priority {
     /// The level: 0 is the most important.
     ///
     /// ```
-    /// assert_eq!(portcullis::Priority::IMPORTANT.level(), 1);
+    /// assert_eq!(portcullis::Priority::MEDIUM_HIGH.level(), 1);
     /// ```
     pub const fn level(self) -> u8 {
         self.0
@@ -110,9 +117,13 @@ impl Drop for PriorityScope {
     }
 }
 
-/// Runs `future` with `priority` as its task's priority: every
-/// [`acquire`](crate::ThrottleManager::acquire) inside it, however deep,
-/// uses `priority` instead of the one passed at the call site. Rust's
+/// Runs `future` with `priority` as its task's priority, which
+/// **overrides** the priority passed at each call inside it: every
+/// [`acquire`](crate::ThrottleManager::acquire) or
+/// [`call`](crate::ThrottleManager::call) inside it, however deep, uses
+/// `priority` instead of the one passed at the call site (the request's
+/// importance, set once at its edge, outranks what a library deep inside
+/// guessed). Rust's
 /// stand-in for Go's `context.WithPriority`: a request's priority follows it
 /// through every throttle it meets. The innermost `with_priority` wins.
 ///
@@ -256,13 +267,13 @@ mod tests {
     #[tokio::test]
     async fn the_task_priority_overrides_the_argument_and_nests() {
         let p = levels(OutOfRange::Reject);
-        with_priority(Priority::IMPORTANT, async {
-            assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::IMPORTANT));
+        with_priority(Priority::MEDIUM_HIGH, async {
+            assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::MEDIUM_HIGH));
             with_priority(Priority::HIGH, async {
                 assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::HIGH));
             })
             .await;
-            assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::IMPORTANT));
+            assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::MEDIUM_HIGH));
         })
         .await;
         assert_eq!(p.resolve(Priority::MEDIUM), Some(Priority::MEDIUM));

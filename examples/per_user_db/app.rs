@@ -17,8 +17,9 @@ use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManage
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
-/// The manager's key for the database as a whole; users are keyed by
-/// their id, so no user id can be this.
+/// The database's key, in a manager of its own ([`Guards::database`]):
+/// the users' keys come from a header, and a key space that held both
+/// would let a request sent as user `database` take the database's slots.
 pub(crate) const DATABASE: &str = "database";
 /// The header that says who the user is (after authentication).
 pub(crate) const USER_HEADER: &str = "x-user-id";
@@ -35,7 +36,7 @@ pub(crate) struct Settings {
     /// How long SQLite waits on a lock before answering "database is locked".
     pub(crate) busy_timeout: Duration,
     /// Each user's quota: requests a second, and how many may come at once.
-    pub(crate) user_rate: f64,
+    pub(crate) user_rate: u32,
     pub(crate) user_burst: u32,
     /// Each user's requests in flight at most, and how many may wait.
     pub(crate) user_in_flight: u32,
@@ -49,7 +50,7 @@ impl Default for Settings {
             connections: 4,
             pool_timeout: Duration::from_secs(2),
             busy_timeout: Duration::from_millis(100),
-            user_rate: 10.0,
+            user_rate: 10,
             user_burst: 2,
             user_in_flight: 1,
             database_rate: (400.0, 20.0, 5_000.0),
@@ -111,27 +112,34 @@ pub(crate) async fn open(path: &Path, settings: &Settings) -> Result<SqlitePool,
     Ok(pool)
 }
 
-/// The manager: per user a fixed quota and a small bulkhead; for the
-/// database as a whole a bulkhead the size of the pool (so a query holds
-/// its permit before it asks the pool) and an adaptive rate that falls on
-/// pool timeouts and "database is locked".
-pub(crate) fn manager(settings: &Settings) -> ThrottleManager<String> {
+/// The two managers: one for the keys a request names (its user), one
+/// for the keys the program names itself (the database). Apart, no header
+/// can name the database.
+#[derive(Debug, Clone)]
+pub(crate) struct Guards {
+    /// Per user, a fixed quota and a small bulkhead.
+    pub(crate) users: ThrottleManager<String>,
+    /// The database as a whole ([`DATABASE`]): a bulkhead the size of the
+    /// pool (so a query holds its permit before it asks the pool) and an
+    /// adaptive rate that falls on pool timeouts and "database is locked".
+    pub(crate) database: ThrottleManager<String>,
+}
+
+/// The guards for `settings`.
+pub(crate) fn guards(settings: &Settings) -> Guards {
     let (start, lower, upper) = settings.database_rate;
-    let user_rate = settings.user_rate;
-    ThrottleManager::<String>::builder()
-        .rate(
-            RateConfig::adaptive(user_rate)
-                .burst(settings.user_burst)
-                .bounds(user_rate, user_rate),
-        )
+    let users = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(settings.user_rate).burst(settings.user_burst))
         .bulkhead(
             BulkheadConfig::new(settings.user_in_flight)
                 .queue(settings.user_in_flight)
                 .queue_timeout(Duration::from_millis(100)),
         )
-        .rate_override(DATABASE, RateConfig::adaptive(start).bounds(lower, upper))
-        .bulkhead_override(
-            DATABASE,
+        .build()
+        .expect("a valid configuration");
+    let database = ThrottleManager::<String>::builder()
+        .rate(RateConfig::adaptive(start).bounds(lower, upper))
+        .bulkhead(
             BulkheadConfig::new(settings.connections)
                 .queue(256)
                 .queue_timeout(Duration::from_millis(500)),
@@ -139,36 +147,34 @@ pub(crate) fn manager(settings: &Settings) -> ThrottleManager<String> {
         .classifier(portcullis::database::classify_error)
         .max_wait(Duration::from_millis(250))
         .build()
-        .expect("a valid configuration")
+        .expect("a valid configuration");
+    Guards { users, database }
 }
 
 #[derive(Clone)]
 struct App {
     pool: SqlitePool,
     /// `None`: every query goes straight to the pool.
-    manager: Option<ThrottleManager<String>>,
+    database: Option<ThrottleManager<String>>,
 }
 
 /// The API: `GET /summary` (an aggregate over the whole table) and
-/// `POST /events` (one insert). With a manager, each user (header
+/// `POST /events` (one insert). With guards, each user (header
 /// `x-user-id`) is limited by the layer, and each query by the database's
 /// key.
-pub(crate) fn router(pool: SqlitePool, manager: Option<ThrottleManager<String>>) -> Router {
+pub(crate) fn router(pool: SqlitePool, guards: Option<Guards>) -> Router {
     let app = App {
         pool,
-        manager: manager.clone(),
+        database: guards.as_ref().map(|guards| guards.database.clone()),
     };
     let routes = Router::new()
         .route("/summary", get(summary))
         .route("/events", post(add_event))
         .with_state(app);
-    match manager {
-        Some(manager) => routes.layer(ThrottleLayer::new(
-            manager,
-            KeyExtractor::from_fn(|request| {
-                let user = request.headers.get(USER_HEADER)?.to_str().ok()?;
-                user.parse::<u32>().ok().map(|user| user.to_string())
-            }),
+    match guards {
+        Some(guards) => routes.layer(ThrottleLayer::new(
+            guards.users,
+            KeyExtractor::header(USER_HEADER),
         )),
         None => routes,
     }
@@ -213,10 +219,10 @@ impl App {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
-        let Some(manager) = &self.manager else {
+        let Some(database) = &self.database else {
             return query().await.map_err(failed);
         };
-        match manager.call(DATABASE, Priority::HIGH, query).await {
+        match database.call(DATABASE, Priority::HIGH, query).await {
             Ok(value) => Ok(value),
             // The database's limit, not the user's: 503, not 429.
             // (The default refusal's headers: Retry-After when known.)

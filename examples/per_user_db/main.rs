@@ -14,12 +14,14 @@
 //! 0. the ordinary users alone, for reference;
 //! 1. with the noisy user, **without** the manager: every request goes
 //!    straight to the pool, and the noisy user's queries fill it;
-//! 2. with the noisy user, **with** the manager: each user (keyed by the
+//! 2. with the noisy user, **with** the managers: each user (keyed by the
 //!    `x-user-id` header) has a quota of 10 requests a second (2 at once)
 //!    and 1 in flight (1 more may wait 100 ms), and every query holds a
-//!    permit of the database's own key (a
-//!    bulkhead the size of the pool, with an adaptive rate that falls on
-//!    pool timeouts and "database is locked") before it asks the pool.
+//!    permit of the database's own key (a bulkhead the size of the pool,
+//!    with an adaptive rate that falls on pool timeouts and "database is
+//!    locked") before it asks the pool. The users' keys come from a header
+//!    and the database's is the program's own, so each has a manager of its
+//!    own: no request can name the database's key.
 //!
 //! The database file is created on first start, in the system's
 //! temporary directory (or at the path given as the first argument).
@@ -61,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..quiet.clone()
     };
 
-    let guarded = app::serve(app::router(pool.clone(), Some(app::manager(&settings)))).await?;
+    let guarded = app::serve(app::router(pool.clone(), Some(app::guards(&settings)))).await?;
     let report = load::run(&guarded, &quiet).await;
     load::print("phase 0: the ordinary users alone", &report, &quiet);
 
@@ -73,11 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         &noisy,
     );
 
-    let manager = app::manager(&settings);
-    let guarded = app::serve(app::router(pool.clone(), Some(manager.clone()))).await?;
+    let guards = app::guards(&settings);
+    let guarded = app::serve(app::router(pool.clone(), Some(guards.clone()))).await?;
     let report = load::run(&guarded, &noisy).await;
     load::print("phase 2: a noisy user, with the manager", &report, &noisy);
-    if let Some(rate) = manager.current_rate(app::DATABASE) {
+    if let Some(rate) = guards.database.current_rate(app::DATABASE) {
         println!("the database key's rate after phase 2: {rate:.0} queries/s");
     }
     Ok(())

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use portcullis::{Priority, ThrottleManager};
+use portcullis::{CallError, Priority, ThrottleManager, overloaded, with_deadline};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -205,7 +205,16 @@ async fn simulate(
                 series.offered_by[index][bucket] += 1;
             }
         }
-        calls.spawn(call(Arc::clone(&world), gate.clone(), priority, start));
+        let deadline = strategy
+            .caller_deadline()
+            .map(|patience| start + at + patience);
+        calls.spawn(call(
+            Arc::clone(&world),
+            gate.clone(),
+            priority,
+            start,
+            deadline,
+        ));
         // Reap finished calls as we go, so the set stays small.
         while calls.try_join_next().is_some() {}
     }
@@ -259,7 +268,7 @@ impl Sampler {
             Gate::Manager(manager) => manager,
         };
         series.rate[index] = manager.current_rate(KEY);
-        series.limit[index] = manager.concurrency_limit(KEY).map(|limit| limit as f64);
+        series.limit[index] = manager.concurrency_limit(KEY).map(f64::from);
         for (i, &priority) in series.priorities.iter().enumerate() {
             series.rejection[i][index] = manager.rejection_probability(KEY, priority);
         }
@@ -267,9 +276,34 @@ impl Sampler {
 }
 
 /// One call: through the gate, to the backend, and the outcome reported
-/// back.
-async fn call(world: Shared, gate: Gate, priority: Priority, start: Instant) {
+/// back. A call with its caller's `deadline` goes through `call` under
+/// `with_deadline`, as a caller with a deadline would: the key learns how
+/// quickly the backend answers, and admits only calls that can still
+/// finish in time.
+async fn call(
+    world: Shared,
+    gate: Gate,
+    priority: Priority,
+    start: Instant,
+    deadline: Option<Instant>,
+) {
     let arrived = start.elapsed();
+    if let (Gate::Manager(manager), Some(deadline)) = (&gate, deadline) {
+        let attempt = || {
+            let served = tokio::spawn(serve(Arc::clone(&world), start, arrived, priority));
+            async move {
+                match served.await {
+                    Ok(Response::Ok) => Ok(()),
+                    _ => Err(overloaded(std::io::Error::other("turned away"))),
+                }
+            }
+        };
+        let called = with_deadline(deadline, manager.call(KEY, priority, attempt)).await;
+        if let Err(CallError::Rejected(_)) = called {
+            count_shed(&world, start);
+        }
+        return;
+    }
     let admitted = match &gate {
         Gate::Open => Ok(None),
         Gate::Manager(manager) => manager.acquire(KEY, priority).await.map(Some).map_err(drop),
@@ -279,13 +313,36 @@ async fn call(world: Shared, gate: Gate, priority: Priority, start: Instant) {
         },
     };
     let Ok(permit) = admitted else {
-        let mut world = lock(&world);
-        let series = &mut world.series;
-        if let Some(bucket) = series.bucket(start.elapsed()) {
-            series.shed[bucket] += 1;
-        }
+        count_shed(&world, start);
         return;
     };
+    let now = start.elapsed();
+    let response = serve(Arc::clone(&world), start, arrived, priority).await;
+    if let Some(permit) = permit {
+        match response {
+            Response::Ok => permit.success(),
+            Response::TooManyRequests | Response::Unavailable => permit.overloaded(),
+        }
+    }
+    if let Gate::Candidate(limiter) = &gate {
+        let ended = start.elapsed();
+        limiter.release(ended, ended - now, response != Response::Ok);
+    }
+}
+
+/// A call turned away by the gate, counted.
+fn count_shed(world: &Shared, start: Instant) {
+    let mut world = lock(world);
+    let series = &mut world.series;
+    if let Some(bucket) = series.bucket(start.elapsed()) {
+        series.shed[bucket] += 1;
+    }
+}
+
+/// The backend's side of a call admitted now, which arrived at `arrived`:
+/// offered, held as long as the backend says, and counted. (A caller that
+/// gives up does not stop it: the backend's work goes on.)
+async fn serve(world: Shared, start: Instant, arrived: Duration, priority: Priority) -> Response {
     let now = start.elapsed();
     let (response, took) = {
         let mut world = lock(&world);
@@ -304,27 +361,16 @@ async fn call(world: Shared, gate: Gate, priority: Priority, start: Instant) {
         (response, took)
     };
     tokio::time::sleep(took).await;
-    {
-        let mut world = lock(&world);
-        if world.backend.holds(response) {
-            world.backend.finish();
-        }
-        if response == Response::Ok {
-            let bucket = (arrived.as_nanos() / BUCKET.as_nanos()) as u32;
-            let latency = start.elapsed() - arrived;
-            world.series.latencies.push((bucket, latency));
-        }
+    let mut world = lock(&world);
+    if world.backend.holds(response) {
+        world.backend.finish();
     }
-    if let Some(permit) = permit {
-        match response {
-            Response::Ok => permit.success(),
-            Response::TooManyRequests | Response::Unavailable => permit.failure(),
-        }
+    if response == Response::Ok {
+        let bucket = (arrived.as_nanos() / BUCKET.as_nanos()) as u32;
+        let latency = start.elapsed() - arrived;
+        world.series.latencies.push((bucket, latency));
     }
-    if let Gate::Candidate(limiter) = &gate {
-        let ended = start.elapsed();
-        limiter.release(ended, ended - now, response != Response::Ok);
-    }
+    response
 }
 
 #[cfg(test)]
@@ -387,6 +433,32 @@ mod tests {
             assert!(summary.late_goodput.unwrap() >= 0.975, "{summary:?}");
             assert!(summary.failed < 0.05, "{summary:?}");
         }
+    }
+
+    /// A queue under sustained overload, its callers giving up after 1 s:
+    /// first come, first served, every call waits out the whole queue and
+    /// is answered too late; judged by CoDel, or with the callers'
+    /// deadlines, most calls are answered in time, and with CoDel quickly.
+    #[test]
+    fn under_sustained_overload_codel_and_deadlines_answer_in_time() {
+        let queue = scenario("queue-overload", 20);
+        let summary = |strategy| {
+            let series = run(&queue, strategy, settings(1), &mut |_| {});
+            Summary::of(&queue, strategy, &series).queue.unwrap()
+        };
+        let fifo = summary(Strategy::QueueFifo);
+        assert!(fifo.in_time < 0.2 && fifo.too_late > 0.8, "{fifo:?}");
+        for strategy in [
+            Strategy::QueueFifoDeadline,
+            Strategy::QueueCodel,
+            Strategy::QueueCodelDeadline,
+        ] {
+            let figures = summary(strategy);
+            assert!(figures.in_time > 0.9, "{strategy:?}: {figures:?}");
+            assert!(figures.too_late < 0.01, "{strategy:?}: {figures:?}");
+        }
+        let codel = summary(Strategy::QueueCodel);
+        assert!(codel.p99 < Duration::from_millis(200), "{codel:?}");
     }
 
     /// A minute of steady 3x overload: the figures the README reports, on a

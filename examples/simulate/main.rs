@@ -1,6 +1,6 @@
 //! A deterministic overload simulator: five ways of guarding calls against
-//! nine overload scenarios, and learned concurrency limits against five
-//! latency shapes, on virtual time, with the real `ThrottleManager`
+//! nine overload scenarios, three ways of queueing against callers who
+//! give up, and learned concurrency limits against five latency shapes, on virtual time, with the real `ThrottleManager`
 //! between the callers and a simulated backend (and, for comparison, other
 //! algorithms' limits: `candidates.rs`).
 //!
@@ -45,9 +45,9 @@ usage: cargo run --release --example simulate -- [options]
   --max-wait MS     the managers' max_wait in milliseconds (default 250)
   --only NAME       run one scenario: steady, steady-concurrency, spike,
                     outage, capacity-drop, quiet-spike, priorities,
-                    workers-halve, service-doubles, shape-constant,
-                    shape-uniform, shape-exponential, shape-fast-hits or
-                    shape-rising
+                    workers-halve, service-doubles, queue-overload,
+                    shape-constant, shape-uniform, shape-exponential,
+                    shape-fast-hits or shape-rising
   --out DIR         where the tables and plots go (default docs/simulation)
   --no-files        print the tables, write nothing
   --help            this text";

@@ -2,6 +2,7 @@
 //! colour.
 
 use std::path::Path;
+use std::time::Duration;
 
 use plotters::prelude::*;
 
@@ -33,6 +34,10 @@ fn colour(strategy: Strategy) -> RGBColor {
         Strategy::Gradient2 => RGBColor(188, 189, 34),
         Strategy::Aimd => RGBColor(227, 119, 194),
         Strategy::ProbeGradient => RGBColor(0, 0, 128),
+        Strategy::QueueFifo => RGBColor(127, 127, 127),
+        Strategy::QueueFifoDeadline => RGBColor(255, 127, 14),
+        Strategy::QueueCodel => RGBColor(31, 119, 180),
+        Strategy::QueueCodelDeadline => RGBColor(44, 160, 44),
     }
 }
 
@@ -73,6 +78,87 @@ fn capacity_line(series: &Series, y_max: f64) -> Line {
         style: BLACK.stroke_width(2),
         points: points(series.capacity.iter().map(|&c| Some(c)), y_max),
     }
+}
+
+/// Per bucket of arrival, the served calls answered within `patience`,
+/// and the median latency of the served calls (ms).
+fn in_time_and_median(series: &Series, patience: Duration) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let mut by_bucket: Vec<Vec<Duration>> = vec![Vec::new(); series.buckets()];
+    for &(bucket, latency) in &series.latencies {
+        if let Some(latencies) = by_bucket.get_mut(bucket as usize) {
+            latencies.push(latency);
+        }
+    }
+    by_bucket
+        .iter_mut()
+        .map(|latencies| {
+            latencies.sort();
+            let in_time = latencies.iter().filter(|&&l| l <= patience).count();
+            let median = latencies
+                .get(latencies.len() / 2)
+                .map(|l| l.as_secs_f64() * 1e3);
+            (Some(in_time as f64 / BUCKET.as_secs_f64()), median)
+        })
+        .unzip()
+}
+
+/// The panels of a scenario whose callers give up after `patience`: what
+/// reached the backend, what reached the callers in time, and how long
+/// they waited.
+fn queue_panels(runs: &[(Strategy, Series)], patience: Duration) -> Vec<Panel> {
+    let first = &runs[0].1;
+    let peak_capacity = first.capacity.iter().cloned().fold(0.0, f64::max);
+    let load_max = 3.5 * peak_capacity;
+    let latency_max = 5_000.0;
+    let mut load = vec![
+        Line {
+            label: "offered".to_string(),
+            style: RGBColor(200, 200, 200).stroke_width(3),
+            points: points(per_second(&first.offered), load_max),
+        },
+        capacity_line(first, load_max),
+    ];
+    let mut in_time = vec![capacity_line(first, 1.2 * peak_capacity)];
+    let mut latency = Vec::new();
+    for (strategy, series) in runs {
+        let style = colour(*strategy).stroke_width(2);
+        let (answered, median) = in_time_and_median(series, patience);
+        load.push(Line {
+            label: strategy.name().to_string(),
+            style,
+            points: points(per_second(&series.sent), load_max),
+        });
+        in_time.push(Line {
+            label: strategy.name().to_string(),
+            style,
+            points: points(answered.into_iter(), 1.2 * peak_capacity),
+        });
+        latency.push(Line {
+            label: strategy.name().to_string(),
+            style,
+            points: points(median.into_iter(), latency_max),
+        });
+    }
+    vec![
+        Panel {
+            caption: "Calls reaching the backend",
+            y_label: "calls/s",
+            y_max: load_max,
+            lines: load,
+        },
+        Panel {
+            caption: "Answered in time for their callers, by second of arrival",
+            y_label: "calls/s",
+            y_max: 1.2 * peak_capacity,
+            lines: in_time,
+        },
+        Panel {
+            caption: "Median time from arrival to answer, by second of arrival",
+            y_label: "ms",
+            y_max: latency_max,
+            lines: latency,
+        },
+    ]
 }
 
 fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
@@ -231,7 +317,10 @@ pub(crate) fn draw(
     scenario: &Scenario,
     runs: &[(Strategy, Series)],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let panels = panels(runs);
+    let panels = match scenario.caller_patience {
+        Some(patience) => queue_panels(runs, patience),
+        None => panels(runs),
+    };
     let height = TITLE_HEIGHT + PANEL_HEIGHT * panels.len() as u32;
     let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
     root.fill(&WHITE)?;

@@ -6,7 +6,7 @@ use portcullis::Priority;
 
 use crate::backend::{BackendKind, CapacityPlan, LatencyShape};
 use crate::rng::SplitMix64;
-use crate::strategy::Strategy;
+use crate::strategy::{CALLER_PATIENCE, Strategy};
 
 /// Every backend's full capacity, in calls a second.
 pub(crate) const CAPACITY: u32 = 100;
@@ -39,6 +39,9 @@ pub(crate) struct Scenario {
     /// Whether the load should settle near the capacity (demand above it),
     /// and from when: the start, or the capacity change.
     pub(crate) settles_from: Option<Duration>,
+    /// How long the callers wait for an answer, if they give up: an
+    /// answer after it is work the backend did for no one.
+    pub(crate) caller_patience: Option<Duration>,
 }
 
 impl Scenario {
@@ -52,6 +55,9 @@ impl Scenario {
 
     /// The strategies compared on it.
     pub(crate) fn strategies(&self) -> &'static [Strategy] {
+        if self.caller_patience.is_some() {
+            return &Strategy::QUEUES;
+        }
         match self.backend {
             BackendKind::Workers { .. } => &Strategy::CONCURRENCY,
             BackendKind::Shaped { .. } => &Strategy::SHAPES,
@@ -138,6 +144,7 @@ fn shapes() -> Vec<Scenario> {
         demand: steady(1.5),
         mix: MEDIUM_ONLY.to_vec(),
         settles_from: None,
+        caller_patience: None,
     })
     .collect()
 }
@@ -164,6 +171,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(3.0),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(Duration::ZERO),
+            caller_patience: None,
         },
         Scenario {
             name: "steady-concurrency",
@@ -174,6 +182,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(3.0),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(Duration::ZERO),
+            caller_patience: None,
         },
         Scenario {
             name: "spike",
@@ -197,6 +206,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             ],
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
+            caller_patience: None,
         },
         Scenario {
             name: "outage",
@@ -210,6 +220,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(0.7),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
+            caller_patience: None,
         },
         Scenario {
             name: "capacity-drop",
@@ -223,6 +234,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(1.5),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(secs(60)),
+            caller_patience: None,
         },
         Scenario {
             name: "quiet-spike",
@@ -242,6 +254,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             ],
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(secs(60)),
+            caller_patience: None,
         },
         Scenario {
             name: "priorities",
@@ -252,6 +265,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(3.0),
             mix: vec![(Priority::HIGH, 0.1), (Priority::LOW, 0.9)],
             settles_from: Some(Duration::ZERO),
+            caller_patience: None,
         },
         Scenario {
             name: "workers-halve",
@@ -265,6 +279,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(1.5),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
+            caller_patience: None,
         },
         Scenario {
             name: "service-doubles",
@@ -278,6 +293,18 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             demand: steady(1.5),
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
+            caller_patience: None,
+        },
+        Scenario {
+            name: "queue-overload",
+            title: "2x demand on 10 workers for a minute, callers who give up after 1 s",
+            length: secs(60),
+            backend: workers_backend(),
+            plan: CapacityPlan::default(),
+            demand: steady(2.0),
+            mix: MEDIUM_ONLY.to_vec(),
+            settles_from: None,
+            caller_patience: Some(CALLER_PATIENCE),
         },
     ]
     .into_iter()

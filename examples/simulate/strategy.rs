@@ -45,10 +45,36 @@ pub(crate) enum Strategy {
     /// A fixed bulkhead set to the backend's own limit (10 in flight), as
     /// a user who knew it would: the mark for the learned limits.
     BulkheadKnown,
+    /// The backend's limit (10 in flight) with a deep queue served first
+    /// come, first served: 400 calls, for up to 10 s (what a semaphore's
+    /// queue does).
+    QueueFifo,
+    /// The FIFO queue, each call carrying its caller's deadline
+    /// (`with_deadline`, 1 s from its arrival): a call that could not
+    /// start in time is refused at once or leaves the queue.
+    QueueFifoDeadline,
+    /// The same queue judged by CoDel (5 ms target, 100 ms interval):
+    /// while it stays overloaded, a newcomer waits 5 ms at most, and the
+    /// newest is served first.
+    QueueCodel,
+    /// CoDel, and each call carrying its caller's deadline.
+    QueueCodelDeadline,
     /// Limits learned by other algorithms (see `candidates.rs`).
     Gradient2,
     Aimd,
     ProbeGradient,
+}
+
+/// How long the callers of the queue scenarios wait for an answer: one
+/// that comes later is no use to them.
+pub(crate) const CALLER_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The queue scenarios' bulkhead: the backend's 10 in flight, and a deep
+/// queue, 400 calls for up to 10 s.
+fn deep_queue() -> BulkheadConfig {
+    BulkheadConfig::new(10)
+        .queue(400)
+        .queue_timeout(Duration::from_secs(10))
 }
 
 /// The queue every bulkhead strategy has: 20 calls, for at most 200 ms
@@ -76,6 +102,14 @@ impl Strategy {
         Strategy::BulkheadAdaptive,
     ];
 
+    /// The strategies of the queue scenarios (callers who give up).
+    pub(crate) const QUEUES: [Strategy; 4] = [
+        Strategy::QueueFifo,
+        Strategy::QueueFifoDeadline,
+        Strategy::QueueCodel,
+        Strategy::QueueCodelDeadline,
+    ];
+
     /// The strategies of the latency-shape scenarios: the known limit,
     /// the library's learned one, and the algorithms it was chosen against.
     pub(crate) const SHAPES: [Strategy; 5] = [
@@ -97,6 +131,10 @@ impl Strategy {
             Strategy::BulkheadLarge => "bulkhead of 40",
             Strategy::BulkheadAdaptive => "adaptive bulkhead",
             Strategy::BulkheadKnown => "bulkhead of 10 (the backend's)",
+            Strategy::QueueFifo => "FIFO queue (400, 10 s)",
+            Strategy::QueueFifoDeadline => "FIFO + callers' deadlines",
+            Strategy::QueueCodel => "CoDel (5 ms / 100 ms)",
+            Strategy::QueueCodelDeadline => "CoDel + callers' deadlines",
             Strategy::Gradient2 => "Gradient2 (Netflix)",
             Strategy::Aimd => "AIMD (Netflix)",
             Strategy::ProbeGradient => "probe-gradient (before issue 30)",
@@ -112,7 +150,20 @@ impl Strategy {
                 | Strategy::BulkheadLarge
                 | Strategy::BulkheadAdaptive
                 | Strategy::BulkheadKnown
+                | Strategy::QueueFifo
+                | Strategy::QueueFifoDeadline
+                | Strategy::QueueCodel
+                | Strategy::QueueCodelDeadline
         ) || self.candidate().is_some()
+    }
+
+    /// The deadline each call of the strategy carries, from its arrival.
+    pub(crate) fn caller_deadline(self) -> Option<Duration> {
+        matches!(
+            self,
+            Strategy::QueueFifoDeadline | Strategy::QueueCodelDeadline
+        )
+        .then_some(CALLER_PATIENCE)
     }
 
     /// The algorithm of a strategy that is not the library's.
@@ -196,6 +247,9 @@ impl Strategy {
             Strategy::BulkheadAdaptive => {
                 builder.bulkhead(queued(BulkheadConfig::adaptive().bounds(1, 200)))
             }
+            Strategy::QueueFifo | Strategy::QueueFifoDeadline => builder.bulkhead(deep_queue()),
+            Strategy::QueueCodel | Strategy::QueueCodelDeadline => builder
+                .bulkhead(deep_queue().codel(Duration::from_millis(5), Duration::from_millis(100))),
         };
         builder.build().map(Some)
     }

@@ -264,6 +264,10 @@ where
     /// The edges apply it to each request too, so a host that never
     /// answers frees its bulkhead slots.
     ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
+    ///
     /// It is the one time limit the backend is judged by, counted from
     /// the call's admission, so no time spent waiting here counts against
     /// it. A caller's deadline ([`with_deadline`](crate::with_deadline), a
@@ -318,6 +322,10 @@ where
     /// the time until room as its `retry_after`. (The bulkhead's queue has
     /// its own bound, `queue_timeout`.)
     ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
+    ///
     /// Set it when demand can outrun the rate for long (a service answering
     /// users, rather than a crawler working through a list): unbounded, the
     /// queue of waiters and their latency grow without end. A timeout
@@ -366,6 +374,10 @@ where
 
     /// The longest a call at `priority` waits for a rate token, in place of
     /// [`max_wait`](Self::max_wait) for that priority.
+    ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
     ///
     /// The rate's queue is first come, first served, whatever the priority.
     /// Under sustained overload it fills with whatever arrives most, and an

@@ -171,7 +171,7 @@ impl BulkheadConfig {
     /// above 4 it falls one (a step is `log10(limit)`, at least 1). So it
     /// grows while calls are as fast as the unloaded ones, however their
     /// latency varies, and settles a few calls above what the backend
-    /// serves at once. An overload (a [`failure`](crate::Permit::failure))
+    /// serves at once. An overload (a [`overloaded`](crate::Permit::overloaded))
     /// takes 10 % off at once, at most once per unloaded latency, and
     /// growth is careful after it (never back to the whole limit refused)
     /// until the next probe. A fresh key starts at the lower bound and
@@ -335,6 +335,10 @@ impl BulkheadConfig {
     /// A call that has waited `timeout` in the queue is rejected
     /// ([`QueueTimeout`](crate::RejectReason::QueueTimeout)). Above 0.
     ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
+    ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
     /// use std::time::Duration;
@@ -392,6 +396,10 @@ impl BulkheadConfig {
     /// first served again under the queue timeout. Facebook's "Fail at
     /// scale" (2015) gives 5 ms and 100 ms for a server's queue. Works with
     /// a fixed limit and a learned one.
+    ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
     ///
     /// Settings under which CoDel could never act are refused at build,
     /// naming the field: it needs a [`queue`](Self::queue);

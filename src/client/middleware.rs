@@ -20,7 +20,12 @@ type KeyOfRequest = dyn Fn(&Request) -> String + Send + Sync;
 type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
 
 /// A [`reqwest_middleware`] middleware that sends every request through a
-/// [`ThrottleManager`], one key per host, and reports each response.
+/// [`ThrottleManager`], one key per host, and reports each response. A
+/// request waits for its host's rate; with a bulkhead, it waits for a slot
+/// only in the bulkhead's queue, which is 0 unless configured
+/// ([`BulkheadConfig::queue`](crate::BulkheadConfig::queue)): with every
+/// slot busy and no queue, the request is not sent, refused with
+/// [`Full`](crate::RejectReason::Full).
 ///
 /// For each request:
 /// 1. its **key** is the URL's authority, [`host_key`] (or what

@@ -83,6 +83,10 @@ impl Drop for DeadlineScope {
 /// backend nothing. gRPC and Envoy carry a caller's deadline with the
 /// call the same way.
 ///
+/// How this limit meets the other six (what each bounds, on which
+/// clock, what its expiry counts as): the [time
+/// limits](crate::guide::getting_started#time-limits).
+///
 /// A call the deadline ends while it runs is dropped and counted as
 /// [`Neutral`](crate::Outcome::Neutral): the deadline is the caller's
 /// budget, part of which may have gone on waiting here, not evidence

@@ -577,7 +577,7 @@ impl Rejected {
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).priority_levels(2).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("a", Priority::LOW).unwrap_err();
-    /// assert_eq!(rejected.priority(), Priority::IMPORTANT); // LOW clamped to the lowest of 2 levels
+    /// assert_eq!(rejected.priority(), Priority::MEDIUM_HIGH); // LOW clamped to the lowest of 2 levels
     /// ```
     pub fn priority(&self) -> Priority {
         self.priority

@@ -172,6 +172,10 @@ where
 
     /// [`call`](Self::call) with its own timeout instead of the manager's.
     ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
+    ///
     /// # Errors
     ///
     /// As [`call`](Self::call).

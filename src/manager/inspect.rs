@@ -23,7 +23,7 @@ use crate::registry::BorrowedKey;
 ///     .throttle(ThrottleConfig::new())
 ///     .build()?;
 /// manager.try_acquire("db", Priority::HIGH).unwrap().success();
-/// manager.try_acquire("db", Priority::LOW).unwrap().failure();
+/// manager.try_acquire("db", Priority::LOW).unwrap().overloaded();
 /// let snapshot = manager.snapshot("db").unwrap();
 /// assert_eq!(snapshot.priorities[0].requests, 1);
 /// assert_eq!(snapshot.priorities[0].accepts, 1);
@@ -169,7 +169,9 @@ where
 
     /// How many of `key`'s calls may be in flight now: its bulkhead's fixed
     /// limit, or what an adaptive one has learned. `None` if the key is not
-    /// live or has no bulkhead. Does not create the key.
+    /// live or has no bulkhead. Does not create the key. A `u32`, as the
+    /// snapshot's [`concurrency_limit`](KeySnapshot::concurrency_limit) and
+    /// [`BulkheadConfig::new`](crate::BulkheadConfig::new) are.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
@@ -182,10 +184,10 @@ where
     /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // probing first, at 2
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
-    pub fn concurrency_limit<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<usize> {
+    pub fn concurrency_limit<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<u32> {
         let state = self.inner.keys.state(key)?;
         let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
-        usize::try_from(bulkhead.limit(settings)).ok()
+        Some(bulkhead.limit(settings))
     }
 
     /// Every live key with its [`KeySnapshot`], for a health endpoint.

@@ -67,9 +67,13 @@ pub(crate) use watch::KeyLoad;
 ///   here.
 /// - [`acquire`](Self::acquire): a [`Permit`](crate::Permit) for a call you
 ///   make yourself; tell it [`success`](crate::Permit::success) or
-///   [`failure`](crate::Permit::failure).
+///   [`overloaded`](crate::Permit::overloaded).
 /// - [`wait`](Self::wait), then [`increment`](Self::increment) or
-///   [`decrement`](Self::decrement): the rate alone, as the Go seed has it.
+///   [`decrement`](Self::decrement): the rate alone, for code that reports
+///   outcomes itself (the crate's first shape: wait before the call, say
+///   how it went after). These skip the throttle and the bulkhead, and
+///   return at once for a manager without a rate; [`check`](Self::check)
+///   takes a token if one is due now, [`peek`](Self::peek) only looks.
 ///
 /// Every way in reads the same way: a `try_` method never waits (it is
 /// refused with the wait as [`retry_after`](crate::Rejected::retry_after)),
@@ -86,21 +90,24 @@ pub(crate) use watch::KeyLoad;
 /// # Example
 ///
 /// ```
-/// use portcullis::{RateConfig, ThrottleManager};
+/// use portcullis::{Priority, RateConfig, ThrottleManager, overloaded};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).increase_by(1.0).decrease_by(2.0))
+///     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).decrease_factor(0.5))
 ///     .build()?;
-/// manager.wait("example.com").await?; // before each call to example.com
-/// let ok = true; // ... make the call ...
-/// if ok {
-///     manager.increment("example.com");
-/// } else {
-///     manager.decrement("example.com");
-/// }
-/// assert_eq!(manager.current_rate("example.com"), Some(11.0));
+/// # async fn fetch(_: &str) -> Result<u16, std::io::Error> { Ok(200) }
+/// let status = manager
+///     .call("example.com", Priority::MEDIUM, || async {
+///         match fetch("https://example.com/").await? {
+///             429 | 503 => Err(overloaded(std::io::Error::other("slow down"))), // the rate falls
+///             status => Ok(status), // the rate rises
+///         }
+///     })
+///     .await?;
+/// assert_eq!(status, 200);
+/// assert_eq!(manager.current_rate("example.com"), Some(10.3));
 /// # Ok(())
 /// # }
 /// ```

@@ -16,7 +16,11 @@ where
     K: Hash + Eq + Send + Sync + 'static,
 {
     /// Waits until one call to `key` at `priority` may go through every
-    /// control the manager has, and returns the permit for it.
+    /// control the manager has, and returns the permit for it. A bulkhead
+    /// waits only in its queue, which is 0 unless configured
+    /// ([`BulkheadConfig::queue`](crate::BulkheadConfig::queue)): with every
+    /// slot busy and no queue, the call is refused at once with
+    /// [`Full`](crate::RejectReason::Full).
     ///
     /// The controls are applied in one order, the same for every way in
     /// (`try_acquire`, `acquire`, `call`):
@@ -76,7 +80,7 @@ where
     /// match manager.acquire("db-7", Priority::LOW).await {
     ///     Ok(permit) => {
     ///         // make the call, then report what happened:
-    ///         permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout)
+    ///         permit.success(); // or permit.overloaded() for a capacity failure (429, 503, timeout)
     ///     }
     ///     Err(rejected) => {
     ///         let _why = rejected.reason();

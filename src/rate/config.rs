@@ -118,8 +118,10 @@ pub enum Decrease {
 /// backend's true capacity `c` settles where successes and failures balance:
 /// `c * increase_by = (r - c) * decrease_by`, so
 /// `r = c * (1 + increase_by / decrease_by)`. Choose `decrease_by` well above
-/// `increase_by` (e.g. 10x) to settle within 10 % of capacity. The Go seed's
-/// example (increase 2, decrease 1) settles at three times capacity.
+/// `increase_by` (e.g. 10x) to settle within 10 % of capacity: steps of
+/// increase 2 and decrease 1, for instance, settle at three times capacity.
+/// A multiplicative decrease ([`decrease_factor`](Self::decrease_factor))
+/// settles closer still.
 ///
 /// # Outcomes that are old news
 ///
@@ -150,15 +152,15 @@ pub enum Decrease {
 ///
 /// # fn main() -> Result<(), portcullis::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
-///     .rate(RateConfig::adaptive(10.0).burst(1).bounds(1.0, 20.0).increase_by(2.0).decrease_by(1.0))
+///     .rate(RateConfig::adaptive(10.0).burst(1).bounds(1.0, 20.0).increase_by(1.0).decrease_by(10.0))
 ///     .build()?;
 /// let key = "example.com";
 /// manager.increment(key);
 /// manager.increment(key);
-/// assert_eq!(manager.current_rate(key), Some(14.0));
+/// assert_eq!(manager.current_rate(key), Some(12.0));
 /// manager.decrement(key);
-/// assert_eq!(manager.current_rate(key), Some(13.0));
-/// for _ in 0..4 {
+/// assert_eq!(manager.current_rate(key), Some(2.0));
+/// for _ in 0..20 {
 ///     manager.increment(key);
 /// }
 /// assert_eq!(manager.current_rate(key), Some(20.0)); // capped at the upper bound
@@ -221,7 +223,7 @@ impl RateConfig {
     /// [`increment`](crate::ThrottleManager::increment),
     /// [`decrement`](crate::ThrottleManager::decrement) and the outcomes
     /// of permits leave it where it is (the key's throttle still learns
-    /// from them). An adaptive rate starts from [`new`](Self::new).
+    /// from them). An adaptive rate starts from [`adaptive`](Self::adaptive).
     ///
     /// A fixed quota takes no bounds, steps or cooldown: setting one is an
     /// error at [`build`](crate::ThrottleManagerBuilder::build) naming the
@@ -352,6 +354,14 @@ impl RateConfig {
     }
 
     /// The rate never leaves `[lower, upper]`. `lower` must be above 0.
+    ///
+    /// Equal bounds (`adaptive(r).bounds(r, r)`) make a rate that cannot
+    /// move, but not a quota: its burst is an adaptive rate's default of 1
+    /// (a quota's is its `calls`), and
+    /// [`is_fixed`](Self::is_fixed) is false. For a rate that never moves,
+    /// write the quota ([`per_second`](Self::per_second), [`per`](Self::per)):
+    /// it says so, takes no steps to be ignored, and bursts as governor's
+    /// `Quota` does.
     ///
     /// ```
     /// # use portcullis::{RateConfig, ThrottleManager};

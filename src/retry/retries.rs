@@ -104,12 +104,12 @@ impl fmt::Display for GaveUp {
 /// loop {
 ///     let permit = manager.acquire("api", retries.priority()).await?;
 ///     sent.push(permit.priority());
-///     permit.failure(); // the backend answered 503
+///     permit.overloaded(); // the backend answered 503
 ///     if retries.after(RetryCause::Overloaded { pause: None }).await.is_err() {
 ///         break;
 ///     }
 /// }
-/// assert_eq!(sent, [Priority::HIGH, Priority::IMPORTANT, Priority::IMPORTANT]);
+/// assert_eq!(sent, [Priority::HIGH, Priority::MEDIUM_HIGH, Priority::MEDIUM_HIGH]);
 /// # Ok(())
 /// # }
 /// ```

@@ -135,6 +135,10 @@ impl RetryPolicy {
     /// waits and its retries. A retry whose wait would end past it is not
     /// made; the call's last failure is returned at once.
     ///
+    /// How this limit meets the other six (what each bounds, on which
+    /// clock, what its expiry counts as): the [time
+    /// limits](crate::guide::getting_started#time-limits).
+    ///
     /// ```
     /// use std::time::Duration;
     /// use portcullis::RetryPolicy;

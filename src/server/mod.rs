@@ -25,6 +25,16 @@
 //! controls per client tier come from
 //! [`tier`](crate::ThrottleManagerBuilder::tier) and
 //! [`tier_of`](crate::ThrottleManagerBuilder::tier_of).
+//!
+//! # The layer's manager is the network's
+//!
+//! A key the [`KeyExtractor`] reads is whatever the client sent: give the
+//! layer a manager of its own, and keep the keys the program names itself
+//! (a database, a downstream service) in another. In one key space, a
+//! client sending the header `x-user-id: database` is given the limits of
+//! the key `database`, and its permit holds that key's slots while the
+//! handlers' own calls to it wait (the per-user database chapter of the
+//! guide builds the two managers).
 
 mod answer;
 mod builder;

@@ -36,7 +36,7 @@ async fn run(
     callers: usize,
     length: Duration,
     warm_up: Duration,
-) -> (Vec<Duration>, Vec<usize>) {
+) -> (Vec<Duration>, Vec<u32>) {
     run_with(workers, None, callers, length, warm_up).await
 }
 
@@ -47,7 +47,7 @@ async fn run_with(
     callers: usize,
     length: Duration,
     warm_up: Duration,
-) -> (Vec<Duration>, Vec<usize>) {
+) -> (Vec<Duration>, Vec<u32>) {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(1_000))
         .build()
@@ -210,7 +210,7 @@ async fn learned() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .build()?;
     let permit = manager.acquire("db", Priority::HIGH).await?;
     permit.success();
-    let _limit: Option<usize> = manager.concurrency_limit("db");
+    let _limit: Option<u32> = manager.concurrency_limit("db");
     Ok(())
 }
 

@@ -28,7 +28,7 @@ use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 struct Counted {
     ok: u64,
     unavailable: u64,
-    limit: Option<usize>,
+    limit: Option<u32>,
 }
 
 impl Counted {
@@ -65,7 +65,7 @@ async fn run(
                 let status = client.get(&url).send().await.unwrap().status();
                 let counted = start.elapsed() > warm_up;
                 if status == StatusCode::SERVICE_UNAVAILABLE {
-                    permit.failure();
+                    permit.overloaded();
                     if counted {
                         unavailable.fetch_add(1, Ordering::Relaxed);
                     }
@@ -132,7 +132,7 @@ async fn run_candidate(
     Counted {
         ok: ok.load(Ordering::Relaxed),
         unavailable: unavailable.load(Ordering::Relaxed),
-        limit: Some(limiter.limit() as usize),
+        limit: Some(limiter.limit()),
     }
 }
 

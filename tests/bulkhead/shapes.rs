@@ -58,7 +58,7 @@ impl Backend {
 /// Over the second half of a run: the limit's 5th to 95th percentile,
 /// successes a second, and the share of calls refused.
 struct Settled {
-    limits: (usize, usize),
+    limits: (u32, u32),
     goodput: f64,
     refused: f64,
 }
@@ -87,7 +87,7 @@ async fn run(shape: Shape, config: BulkheadConfig) -> Settled {
                     if served {
                         permit.success();
                     } else {
-                        permit.failure();
+                        permit.overloaded();
                     }
                 }
             })

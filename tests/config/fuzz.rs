@@ -170,7 +170,7 @@ proptest! {
                     .unwrap();
                 runtime.block_on(async {
                     if let Ok(permit) = manager.try_acquire("api", Priority::HIGH) {
-                        permit.failure();
+                        permit.overloaded();
                     }
                     let _ = manager.try_acquire("web", Priority::LOW);
                     let _ = manager.snapshot("api");

@@ -171,7 +171,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
                     .bulkhead(BulkheadConfig::new(2).queue(4))
             }),
             Box::new(|manager| vec![manager.try_acquire_owned("key", Priority::LOW).unwrap()]),
-            Priority::IMPORTANT,
+            Priority::MEDIUM_HIGH,
             None,
         ),
     ];
@@ -209,7 +209,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
         &captured,
         &scenarios[4].1,
         &scenarios[4].2,
-        Priority::IMPORTANT,
+        Priority::MEDIUM_HIGH,
     );
     assert!(
         filled.events.iter().any(|l| l.contains("bulkhead full")),

@@ -73,7 +73,7 @@ fn admissions_rejections_outcomes_and_load_without_key_labels() {
         let b = manager.try_acquire("db", Priority::HIGH).unwrap();
         assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // bulkhead full
         a.success();
-        b.failure();
+        b.overloaded();
         let c = manager.try_acquire("db", Priority::HIGH).unwrap();
         assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // rate: burst spent
         drop(c);

@@ -119,7 +119,10 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
         .build()
         .unwrap();
     let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
-    manager.try_acquire("db", Priority::LOW).unwrap().failure();
+    manager
+        .try_acquire("db", Priority::LOW)
+        .unwrap()
+        .overloaded();
     let all: Vec<(String, portcullis::snapshot::KeySnapshot)> = manager.snapshots().collect();
     let json = serde_json::to_value(&all).unwrap();
     assert_eq!(json[0][0], "db");

@@ -41,7 +41,7 @@ async fn throttle() -> Result<(), Box<dyn std::error::Error>> {
     match manager.acquire("db-7", Priority::LOW).await {
         Ok(permit) => {
             // make the call, then report what happened:
-            permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout);
+            permit.success(); // or permit.overloaded() for a capacity failure (429, 503, timeout);
             // dropping the permit without a report counts as neither
         }
         Err(rejected) => {

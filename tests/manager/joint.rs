@@ -49,7 +49,7 @@ async fn a_call_its_second_key_refuses_leaves_the_first_as_it_was() {
         .unwrap();
     assert_eq!(manager.snapshot("user-7").unwrap().active, Some(1));
     assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(1));
-    permit.failure();
+    permit.overloaded();
     assert_eq!(requests(&manager, "user-7"), 1);
     assert_eq!(requests(&manager, "tenant-a"), 2);
     assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(0));

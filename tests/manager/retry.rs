@@ -135,7 +135,7 @@ async fn retries_go_in_one_priority_level_lower() {
             async { failing() }
         })
         .await;
-    let (high, lower) = (Some(Priority::HIGH), Some(Priority::IMPORTANT));
+    let (high, lower) = (Some(Priority::HIGH), Some(Priority::MEDIUM_HIGH));
     assert_eq!(*seen.borrow(), [high, lower, lower]);
     // Never below the manager's lowest level.
     let lowest = manager.retries("api", Priority::LOW);

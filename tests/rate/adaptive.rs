@@ -459,16 +459,16 @@ async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_agai
         manager.acquire("k", priority)
     );
     let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
-    a.failure();
+    a.overloaded();
     assert_eq!(manager.current_rate("k"), Some(5.0));
     // Paced at 10/s like the first: old news.
-    b.failure();
+    b.overloaded();
     c.success();
     assert_eq!(manager.current_rate("k"), Some(5.0));
     // A call scheduled since the decrease is news, either way.
     manager.acquire("k", priority).await.unwrap().success();
     assert_eq!(manager.current_rate("k"), Some(6.0));
-    manager.acquire("k", priority).await.unwrap().failure();
+    manager.acquire("k", priority).await.unwrap().overloaded();
     assert_eq!(manager.current_rate("k"), Some(3.0));
     // `decrement` carries no schedule: it always counts.
     manager.decrement("k");

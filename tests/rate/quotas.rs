@@ -67,7 +67,7 @@ async fn nothing_moves_a_quota() {
             .acquire("tenant", Priority::HIGH)
             .await
             .unwrap()
-            .failure();
+            .overloaded();
     }
     assert_eq!(manager.current_rate("tenant"), Some(10.0));
 }

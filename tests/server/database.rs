@@ -12,13 +12,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use app::{DATABASE, Settings, USER_HEADER};
-use portcullis::ThrottleManager;
 use sqlx::{Connection, SqlitePool};
 
 struct Service {
     url: String,
     pool: SqlitePool,
-    manager: ThrottleManager<String>,
+    guards: app::Guards,
     /// The database file, for connections of the test's own.
     path: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -28,14 +27,14 @@ async fn start(settings: Settings) -> Service {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("events.sqlite");
     let pool = app::open(&path, &settings).await.unwrap();
-    let manager = app::manager(&settings);
-    let url = app::serve(app::router(pool.clone(), Some(manager.clone())))
+    let guards = app::guards(&settings);
+    let url = app::serve(app::router(pool.clone(), Some(guards.clone())))
         .await
         .unwrap();
     Service {
         url,
         pool,
-        manager,
+        guards,
         path,
         _dir: dir,
     }
@@ -69,7 +68,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     .await;
     let client = reqwest::Client::new();
     assert_eq!(read(&client, &service, &fresh_user()).await, 200);
-    let before = service.manager.current_rate(DATABASE).unwrap();
+    let before = service.guards.database.current_rate(DATABASE).unwrap();
 
     // Someone else holds every connection: the query's permit is free, but
     // the pool has nothing to give within its timeout.
@@ -78,7 +77,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
         service.pool.acquire().await.unwrap(),
     ];
     assert_eq!(read(&client, &service, &fresh_user()).await, 503);
-    let lowered = service.manager.current_rate(DATABASE).unwrap();
+    let lowered = service.guards.database.current_rate(DATABASE).unwrap();
     assert!(lowered < before, "{before} -> {lowered}");
     drop(held);
 
@@ -88,7 +87,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     let mut loops = Vec::new();
     for _ in 0..4 {
         let (client, url) = (client.clone(), service.url.clone());
-        let manager = service.manager.clone();
+        let manager = service.guards.database.clone();
         loops.push(tokio::spawn(async move {
             while Instant::now() < deadline && manager.current_rate(DATABASE).unwrap() < before {
                 let answer = client
@@ -104,7 +103,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     for task in loops {
         task.await.unwrap();
     }
-    let recovered = service.manager.current_rate(DATABASE).unwrap();
+    let recovered = service.guards.database.current_rate(DATABASE).unwrap();
     assert!(
         recovered >= before,
         "{lowered} -> {recovered}, not back to {before}"
@@ -119,7 +118,7 @@ async fn a_locked_database_lowers_the_database_rate() {
         ..Settings::default()
     })
     .await;
-    let (url, manager, path) = (&service.url, &service.manager, &service.path);
+    let (url, manager, path) = (&service.url, &service.guards.database, &service.path);
     let client = reqwest::Client::new();
     let write = || {
         client
@@ -195,10 +194,41 @@ async fn a_refused_request_never_takes_a_pool_connection() {
         refused += 1;
     }
     assert_eq!(refused, 5, "all but the one in flight refused at once");
-    assert_eq!(service.manager.snapshot(DATABASE).unwrap().active, Some(1));
+    assert_eq!(
+        service.guards.database.snapshot(DATABASE).unwrap().active,
+        Some(1)
+    );
 
     drop(held);
     for request in waiting {
         assert_eq!(request.await.unwrap().0, 200);
     }
+}
+
+/// A request sent as user `database` is limited as any user is, and takes
+/// nothing of the database's key: the users' keys (from a header) and the
+/// database's (the program's own) live in two managers. In one key space
+/// the layer's permit would take the database's only slot, and the
+/// request's own query would wait behind it until its queue timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_named_database_takes_nothing_of_the_databases_key() {
+    let service = start(Settings {
+        connections: 1,
+        ..Settings::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(read(&client, &service, DATABASE).await);
+    }
+    // A user's burst of 2, then its quota's refusal.
+    assert_eq!(statuses, [200, 200, 429]);
+    let database = service.guards.database.snapshot(DATABASE).unwrap();
+    assert_eq!(database.active, Some(0), "every query's slot given back");
+    assert_eq!(
+        service.guards.users.current_rate(DATABASE),
+        Some(10.0),
+        "the header's `database` is a user, at a user's quota"
+    );
 }

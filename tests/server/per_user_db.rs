@@ -54,7 +54,7 @@ async fn one_noisy_user_cannot_starve_the_others() {
     // ordinary users up to 10 % of their calls.)
     let polite = Load {
         ordinary_users: quiet.ordinary_users
-            + (settings.user_rate / quiet.per_user_rate).round() as u32,
+            + (f64::from(settings.user_rate) / quiet.per_user_rate).round() as u32,
         ..quiet.clone()
     };
     // Each phase: the noisy user and the ordinary users on one service,
@@ -62,10 +62,10 @@ async fn one_noisy_user_cannot_starve_the_others() {
     let phase = |guarded: bool| {
         let (shared, twin, polite, noisy) = (shared.clone(), twin.clone(), &polite, &noisy);
         let settings = &settings;
-        let manager = move || guarded.then(|| app::manager(settings));
+        let guards = move || guarded.then(|| app::guards(settings));
         async move {
-            let shared = app::serve(app::router(shared, manager())).await.unwrap();
-            let twin = app::serve(app::router(twin, manager())).await.unwrap();
+            let shared = app::serve(app::router(shared, guards())).await.unwrap();
+            let twin = app::serve(app::router(twin, guards())).await.unwrap();
             tokio::join!(load::run(&shared, noisy), load::run(&twin, polite))
         }
     };
@@ -95,7 +95,8 @@ async fn one_noisy_user_cannot_starve_the_others() {
         with.ordinary,
         on_twin.ordinary
     );
-    let quota = settings.user_rate * (quiet.length + settings.pool_timeout).as_secs_f64()
+    let quota = f64::from(settings.user_rate)
+        * (quiet.length + settings.pool_timeout).as_secs_f64()
         + f64::from(settings.user_burst);
     assert!(with.noisy.successes as f64 <= quota, "{:?}", with.noisy);
     assert!(

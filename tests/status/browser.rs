@@ -110,7 +110,7 @@ async fn in_a_real_browser_the_page_shows_the_shedding_key_first_and_draws_its_c
     };
     for round in 0..75 {
         if let Ok(permit) = manager.try_acquire("payments.example.com", Priority::LOW) {
-            permit.failure();
+            permit.overloaded();
         }
         if round % 5 == 0 {
             if let Ok(permit) = manager.try_acquire("search.example.com", Priority::HIGH) {

@@ -88,7 +88,7 @@ async fn outcomes_reach_the_store_and_neutral_ones_do_not() {
         .acquire("api", Priority::HIGH)
         .await
         .unwrap()
-        .failure();
+        .overloaded();
     drop(manager.acquire("api", Priority::HIGH).await.unwrap()); // neutral
     reports_arrive().await;
     assert_eq!((store.reports(0), store.reports(1)), (1, 1));

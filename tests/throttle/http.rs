@@ -54,7 +54,7 @@ async fn caller(
         tokio::spawn(async move {
             match client.get(&url).send().await {
                 Ok(answer) if answer.status().is_success() => permit.success(),
-                _ => permit.failure(),
+                _ => permit.overloaded(),
             }
         });
     }
@@ -157,7 +157,7 @@ async fn call_each(
             match manager.try_acquire("server", priority) {
                 Ok(permit) => match client.get(url).send().await {
                     Ok(answer) if answer.status().is_success() => permit.success(),
-                    _ => permit.failure(),
+                    _ => permit.overloaded(),
                 },
                 Err(_) => shed[level] += 1,
             }

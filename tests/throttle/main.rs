@@ -71,7 +71,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
     match manager.acquire("db-7", Priority::LOW).await {
         Ok(permit) => {
             // make the call, then report what happened:
-            permit.success(); // or permit.failure() for a capacity failure (429, 503, timeout);
+            permit.success(); // or permit.overloaded() for a capacity failure (429, 503, timeout);
             // dropping the permit without a report counts as Outcome::Neutral
         }
         Err(rejected) => {
@@ -97,10 +97,10 @@ async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_i
             .acquire("db", Priority::HIGH)
             .await
             .unwrap()
-            .failure();
+            .overloaded();
     }
     // K = 2, window 60 s, min_rate 1/s: 100 / (100 + 60).
-    for priority in [Priority::HIGH, Priority::IMPORTANT, Priority::LOW] {
+    for priority in [Priority::HIGH, Priority::MEDIUM_HIGH, Priority::LOW] {
         assert_eq!(manager.rejection_probability("db", priority), Some(0.625));
     }
     // 10 LOW successes: the backend accepts calls whatever their priority,
@@ -170,7 +170,7 @@ async fn a_recovered_backend_gets_its_traffic_back_at_every_priority() {
         .unwrap();
     let priorities = [
         Priority::HIGH,
-        Priority::IMPORTANT,
+        Priority::MEDIUM_HIGH,
         Priority::MEDIUM,
         Priority::LOW,
     ];
@@ -178,7 +178,7 @@ async fn a_recovered_backend_gets_its_traffic_back_at_every_priority() {
     for _ in 0..1_000 {
         for priority in priorities {
             if let Ok(permit) = manager.try_acquire("db", priority) {
-                permit.failure();
+                permit.overloaded();
             }
         }
         tokio::time::advance(Duration::from_millis(10)).await;
@@ -251,7 +251,7 @@ async fn under_sustained_overload_high_priority_is_shed_far_less_than_low() {
                     backend_tokens -= 1.0;
                     permit.success();
                 }
-                Ok(permit) => permit.failure(),
+                Ok(permit) => permit.overloaded(),
                 Err(_) => shed[i] += 1,
             }
         }
@@ -302,7 +302,7 @@ async fn a_neutral_outcome_counts_as_a_request_and_an_accept() {
         manager
             .try_acquire("failing", Priority::HIGH)
             .unwrap()
-            .failure();
+            .overloaded();
     }
     assert_eq!(
         manager.rejection_probability("failing", Priority::HIGH),
@@ -436,7 +436,7 @@ async fn the_task_priority_overrides_the_call_site() {
         .await
         .unwrap();
     assert_eq!(permit.priority(), Priority::HIGH);
-    permit.failure();
+    permit.overloaded();
     // The failure was counted at HIGH: HIGH sees it as its own.
     assert_eq!(
         manager.rejection_probability("db", Priority::HIGH),
@@ -458,7 +458,7 @@ fn out_of_range_priorities_follow_the_policy() {
     let clamped = build(OutOfRange::ClampToLowest);
     assert_eq!(
         clamped.try_acquire("db", Priority::LOW).unwrap().priority(),
-        Priority::IMPORTANT
+        Priority::MEDIUM_HIGH
     );
     let rejecting = build(OutOfRange::Reject);
     let rejected = rejecting.try_acquire("db", Priority::LOW).unwrap_err();
@@ -507,7 +507,7 @@ fn concurrent_acquires_and_reports_lose_no_counts() {
                     if i % 5 == 0 {
                         permit.success();
                     } else {
-                        permit.failure();
+                        permit.overloaded();
                     }
                 }
             });

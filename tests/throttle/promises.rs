@@ -12,7 +12,7 @@ use crate::seeded_random;
 
 pub(crate) const PRIORITIES: [Priority; 4] = [
     Priority::HIGH,
-    Priority::IMPORTANT,
+    Priority::MEDIUM_HIGH,
     Priority::MEDIUM,
     Priority::LOW,
 ];
@@ -88,7 +88,7 @@ impl Simulation {
                                 tally.accepted += 1;
                                 permit.success();
                             } else {
-                                permit.failure();
+                                permit.overloaded();
                             }
                         }
                         Err(_) => tally.shed[level] += 1,

@@ -261,7 +261,7 @@ fn a_key_shedding_only_its_least_important_calls_is_never_evicted() {
         // Failures, then calls shed: LOW asks far more than the budget
         // HIGH's accepts leave it.
         if let Ok(permit) = manager.try_acquire("a", Priority::LOW) {
-            permit.failure();
+            permit.overloaded();
         }
     }
     assert_eq!(
