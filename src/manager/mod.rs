@@ -26,7 +26,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::core::Core;
 use crate::key::KeyState;
-use crate::registry::Registry;
+use crate::registry::{BorrowedKey, Registry};
 
 mod admission;
 mod attempt;
@@ -246,6 +246,39 @@ where
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Forgets `key` now: its next call starts afresh, as a new key's does
+    /// (a full bucket, its rate at its start, an empty throttle window, an
+    /// empty bulkhead, its tier read again). Returns whether the key was
+    /// live. Its room in the key space is free at once.
+    ///
+    /// Calls already admitted, and callers waiting, end on the state they
+    /// started with: their outcomes count there and are neither lost nor
+    /// applied to the new state. So for as long as they run, they are not
+    /// counted against the new state's bulkhead: the key may have up to
+    /// twice its limit in flight. A rate shared through a store is the
+    /// fleet's and stays (see `RedisStore::reset`
+    /// for that). Forgetting loosens the key's limits: it is for the
+    /// program's own decisions (a tenant's plan changed, an operator's
+    /// reset), not for input from the network.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(1))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.try_acquire("acme", Priority::HIGH).unwrap().success();
+    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_err()); // a minute to wait
+    /// assert!(manager.forget("acme"));
+    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_ok()); // afresh
+    /// assert!(!manager.forget("nobody"));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn forget<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
+        self.inner.keys.remove(key)
     }
 
     /// Forgets every key that has been quiet for the idle TTL now, instead of

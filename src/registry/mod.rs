@@ -131,8 +131,10 @@ impl<K, S> Drop for Room<'_, K, S> {
 /// Every key in `map` is in `eviction_queue` exactly once, except while the
 /// thread that created it has yet to queue it, or while an evicting thread
 /// holds it out of the queue; only a thread holding a key out of the queue
-/// removes it from the map. So every live key is looked at by eviction in
-/// its turn, and none twice in one round.
+/// removes it from the map, but for a key forgotten on demand
+/// ([`remove`](Self::remove)), whose entry in the queue eviction drops
+/// when it meets it (its state is no longer in the map). So every live key
+/// is looked at by eviction in its turn, and none twice in one round.
 pub(crate) struct Registry<K, S> {
     map: Table<K, S>,
     /// The live keys in the order eviction looks at them, front first.
@@ -278,6 +280,19 @@ where
         self.eviction_queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Forgets `key`, if it is live: the map lets it go at once and its
+    /// room is given back; whoever holds its state (a call in flight, a
+    /// waiter) keeps it until done. `false` if the key was not live.
+    pub(crate) fn remove<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
+        let removed = self.map.remove_key(self.map.hash(key), key);
+        let forgotten = removed.is_some();
+        drop(removed);
+        if forgotten {
+            self.give_back(1);
+        }
+        forgotten
     }
 
     /// The number of live keys.

@@ -127,6 +127,18 @@ where
         Some(found.remove().0)
     }
 
+    /// Removes the slot of `key`, if it is there. Returns the slot, to be
+    /// dropped outside the lock.
+    pub(super) fn remove_key<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        hash: u64,
+        key: &Q,
+    ) -> Option<Slot<K, S>> {
+        let mut shard = self.write(hash);
+        let found = shard.find_entry(hash, |(k, _)| key.names(k)).ok()?;
+        Some(found.remove().0)
+    }
+
     /// The number of keys.
     pub(super) fn len(&self) -> usize {
         self.shards
