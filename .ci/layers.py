@@ -29,7 +29,7 @@ import tempfile
 
 # Lowest first. A module may name modules of its own layer or below.
 LAYERS = [
-    ("ground", ["clock", "sync", "priority", "deadline", "error", "outcome", "registry"]),
+    ("ground", ["clock", "sync", "priority", "deadline", "error", "outcome", "registry", "test_warnings"]),
     ("controls", ["rate", "throttle", "bulkhead", "retry_budget", "store"]),
     ("core", ["key", "events", "metrics", "core", "permit", "retry"]),
     ("manager", ["manager", "builder", "config"]),

@@ -145,6 +145,8 @@ pub mod server;
 pub mod status;
 pub mod store;
 mod sync;
+#[cfg(test)]
+mod test_warnings;
 pub mod throttle;
 
 #[doc = include_str!("../docs/architecture.md")]

@@ -72,6 +72,18 @@ fn per_second(values: &[u32]) -> impl Iterator<Item = Option<f64>> + '_ {
         .map(|&v| Some(f64::from(v) / BUCKET.as_secs_f64()))
 }
 
+/// The load panel's first lines: what was offered, and the capacity.
+fn offered_and_capacity(first: &Series, load_max: f64) -> Vec<Line> {
+    vec![
+        Line {
+            label: "offered".to_string(),
+            style: RGBColor(200, 200, 200).stroke_width(3),
+            points: points(per_second(&first.offered), load_max),
+        },
+        capacity_line(first, load_max),
+    ]
+}
+
 fn capacity_line(series: &Series, y_max: f64) -> Line {
     Line {
         label: "capacity".to_string(),
@@ -110,14 +122,7 @@ fn queue_panels(runs: &[(Strategy, Series)], patience: Duration) -> Vec<Panel> {
     let peak_capacity = first.capacity.iter().cloned().fold(0.0, f64::max);
     let load_max = 3.5 * peak_capacity;
     let latency_max = 5_000.0;
-    let mut load = vec![
-        Line {
-            label: "offered".to_string(),
-            style: RGBColor(200, 200, 200).stroke_width(3),
-            points: points(per_second(&first.offered), load_max),
-        },
-        capacity_line(first, load_max),
-    ];
+    let mut load = offered_and_capacity(first, load_max);
     let mut in_time = vec![capacity_line(first, 1.2 * peak_capacity)];
     let mut latency = Vec::new();
     for (strategy, series) in runs {
@@ -165,14 +170,7 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
     let first = &runs[0].1;
     let peak_capacity = first.capacity.iter().cloned().fold(0.0, f64::max);
     let load_max = 3.5 * peak_capacity;
-    let mut load = vec![
-        Line {
-            label: "offered".to_string(),
-            style: RGBColor(200, 200, 200).stroke_width(3),
-            points: points(per_second(&first.offered), load_max),
-        },
-        capacity_line(first, load_max),
-    ];
+    let mut load = offered_and_capacity(first, load_max);
     let mut goodput = vec![capacity_line(first, 1.2 * peak_capacity)];
     let mut rate = vec![capacity_line(first, 2.0 * peak_capacity)];
     let mut limit = Vec::new();

@@ -419,32 +419,6 @@ fn the_scripts_hold_growth_to_use_as_the_local_cell_does() {
     });
 }
 
-/// Every `warn` event written while `body` runs on this thread.
-fn warnings_of<T>(body: impl FnOnce() -> T) -> (T, Vec<String>) {
-    use std::sync::{Arc, Mutex};
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Lines {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let value = tracing::subscriber::with_default(subscriber, body);
-    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-    (value, text.lines().map(str::to_owned).collect())
-}
-
 /// The scripts take for garbage only what no bucket can hold: one booked
 /// as far ahead as calls may book (the longest pause), whose rate then
 /// halves (which stretches the burst's part of its debt), is used as it
@@ -456,7 +430,7 @@ fn a_bucket_booked_as_far_as_it_may_be_is_not_taken_for_garbage() {
     ) else {
         return;
     };
-    let ((), warnings) = warnings_of(|| {
+    let ((), warnings) = crate::test_warnings::warnings_of(|| {
         runtime().block_on(async {
             let config = RateConfig::adaptive(10.0)
                 .burst(2)
