@@ -16,13 +16,14 @@
 //! - `strategy.rs`: the manager configurations compared;
 //! - `candidates.rs`: the other concurrency limiters compared;
 //! - `engine.rs`: one run, on tokio's paused clock;
-//! - `report.rs`, `shape_table.rs`, `plot.rs`: the figures, tables and
-//!   plots.
+//! - `report.rs`, `shape_table.rs`, `queue_table.rs`, `plot.rs`: the
+//!   figures, tables and plots.
 
 mod backend;
 mod candidates;
 mod engine;
 mod plot;
+mod queue_table;
 mod report;
 mod rng;
 mod scenario;

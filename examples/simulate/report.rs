@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::engine::{BUCKET, FINE, REJECT_COST, Series, Settings};
+use crate::queue_table::{QueueFigures, queue_table};
 use crate::scenario::{CAPACITY, Scenario};
 use crate::shape_table::{ShapeFigures, shape_table};
 use crate::strategy::{Strategy, THROTTLE_WINDOW};
@@ -53,47 +54,8 @@ pub(crate) struct Summary {
     pub(crate) concurrency: Option<Concurrency>,
     /// For latency-shape scenarios.
     pub(crate) shape: Option<ShapeFigures>,
-    /// For scenarios whose callers give up ([`Queue`]).
-    pub(crate) queue: Option<Queue>,
-}
-
-/// How a strategy fared for callers who give up after their patience.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Queue {
-    /// Calls answered within the callers' patience, as a share of what the
-    /// backend could serve.
-    pub(crate) in_time: f64,
-    /// Calls the backend served after their callers had given up, as a
-    /// share of all it served: work done for no one.
-    pub(crate) too_late: f64,
-    /// Latency of the served calls, from arrival to answer: median and
-    /// 99th percentile.
-    pub(crate) p50: Duration,
-    pub(crate) p99: Duration,
-}
-
-impl Queue {
-    /// The figures of `series`, over the calls that arrived before its last
-    /// second (the last second's are answered after the run, when the
-    /// backend has time to spare: they would count more than it served).
-    fn of(series: &Series, patience: Duration) -> Self {
-        let last = series.buckets().saturating_sub(1);
-        let capacity: f64 = series.capacity[..last].iter().sum::<f64>() * BUCKET.as_secs_f64();
-        let mut latencies: Vec<Duration> = series
-            .latencies
-            .iter()
-            .filter(|&&(bucket, _)| (bucket as usize) < last)
-            .map(|&(_, latency)| latency)
-            .collect();
-        latencies.sort();
-        let in_time = latencies.iter().filter(|&&l| l <= patience).count();
-        Self {
-            in_time: in_time as f64 / capacity.max(1.0),
-            too_late: (latencies.len() - in_time) as f64 / (latencies.len().max(1)) as f64,
-            p50: quantile(&latencies, 0.5),
-            p99: quantile(&latencies, 0.99),
-        }
-    }
+    /// For scenarios whose callers give up ([`QueueFigures`]).
+    pub(crate) queue: Option<QueueFigures>,
 }
 
 /// How a strategy fared against a workers backend whose capacity changes.
@@ -115,7 +77,7 @@ pub(crate) struct Concurrency {
     pub(crate) followed_after: Option<Option<Duration>>,
 }
 
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
+pub(crate) fn quantile(sorted: &[Duration], q: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -283,7 +245,7 @@ impl Summary {
                 .then(|| ShapeFigures::of(series)),
             queue: scenario
                 .caller_patience
-                .map(|patience| Queue::of(series, patience)),
+                .map(|patience| QueueFigures::of(series, patience)),
         }
     }
 }
@@ -323,7 +285,7 @@ fn recovered_after(series: &Series, start: Duration, end: Duration) -> Option<Du
         .map(|i| BUCKET * (i - first) as u32)
 }
 
-fn percent(share: f64) -> String {
+pub(crate) fn percent(share: f64) -> String {
     format!("{:.1} %", share * 100.0)
 }
 
@@ -395,31 +357,6 @@ pub(crate) fn max_wait_table(scenario: &Scenario, rows: &[(Duration, Summary)]) 
         );
     }
     out.push('\n');
-    out
-}
-
-/// The table of a scenario whose callers give up: what reached them in
-/// time, and the work done for no one.
-fn queue_table(summaries: &[Summary]) -> String {
-    let mut out = String::from(
-        "| strategy | answered in time (of capacity) | served too late | shed locally | p50 latency | p99 latency |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: |\n",
-    );
-    for summary in summaries {
-        let Some(q) = &summary.queue else {
-            continue;
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} ms | {} ms |",
-            summary.strategy.name(),
-            percent(q.in_time),
-            percent(q.too_late),
-            percent(summary.shed),
-            q.p50.as_millis(),
-            q.p99.as_millis(),
-        );
-    }
     out
 }
 
