@@ -85,9 +85,7 @@ where
     ) -> Result<A, Rejected> {
         match self.core().decide::<A>(&self.lookup(key), request) {
             Ok(admitted) => {
-                if A::COUNTED {
-                    self.core().metrics.admitted(admitted.label());
-                }
+                self.count_admitted(&admitted);
                 Ok(admitted)
             }
             Err(stop) => Err(self.refused_now(key, stop, request)),
@@ -132,9 +130,16 @@ where
         admitted: &Result<A, Rejected>,
     ) {
         match admitted {
-            Ok(admitted) if A::COUNTED => self.core().metrics.admitted(admitted.label()),
-            Ok(_) => {}
+            Ok(admitted) => self.count_admitted(admitted),
             Err(rejected) => self.count_refusal(key, rejected),
+        }
+    }
+
+    /// Counts an admission, if it is one counted when made (a permit's).
+    #[inline(always)]
+    fn count_admitted<'m, A: Admitted<'m>>(&self, admitted: &A) {
+        if A::COUNTED {
+            self.core().metrics.admitted(admitted.label());
         }
     }
 
