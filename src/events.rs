@@ -115,13 +115,17 @@ pub(crate) fn wait_ended(span: &Span, waited: std::time::Duration, refused: Opti
 /// it on the request it refused), with the reason, the priority and when
 /// to try again.
 #[cold]
-pub(crate) fn call_refused(key: Option<&str>, refused: &crate::Rejected) {
+pub(crate) fn call_refused(key: Option<&str>, refused: &crate::Rejected, shadow: bool) {
     let reason = refused.reason().label();
     let priority = refused.priority().level();
     let retry_after_s = refused.retry_after().map(|after| after.as_secs_f64());
-    match key {
-        Some(key) => tracing::debug!(key, reason, priority, retry_after_s, "call refused"),
-        None => tracing::debug!(reason, priority, retry_after_s, "call refused"),
+    match (key, shadow) {
+        (Some(key), false) => tracing::debug!(key, reason, priority, retry_after_s, "call refused"),
+        (None, false) => tracing::debug!(reason, priority, retry_after_s, "call refused"),
+        (Some(key), true) => {
+            tracing::debug!(key, reason, priority, "call would be refused (shadow mode)")
+        }
+        (None, true) => tracing::debug!(reason, priority, "call would be refused (shadow mode)"),
     }
 }
 
@@ -130,6 +134,15 @@ pub(crate) fn call_refused(key: Option<&str>, refused: &crate::Rejected) {
 #[cold]
 pub(crate) fn key_names_panicked() {
     tracing::error!("key_names panicked on a key; such keys are named <unnamed>");
+}
+
+/// The manager's table of distinct settings is full (changes refuse long
+/// before): a key made now gets the first settings.
+#[cold]
+pub(crate) fn settings_table_full() {
+    tracing::error!(
+        "the manager holds as many distinct settings as it can; a key made now gets the first"
+    );
 }
 
 /// A key's `tier_of` named a tier that no `.tier(...)` declares: the key

@@ -3,30 +3,30 @@
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::bulkhead::Bulkhead;
-use crate::bulkhead::BulkheadSettings;
 use crate::clock::Nanos;
 use crate::deadline::AnswerTime;
-use crate::rate::RateCell;
-use crate::rate::RateSettings;
+use crate::rate::{RateCell, RateSettings};
 use crate::retry_budget::RetryBudget;
 use crate::store::StoreKey;
-use crate::throttle::ThrottleSettings;
-use crate::throttle::ThrottleWindow;
+use crate::throttle::{ThrottleSettings, ThrottleWindow};
 
 /// The state of one key, shared through a (`triomphe`) `Arc` by the key
 /// space and by every permit and waiter of the key.
 ///
-/// A key of a manager with only a rate, at its default settings, is just its
-/// rate cell and a null pointer: 48 bytes. The controls beyond the rate
-/// live in one optional allocation, and the key's own settings (for the few
-/// keys that have them) in another, reached through the first.
+/// A key of a manager with only a rate is just its rate cell, its settings'
+/// number and a null pointer: 56 bytes. The controls beyond the rate live
+/// in one optional allocation, and the key's link to a rate store (for a
+/// manager with one) in another, reached through the first.
 #[derive(Debug)]
 pub(crate) struct KeyState {
     pub(crate) rate: RateCell,
+    /// Where the key's settings are in the manager's table, and their
+    /// generation (the core's `SettingsWord`): changed by a change of its
+    /// settings.
+    settings: AtomicU64,
     extras: Option<Box<Extras>>,
 }
 
@@ -35,11 +35,12 @@ pub(crate) struct KeyState {
 /// included.
 #[derive(Debug, Default)]
 struct Extras {
-    /// The key's own settings, where any differ from the manager's
-    /// defaults.
-    own: Option<Box<OwnSettings>>,
-    /// The key's throttle window, used when the key has a throttle (its
-    /// own settings or the manager's default: see `Core::throttle_of`).
+    /// The key's link to the store its rate lives in, if it has one (rare:
+    /// kept off the extras that every key with a bulkhead or a throttle
+    /// has).
+    store_key: Option<Box<StoreKey>>,
+    /// The key's throttle window, used while its settings have a throttle
+    /// (see `Core::throttle_of`).
     /// Not an `Option`: an absent window would take as many bytes, and the
     /// settings already say whether it counts.
     throttle: ThrottleWindow,
@@ -57,49 +58,43 @@ struct Extras {
     answered: AtomicU32,
 }
 
-/// A key's own settings (`None`: the manager's default for that control),
-/// and its link to the store its rate lives in, if it has one (rare, like
-/// the settings: kept off the extras that every key with a bulkhead or a
-/// throttle has).
-#[derive(Debug, Default)]
-struct OwnSettings {
-    rate: Option<Arc<RateSettings>>,
-    throttle: Option<Arc<ThrottleSettings>>,
-    bulkhead: Option<Arc<BulkheadSettings>>,
-    store_key: Option<StoreKey>,
-}
-
 impl KeyState {
-    /// A key's state: its rate cell, and what else it has, each with its
-    /// own settings where they are not the manager's default.
+    /// A key's state: its rate cell, its settings (`settings`), and its
+    /// throttle window and bulkhead if its settings have them.
     pub(crate) fn new(
         rate: RateCell,
-        rate_settings: Option<Arc<RateSettings>>,
-        throttle: Option<(ThrottleWindow, Option<Arc<ThrottleSettings>>)>,
-        bulkhead: Option<(Bulkhead, Option<Arc<BulkheadSettings>>)>,
+        settings: u64,
+        throttle: Option<ThrottleWindow>,
+        bulkhead: Option<Bulkhead>,
     ) -> Self {
-        let (throttle, throttle_settings) = throttle.map_or((None, None), |(w, s)| (Some(w), s));
-        let (bulkhead, bulkhead_settings) = bulkhead.map_or((None, None), |(b, s)| (Some(b), s));
-        let own = OwnSettings {
-            rate: rate_settings,
-            throttle: throttle_settings,
-            bulkhead: bulkhead_settings,
-            store_key: None,
-        };
-        let any_own = own.rate.is_some() || own.throttle.is_some() || own.bulkhead.is_some();
-        let needed = throttle.is_some() || bulkhead.is_some() || any_own;
+        let needed = throttle.is_some() || bulkhead.is_some();
         Self {
             rate,
+            settings: AtomicU64::new(settings),
             extras: needed.then(|| {
                 Box::new(Extras {
                     throttle: throttle.unwrap_or_default(),
                     bulkhead: bulkhead.unwrap_or_default(),
-                    own: any_own.then(|| Box::new(own)),
+                    store_key: None,
                     retry: RetryBudget::default(),
                     answered: AtomicU32::new(0),
                 })
             }),
         }
+    }
+
+    /// Where the key's settings are, and their generation.
+    #[inline]
+    pub(crate) fn settings_word(&self) -> u64 {
+        self.settings.load(Ordering::Acquire)
+    }
+
+    /// Moves the key to `new` settings if its word is still `seen`; the
+    /// word it holds otherwise.
+    pub(crate) fn replace_settings(&self, seen: u64, new: u64) -> Result<(), u64> {
+        self.settings
+            .compare_exchange(seen, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(drop)
     }
 
     /// A call of this key with a deadline had its answer `took` after its
@@ -130,7 +125,7 @@ impl KeyState {
     /// The key with its rate in a store, under `store_key`.
     pub(crate) fn with_store_key(mut self, store_key: StoreKey) -> Self {
         let extras = self.extras.get_or_insert_with(Box::default);
-        extras.own.get_or_insert_with(Box::default).store_key = Some(store_key);
+        extras.store_key = Some(Box::new(store_key));
         self
     }
 
@@ -149,84 +144,44 @@ impl KeyState {
     /// The key's link to the store its rate lives in, if it has one.
     #[inline]
     pub(crate) fn store_key(&self) -> Option<&StoreKey> {
-        self.own()?.store_key.as_ref()
+        self.extras.as_deref()?.store_key.as_deref()
     }
 
-    /// The key's own settings, if any differ from the manager's defaults.
+    /// The key's throttle window, if it was made with one.
     #[inline]
-    fn own(&self) -> Option<&OwnSettings> {
-        self.extras.as_deref()?.own.as_deref()
+    pub(crate) fn throttle_window(&self) -> Option<&ThrottleWindow> {
+        Some(&self.extras.as_deref()?.throttle)
     }
 
-    /// The key's own rate settings; `None` for the manager's default.
-    #[inline]
-    pub(crate) fn rate_settings(&self) -> Option<&RateSettings> {
-        self.own()?.rate.as_deref()
-    }
-
-    /// The key's throttle window and its own settings (`None`: the
-    /// default), with one look at the extras.
-    #[inline]
-    pub(crate) fn throttle_with_settings(
-        &self,
-    ) -> Option<(&ThrottleWindow, Option<&ThrottleSettings>)> {
-        let extras = self.extras.as_deref()?;
-        Some((
-            &extras.throttle,
-            extras
-                .own
-                .as_deref()
-                .and_then(|own| own.throttle.as_deref()),
-        ))
-    }
-
-    /// The key's bulkhead and its own settings (`None`: the default), with
-    /// one look at the extras.
-    #[inline]
-    pub(crate) fn bulkhead_with_settings(&self) -> Option<(&Bulkhead, Option<&BulkheadSettings>)> {
-        let extras = self.extras.as_deref()?;
-        Some((
-            &extras.bulkhead,
-            extras
-                .own
-                .as_deref()
-                .and_then(|own| own.bulkhead.as_deref()),
-        ))
-    }
-
-    /// The key's bulkhead, for a call that holds a slot of it: only a key
-    /// with a bulkhead gives one (see `Core::bulkhead_of`).
+    /// The key's bulkhead, if it was made with one, for a call that holds a
+    /// slot of it or a change of its settings (see `Core::bulkhead_of`).
     pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
         Some(&self.extras.as_deref()?.bulkhead)
     }
 
     /// Whether the key holds something a fresh key would not: a rate that
-    /// moved from where it started. `default_rate` is the manager's default
-    /// rate settings.
-    pub(crate) fn rate_moved(&self, default_rate: Option<&RateSettings>) -> bool {
-        self.rate_settings()
-            .or(default_rate)
-            .is_some_and(|settings| self.rate.rate() != settings.starting_rate)
+    /// moved from where it started. `rate` is the key's rate settings.
+    pub(crate) fn rate_moved(&self, rate: Option<&RateSettings>) -> bool {
+        rate.is_some_and(|rate| self.rate.rate() != rate.starting_rate)
     }
 
     /// Until when forgetting this key would forgive calls its rate admitted
     /// (not a pause, not shedding): `now` for a key without a rate.
-    pub(crate) fn debt_until(&self, now: Nanos, default_rate: Option<&RateSettings>) -> Nanos {
-        match self.rate_settings().or(default_rate) {
-            Some(settings) => self.rate.debt_until(now, settings.burst),
+    pub(crate) fn debt_until(&self, now: Nanos, rate: Option<&RateSettings>) -> Nanos {
+        match rate {
+            Some(rate) => self.rate.debt_until(now, rate.burst),
             None => now,
         }
     }
 
     /// When forgetting this key loses nothing: once its bucket owes no token
     /// and its throttle is not shedding (see [`ThrottleWindow::quiet_from`]).
-    /// `default_throttle` is the manager's default throttle settings.
-    pub(crate) fn quiet_from(&self, default_throttle: Option<&ThrottleSettings>) -> Nanos {
+    /// `throttle` is the key's throttle settings.
+    pub(crate) fn quiet_from(&self, throttle: Option<&ThrottleSettings>) -> Nanos {
         let rate_quiet = self.rate.full_from();
-        let throttle = self.throttle_with_settings();
-        match throttle.and_then(|(window, own)| Some((window, own.or(default_throttle)?))) {
-            Some((window, settings)) => rate_quiet.max(window.quiet_from(settings)),
-            None => rate_quiet,
+        match (self.throttle_window(), throttle) {
+            (Some(window), Some(settings)) => rate_quiet.max(window.quiet_from(settings)),
+            _ => rate_quiet,
         }
     }
 }
@@ -238,12 +193,13 @@ mod tests {
     /// What a key with every control costs beyond its rate cell: a healthy
     /// throttle's few words (its buckets live apart, while a failure is in
     /// its window), the bulkhead's counter and lock, the retry budget and
-    /// the link to the key's own settings: 96 bytes, a 112-byte block.
+    /// the link to a rate store: 104 bytes, a 112-byte block. The key's
+    /// state with its settings' word: 56 bytes, 64 with the `Arc`'s count.
     #[test]
-    fn the_extras_of_a_key_with_every_control_fit_in_96_bytes() {
+    fn the_extras_of_a_key_with_every_control_fit_in_104_bytes() {
         assert_eq!(std::mem::size_of::<ThrottleWindow>(), 48);
         assert_eq!(std::mem::size_of::<Bulkhead>(), 32);
         assert_eq!(std::mem::size_of::<Extras>(), 104);
-        assert_eq!(std::mem::size_of::<KeyState>(), 48);
+        assert_eq!(std::mem::size_of::<KeyState>(), 56);
     }
 }

@@ -167,6 +167,7 @@ pub mod architecture {}
 ///   concurrency](guide::bulkhead), and [what they do under
 ///   overload](guide::simulation), simulated.
 /// - Running it: [configuration files](guide::configuration),
+///   [changing limits at runtime](guide::runtime_changes) (and shadow mode),
 ///   [what it tells you](guide::observability) (the status page, metrics,
 ///   tracing).
 ///
@@ -199,6 +200,8 @@ pub mod guide {
     pub mod simulation {}
     #[doc = include_str!("../docs/guide/configuration.md")]
     pub mod configuration {}
+    #[doc = include_str!("../docs/guide/runtime_changes.md")]
+    pub mod runtime_changes {}
     #[doc = include_str!("../docs/guide/observability.md")]
     pub mod observability {}
 }

@@ -129,6 +129,17 @@ impl ManagerMetrics {
         }
     }
 
+    /// A call of a shadowed key its controls would have refused (and let
+    /// through). Asked of the recorder each time: shadow mode is a trial,
+    /// not a hot path to keep lean.
+    pub(crate) fn would_reject(&self, key: KeyLabel<'_>, reason: RejectReason) {
+        #[cfg(feature = "metrics")]
+        {
+            let labels = labels(self.name.as_ref(), key, &[("reason", reason.label())]);
+            metrics::counter!(WOULD_REJECT, labels).increment(1);
+        }
+    }
+
     #[inline]
     pub(crate) fn outcome(&self, key: KeyLabel<'_>, outcome: Outcome) {
         #[cfg(feature = "metrics")]
@@ -238,6 +249,8 @@ impl ManagerMetrics {
 const ADMITTED: &str = "portcullis_admitted_total";
 #[cfg(feature = "metrics")]
 const REJECTED: &str = "portcullis_rejected_total";
+#[cfg(feature = "metrics")]
+const WOULD_REJECT: &str = "portcullis_shadow_rejected_total";
 #[cfg(feature = "metrics")]
 const OUTCOMES_TOTAL: &str = "portcullis_outcomes_total";
 #[cfg(feature = "metrics")]
@@ -472,12 +485,17 @@ fn labels(
 #[cfg(feature = "metrics")]
 fn describe(recorder: &dyn metrics::Recorder) {
     use metrics::Unit;
-    let described: [(&'static str, Option<Unit>, &'static str); 10] = [
+    let described: [(&'static str, Option<Unit>, &'static str); 11] = [
         (ADMITTED, Some(Unit::Count), "Calls admitted"),
         (
             REJECTED,
             Some(Unit::Count),
             "Calls refused locally, by reason",
+        ),
+        (
+            WOULD_REJECT,
+            Some(Unit::Count),
+            "Calls of shadowed keys that would have been refused, by reason, and went through",
         ),
         (
             OUTCOMES_TOTAL,
@@ -610,6 +628,7 @@ mod tests {
         for name in [
             ADMITTED,
             REJECTED,
+            WOULD_REJECT,
             OUTCOMES_TOTAL,
             WAIT_SECONDS,
             ACTIVE,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::core::{Admitted, Admitting, CallTimes, Core, HeldToken, KeyTelemetry};
+use crate::error::RejectReason;
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -96,6 +97,24 @@ struct TicketMarks(u64);
 impl TicketMarks {
     const HOLDS_SLOT: u64 = 1 << 40;
     const REPORTED: u64 = 1 << 41;
+    /// Let through by shadow mode: its outcome counts in no control. The
+    /// reason it would have been refused is in the byte from
+    /// [`WOULD_REFUSE_SHIFT`](Self::WOULD_REFUSE_SHIFT).
+    const SHADOWED: u64 = 1 << 42;
+    const WOULD_REFUSE_SHIFT: u32 = 48;
+
+    fn shadowed(self, reason: RejectReason) -> Self {
+        let reason = reason.index() as u64;
+        Self(self.0 | Self::SHADOWED | reason << Self::WOULD_REFUSE_SHIFT)
+    }
+
+    fn would_refuse(self) -> Option<RejectReason> {
+        if !self.has(Self::SHADOWED) {
+            return None;
+        }
+        let index = (self.0 >> Self::WOULD_REFUSE_SHIFT) as u8 as usize;
+        RejectReason::ALL.get(index).copied()
+    }
 
     #[inline(always)]
     fn new(cost: u32, priority: Priority, holds_slot: bool) -> Self {
@@ -263,14 +282,18 @@ impl<'a> Permit<'a> {
             CoreRef::Borrowed(core) => *core,
             CoreRef::Owned(core) => core,
         };
-        core.record_outcome(
-            &ticket.state,
-            marks.priority(),
-            ticket.times,
-            marks.cost(),
-            outcome,
-            ticket.telemetry(),
-        );
+        // A call shadow mode let through would not have run: its outcome
+        // teaches no control, as enforcement's would not have.
+        if !marks.has(TicketMarks::SHADOWED) {
+            core.record_outcome(
+                &ticket.state,
+                marks.priority(),
+                ticket.times,
+                marks.cost(),
+                outcome,
+                ticket.telemetry(),
+            );
+        }
         if marks.has(TicketMarks::HOLDS_SLOT) {
             core.release_slot(
                 &ticket.state,
@@ -299,6 +322,27 @@ impl<'a> Permit<'a> {
     #[inline]
     pub fn priority(&self) -> Priority {
         self.ticket.priority()
+    }
+
+    /// Why the controls would have refused this call, if its key is in
+    /// shadow mode and they would have (then it was let through holding
+    /// nothing, and its outcome teaches no control); `None` for a call
+    /// they admitted.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .shadow(true)
+    ///     .build()?;
+    /// let first = manager.try_acquire("api", Priority::HIGH).unwrap();
+    /// assert_eq!(first.would_refuse(), None);
+    /// let second = manager.try_acquire("api", Priority::HIGH).unwrap();
+    /// assert_eq!(second.would_refuse(), Some(error::RejectReason::RateLimited));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn would_refuse(&self) -> Option<RejectReason> {
+        self.ticket.marks.would_refuse()
     }
 }
 
@@ -464,6 +508,12 @@ impl<'c> Admitted<'c> for Ticket {
             call.cost,
             call.telemetry,
         )
+    }
+
+    fn shadowed(call: Admitting<'c>, reason: RejectReason) -> Self {
+        let mut ticket = Self::from_call(call);
+        ticket.marks = ticket.marks.shadowed(reason);
+        ticket
     }
 
     #[inline(always)]

@@ -3,18 +3,18 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::{ThrottleManagerBuilder, Tier};
-use crate::bulkhead::{BulkheadConfig, BulkheadSettings};
+use crate::bulkhead::BulkheadConfig;
 use crate::clock::Nanos;
-use crate::core::Control;
+use crate::core::{Controls, Core};
 use crate::error::{ConfigProblem, Problems};
 use crate::key::KeyState;
-use crate::manager::{ControlOverrides, Overrides, TierOf};
-use crate::rate::{RateConfig, RateSettings};
+use crate::manager::{Layer, SettingsBook, TierOf};
+use crate::rate::RateConfig;
 use crate::registry::{Quiet, QuietFrom};
-use crate::throttle::{ThrottleConfig, ThrottleSettings};
+use crate::throttle::ThrottleConfig;
 
 /// The controls as set: the defaults, the tiers and the overrides, each
 /// override with the name `build` reports its problems under.
@@ -25,6 +25,9 @@ pub(super) struct ControlParts<K> {
     pub(super) rate_overrides: Vec<(K, String, RateConfig)>,
     pub(super) throttle_overrides: Vec<(K, String, ThrottleConfig)>,
     pub(super) bulkhead_overrides: Vec<(K, String, BulkheadConfig)>,
+    /// Shadow mode: for every key (`None`: off), and for some keys.
+    pub(super) shadow: Option<bool>,
+    pub(super) shadow_overrides: Vec<(K, bool)>,
     /// Tiers by name, in the order declared.
     pub(super) tiers: Vec<(String, Tier)>,
     pub(super) tier_of: Option<Box<TierOf<K>>>,
@@ -41,6 +44,8 @@ impl<K> Default for ControlParts<K> {
             rate_overrides: Vec::new(),
             throttle_overrides: Vec::new(),
             bulkhead_overrides: Vec::new(),
+            shadow: None,
+            shadow_overrides: Vec::new(),
             tiers: Vec::new(),
             tier_of: None,
             paths: ControlPaths::default(),
@@ -57,25 +62,86 @@ impl<K> fmt::Debug for ControlParts<K> {
             .field("rate_overrides", &self.rate_overrides.len())
             .field("throttle_overrides", &self.throttle_overrides.len())
             .field("bulkhead_overrides", &self.bulkhead_overrides.len())
+            .field("shadow", &self.shadow)
+            .field("shadow_overrides", &self.shadow_overrides.len())
             .field("tiers", &self.tiers)
             .field("tier_of", &self.tier_of.is_some())
             .finish()
     }
 }
 
-/// The controls, checked: each one's default (if any key has the control),
-/// and every key's own settings.
-pub(super) struct CheckedControls<K> {
-    pub(super) rate: Option<Control<RateSettings>>,
-    pub(super) throttle: Option<Control<ThrottleSettings>>,
-    pub(super) bulkhead: Option<Control<BulkheadSettings>>,
-    pub(super) overrides: Overrides<K>,
+/// The controls, checked: which ones the manager has, and the settings of
+/// every level (defaults, tiers, keys).
+pub(crate) struct CheckedControls<K> {
+    pub(crate) controls: Controls,
+    pub(crate) book: SettingsBook<K>,
+    pub(crate) tier_of: Option<Box<TierOf<K>>>,
 }
 
 impl<K: Hash + Eq> ControlParts<K> {
     /// Checks every control, default, tier and override, each under its
-    /// own name, and that tiers and `tier_of` come together.
-    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedControls<K> {
+    /// own name, and that tiers and `tier_of` come together (for a new
+    /// manager: a reload keeps the live manager's `tier_of`, and may set no
+    /// control).
+    pub(crate) fn check(self, found: &mut Vec<ConfigProblem>, reload: bool) -> CheckedControls<K> {
+        if !reload {
+            self.check_whole(found);
+        }
+        let mut book = SettingsBook::default();
+        let rate = control(
+            self.paths.rate,
+            self.rate.as_ref(),
+            self.rate_overrides,
+            &self.tiers,
+            |tier| tier.rate.as_ref(),
+            RateConfig::check,
+            found,
+            (&mut book, |layer| &mut layer.rate),
+        );
+        let throttle = control(
+            self.paths.throttle,
+            self.throttle.as_ref(),
+            self.throttle_overrides,
+            &self.tiers,
+            |tier| tier.throttle.as_ref(),
+            ThrottleConfig::check,
+            found,
+            (&mut book, |layer| &mut layer.throttle),
+        );
+        let bulkhead = control(
+            self.paths.bulkhead,
+            self.bulkhead.as_ref(),
+            self.bulkhead_overrides,
+            &self.tiers,
+            |tier| tier.bulkhead.as_ref(),
+            BulkheadConfig::check,
+            found,
+            (&mut book, |layer| &mut layer.bulkhead),
+        );
+        let controls = Controls {
+            rate,
+            throttle,
+            bulkhead,
+        };
+        book.defaults.shadow = self.shadow;
+        for (key, on) in self.shadow_overrides {
+            book.own(key).shadow = Some(on);
+        }
+        for (name, tier) in &self.tiers {
+            if tier.shadow.is_some() {
+                book.tiers.entry(name.clone()).or_default().shadow = tier.shadow;
+            }
+        }
+        CheckedControls {
+            controls,
+            book,
+            tier_of: self.tier_of,
+        }
+    }
+
+    /// What a new manager needs and a reload does not: a control, and a
+    /// `tier_of` with tiers.
+    fn check_whole(&self, found: &mut Vec<ConfigProblem>) {
         let no_control = self.rate.is_none() && self.throttle.is_none() && self.bulkhead.is_none();
         let no_override = self.rate_overrides.is_empty()
             && self.throttle_overrides.is_empty()
@@ -98,67 +164,23 @@ impl<K: Hash + Eq> ControlParts<K> {
             ),
             _ => {}
         }
-        let (rate, rate_overrides) = control(
-            self.paths.rate,
-            self.rate.as_ref(),
-            self.rate_overrides,
-            &self.tiers,
-            |tier| tier.rate.as_ref(),
-            RateConfig::check,
-            found,
-        );
-        let (throttle, throttle_overrides) = control(
-            self.paths.throttle,
-            self.throttle.as_ref(),
-            self.throttle_overrides,
-            &self.tiers,
-            |tier| tier.throttle.as_ref(),
-            ThrottleConfig::check,
-            found,
-        );
-        let (bulkhead, bulkhead_overrides) = control(
-            self.paths.bulkhead,
-            self.bulkhead.as_ref(),
-            self.bulkhead_overrides,
-            &self.tiers,
-            |tier| tier.bulkhead.as_ref(),
-            BulkheadConfig::check,
-            found,
-        );
-        CheckedControls {
-            rate,
-            throttle,
-            bulkhead,
-            overrides: Overrides {
-                rate: rate_overrides,
-                throttle: throttle_overrides,
-                bulkhead: bulkhead_overrides,
-                tier_of: self.tier_of,
-            },
-        }
     }
 }
 
-impl<K> CheckedControls<K> {
-    /// When a key is quiet, as the key space asks before it forgets one:
-    /// under the default rate and throttle unless the key has its own.
-    pub(super) fn quiet_from(&self) -> Box<QuietFrom<KeyState>> {
-        let throttle = self
-            .throttle
-            .as_ref()
-            .and_then(|control| control.default.clone());
-        let rate = self
-            .rate
-            .as_ref()
-            .and_then(|control| control.default.clone());
-        Box::new(move |state: &KeyState, now: Nanos| {
-            Some(Quiet {
-                from: state.quiet_from(throttle.as_deref()),
-                debt_until: state.debt_until(now, rate.as_deref()),
-                rate_moved: state.rate_moved(rate.as_deref()),
-            })
+/// When a key is quiet, as the key space asks before it forgets one: under
+/// the key's settings in the manager's core, once `core` holds it (the key
+/// space is built first; the core does not keep the key space alive).
+pub(super) fn quiet_from(core: Arc<OnceLock<Weak<Core>>>) -> Box<QuietFrom<KeyState>> {
+    Box::new(move |state: &KeyState, now: Nanos| {
+        let core = core.get()?.upgrade()?;
+        let settings = core.settings_of(state);
+        let (rate, throttle) = (settings.rate.as_ref(), settings.throttle.as_ref());
+        Some(Quiet {
+            from: state.quiet_from(throttle),
+            debt_until: state.debt_until(now, rate),
+            rate_moved: state.rate_moved(rate),
         })
-    }
+    })
 }
 
 /// # The controls
@@ -255,6 +277,46 @@ where
         self
     }
 
+    /// Shadow mode for every key (`true`): each decision is made and
+    /// counted, and none enforced; for trying a limit on real traffic
+    /// before enforcing it. A tier's or a key's own setting wins. See
+    /// [`ThrottleManager::set_shadow`](crate::ThrottleManager::set_shadow).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .shadow(true)
+    ///     .build()?;
+    /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
+    /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok()); // would refuse
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.controls.shadow = Some(shadow);
+        self
+    }
+
+    /// Shadow mode for `key` alone (`true`), or enforcement for it
+    /// (`false`) whatever the manager's and its tier's.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .shadow_override("new-customer", true)
+    ///     .build()?;
+    /// assert!(manager.try_acquire("new-customer", Priority::HIGH).is_ok());
+    /// assert!(manager.try_acquire("new-customer", Priority::HIGH).is_ok()); // would refuse
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn shadow_override(mut self, key: impl Into<K>, shadow: bool) -> Self {
+        self.controls.shadow_overrides.push((key.into(), shadow));
+        self
+    }
+
     /// Every key gets an adaptive throttle with these settings: calls are
     /// shed locally, by priority, while the key's backend keeps failing.
     ///
@@ -309,9 +371,13 @@ impl Default for ControlPaths {
     }
 }
 
+/// Where a control's settings go in a [`Layer`].
+type Slot<S> = fn(&mut Layer) -> &mut Option<Arc<S>>;
+
 /// One control from its default config, its tiers' (`of_tier` picks it
-/// from a tier) and its overrides, each checked under its own name: `None`
-/// when none of them has it.
+/// from a tier) and its overrides, each checked under its own name and put
+/// in its `slot` of each level of `book`: `false` when none of them has it.
+#[allow(clippy::too_many_arguments)]
 fn control<K: Hash + Eq, C, S>(
     default_path: &str,
     default: Option<&C>,
@@ -320,19 +386,22 @@ fn control<K: Hash + Eq, C, S>(
     of_tier: impl Fn(&Tier) -> Option<&C>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
-) -> (Option<Control<S>>, ControlOverrides<K, S>) {
-    let mut by_key = ControlOverrides::default();
+    (book, slot): (&mut SettingsBook<K>, Slot<S>),
+) -> bool {
     let mut tiers = tiers
         .iter()
         .filter_map(|(name, tier)| Some((name.as_str(), tier.path.as_deref(), of_tier(tier)?)))
         .peekable();
     if default.is_none() && overrides.is_empty() && tiers.peek().is_none() {
-        return (None, by_key);
+        return false;
     }
-    let default = default.and_then(|config| check(config, &mut Problems::new(default_path, found)));
+    if let Some(config) = default {
+        let settings = check(config, &mut Problems::new(default_path, found));
+        *slot(&mut book.defaults) = settings.map(Arc::new);
+    }
     for (key, name, config) in overrides {
         if let Some(settings) = check(&config, &mut Problems::new(&name, found)) {
-            by_key.exact.insert(key, Arc::new(settings));
+            *slot(book.own(key)) = Some(Arc::new(settings));
         }
     }
     for (tier, declared_at, config) in tiers {
@@ -344,11 +413,8 @@ fn control<K: Hash + Eq, C, S>(
             None => format!("tier[{tier:?}].{control}"),
         };
         if let Some(settings) = check(config, &mut Problems::new(&path, found)) {
-            by_key.by_tier.insert(tier.to_owned(), Arc::new(settings));
+            *slot(book.tiers.entry(tier.to_owned()).or_default()) = Some(Arc::new(settings));
         }
     }
-    let control = Control {
-        default: default.map(Arc::new),
-    };
-    (Some(control), by_key)
+    true
 }

@@ -4,6 +4,7 @@
 
 use std::hash::Hash;
 
+use super::controls::CheckedControls;
 use super::{ThrottleManagerBuilder, Tier};
 use crate::config::ManagerConfig;
 use crate::error::ConfigProblem;
@@ -44,6 +45,9 @@ where
         K: From<String>,
     {
         let default = config.default;
+        if default.shadow.is_some() {
+            self.controls.shadow = default.shadow;
+        }
         if let Some(rate) = &default.rate {
             self.controls.paths.rate = "default.rate";
             if let Some(rate) = self.section(rate.to_config(), "default.rate") {
@@ -78,11 +82,17 @@ where
                     tier = tier.bulkhead(bulkhead);
                 }
             }
+            tier.shadow = controls.shadow;
             tier.path = Some(at);
             self = self.tier(name, tier);
         }
         for (key, controls) in config.overrides {
             let path = |control: &str| format!("overrides.{key:?}.{control}");
+            if let Some(shadow) = controls.shadow {
+                self.controls
+                    .shadow_overrides
+                    .push((key.clone().into(), shadow));
+            }
             if let Some(rate) = &controls.rate {
                 if let Some(rate) = self.section(rate.to_config(), &path("rate")) {
                     self.controls
@@ -134,5 +144,12 @@ where
                 .push((Priority::new(wait.priority), wait.max_wait));
         }
         self
+    }
+
+    /// The controls of a file being reloaded into a live manager, checked,
+    /// with the file's problems.
+    pub(crate) fn reload_parts(self, found: &mut Vec<ConfigProblem>) -> CheckedControls<K> {
+        found.extend(self.file_problems);
+        self.controls.check(found, true)
     }
 }

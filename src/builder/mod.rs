@@ -11,10 +11,11 @@
 //! parts. `build` checks the parts in that order and assembles the manager.
 
 mod calls;
-mod controls;
+pub(crate) mod controls;
 mod from_file;
 mod key_space;
 mod rate_store;
+mod reload;
 mod telemetry;
 mod tiers;
 
@@ -24,7 +25,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use crate::core::Core;
+use crate::core::{Core, SettingsTable};
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::manager::{ManagerState, ThrottleManager};
 use crate::registry::RoomSignal;
@@ -138,12 +139,12 @@ where
     /// ```
     pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
         let mut found = self.file_problems;
-        let controls = self.controls.check(&mut found);
+        let controls = self.controls.check(&mut found, false);
         let calls = self.calls.check(&mut found);
         let key_space = self.key_space.check(&mut found);
         let telemetry = self.telemetry.check(&mut found);
         if let Some((store, _)) = &self.store {
-            let has_rate = controls.rate.is_some();
+            let has_rate = controls.controls.rate;
             rate_store::check(store.as_ref(), has_rate, &mut Problems::new("", &mut found));
         }
         if let Some(error) = ConfigError::from_problems(found) {
@@ -153,12 +154,15 @@ where
             (Some(Arc::new(StoreHandle::new(store))), Some(names))
         });
         let room = Arc::new(RoomSignal::default());
-        let keys = key_space.registry(controls.quiet_from(), Arc::clone(&room));
+        let core_of_keys = Arc::new(std::sync::OnceLock::new());
+        let keys = key_space.registry(
+            controls::quiet_from(Arc::clone(&core_of_keys)),
+            Arc::clone(&room),
+        );
         let core = Core {
             clock: key_space.clock,
-            rate: controls.rate,
-            throttle: controls.throttle,
-            bulkhead: controls.bulkhead,
+            controls: controls.controls,
+            settings: SettingsTable::new(),
             priorities: calls.priorities,
             random: calls.random,
             retry: calls.retry,
@@ -170,10 +174,15 @@ where
             store,
             metrics: crate::metrics::ManagerMetrics::named(telemetry.name.clone()),
         };
+        let core = Arc::new(core);
+        let _ = core_of_keys.set(Arc::downgrade(&core));
         Ok(ThrottleManager::from_state(ManagerState {
-            core: Arc::new(core),
+            core,
             keys,
-            overrides: controls.overrides,
+            book: std::sync::RwLock::new(controls.book),
+            tier_of: controls.tier_of,
+            changes: std::sync::Mutex::new(()),
+            own_changes: std::sync::atomic::AtomicU64::new(0),
             key_names: telemetry.key_names,
             metrics_per_key: telemetry.metrics_per_key,
             name: telemetry.name,

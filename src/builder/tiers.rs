@@ -29,6 +29,8 @@ pub struct Tier {
     pub(crate) rate: Option<RateConfig>,
     pub(crate) throttle: Option<ThrottleConfig>,
     pub(crate) bulkhead: Option<BulkheadConfig>,
+    /// Shadow mode for the tier's keys; `None`: the manager's.
+    pub(crate) shadow: Option<bool>,
     /// Where a file declared it (`tiers."premium"`), for its errors; a
     /// tier made in code is named `tier["premium"]`.
     pub(crate) path: Option<String>,
@@ -86,6 +88,22 @@ impl Tier {
         self.bulkhead = Some(config);
         self
     }
+
+    /// Shadow mode for the tier's keys (`true`: decisions counted, none
+    /// enforced; see [`ThrottleManager::set_shadow`](crate::ThrottleManager::set_shadow)),
+    /// whatever the manager's.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, Tier};
+    ///
+    /// let trial = Tier::new().rate(RateConfig::per_second(5)).shadow(true);
+    /// # drop(trial);
+    /// ```
+    #[must_use]
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.shadow = Some(shadow);
+        self
+    }
 }
 
 /// # Tiers
@@ -122,11 +140,15 @@ where
         self
     }
 
-    /// Which tier each new key is in: the name of a tier declared with
-    /// [`tier`](Self::tier), or `None` for the defaults. Consulted once per
-    /// new key (twice, rarely, when two threads create the same key at
-    /// once), unless every control of the manager has an exact override
-    /// for the key, so no tier could apply. It runs outside the key space's
+    /// Which tier each key is in: the name of a tier declared with
+    /// [`tier`](Self::tier), or `None` for the defaults. Consulted when a
+    /// key is made (twice, rarely, when two threads create the same key at
+    /// once), when [`retier`](crate::ThrottleManager::retier) asks, and at
+    /// a key's first call after a
+    /// [`reload`](crate::ThrottleManager::reload) or
+    /// [`set_shadow`](crate::ThrottleManager::set_shadow); not when the
+    /// key's own settings set every control and shadow mode, so no tier
+    /// could apply. It runs outside the key space's
     /// locks: it may call the manager, and if it panics, the panic reaches
     /// the caller and the key takes no room. A name no tier has gives the
     /// key the defaults, with a `warn` event naming it.

@@ -228,6 +228,12 @@ pub struct Controls {
     /// The bulkhead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulkhead: Option<BulkheadSection>,
+    /// Shadow mode: every decision counted and none enforced (see
+    /// [`ThrottleManager::set_shadow`](crate::ThrottleManager::set_shadow));
+    /// unset, the next level's (a key's, then its tier's, then the
+    /// default's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<bool>,
 }
 
 /// The key space's bounds.

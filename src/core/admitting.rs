@@ -5,6 +5,7 @@
 
 use super::shared_rate::StoreToken;
 use super::{CallTimes, Core, KeyTelemetry};
+use crate::error::RejectReason;
 use crate::key::KeyState;
 use crate::priority::Priority;
 use crate::rate::Reservation;
@@ -146,6 +147,14 @@ pub(crate) trait Admitted<'c>: Sized {
     const KEEPS_TOKEN: bool;
 
     fn from_call(call: Admitting<'c>) -> Self;
+
+    /// A call of a shadowed key that the controls would have refused for
+    /// `reason`, let through holding nothing: what a permit says of it
+    /// ([`Permit::would_refuse`](crate::Permit::would_refuse)).
+    fn shadowed(call: Admitting<'c>, reason: RejectReason) -> Self {
+        let _ = reason;
+        Self::from_call(call)
+    }
 
     /// Its ticket, for the metrics of a counted admission.
     fn label(&self) -> Option<&str>;

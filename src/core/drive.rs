@@ -90,6 +90,15 @@ impl From<Rejected> for Stop<'_> {
 /// for [`Core::admit_after`] to go on from.
 pub(crate) struct MustWait<'c>(pub(super) Box<Wait<'c>>);
 
+impl MustWait<'_> {
+    /// The refusal of the call, for a caller that will not wait after all
+    /// (a shadowed key's): what it took goes back.
+    #[cold]
+    pub(crate) fn refused(self, core: &Core, request: &Request) -> Rejected {
+        self.0.refused(core, request)
+    }
+}
+
 /// A step that must wait, and the call on its way meanwhile.
 pub(crate) enum Wait<'c> {
     /// The key is new and the key space full: nothing was taken; decide
@@ -201,7 +210,7 @@ impl Core {
             request.patience != Patience::Never && self.store_of(&call.call().state).is_some();
         let call = if in_store || request.scope == Scope::RateOnly {
             call
-        } else if self.bulkhead.is_none() {
+        } else if !self.controls.bulkhead {
             return self.rate_then_slot(call, request);
         } else if request.takes_slot() {
             match self.free_slot_then_rate(call, request) {
@@ -301,7 +310,7 @@ impl Core {
             // Without a slot to take nothing can refuse the call from here:
             // the token is not kept to be given back, unless another key of
             // the call may yet refuse it.
-            Token::Due(token) if self.bulkhead.is_none() || !request.takes_slot() => {
+            Token::Due(token) if !self.controls.bulkhead || !request.takes_slot() => {
                 if A::KEEPS_TOKEN {
                     call.call_mut().token = token.map(HeldToken::Local);
                 }
@@ -332,7 +341,7 @@ impl Core {
         call: Admitting<'c>,
         request: &Request,
     ) -> Result<A, Stop<'c>> {
-        if self.bulkhead.is_none() || !request.takes_slot() {
+        if !self.controls.bulkhead || !request.takes_slot() {
             return Ok(A::from_call(call));
         }
         self.enter_bulkhead_step(call, request)

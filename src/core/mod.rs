@@ -18,6 +18,7 @@ mod admitting;
 mod drive;
 mod outcomes;
 mod request;
+mod settings;
 pub(crate) mod shared_rate;
 mod steps;
 mod waiting;
@@ -25,6 +26,9 @@ mod waiting;
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::{Lookup, Stop};
 pub(crate) use request::{Request, Scope};
+pub(crate) use settings::{
+    KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsTable, SettingsWord,
+};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -48,20 +52,14 @@ use crate::throttle::ThrottleWindow;
 
 pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
 
-/// One control of a manager: present when any key may have it. A key has it
-/// with its own settings (kept in its state) or, without them, these.
-#[derive(Debug)]
-pub(crate) struct Control<S> {
-    /// `None`: only keys with their own settings have the control.
-    pub(crate) default: Option<Arc<S>>,
-}
-
-impl<S> Control<S> {
-    /// A key's settings: its own, else the default, if any.
-    #[inline]
-    pub(crate) fn settings<'s>(&'s self, own: Option<&'s S>) -> Option<&'s S> {
-        own.or(self.default.as_deref())
-    }
+/// Which controls a manager has: a control any key may have, by its
+/// defaults, a tier or an override. Fixed when the manager is built (a
+/// key's state is made for them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Controls {
+    pub(crate) rate: bool,
+    pub(crate) throttle: bool,
+    pub(crate) bulkhead: bool,
 }
 
 /// How long a caller would wait: the one difference between
@@ -194,9 +192,9 @@ impl KeyTelemetry {
 /// What every clone of a manager, and every permit, shares.
 pub(crate) struct Core {
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) rate: Option<Control<RateSettings>>,
-    pub(crate) throttle: Option<Control<ThrottleSettings>>,
-    pub(crate) bulkhead: Option<Control<BulkheadSettings>>,
+    pub(crate) controls: Controls,
+    /// Every key's settings, by the number its state holds.
+    pub(crate) settings: SettingsTable,
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
@@ -223,9 +221,7 @@ pub(crate) struct Core {
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
-            .field("rate", &self.rate)
-            .field("throttle", &self.throttle)
-            .field("bulkhead", &self.bulkhead)
+            .field("controls", &self.controls)
             .field("priorities", &self.priorities)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
@@ -256,8 +252,8 @@ impl Core {
 
     /// The key's rate settings, if the key has a rate.
     #[inline]
-    pub(crate) fn rate_of<'s>(&'s self, state: &'s KeyState) -> Option<&'s RateSettings> {
-        self.rate.as_ref()?.settings(state.rate_settings())
+    pub(crate) fn rate_of(&self, state: &KeyState) -> Option<&RateSettings> {
+        self.settings_of(state).rate.as_ref()
     }
 
     /// The key's throttle window and its settings, if the key has a
@@ -267,9 +263,8 @@ impl Core {
         &'s self,
         state: &'s KeyState,
     ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
-        let control = self.throttle.as_ref()?;
-        let (window, own) = state.throttle_with_settings()?;
-        Some((window, control.settings(own)?))
+        let window = state.throttle_window()?;
+        Some((window, self.settings_of(state).throttle.as_ref()?))
     }
 
     /// The key's bulkhead and its settings, if the key has a bulkhead.
@@ -278,9 +273,8 @@ impl Core {
         &'s self,
         state: &'s KeyState,
     ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
-        let control = self.bulkhead.as_ref()?;
-        let (bulkhead, own) = state.bulkhead_with_settings()?;
-        Some((bulkhead, control.settings(own)?))
+        let bulkhead = state.bulkhead()?;
+        Some((bulkhead, self.settings_of(state).bulkhead.as_ref()?))
     }
 
     /// The priority a call is judged at, or the rejection for it.

@@ -127,7 +127,7 @@ impl Core {
         state: &KeyState,
         priority: Priority,
     ) -> Result<(), Rejected> {
-        if self.bulkhead.is_none() {
+        if !self.controls.bulkhead {
             return Ok(());
         }
         self.bulkhead_room(state, priority)
@@ -262,7 +262,7 @@ impl Core {
         patience: Patience,
         telemetry: &KeyTelemetry,
     ) -> Result<BulkheadPlace, Rejected> {
-        if self.bulkhead.is_none() {
+        if !self.controls.bulkhead {
             return Ok(BulkheadPlace::NoBulkhead);
         }
         self.take_bulkhead_slot(state, priority, patience, telemetry)
@@ -300,9 +300,9 @@ impl Core {
     /// a free slot of the key's bulkhead, taken without queueing (no slot
     /// is free while anyone waits for one). The `bulkhead full` event is
     /// left to [`Core::slot_taken`], once the call is admitted.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_free_slot(&self, state: &KeyState) -> FreeSlot {
-        if self.bulkhead.is_none() {
+        if !self.controls.bulkhead {
             return FreeSlot::NoBulkhead;
         }
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {

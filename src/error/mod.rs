@@ -306,6 +306,23 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    /// Whether a key's limits refused the call (its rate, throttle or
+    /// bulkhead): what shadow mode lets through. The key space, the
+    /// caller's priority, deadline or keys and a store that does not
+    /// answer are enforced in shadow mode too.
+    pub(crate) fn is_limit(self) -> bool {
+        matches!(
+            self,
+            Self::Throttled
+                | Self::RateLimited
+                | Self::Full
+                | Self::QueueTimeout
+                | Self::QueueOverloaded
+                | Self::Dropped
+                | Self::CostAboveBurst
+        )
+    }
+
     /// Every reason, in the order a status page lists them.
     #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
     pub(crate) const ALL: [Self; 12] = [

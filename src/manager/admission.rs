@@ -7,7 +7,9 @@ use std::hash::Hash;
 
 use super::{RefusedKey, ThrottleManager};
 use crate::clock::Nanos;
-use crate::core::{Admitted, KeyTelemetry, Lookup, Patience, Request, Scope, Stop};
+use crate::core::{
+    Admitted, Admitting, CallTimes, KeyTelemetry, Lookup, Patience, Request, Scope, Stop,
+};
 use crate::error::Rejected;
 use crate::events;
 use crate::key::KeyState;
@@ -88,22 +90,22 @@ where
                 self.count_admitted(&admitted);
                 Ok(admitted)
             }
-            Err(stop) => Err(self.refused_now(key, stop, request)),
+            Err(stop) => self.refused_now(key, stop, request),
         }
     }
 
-    /// The refusal of a call the driver stopped, counted.
+    /// The refusal of a call the driver stopped, counted (or, for a
+    /// shadowed key, the call let through).
     #[cold]
     #[inline(never)]
-    fn refused_now<Q: BorrowedKey<K> + ?Sized>(
-        &self,
+    fn refused_now<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
+        &'m self,
         key: &Q,
         stop: Stop<'_>,
         request: &Request,
-    ) -> Rejected {
+    ) -> Result<A, Rejected> {
         let rejected = stop.refused(self.core(), request);
-        self.count_refusal(key, &rejected);
-        rejected
+        self.refused_unless_shadowed(key, request, rejected)
     }
 
     /// The driver, waiting where a step says to. A call that waits for
@@ -113,26 +115,82 @@ where
         key: &Q,
         request: &Request,
     ) -> Result<A, Rejected> {
+        let core = self.core();
         let lookup = self.lookup(key);
-        let admitted = match self.core().admit_at_once(&lookup, request) {
+        let mut admitted = match core.admit_at_once(&lookup, request) {
             Ok(admitted) => admitted,
-            Err(wait) => self.core().admit_after(&lookup, request, wait).await,
+            Err(wait) if self.shadows(key) => Err(wait.refused(core, request)),
+            Err(wait) => core.admit_after(&lookup, request, wait).await,
         };
-        self.count_admission(key, &admitted);
+        self.settle_admission(key, request, &mut admitted);
         admitted
     }
 
-    /// Counts an admission (one counted when made) or a refusal.
-    #[inline]
-    pub(super) fn count_admission<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
-        &self,
+    /// Counts an admission (one counted when made) or a refusal; a refusal
+    /// of a shadowed key becomes the call let through. An admission is not
+    /// moved on its way (only a refusal is): see `Core::admit_at_once`.
+    #[inline(always)]
+    pub(super) fn settle_admission<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
+        &'m self,
         key: &Q,
-        admitted: &Result<A, Rejected>,
+        request: &Request,
+        admitted: &mut Result<A, Rejected>,
     ) {
         match admitted {
             Ok(admitted) => self.count_admitted(admitted),
-            Err(rejected) => self.count_refusal(key, rejected),
+            Err(_) => self.settle_refusal(key, request, admitted),
         }
+    }
+
+    /// [`settle_admission`](Self::settle_admission) of a refusal.
+    #[cold]
+    #[inline(never)]
+    fn settle_refusal<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
+        &'m self,
+        key: &Q,
+        request: &Request,
+        admitted: &mut Result<A, Rejected>,
+    ) {
+        if let Err(rejected) = admitted {
+            let rejected = rejected.clone();
+            *admitted = self.refused_unless_shadowed(key, request, rejected);
+        }
+    }
+
+    /// Whether `key` is live and shadowed: its calls never wait, and what
+    /// its controls would refuse goes through.
+    pub(super) fn shadows<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
+        let core = self.core();
+        core.settings.any_shadowed()
+            && (self.inner.keys)
+                .get(key, |_, state| core.settings_of(state).shadow)
+                .unwrap_or(false)
+    }
+
+    /// `rejected`, counted; or, if `key` is shadowed and its limits refused
+    /// the call, the call let through holding nothing, counted as what
+    /// would have been refused.
+    #[cold]
+    pub(super) fn refused_unless_shadowed<'m, Q: BorrowedKey<K> + ?Sized, A: Admitted<'m>>(
+        &'m self,
+        key: &Q,
+        request: &Request,
+        rejected: Rejected,
+    ) -> Result<A, Rejected> {
+        if rejected.reason().is_limit() && self.shadows(key) {
+            let core = self.core();
+            let now = core.now();
+            if let (Ok((state, telemetry)), Ok(priority)) =
+                (self.key_state(key, now), core.resolve(request.asked))
+            {
+                self.count_refusal_as(key, &rejected, true);
+                let times = CallTimes::at(now);
+                let call = Admitting::new(core, state, telemetry, priority, times, request.cost);
+                return Ok(A::shadowed(call, rejected.reason()));
+            }
+        }
+        self.count_refusal(key, &rejected);
+        Err(rejected)
     }
 
     /// Counts an admission, if it is one counted when made (a permit's).
@@ -147,18 +205,32 @@ where
     /// `call refused` event, a status page's tally. Every method that
     /// refuses a call ends here.
     pub(super) fn count_refusal<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, rejected: &Rejected) {
-        self.core()
-            .metrics
-            .rejected(self.label_of(key).as_deref(), rejected.reason());
+        self.count_refusal_as(key, rejected, false);
+    }
+
+    /// Counts a refusal, or (`shadow`) one shadow mode let through, in the
+    /// same places under their own names.
+    pub(super) fn count_refusal_as<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        rejected: &Rejected,
+        shadow: bool,
+    ) {
+        let label = self.label_of(key);
+        let metrics = &self.core().metrics;
+        match shadow {
+            false => metrics.rejected(label.as_deref(), rejected.reason()),
+            true => metrics.would_reject(label.as_deref(), rejected.reason()),
+        }
         if events::enabled() {
-            events::call_refused(self.name_of_key(key).as_deref(), rejected);
+            events::call_refused(self.name_of_key(key).as_deref(), rejected, shadow);
         }
         if let Some(watcher) = self.inner.refusal_watcher.get() {
             let refused = RefusedKey {
                 is: &|held: &K| key.names(held),
                 owned: &|| key.to_key(),
             };
-            watcher.refused(refused, rejected.reason());
+            watcher.refused(refused, rejected.reason(), shadow);
         }
     }
 }

@@ -98,14 +98,15 @@ where
             // in this future's state (see `Core::admit_at_once`).
             Charged::One(key) => {
                 let lookup = self.lookup(key);
-                let admitted: Result<Ticket, Rejected> = match core.admit_at_once(&lookup, &request)
-                {
-                    Ok(admitted) => admitted,
-                    // Boxed, as the joint wait below: a call admitted at
-                    // once carries no waiting state in its future.
-                    Err(wait) => Box::pin(core.admit_after(&lookup, &request, wait)).await,
-                };
-                self.count_admission(key, &admitted);
+                let mut admitted: Result<Ticket, Rejected> =
+                    match core.admit_at_once(&lookup, &request) {
+                        Ok(admitted) => admitted,
+                        Err(wait) if self.shadows(key) => Err(wait.refused(core, &request)),
+                        // Boxed, as the joint wait below: a call admitted at
+                        // once carries no waiting state in its future.
+                        Err(wait) => Box::pin(core.admit_after(&lookup, &request, wait)).await,
+                    };
+                self.settle_admission(key, &request, &mut admitted);
                 admitted.map(|ticket| Attempted::One(Permit::borrowed(core, ticket)))
             }
             // Boxed: a single key's call future stays as small as its own

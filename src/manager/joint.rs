@@ -221,9 +221,7 @@ where
         let core = self.core();
         for (index, held) in taken.held.iter_mut().enumerate() {
             if let Err(rejected) = core.enter_slot(held, Patience::Never) {
-                let rejected = rejected.by_key_at(index);
-                self.count_refusal(keys[index], &rejected);
-                return Err(rejected);
+                self.slot_refused(keys[index], rejected.by_key_at(index))?;
             }
         }
         Ok(taken.admitted())
@@ -264,12 +262,32 @@ where
         for (index, held) in taken.held.iter_mut().enumerate() {
             let slot = core.take_slot_waiting(held, request).await;
             if let Err(rejected) = slot {
-                let rejected = rejected.by_key_at(index);
-                self.count_refusal(keys[index], &rejected);
-                return Err(rejected);
+                self.slot_refused(keys[index], rejected.by_key_at(index))?;
             }
         }
         Ok(taken.admitted())
+    }
+}
+
+/// # Calls charged to several keys: a slot refused
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// A key's bulkhead refused the joint call its slot: the refusal,
+    /// counted; or, for a shadowed key, `Ok` (counted as what would have
+    /// been refused): the call goes on without that slot.
+    fn slot_refused<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        rejected: Rejected,
+    ) -> Result<(), Rejected> {
+        if rejected.reason().is_limit() && self.shadows(key) {
+            self.count_refusal_as(key, &rejected, true);
+            return Ok(());
+        }
+        self.count_refusal(key, &rejected);
+        Err(rejected)
     }
 }
 

@@ -10,6 +10,9 @@
 //! - `joint`: calls charged to several keys, all or nothing;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
 //! - `inspect`: snapshots for health endpoints;
+//! - `book` and `changes`: the settings by level, and changing them on a
+//!   live manager (a reloaded file is checked by the builder's
+//!   `reload.rs`, and applied here);
 //! - `server_admission`: `try_acquire_or_queue_owned`, what a server
 //!   needs, last in the docs' method list.
 //!
@@ -22,7 +25,8 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::core::Core;
 use crate::key::KeyState;
@@ -30,7 +34,9 @@ use crate::registry::{BorrowedKey, Registry};
 
 mod admission;
 mod attempt;
+mod book;
 mod call;
+mod changes;
 mod inspect;
 mod joint;
 mod keys;
@@ -44,8 +50,9 @@ mod refusal_hook;
 #[cfg(feature = "status")]
 mod watch;
 
+pub(crate) use book::{Layer, SettingsBook, TierOf};
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
-pub(crate) use keys::{ControlOverrides, KeyNamer, KeyNames, Overrides, TierOf};
+pub(crate) use keys::{KeyNamer, KeyNames};
 pub(crate) use refusal_hook::{RefusalWatcher, RefusedKey};
 #[cfg(feature = "status")]
 pub(crate) use watch::KeyLoad;
@@ -120,8 +127,16 @@ pub(crate) struct ManagerState<K> {
     /// What permits share too.
     pub(crate) core: Arc<Core>,
     pub(crate) keys: Registry<K, KeyState>,
-    /// Per-key settings that differ from each control's default.
-    pub(crate) overrides: Overrides<K>,
+    /// The settings as configured, by level: written by changes on a live
+    /// manager, read when a key is made or resolves its settings again.
+    pub(crate) book: RwLock<SettingsBook<K>>,
+    /// Which tier a key is in.
+    pub(crate) tier_of: Option<Box<TierOf<K>>>,
+    /// Taken by each change of the settings, so changes apply in one order.
+    pub(crate) changes: Mutex<()>,
+    /// How many changes of one key's settings were made: a key made while
+    /// one was made resolves itself again (see `changes.rs`).
+    pub(crate) own_changes: AtomicU64,
     /// How events and per-key metrics name a key; `None`: they do not.
     pub(crate) key_names: Option<KeyNamer<K>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).

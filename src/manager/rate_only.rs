@@ -176,14 +176,15 @@ where
             Patience::Never,
             Scope::RateOnly,
         );
-        if self.core().rate.is_none() {
+        if !self.core().controls.rate {
             return self.in_time_without_rate(key, &request);
         }
-        let spent = self.core().spend_at_once(&self.lookup(key), &request);
-        if let Err(rejected) = &spent {
-            self.count_refusal(key, rejected);
+        match self.core().spend_at_once(&self.lookup(key), &request) {
+            Ok(()) => Ok(()),
+            Err(rejected) => self
+                .refused_unless_shadowed::<Q, Spent>(key, &request, rejected)
+                .map(drop),
         }
-        spent
     }
 
     /// `wait` and `check`: the driver with the rate alone, at
@@ -196,7 +197,7 @@ where
         patience: Patience,
     ) -> Result<(), Rejected> {
         let request = Request::new(self.core(), Priority::HIGH, cost, patience, Scope::RateOnly);
-        if self.core().rate.is_none() {
+        if !self.core().controls.rate {
             return self.in_time_without_rate(key, &request);
         }
         self.admit::<Q, Spent>(key, &request).await.map(drop)

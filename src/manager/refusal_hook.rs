@@ -14,8 +14,9 @@ use crate::error::RejectReason;
 ///
 /// [`watch_refusals`]: ThrottleManager::watch_refusals
 pub(crate) trait RefusalWatcher<K>: Send + Sync {
-    /// A call of `key` was refused for `reason`.
-    fn refused(&self, key: RefusedKey<'_, K>, reason: RejectReason);
+    /// A call of `key` was refused for `reason`, or (`shadow`) would have
+    /// been, and went through.
+    fn refused(&self, key: RefusedKey<'_, K>, reason: RejectReason, shadow: bool);
 
     /// Itself, for whoever installed it to find its own type again.
     fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;

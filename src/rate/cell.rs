@@ -304,6 +304,13 @@ impl RateCell {
         })
     }
 
+    /// Moves the rate to `to(rate)` at `now`, as a change of the key's
+    /// settings does: the bucket is kept, its debt rescaled as any step of
+    /// the rate rescales it (no fresh burst, no debt lost).
+    pub(crate) fn move_to(&self, now: Nanos, burst: u32, to: impl Fn(f64) -> f64) -> RateChange {
+        self.change_rate(|| now, burst, to)
+    }
+
     /// The key's successes per second lately, as rate validation measures
     /// them (successes of an adaptive rate; a fixed rate counts none).
     #[cfg_attr(not(feature = "status"), allow(dead_code))]

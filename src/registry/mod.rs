@@ -295,6 +295,16 @@ where
         forgotten
     }
 
+    /// How long an idle key is kept, if it is forgotten when idle.
+    pub(crate) fn idle_ttl(&self) -> Option<Nanos> {
+        self.idle_ttl
+    }
+
+    /// How long a busy key may hold its place when room is needed.
+    pub(crate) fn max_hold(&self) -> Nanos {
+        self.max_hold
+    }
+
     /// The number of live keys.
     pub(crate) fn len(&self) -> usize {
         self.map.len()

@@ -56,6 +56,9 @@ struct Totals {
     evicted: u64,
     /// Refusals since the page was built, by reason.
     refusals: BTreeMap<&'static str, u64>,
+    /// Calls of shadowed keys that would have been refused since the page
+    /// was built, by reason (and went through).
+    would_refuse: BTreeMap<&'static str, u64>,
 }
 
 /// One key in a top list, as it is now.
@@ -168,6 +171,7 @@ where
             max_keys,
             evicted,
             refusals: shared.refusals.totals().into_iter().collect(),
+            would_refuse: shared.refusals.would_refuse().into_iter().collect(),
         },
         keys,
     };

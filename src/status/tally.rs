@@ -29,6 +29,8 @@ const REASONS: usize = RejectReason::ALL.len();
 #[derive(Debug)]
 pub(crate) struct RefusalTally<K> {
     by_reason: [AtomicU64; REASONS],
+    /// The calls of shadowed keys that would have been refused, by reason.
+    would_refuse: [AtomicU64; REASONS],
     keys: Mutex<RefusalSketch<K>>,
 }
 
@@ -36,6 +38,7 @@ impl<K> Default for RefusalTally<K> {
     fn default() -> Self {
         Self {
             by_reason: Default::default(),
+            would_refuse: Default::default(),
             keys: Mutex::new(RefusalSketch::default()),
         }
     }
@@ -44,8 +47,13 @@ impl<K> Default for RefusalTally<K> {
 impl<K: Send + 'static> RefusalWatcher<K> for RefusalTally<K> {
     /// Counts a refusal of `key` for `reason`. While another thread holds
     /// the sketch, the refusal is counted by reason only: a flood of
-    /// refusals never queues on this lock.
-    fn refused(&self, key: RefusedKey<'_, K>, reason: RejectReason) {
+    /// refusals never queues on this lock. A call shadow mode let through
+    /// is counted by reason apart, and ranks no key.
+    fn refused(&self, key: RefusedKey<'_, K>, reason: RejectReason, shadow: bool) {
+        if shadow {
+            self.would_refuse[reason.index()].fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         self.by_reason[reason.index()].fetch_add(1, Ordering::Relaxed);
         if let Ok(mut keys) = self.keys.try_lock() {
             keys.count(key.is, key.owned);
@@ -61,12 +69,13 @@ impl<K> RefusalTally<K> {
     /// Refusals since a page was built, by reason (only reasons
     /// that occurred).
     pub(crate) fn totals(&self) -> Vec<(&'static str, u64)> {
-        RejectReason::ALL
-            .iter()
-            .zip(&self.by_reason)
-            .map(|(reason, count)| (reason.label(), count.load(Ordering::Relaxed)))
-            .filter(|(_, count)| *count > 0)
-            .collect()
+        by_reason(&self.by_reason)
+    }
+
+    /// Calls of shadowed keys that would have been refused since a page was
+    /// built, by reason (only reasons that occurred).
+    pub(crate) fn would_refuse(&self) -> Vec<(&'static str, u64)> {
+        by_reason(&self.would_refuse)
     }
 
     /// Decays every key's count by `factor` and returns the keys with their
@@ -82,6 +91,16 @@ impl<K> RefusalTally<K> {
         keys.decay(factor);
         keys.ranked()
     }
+}
+
+/// The counts that are not 0, with their reasons' labels.
+fn by_reason(counts: &[AtomicU64; REASONS]) -> Vec<(&'static str, u64)> {
+    RejectReason::ALL
+        .iter()
+        .zip(counts)
+        .map(|(reason, count)| (reason.label(), count.load(Ordering::Relaxed)))
+        .filter(|(_, count)| *count > 0)
+        .collect()
 }
 
 /// The Space-Saving sketch: at most [`SKETCH_KEYS`] keys with their counts.
@@ -161,7 +180,7 @@ mod tests {
                 is: &|held: &String| held == key,
                 owned: &|| key.to_owned(),
             };
-            tally.refused(refused, reason);
+            tally.refused(refused, reason, false);
         };
         assert!(tally.totals().is_empty());
         refuse("a", RejectReason::Throttled);

@@ -71,6 +71,10 @@ fn leaves() -> BTreeSet<String> {
         match field {
             "default" => {
                 for control in fields_of::<Controls>() {
+                    if control == "shadow" {
+                        leaves.insert("default.shadow".to_owned());
+                        continue;
+                    }
                     let inner = match control {
                         "rate" => fields_of::<RateSection>(),
                         "throttle" => fields_of::<ThrottleSection>(),
@@ -227,6 +231,11 @@ const ROWS: &[(&str, &str, &str)] = &[
         "default.bulkhead.overflow",
         "[default.bulkhead]\nmax_concurrent = 4\nqueue = 1\noverflow = \"drop-oldest\"",
         "[default.bulkhead]\nmax_concurrent = 4\nqueue = 1\noverflow = \"reject-new\"",
+    ),
+    (
+        "default.shadow",
+        "[default]\nshadow = false",
+        "[default]\nshadow = true",
     ),
     (
         "overrides",

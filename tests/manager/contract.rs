@@ -48,6 +48,31 @@ where
         .build()
 }
 
+// The runtime limits issue's contract, as written (the scenario adds `toml`).
+mod runtime_limits {
+    use portcullis::{ManagerConfig, Priority, RateConfig, ThrottleManager};
+
+    pub(super) async fn contract() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::per_second(10).burst(5))
+            .build()?;
+        manager.set_rate_override("acme", RateConfig::per_second(50).burst(10))?;
+        manager.acquire("acme", Priority::HIGH).await?.success();
+        manager.remove_overrides("acme");
+        manager.forget("acme");
+        let config: ManagerConfig =
+            toml::from_str("[default.rate]\nquota = \"20/s\"\nburst = 5\n")?;
+        manager.reload(config)?;
+        manager.set_shadow(true);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_runtime_limits_contract_runs() {
+    runtime_limits::contract().await.unwrap();
+}
+
 // ---- The contract above, exercised ----
 
 use portcullis::{CallError, RejectReason, overloaded};

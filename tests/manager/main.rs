@@ -12,6 +12,7 @@ mod support;
 
 mod before_0_3;
 mod call;
+mod changes;
 mod contract;
 mod deadlines;
 mod edge_kit;

@@ -19,5 +19,6 @@ mod deadlines;
 mod goodput;
 mod layer;
 mod per_user_db;
+mod reload;
 mod routes;
 mod streams;

@@ -477,3 +477,47 @@ async fn a_call_takes_its_cost_from_the_shared_bucket() {
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::RateLimited);
 }
+
+/// A fleet's quota changed by reloading the same file in every process:
+/// each process's next call decides by the new quota against the one
+/// shared bucket, so the fleet moves to it together, keeping the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_reloaded_in_every_process_moves_the_fleet_to_it() {
+    let _alone = crate::support::alone();
+    let Some(server) =
+        RedisServer::start("a_quota_reloaded_in_every_process_moves_the_fleet_to_it")
+    else {
+        return;
+    };
+    let quota = |per_second| RateConfig::per_second(per_second).burst(2);
+    let mut managers = Vec::new();
+    for _ in 0..2 {
+        managers.push(manager(&server.url(), quota(10)).await);
+    }
+    let run = |until| {
+        let loops: Vec<_> = managers
+            .iter()
+            .map(|manager| tokio::spawn(crate::calls_until(manager.clone(), "api", until)))
+            .collect();
+        async move {
+            let mut total = 0;
+            for calls in loops {
+                total += calls.await.unwrap();
+            }
+            total
+        }
+    };
+    let before = run(Instant::now() + Duration::from_secs(1)).await;
+    // 1 s at 10/s plus the burst, between both processes.
+    assert!((9..=13).contains(&before), "{before} calls at 10/s");
+
+    let file: portcullis::ManagerConfig =
+        toml::from_str("[default.rate]\nquota = \"40/s\"\nburst = 2\n").unwrap();
+    for manager in &managers {
+        manager.reload(file.clone()).unwrap();
+    }
+    let after = run(Instant::now() + Duration::from_secs(1)).await;
+    // At most 1 s at 40/s and the burst (what the calls booked before the
+    // reload is still owed); far above the 12 that 10/s allows.
+    assert!((28..=42).contains(&after), "{after} calls at 40/s");
+}

@@ -74,6 +74,15 @@ impl HealthyCounts {
         }
     }
 
+    /// Counts from `now`'s epoch on, as if new: no failing, no shedding.
+    pub(super) fn restart(&self, now: Nanos, length: Nanos) {
+        self.word
+            .store(epoch_of(now, length) & EPOCH, Ordering::Release);
+        for count in &self.counts {
+            count.store(0, Ordering::Release);
+        }
+    }
+
     /// The word at `now`, epochs being `length` long: moves the epochs on
     /// first if time has crossed into a new one. While it has not, one load
     /// and one multiplication.

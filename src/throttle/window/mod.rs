@@ -241,6 +241,14 @@ impl ThrottleWindow {
         self.failing.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Starts the counts afresh at `now`, for a window whose length
+    /// changed: counts of epochs of another length mean nothing in the new.
+    pub(crate) fn restart(&self, now: Nanos, settings: &ThrottleSettings) {
+        let mut slot = self.failing.write().unwrap_or_else(|e| e.into_inner());
+        *slot = None;
+        self.healthy.restart(now, epoch_length(settings));
+    }
+
     /// Records whether the key is shedding; true if that changed.
     #[inline]
     pub(crate) fn note_shedding(&self, shedding: bool) -> bool {

@@ -1,0 +1,438 @@
+//! Limits that change while the program runs: a key's own settings, its
+//! tier, the whole file, and shadow mode, applied to a live manager without
+//! losing what its keys learned.
+//!
+//! A change is written to the manager's settings (`book`), then reaches the
+//! keys it concerns: one key at once (its settings resolved again now), or
+//! every key at its next call (a new generation: see `core/settings.rs`).
+//! The rules each control keeps across a change are `Core::adopt`'s.
+
+use std::hash::Hash;
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
+
+use super::ThrottleManager;
+use super::book::{Layer, SettingsBook};
+use crate::bulkhead::BulkheadConfig;
+use crate::clock::Nanos;
+use crate::core::{KeySettings, MAX_SETTINGS, SettingsWord};
+use crate::error::{ConfigError, ConfigProblem, Problems};
+use crate::key::KeyState;
+use crate::rate::RateConfig;
+use crate::registry::BorrowedKey;
+use crate::throttle::ThrottleConfig;
+
+/// # Changing limits on a live manager
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Gives `key` its own rate from now on, in place of its tier's or the
+    /// default, keeping what the key's rate holds: its bucket is kept (no
+    /// fresh burst, its debt rescaled to the new rate) and a rate it
+    /// learned is clamped into the new bounds (a fixed quota's bounds are
+    /// its rate). A key not live yet gets it when made.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming each bad field under `rate_override` (with
+    /// the key, if the manager names keys: `rate_override["KEY"]`), or that the manager was built without a rate
+    /// (a control cannot be added to a live manager).
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(10).burst(5))
+    ///     .build()?;
+    /// manager.check("acme").unwrap(); // a live key: 10/s
+    /// manager.set_rate_override("acme", RateConfig::per_second(50).burst(10))?;
+    /// assert_eq!(manager.current_rate("acme"), Some(50.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn set_rate_override<Q>(&self, key: &Q, config: RateConfig) -> Result<(), ConfigError>
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let path = self.override_path("rate_override", key);
+        let settings = checked(&path, self.core().controls.rate, "a rate", |problems| {
+            config.check(problems)
+        })?;
+        self.change_own(key, |own| own.rate = Some(settings.into()))
+    }
+
+    /// Gives `key` its own throttle from now on. The key keeps its counts
+    /// (a new ratio or floor applies to the counts it has), unless the
+    /// window's length changed: then its counts start afresh.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming each bad field under `throttle_override`
+    /// (with the key, if the manager names keys), or that the manager was built without a
+    /// throttle.
+    ///
+    /// ```
+    /// use portcullis::{ThrottleConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .build()?;
+    /// manager.set_throttle_override("flaky.example", ThrottleConfig::new().ratio(3.0))?;
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn set_throttle_override<Q>(
+        &self,
+        key: &Q,
+        config: ThrottleConfig,
+    ) -> Result<(), ConfigError>
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let path = self.override_path("throttle_override", key);
+        let settings = checked(
+            &path,
+            self.core().controls.throttle,
+            "a throttle",
+            |problems| config.check(problems),
+        )?;
+        self.change_own(key, |own| own.throttle = Some(settings.into()))
+    }
+
+    /// Gives `key` its own bulkhead from now on. Lowered, the calls in
+    /// flight finish and none is admitted until fewer than the new limit
+    /// remain; raised, waiters are admitted at once. A shorter queue keeps
+    /// the waiters it has (none is dropped) and takes no newcomer until it
+    /// is below its new length. A key keeps the kind of limit it was made
+    /// with (fixed or learned, with CoDel or without) until it is
+    /// [forgotten](Self::forget).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming each bad field under `bulkhead_override`
+    /// (with the key, if the manager names keys), or that the manager was built without a
+    /// bulkhead.
+    ///
+    /// ```
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(8))
+    ///     .build()?;
+    /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
+    /// manager.set_bulkhead_override("db", BulkheadConfig::new(1))?;
+    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one in flight already
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn set_bulkhead_override<Q>(
+        &self,
+        key: &Q,
+        config: BulkheadConfig,
+    ) -> Result<(), ConfigError>
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let path = self.override_path("bulkhead_override", key);
+        let settings = checked(
+            &path,
+            self.core().controls.bulkhead,
+            "a bulkhead",
+            |problems| config.check(problems),
+        )?;
+        self.change_own(key, |own| own.bulkhead = Some(settings.into()))
+    }
+
+    /// Shadows `key` (`true`) or enforces its decisions (`false`) from its
+    /// next call, whatever its tier and the manager say: see
+    /// [`set_shadow`](Self::set_shadow).
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .build()?;
+    /// manager.set_shadow_override("trial", true);
+    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok());
+    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok()); // would refuse: counted, let through
+    /// assert!(manager.try_acquire("other", Priority::HIGH).is_ok());
+    /// assert!(manager.try_acquire("other", Priority::HIGH).is_err());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn set_shadow_override<Q>(&self, key: &Q, shadow: bool)
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let done = self.change_own(key, |own| own.shadow = Some(shadow));
+        debug_assert!(done.is_ok(), "a shadow change interns no new control");
+    }
+
+    /// Takes away every setting `key` was given for itself (in code or in
+    /// the file): from its next call it has its tier's, else the defaults,
+    /// kept across as any change keeps them.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(10))
+    ///     .rate_override("acme", RateConfig::per_second(50))
+    ///     .build()?;
+    /// manager.check("acme").unwrap();
+    /// assert_eq!(manager.current_rate("acme"), Some(50.0));
+    /// manager.remove_overrides("acme");
+    /// assert_eq!(manager.current_rate("acme"), Some(10.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn remove_overrides<Q>(&self, key: &Q)
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let done = self.change_own(key, |own| *own = Layer::default());
+        debug_assert!(done.is_ok(), "removing interns no new control");
+    }
+
+    /// Asks [`tier_of`](crate::ThrottleManagerBuilder::tier_of) again which
+    /// tier `key` is in, and moves the key there now (a customer changed
+    /// plans), keeping its state as any change does. `tier_of` is asked
+    /// when a key is made, by `retier`, and after a
+    /// [`reload`](Self::reload) or [`set_shadow`](Self::set_shadow), at the
+    /// key's next call.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    ///
+    /// static PREMIUM: AtomicBool = AtomicBool::new(false);
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(10))
+    ///     .tier("premium", Tier::new().rate(RateConfig::per_second(100)))
+    ///     .tier_of(|_| PREMIUM.load(Ordering::Relaxed).then_some("premium"))
+    ///     .build()?;
+    /// manager.check("acme").unwrap();
+    /// assert_eq!(manager.current_rate("acme"), Some(10.0));
+    /// PREMIUM.store(true, Ordering::Relaxed); // acme upgraded
+    /// manager.retier("acme");
+    /// assert_eq!(manager.current_rate("acme"), Some(100.0));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn retier<Q>(&self, key: &Q)
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let _serial = self.serialize_changes();
+        self.resolve_live(key);
+    }
+
+    /// Shadow mode for the whole manager, from each key's next call: every
+    /// decision is still made and counted (metrics, events, the status page
+    /// and snapshots say what would have been refused, by reason), and none
+    /// is enforced: a shadowed call goes through as if every control had
+    /// admitted it, and the rate still counts the tokens it takes, so the
+    /// figures are the ones enforcement would have seen. A key's or a
+    /// tier's own shadow setting wins over the manager's.
+    ///
+    /// ```
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .build()?;
+    /// manager.set_shadow(true);
+    /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
+    /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok()); // would refuse
+    /// manager.set_shadow(false);
+    /// assert!(manager.try_acquire("api", Priority::HIGH).is_err());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn set_shadow(&self, shadow: bool) {
+        let _serial = self.serialize_changes();
+        let mut book = self.book_mut();
+        book.defaults.shadow = Some(shadow);
+        self.core().settings.next_generation();
+    }
+}
+
+/// # How a change reaches the keys
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// Where a change of `key`'s settings names its problems:
+    /// `rate_override["KEY"]`, the key as
+    /// [`key_names`](crate::ThrottleManagerBuilder::key_names) names it
+    /// (keys need not be `Debug`), or `rate_override` without it.
+    fn override_path<Q: BorrowedKey<K> + ?Sized>(&self, method: &str, key: &Q) -> String {
+        match self.name_of_key(key) {
+            Some(name) => format!("{method}[{name:?}]"),
+            None => method.to_owned(),
+        }
+    }
+
+    /// Applies a reloaded file's settings (`file`, checked): each default
+    /// it sets, each tier it declares whole, and its overrides in place of
+    /// every key's own; every key resolves its settings again at its next
+    /// call. Settings equal to those they replace are kept, so the keys
+    /// that had them find them again by address.
+    pub(crate) fn apply_file(&self, mut file: SettingsBook<K>) {
+        let _serial = self.serialize_changes();
+        let mut book = self.book_mut();
+        file.defaults.keep_equal(&book.defaults);
+        let defaults = &mut book.defaults;
+        let Layer {
+            rate,
+            throttle,
+            bulkhead,
+            shadow,
+        } = std::mem::take(&mut file.defaults);
+        defaults.rate = rate.or(defaults.rate.take());
+        defaults.throttle = throttle.or(defaults.throttle.take());
+        defaults.bulkhead = bulkhead.or(defaults.bulkhead.take());
+        defaults.shadow = shadow.or(defaults.shadow);
+        for (name, tier) in &mut file.tiers {
+            if let Some(was) = book.tiers.get(name) {
+                tier.keep_equal(was);
+            }
+        }
+        for (key, own) in &mut file.keys {
+            if let Some(was) = book.keys.get(key) {
+                own.keep_equal(was);
+            }
+        }
+        book.tiers.extend(file.tiers);
+        book.keys = file.keys;
+        self.core().settings.next_generation();
+    }
+
+    /// Whether the manager puts keys in tiers.
+    pub(crate) fn has_tier_of(&self) -> bool {
+        self.inner.tier_of.is_some()
+    }
+
+    /// The key space's `max_keys`, `idle_ttl` and `max_hold`, as built.
+    pub(crate) fn key_space_bounds(&self) -> (usize, Option<Nanos>, Nanos) {
+        let keys = &self.inner.keys;
+        (keys.max_keys(), keys.idle_ttl(), keys.max_hold())
+    }
+
+    /// `key`'s settings as the book says now, interned, with the
+    /// generation they belong to.
+    pub(super) fn settings_for(&self, key: &K) -> (SettingsWord, &KeySettings) {
+        let core = self.core();
+        let book = self.book();
+        let generation = core.settings.generation();
+        let settings = book.resolve(core.controls, self.inner.tier_of.as_deref(), key);
+        drop(book);
+        // The table is full only past `MAX_SETTINGS` distinct settings,
+        // which changes refuse long before: then the key keeps the first.
+        let id = core.settings.intern(settings).unwrap_or_else(|_| {
+            crate::events::settings_table_full();
+            0
+        });
+        (SettingsWord::new(id, generation), core.settings.get(id))
+    }
+
+    /// Resolves `state`'s settings (`key`'s) again, and moves the key to
+    /// them: if they are stale, or if `made_at` (the number of changes of
+    /// keys' own settings when the key was made, if it was just made) is
+    /// no longer the number.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn resolve_again(&self, key: &K, state: &KeyState, made_at: Option<u64>) {
+        let changed = made_at.is_some_and(|at| at != self.inner.own_changes.load(Ordering::SeqCst));
+        self.move_to_book(key, state, !changed);
+    }
+
+    /// Moves `key`'s state to its settings as the book says now (only if
+    /// they are stale, with `only_if_stale`), keeping what the key learned.
+    fn move_to_book(&self, key: &K, state: &KeyState, only_if_stale: bool) {
+        let core = self.core();
+        loop {
+            let seen = SettingsWord(state.settings_word());
+            if only_if_stale && !core.is_stale(state) {
+                return;
+            }
+            let (new, _) = self.settings_for(key);
+            if new == seen {
+                return;
+            }
+            // Another change that stored its word since `seen` was read
+            // resolved from a book at least as new: resolve again.
+            if state.replace_settings(seen.0, new.0).is_ok() {
+                return core.adopt(state, seen, new);
+            }
+        }
+    }
+
+    /// Changes `key`'s own settings in the book, then moves the key if it
+    /// is live.
+    fn change_own<Q>(&self, key: &Q, change: impl FnOnce(&mut Layer)) -> Result<(), ConfigError>
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        let _serial = self.serialize_changes();
+        if self.core().settings.len() >= MAX_SETTINGS / 2 {
+            return Err(ConfigError::new(vec![ConfigProblem::new(
+                "settings",
+                format!(
+                    "the manager already holds {} distinct settings, the most it takes by changes",
+                    MAX_SETTINGS / 2
+                ),
+            )]));
+        }
+        self.book_mut().change_own(key.to_key(), change);
+        self.resolve_live(key);
+        Ok(())
+    }
+
+    /// Moves `key`, if it is live, to its settings as the book says now. A
+    /// key being made meanwhile either read the book after the change, or
+    /// finds `own_changes` moved once it is in the key space and resolves
+    /// itself again (`keys.rs`).
+    fn resolve_live<Q>(&self, key: &Q)
+    where
+        Q: BorrowedKey<K> + ?Sized,
+    {
+        self.inner.own_changes.fetch_add(1, Ordering::SeqCst);
+        if let Some(state) = self.inner.keys.state(key) {
+            self.move_to_book(&key.to_key(), &state, false);
+        }
+    }
+
+    pub(super) fn serialize_changes(&self) -> MutexGuard<'_, ()> {
+        self.inner.changes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn book(&self) -> RwLockReadGuard<'_, SettingsBook<K>> {
+        self.inner.book.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn book_mut(&self) -> RwLockWriteGuard<'_, SettingsBook<K>> {
+        self.inner.book.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `check`'s settings for a control at `path`, if the manager has the
+/// control (`has`; `what` names it).
+fn checked<S>(
+    path: &str,
+    has: bool,
+    what: &str,
+    check: impl FnOnce(&mut Problems<'_>) -> Option<S>,
+) -> Result<S, ConfigError> {
+    let mut found = Vec::new();
+    if !has {
+        found.push(ConfigProblem::new(
+            path,
+            format!(
+                "the manager was built without {what}; a control cannot be added to a live manager"
+            ),
+        ));
+        return Err(ConfigError::new(found));
+    }
+    let settings = check(&mut Problems::new(path, &mut found));
+    match (settings, ConfigError::from_problems(found)) {
+        (Some(settings), None) => Ok(settings),
+        (_, Some(error)) => Err(error),
+        (None, None) => Err(ConfigError::new(vec![ConfigProblem::new(path, "invalid")])),
+    }
+}

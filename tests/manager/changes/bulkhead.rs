@@ -1,0 +1,109 @@
+//! A bulkhead changed on a live key: lowered, its calls in flight finish
+//! and none is admitted until fewer than the new limit remain; raised, its
+//! waiters are admitted at once; a shorter queue keeps its waiters.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use portcullis::clock::ManualClock;
+use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+
+fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .bulkhead(config)
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_limit_lowered_lets_the_calls_in_flight_finish_and_admits_none_until_below_it() {
+    let manager = manager(BulkheadConfig::new(8));
+    let mut held: Vec<_> = (0..5)
+        .map(|_| manager.try_acquire("db", Priority::HIGH).unwrap())
+        .collect();
+    manager
+        .set_bulkhead_override("db", BulkheadConfig::new(2))
+        .unwrap();
+    assert_eq!(
+        manager.snapshot("db").unwrap().active,
+        Some(5),
+        "none cut off"
+    );
+    for in_flight in [5, 4, 3, 2] {
+        let refused = manager.try_acquire("db", Priority::HIGH).unwrap_err();
+        assert_eq!(
+            refused.reason(),
+            RejectReason::Full,
+            "{in_flight} in flight"
+        );
+        held.pop().unwrap().success();
+    }
+    let admitted = manager.try_acquire("db", Priority::HIGH);
+    assert!(admitted.is_ok(), "one in flight, below 2");
+    assert!(
+        manager.try_acquire("db", Priority::HIGH).is_err(),
+        "two: full"
+    );
+}
+
+#[test]
+fn a_limit_raised_admits_the_waiters_at_once() {
+    let manager = manager(BulkheadConfig::new(1).queue(4));
+    let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let mut context = Context::from_waker(Waker::noop());
+    let mut waiters: Vec<_> = (0..3)
+        .map(|_| Box::pin(manager.acquire("db", Priority::HIGH)))
+        .collect();
+    for waiter in &mut waiters {
+        assert!(waiter.as_mut().poll(&mut context).is_pending());
+    }
+    assert_eq!(manager.snapshot("db").unwrap().queued, Some(3));
+
+    manager
+        .set_bulkhead_override("db", BulkheadConfig::new(4).queue(4))
+        .unwrap();
+    for waiter in &mut waiters {
+        let Poll::Ready(permit) = waiter.as_mut().poll(&mut context) else {
+            panic!("a waiter still queued under the raised limit");
+        };
+        permit.unwrap().success();
+    }
+}
+
+#[test]
+fn a_shorter_queue_keeps_its_waiters_and_takes_no_newcomer_until_below_its_length() {
+    let manager = manager(BulkheadConfig::new(1).queue(3));
+    let first = manager.try_acquire("db", Priority::HIGH).unwrap();
+    let mut context = Context::from_waker(Waker::noop());
+    let mut waiters: Vec<_> = (0..3)
+        .map(|_| Box::pin(manager.acquire("db", Priority::HIGH)))
+        .collect();
+    for waiter in &mut waiters {
+        assert!(waiter.as_mut().poll(&mut context).is_pending());
+    }
+    manager
+        .set_bulkhead_override("db", BulkheadConfig::new(1).queue(1))
+        .unwrap();
+    assert_eq!(
+        manager.snapshot("db").unwrap().queued,
+        Some(3),
+        "none dropped"
+    );
+    {
+        let mut newcomer = pin!(manager.acquire("db", Priority::HIGH));
+        let Poll::Ready(refused) = newcomer.as_mut().poll(&mut context) else {
+            panic!("a newcomer queued past the new length");
+        };
+        assert_eq!(refused.unwrap_err().reason(), RejectReason::Full);
+    }
+    // The waiters are served in turn, each as the one before it ends.
+    first.success();
+    for waiter in &mut waiters {
+        let Poll::Ready(permit) = waiter.as_mut().poll(&mut context) else {
+            panic!("a kept waiter was not served");
+        };
+        permit.unwrap().success();
+    }
+}
