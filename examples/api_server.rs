@@ -13,12 +13,18 @@
 //! The server (axum, on a loopback port) puts every request through a
 //! `ThrottleLayer`: a fixed quota per API key (free keys 5/s, burst 5; pro
 //! keys 50/s, burst 20, from the manager's `tier_of`) and a bulkhead of 4 requests
-//! in flight per key (queue of 8, 100 ms queue timeout). The load generator
-//! then runs six clients at once for 5 s, each sending at its own steady
-//! rate whatever the answers, and prints per key what it offered and what
-//! came back: 429 for requests over the key's rate, 503 for requests that
-//! found the key's 4 slots and queue taken for 100 ms, 400 for requests
-//! without a key.
+//! in flight per key (queue of 8, 100 ms queue timeout), as its plans file
+//! says (`examples/api_plans.toml`). The load generator then runs six
+//! clients at once for 5 s, each sending at its own steady rate whatever
+//! the answers, and prints per key what it offered and what came back: 429
+//! for requests over the key's rate, 503 for requests that found the key's
+//! 4 slots and queue taken for 100 ms, 400 for requests without a key.
+//!
+//! The server reloads its plans on SIGHUP (`kill -HUP <pid>`, the pid
+//! printed at start). Halfway through the run the example shows it: it
+//! writes a copy of the file with free keys raised to 10/s and sends
+//! itself SIGHUP; each free key moves to the new quota at its next
+//! request, keeping its bucket.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,7 +34,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
+use portcullis::{ManagerConfig, ThrottleManager};
 
 #[path = "observe/mod.rs"]
 mod observe;
@@ -45,13 +51,45 @@ const CLIENTS: [(&str, &str, f64); 6] = [
 ];
 const RUN: Duration = Duration::from_secs(5);
 
-/// A key's tier: calls a second and how many may come at once.
+/// The plans file, and what the reload halfway through changes in it.
+const PLANS: &str = include_str!("api_plans.toml");
+const FREE_BEFORE: &str = "quota = \"5/s\"";
+const FREE_AFTER: &str = "quota = \"10/s\"";
+
+/// A key's quota: calls a second, before the reload and after it.
 fn tier(key: &str) -> (u32, u32) {
     if key.starts_with("pro-") {
-        (50, 20)
+        (50, 50)
     } else {
-        (5, 5)
+        (5, 10)
     }
+}
+
+/// The plans as `path` says them now.
+fn read_plans(path: &std::path::Path) -> Result<ManagerConfig, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(ManagerConfig::from_deserializer(
+        toml::Deserializer::parse(&text)?,
+    )?)
+}
+
+/// On each SIGHUP, applies the plans file to the running manager: all of
+/// it, or none of it with the error printed.
+fn reload_on_sighup(
+    manager: ThrottleManager<String>,
+    path: std::path::PathBuf,
+) -> std::io::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match read_plans(&path).map(|plans| manager.reload(plans)) {
+                Ok(Ok(())) => println!("SIGHUP: reloaded {}", path.display()),
+                Ok(Err(refused)) => println!("SIGHUP: {} not applied: {refused}", path.display()),
+                Err(unread) => println!("SIGHUP: {} not read: {unread}", path.display()),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// How an API key is shown outside the process (status page, logs): its
@@ -66,12 +104,6 @@ fn masked(key: &str) -> String {
         "free"
     };
     format!("{tier}-key-{:04x}", fingerprint & 0xffff)
-}
-
-/// A fixed quota: the rate never moves.
-fn quota(key: &str) -> RateConfig {
-    let (rate, burst) = tier(key);
-    RateConfig::per_second(rate).burst(burst)
 }
 
 fn api(manager: ThrottleManager<String>) -> Result<Router, portcullis::ConfigError> {
@@ -114,18 +146,16 @@ struct Tally {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let metrics = observe::install_metrics()?;
+    // The server's own copy of its plans, which the reload below edits.
+    let plans = std::env::temp_dir().join(format!("api_plans-{}.toml", std::process::id()));
+    std::fs::write(&plans, PLANS)?;
     let manager = ThrottleManager::<String>::builder()
-        .rate(quota("free-"))
-        .tier("pro", Tier::new().rate(quota("pro-")))
+        .config(read_plans(&plans)?)
         .tier_of(|key: &String| key.starts_with("pro-").then_some("pro"))
-        .bulkhead(
-            BulkheadConfig::new(4)
-                .queue(8)
-                .queue_timeout(Duration::from_millis(100)),
-        )
         .name("api")
         .key_names(|key: &String| masked(key))
         .build()?;
+    reload_on_sighup(manager.clone(), plans.clone())?;
     let page = observe::serve(&manager, metrics).await?;
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -140,7 +170,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     println!("API server on http://{addr} (/v1/report, /v1/export), limiting by x-api-key");
     println!("free keys: 5/s, burst 5; pro keys: 50/s, burst 20; 4 in flight per key");
+    println!(
+        "plans: {} (kill -HUP {} reloads them)",
+        plans.display(),
+        std::process::id()
+    );
     println!("status page: http://{page}/status   metrics: http://{page}/metrics\n");
+
+    // Halfway through: free keys raised to 10/s in the file, and SIGHUP.
+    let raise = tokio::spawn({
+        let plans = plans.clone();
+        async move {
+            tokio::time::sleep(RUN / 2).await;
+            std::fs::write(&plans, PLANS.replacen(FREE_BEFORE, FREE_AFTER, 1))?;
+            let pid = std::process::id().to_string();
+            std::process::Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()?;
+            std::io::Result::Ok(())
+        }
+    });
 
     let tallies: Arc<Mutex<BTreeMap<&str, Tally>>> = Arc::default();
     let client = reqwest::Client::new();
@@ -198,6 +247,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for load in loads {
         load.await?;
     }
+    raise.await??;
+    let _ = std::fs::remove_file(&plans);
     let seconds = RUN.as_secs_f64();
 
     println!(
@@ -222,10 +273,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn print_tallies(tallies: &BTreeMap<&str, Tally>, seconds: f64) {
     for (key, path, _) in CLIENTS {
         let tally = tallies.get(key).cloned().unwrap_or_default();
-        let quota = if key.is_empty() {
-            "-".to_owned()
-        } else {
-            format!("{:.0}", tier(key).0)
+        let quota = match tier(key) {
+            _ if key.is_empty() => "-".to_owned(),
+            (before, after) if before != after => format!("{before}->{after}"),
+            (rate, _) => rate.to_string(),
         };
         println!(
             "{:<12} {:<11} {:>9} {:>9.1} {:>9} {:>9} {:>6} {:>6} {:>11}",
