@@ -3,7 +3,7 @@
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bulkhead::Bulkhead;
 use crate::clock::Nanos;
@@ -16,17 +16,17 @@ use crate::throttle::{ThrottleSettings, ThrottleWindow};
 /// The state of one key, shared through a (`triomphe`) `Arc` by the key
 /// space and by every permit and waiter of the key.
 ///
-/// A key of a manager with only a rate is just its rate cell, its settings'
-/// number and a null pointer: 56 bytes. The controls beyond the rate live
+/// A key of a manager with only a rate is just its rate cell (with its
+/// settings' number in it) and a null pointer: 48 bytes. The controls beyond the rate live
 /// in one optional allocation, and the key's link to a rate store (for a
 /// manager with one) in another, reached through the first.
 #[derive(Debug)]
 pub(crate) struct KeyState {
-    pub(crate) rate: RateCell,
-    /// Where the key's settings are in the manager's table, and their
-    /// generation (the core's `SettingsWord`): changed by a change of its
+    /// The key's rate, and in its cell's spare word ([`RateCell::tag`])
+    /// where the key's settings are in the manager's table and their
+    /// generation (the core's `SettingsWord`), changed by a change of its
     /// settings.
-    settings: AtomicU64,
+    pub(crate) rate: RateCell,
     extras: Option<Box<Extras>>,
 }
 
@@ -63,14 +63,14 @@ impl KeyState {
     /// throttle window and bulkhead if its settings have them.
     pub(crate) fn new(
         rate: RateCell,
-        settings: u64,
+        settings: u32,
         throttle: Option<ThrottleWindow>,
         bulkhead: Option<Bulkhead>,
     ) -> Self {
         let needed = throttle.is_some() || bulkhead.is_some();
+        rate.tag().store(settings, Ordering::Release);
         Self {
             rate,
-            settings: AtomicU64::new(settings),
             extras: needed.then(|| {
                 Box::new(Extras {
                     throttle: throttle.unwrap_or_default(),
@@ -85,14 +85,15 @@ impl KeyState {
 
     /// Where the key's settings are, and their generation.
     #[inline]
-    pub(crate) fn settings_word(&self) -> u64 {
-        self.settings.load(Ordering::Acquire)
+    pub(crate) fn settings_word(&self) -> u32 {
+        self.rate.tag().load(Ordering::Acquire)
     }
 
     /// Moves the key to `new` settings if its word is still `seen`; the
     /// word it holds otherwise.
-    pub(crate) fn replace_settings(&self, seen: u64, new: u64) -> Result<(), u64> {
-        self.settings
+    pub(crate) fn replace_settings(&self, seen: u32, new: u32) -> Result<(), u32> {
+        self.rate
+            .tag()
             .compare_exchange(seen, new, Ordering::AcqRel, Ordering::Acquire)
             .map(drop)
     }
@@ -194,12 +195,13 @@ mod tests {
     /// throttle's few words (its buckets live apart, while a failure is in
     /// its window), the bulkhead's counter and lock, the retry budget and
     /// the link to a rate store: 104 bytes, a 112-byte block. The key's
-    /// state with its settings' word: 56 bytes, 64 with the `Arc`'s count.
+    /// state: 48 bytes, 56 with the `Arc`'s count (the allocator's 64-byte
+    /// block).
     #[test]
     fn the_extras_of_a_key_with_every_control_fit_in_104_bytes() {
         assert_eq!(std::mem::size_of::<ThrottleWindow>(), 48);
         assert_eq!(std::mem::size_of::<Bulkhead>(), 32);
         assert_eq!(std::mem::size_of::<Extras>(), 104);
-        assert_eq!(std::mem::size_of::<KeyState>(), 56);
+        assert_eq!(std::mem::size_of::<KeyState>(), 48);
     }
 }

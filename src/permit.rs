@@ -282,11 +282,14 @@ impl<'a> Permit<'a> {
             CoreRef::Borrowed(core) => *core,
             CoreRef::Owned(core) => core,
         };
+        // One look at the key's settings for every control.
+        let settings = core.settings_of(&ticket.state);
         // A call shadow mode let through would not have run: its outcome
         // teaches no control, as enforcement's would not have.
         if !marks.has(TicketMarks::SHADOWED) {
             core.record_outcome(
                 &ticket.state,
+                settings,
                 marks.priority(),
                 ticket.times,
                 marks.cost(),
@@ -297,6 +300,7 @@ impl<'a> Permit<'a> {
         if marks.has(TicketMarks::HOLDS_SLOT) {
             core.release_slot(
                 &ticket.state,
+                settings,
                 ticket.times.started,
                 outcome,
                 ticket.telemetry(),

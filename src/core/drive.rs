@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::admitting::{Admitted, Admitting, HeldToken};
 use super::request::{Request, Scope};
-use super::{BulkheadPlace, CallTimes, Core, FreeSlot, KeyTelemetry, Patience, Token};
+use super::{BulkheadPlace, CallTimes, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
 use crate::bulkhead::{QueuedWait, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
@@ -145,10 +145,11 @@ impl Core {
             }
         };
         request.in_time(now, || state.quickest_answer(), priority)?;
-        let Some(settings) = self.rate_of(&state) else {
+        let settings = self.settings_of(&state);
+        self.cost_fits(settings, priority, request.cost)?;
+        let Some(settings) = &settings.rate else {
             return Ok(());
         };
-        self.cost_fits(&state, priority, request.cost)?;
         state
             .rate
             .take_due(now, settings.burst, request.cost)
@@ -197,10 +198,12 @@ impl Core {
         // A call that could not finish before its caller's deadline, even
         // starting now, is not started.
         request.in_time(now, || state.quickest_answer(), priority)?;
-        self.cost_fits(&state, priority, request.cost)?;
+        // One look at the key's settings for the steps that run at once.
+        let settings = self.settings_of(&state);
+        self.cost_fits(settings, priority, request.cost)?;
         if request.scope != Scope::RateOnly {
             let span = telemetry.span();
-            self.throttle_admits(&state, now, priority, request, span)?;
+            self.throttle_admits(&state, settings, now, priority, request, span)?;
         }
         let times = CallTimes::at(now);
         let call = Admitting::new(self, state, telemetry, priority, times, request.cost);
@@ -213,7 +216,7 @@ impl Core {
         } else if !self.controls.bulkhead {
             return self.rate_then_slot(call, request);
         } else if request.takes_slot() {
-            match self.free_slot_then_rate(call, request) {
+            match self.free_slot_then_rate(call, request, settings) {
                 Ok(decided) => return decided,
                 Err(call) => call,
             }
@@ -245,8 +248,9 @@ impl Core {
         &'c self,
         mut call: Admitting<'c>,
         request: &Request,
+        settings: &KeySettings,
     ) -> Result<Result<A, Stop<'c>>, Admitting<'c>> {
-        let filled = match self.take_free_slot(&call.call().state) {
+        let filled = match self.take_free_slot(&call.call().state, settings) {
             FreeSlot::NoBulkhead => return Ok(self.rate_then_slot(call, request)),
             FreeSlot::Taken { filled } => filled,
             FreeSlot::None(refusal) if request.patience == Patience::Never => {

@@ -27,7 +27,7 @@ pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::{Lookup, Stop};
 pub(crate) use request::{Request, Scope};
 pub(crate) use settings::{
-    KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsTable, SettingsWord,
+    KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsId, SettingsTable, SettingsWord,
 };
 
 use std::future::Future;

@@ -1,7 +1,7 @@
 //! How the end of a call is counted: the throttle's window, the rate, a
 //! learned concurrency limit, and the bulkhead's slot.
 
-use super::{CallTimes, Core, KeyTelemetry};
+use super::{CallTimes, Core, KeySettings, KeyTelemetry};
 use crate::clock::Nanos;
 use crate::events;
 use crate::key::KeyState;
@@ -20,6 +20,7 @@ impl Core {
     pub(crate) fn release_slot(
         &self,
         state: &KeyState,
+        settings: &KeySettings,
         started: Nanos,
         outcome: Outcome,
         telemetry: &KeyTelemetry,
@@ -28,7 +29,7 @@ impl Core {
             return;
         };
         if bulkhead.is_learned() {
-            return self.release_learned_slot(state, started, outcome, telemetry);
+            return self.release_learned_slot(state, settings, started, outcome, telemetry);
         }
         bulkhead.release();
         self.metrics.active(telemetry.label(), -1.0);
@@ -37,11 +38,12 @@ impl Core {
     fn release_learned_slot(
         &self,
         state: &KeyState,
+        settings: &KeySettings,
         started: Nanos,
         outcome: Outcome,
         telemetry: &KeyTelemetry,
     ) {
-        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+        let (Some(bulkhead), Some(settings)) = (state.bulkhead(), &settings.bulkhead) else {
             return;
         };
         let changed = match outcome {
@@ -74,9 +76,14 @@ impl Core {
     /// flight is not yet a request, so a healthy call costs it one
     /// `fetch_add`.
     #[inline]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the call's facts as its permit holds them, each read once"
+    )]
     pub(crate) fn record_outcome(
         &self,
         state: &KeyState,
+        settings: &KeySettings,
         priority: Priority,
         times: CallTimes,
         cost: u32,
@@ -90,15 +97,15 @@ impl Core {
                 // The window puts the count in its newest bucket, and a rate
                 // at its upper bound does not change: a healthy key's success
                 // reads no clock.
-                self.count(state, times.started, priority, Count::Accepted);
-                if let Some(settings) = self.rate_of(state) {
+                self.count(state, settings, times.started, priority, Count::Accepted);
+                if let Some(rate) = &settings.rate {
                     let change = state.rate.increase(
                         || self.now(),
                         times.scheduled,
                         times.started,
                         times.waited(),
                         cost,
-                        settings,
+                        rate,
                     );
                     events::rate_changed(telemetry.span(), change);
                     if change.from != change.to {
@@ -108,14 +115,16 @@ impl Core {
             }
             Outcome::Overloaded => {
                 let now = self.now();
-                self.count(state, now, priority, Count::Request);
-                if let Some(settings) = self.rate_of(state) {
-                    let change = state.rate.decrease(now, times.scheduled, settings);
+                self.count(state, settings, now, priority, Count::Request);
+                if let Some(rate) = &settings.rate {
+                    let change = state.rate.decrease(now, times.scheduled, rate);
                     events::rate_changed(telemetry.span(), change);
                     self.metrics.rate(label, change.to);
                 }
             }
-            Outcome::Neutral => self.count(state, times.started, priority, Count::Accepted),
+            Outcome::Neutral => {
+                self.count(state, settings, times.started, priority, Count::Accepted)
+            }
         }
         if self.store.is_some() {
             self.share_outcome(state, times, cost, outcome);
@@ -123,8 +132,15 @@ impl Core {
     }
 
     #[inline]
-    fn count(&self, state: &KeyState, now: Nanos, priority: Priority, count: Count) {
-        if let Some((window, settings)) = self.throttle_of(state) {
+    fn count(
+        &self,
+        state: &KeyState,
+        settings: &KeySettings,
+        now: Nanos,
+        priority: Priority,
+        count: Count,
+    ) {
+        if let (Some(window), Some(settings)) = (state.throttle_window(), &settings.throttle) {
             window.record(
                 now,
                 usize::from(priority.level()),

@@ -74,23 +74,28 @@ impl ResolvedSettings {
 pub(crate) type SettingsId = u32;
 
 /// A key's entry in the table (low half) and the generation of the
-/// manager's settings it was resolved against (high half).
+/// manager's settings it was resolved against (high half), 16 bits each,
+/// kept in the key's rate cell ([`RateCell::tag`](crate::rate::RateCell::tag)).
+///
+/// Generations are compared in 16 bits: a key that makes no call while
+/// the manager starts 65,536 generations (reloads, `set_shadow`) may find
+/// its old settings current, and keeps them until its next change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SettingsWord(pub(crate) u64);
+pub(crate) struct SettingsWord(pub(crate) u32);
 
 impl SettingsWord {
     pub(crate) fn new(id: SettingsId, generation: u32) -> Self {
-        Self(u64::from(generation) << 32 | u64::from(id))
+        Self((generation & 0xFFFF) << 16 | (id & 0xFFFF))
     }
 
     #[inline]
     pub(crate) fn id(self) -> SettingsId {
-        self.0 as u32
+        self.0 & 0xFFFF
     }
 
     #[inline]
     pub(crate) fn generation(self) -> u32 {
-        (self.0 >> 32) as u32
+        self.0 >> 16
     }
 }
 
@@ -100,10 +105,11 @@ const FIRST: usize = 8;
 
 /// Buckets of the table beyond the first entries: bucket `b` holds `2^b`
 /// entries, so `BUCKETS` buckets hold `2^BUCKETS - 1`.
-const BUCKETS: usize = 24;
+const BUCKETS: usize = 16;
 
-/// The most distinct settings one manager interns.
-pub(crate) const MAX_SETTINGS: usize = FIRST + (1 << BUCKETS) - 1;
+/// The most distinct settings one manager interns: what a key's word
+/// numbers in 16 bits.
+pub(crate) const MAX_SETTINGS: usize = 1 << 16;
 
 /// What [`SettingsTable::get`] answers for a number no entry has (none
 /// reaches it: a key's number comes from `intern`).
@@ -184,7 +190,7 @@ impl SettingsTable {
     }
 
     /// Entry `id`. Only numbers [`intern`](Self::intern) returned exist.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn get(&self, id: SettingsId) -> &KeySettings {
         let entry = match self.first.get(id as usize) {
             Some(first) => first.get(),
@@ -272,7 +278,7 @@ impl SettingsTable {
 /// # A key's settings
 impl Core {
     /// The settings `state` was last resolved to.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn settings_of(&self, state: &KeyState) -> &KeySettings {
         self.settings.get(SettingsWord(state.settings_word()).id())
     }
@@ -281,7 +287,7 @@ impl Core {
     /// change of many keys' settings.
     #[inline]
     pub(crate) fn is_stale(&self, state: &KeyState) -> bool {
-        SettingsWord(state.settings_word()).generation() != self.settings.generation()
+        SettingsWord(state.settings_word()).generation() != self.settings.generation() & 0xFFFF
     }
 
     /// Moves `state` from the settings it had (`was`) to `now`'s, keeping
@@ -352,8 +358,10 @@ mod tests {
 
     #[test]
     fn a_word_keeps_its_number_and_generation_apart() {
-        let word = SettingsWord::new(u32::MAX - 1, 7);
-        assert_eq!((word.id(), word.generation()), (u32::MAX - 1, 7));
+        let word = SettingsWord::new(65_534, 7);
+        assert_eq!((word.id(), word.generation()), (65_534, 7));
+        let wrapped = SettingsWord::new(3, 65_536 + 7);
+        assert_eq!((wrapped.id(), wrapped.generation()), (3, 7));
         let first = FIRST as SettingsId;
         assert_eq!(place(first), (0, 0));
         assert_eq!(place(first + 1), (1, 0));

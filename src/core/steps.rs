@@ -5,7 +5,7 @@ use std::time::Duration;
 use tracing::Span;
 
 use super::request::{Request, StartBy};
-use super::{BulkheadPlace, Core, FreeSlot, KeyTelemetry, Patience, Token};
+use super::{BulkheadPlace, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
 use crate::bulkhead::WaiterId;
 use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
 use crate::clock::{Nanos, nanos};
@@ -44,12 +44,13 @@ impl Core {
     pub(crate) fn throttle_admits(
         &self,
         state: &KeyState,
+        settings: &KeySettings,
         now: Nanos,
         priority: Priority,
         request: &Request,
         span: &Span,
     ) -> Result<(), Rejected> {
-        let Some((window, settings)) = self.throttle_of(state) else {
+        let (Some(window), Some(settings)) = (state.throttle_window(), &settings.throttle) else {
             return Ok(());
         };
         let level = usize::from(priority.level());
@@ -100,7 +101,7 @@ impl Core {
     #[inline]
     pub(crate) fn cost_fits(
         &self,
-        state: &KeyState,
+        settings: &KeySettings,
         priority: Priority,
         cost: u32,
     ) -> Result<(), Rejected> {
@@ -108,7 +109,7 @@ impl Core {
         if cost <= 1 {
             return Ok(());
         }
-        match self.rate_of(state) {
+        match &settings.rate {
             Some(settings) if cost > settings.burst => {
                 Err(Rejected::cost_above_burst(cost, settings.burst, priority))
             }
@@ -301,11 +302,11 @@ impl Core {
     /// is free while anyone waits for one). The `bulkhead full` event is
     /// left to [`Core::slot_taken`], once the call is admitted.
     #[inline(always)]
-    pub(crate) fn take_free_slot(&self, state: &KeyState) -> FreeSlot {
+    pub(crate) fn take_free_slot(&self, state: &KeyState, settings: &KeySettings) -> FreeSlot {
         if !self.controls.bulkhead {
             return FreeSlot::NoBulkhead;
         }
-        let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
+        let (Some(bulkhead), Some(settings)) = (state.bulkhead(), &settings.bulkhead) else {
             return FreeSlot::NoBulkhead;
         };
         match bulkhead.try_acquire(settings) {

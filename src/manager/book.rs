@@ -6,9 +6,10 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bulkhead::BulkheadSettings;
-use crate::core::{Controls, ResolvedSettings};
+use crate::core::{Controls, ResolvedSettings, SettingsId};
 use crate::events;
 use crate::rate::RateSettings;
 use crate::throttle::ThrottleSettings;
@@ -56,12 +57,31 @@ impl Layer {
     }
 }
 
+/// A key's settings, from [`SettingsBook::resolve`].
+pub(crate) enum Resolved {
+    /// The defaults alone, whose number in the table is this.
+    Known(SettingsId),
+    /// To intern; `defaults_alone`: they are the defaults'.
+    New {
+        settings: ResolvedSettings,
+        defaults_alone: bool,
+    },
+}
+
 /// The defaults, the tiers and the keys' own settings.
 pub(crate) struct SettingsBook<K> {
     pub(crate) defaults: Layer,
     pub(crate) tiers: Map<String, Layer>,
     pub(crate) keys: Map<K, Layer>,
+    /// The number of the defaults' settings in the manager's table, once a
+    /// key with the defaults alone was made ([`UNKNOWN`] until then): most
+    /// new keys are such keys, and find it here without the table's lock.
+    /// Whoever changes the defaults calls [`defaults_changed`](Self::defaults_changed).
+    defaults_id: AtomicU32,
 }
+
+/// No key with the defaults alone was made since they last changed.
+const UNKNOWN: u32 = u32::MAX;
 
 impl<K> Default for SettingsBook<K> {
     fn default() -> Self {
@@ -69,28 +89,57 @@ impl<K> Default for SettingsBook<K> {
             defaults: Layer::default(),
             tiers: Map::default(),
             keys: Map::default(),
+            defaults_id: AtomicU32::new(UNKNOWN),
         }
+    }
+}
+
+impl<K> SettingsBook<K> {
+    /// The number of the defaults' settings, if known.
+    pub(crate) fn defaults_id(&self) -> Option<SettingsId> {
+        let id = self.defaults_id.load(Ordering::Acquire);
+        (id != UNKNOWN).then_some(id)
+    }
+
+    /// Notes the number of the defaults' settings (under the book's read
+    /// lock: a change of the defaults holds the write lock).
+    pub(crate) fn note_defaults_id(&self, id: SettingsId) {
+        self.defaults_id.store(id, Ordering::Release);
+    }
+
+    /// The defaults changed: their number is not known any more.
+    pub(crate) fn defaults_changed(&mut self) {
+        *self.defaults_id.get_mut() = UNKNOWN;
     }
 }
 
 impl<K: Hash + Eq> SettingsBook<K> {
     /// `key`'s settings: for each control, its own, else its tier's, else
-    /// the default.
+    /// the default; `Err` with the defaults' number when the key has the
+    /// defaults alone and that number is known.
     pub(crate) fn resolve(
         &self,
         controls: Controls,
         tier_of: Option<&TierOf<K>>,
         key: &K,
-    ) -> ResolvedSettings {
+    ) -> Resolved {
         let own = self.keys.get(key);
         let tier = self.tier_for(controls, own, tier_of, key);
+        let defaults_alone = own.is_none() && tier.is_none();
+        if let (true, Some(id)) = (defaults_alone, self.defaults_id()) {
+            return Resolved::Known(id);
+        }
         let layers = [own, tier, Some(&self.defaults)];
         let layers = || layers.iter().flatten();
-        ResolvedSettings {
+        let settings = ResolvedSettings {
             rate: layers().find_map(|layer| layer.rate.clone()),
             throttle: layers().find_map(|layer| layer.throttle.clone()),
             bulkhead: layers().find_map(|layer| layer.bulkhead.clone()),
             shadow: layers().find_map(|layer| layer.shadow).unwrap_or(false),
+        };
+        Resolved::New {
+            settings,
+            defaults_alone,
         }
     }
 

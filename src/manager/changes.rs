@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 use super::ThrottleManager;
-use super::book::{Layer, SettingsBook};
+use super::book::{Layer, Resolved, SettingsBook};
 use crate::bulkhead::BulkheadConfig;
 use crate::clock::Nanos;
 use crate::core::{KeySettings, MAX_SETTINGS, SettingsWord};
@@ -248,6 +248,7 @@ where
         let _serial = self.serialize_changes();
         let mut book = self.book_mut();
         book.defaults.shadow = Some(shadow);
+        book.defaults_changed();
         self.core().settings.next_generation();
     }
 }
@@ -300,6 +301,7 @@ where
         }
         book.tiers.extend(file.tiers);
         book.keys = file.keys;
+        book.defaults_changed();
         self.core().settings.next_generation();
     }
 
@@ -320,14 +322,26 @@ where
         let core = self.core();
         let book = self.book();
         let generation = core.settings.generation();
-        let settings = book.resolve(core.controls, self.inner.tier_of.as_deref(), key);
+        let id = match book.resolve(core.controls, self.inner.tier_of.as_deref(), key) {
+            Resolved::Known(id) => id,
+            Resolved::New {
+                settings,
+                defaults_alone,
+            } => {
+                // The table is full only past `MAX_SETTINGS` distinct
+                // settings, which changes refuse long before: then the key
+                // keeps the first.
+                let id = core.settings.intern(settings).unwrap_or_else(|_| {
+                    crate::events::settings_table_full();
+                    0
+                });
+                if defaults_alone {
+                    book.note_defaults_id(id);
+                }
+                id
+            }
+        };
         drop(book);
-        // The table is full only past `MAX_SETTINGS` distinct settings,
-        // which changes refuse long before: then the key keeps the first.
-        let id = core.settings.intern(settings).unwrap_or_else(|_| {
-            crate::events::settings_table_full();
-            0
-        });
         (SettingsWord::new(id, generation), core.settings.get(id))
     }
 

@@ -264,7 +264,9 @@ where
         let now = core.now();
         let (state, telemetry) = self.key_state(key, now).ok()?;
         let priority = core.outcome_priority();
-        core.record_outcome(&state, priority, CallTimes::at(now), 1, outcome, &telemetry);
+        let settings = core.settings_of(&state);
+        let times = CallTimes::at(now);
+        core.record_outcome(&state, settings, priority, times, 1, outcome, &telemetry);
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }
 

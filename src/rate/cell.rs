@@ -14,7 +14,8 @@ use super::usage;
 use crate::clock::Nanos;
 
 /// The rate state of one key: 40 bytes, lock-free but for falls of the
-/// rate while calls wait for their tokens (see [`falls`]).
+/// rate while calls wait for their tokens (see [`falls`]), with 4 bytes the
+/// key keeps here for itself ([`tag`](Self::tag)).
 ///
 /// The rate is the source of truth (an `f64` in an `AtomicU64`), and the
 /// emission interval is derived from it on each call, so the two can never
@@ -25,8 +26,12 @@ use crate::clock::Nanos;
 pub(crate) struct RateCell {
     tat: AtomicU64,
     rate: AtomicU64,
-    /// One more than the time of the last decrease; 0: never.
-    decreased_at: AtomicU64,
+    /// When the rate last fell, as a wrapping stamp ([`DecreaseStamp`]);
+    /// 0: never.
+    decreased_at: AtomicU32,
+    /// The owner's word, kept in what would be the cell's padding: the
+    /// key's settings (see `crate::key`). The cell never reads it.
+    tag: AtomicU32,
     /// How fast calls have recently succeeded ([`usage`]), for rate
     /// validation. Written by every success, unless the rate is fixed.
     used: AtomicU64,
@@ -68,6 +73,40 @@ struct QueueFalls {
 /// fall beyond them, with its calls still waiting, leaves them where they
 /// are (as falls did before they moved waiters).
 const RECENT_FALLS: usize = 64;
+
+/// When a rate last fell, in 32 bits: a stamp of about a microsecond
+/// (2^10 ns, read back at most two stamps early), plus one so that 0 says
+/// "never". Stamps wrap every 73
+/// minutes, so a stamp is read near a time the caller knows (now, or when
+/// its call was scheduled), as the one within 36 minutes of it: a call
+/// scheduled further than that from the rate's last fall may be judged
+/// news, or not, wrongly, once. Its 4 bytes beside the owner's
+/// [`tag`](RateCell::tag) keep the cell at 40 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DecreaseStamp(u32);
+
+impl DecreaseStamp {
+    const SHIFT: u32 = 10;
+
+    fn at(now: Nanos) -> Self {
+        // The one stamp whose mark would be 0 is read one stamp early.
+        let stamp = (now >> Self::SHIFT) as u32;
+        Self(stamp.saturating_add(1))
+    }
+
+    /// The time of the fall, taken as the one nearest `near`; `None`:
+    /// the rate never fell.
+    fn near(self, near: Nanos) -> Option<Nanos> {
+        if self.0 == 0 {
+            return None;
+        }
+        let stamp = self.0.wrapping_sub(1);
+        let near_stamp = (near >> Self::SHIFT) as u32;
+        let ahead = i64::from(stamp.wrapping_sub(near_stamp) as i32);
+        let at = ((near >> Self::SHIFT) as i64).saturating_add(ahead).max(0);
+        Some((at as u64) << Self::SHIFT)
+    }
+}
 
 /// The sign bit of the stored rate (rates are positive) records whether the
 /// last change was a decrease, so reversals can be reported without more state.
@@ -122,7 +161,8 @@ impl RateCell {
         Self {
             tat: AtomicU64::new(now),
             rate: AtomicU64::new(starting_rate.to_bits()),
-            decreased_at: AtomicU64::new(0),
+            decreased_at: AtomicU32::new(0),
+            tag: AtomicU32::new(0),
             used: AtomicU64::new(usage::fresh(now)),
             queue: OnceBox::new(),
         }
@@ -298,7 +338,7 @@ impl RateCell {
         }
         let used = self.record_use(started_at, rate, tokens);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
-        let news = aimd::is_news(scheduled_at, self.last_decrease());
+        let news = aimd::is_news(scheduled_at, self.last_decrease(scheduled_at));
         self.change_rate(now, settings.burst, |rate| {
             aimd::after_success(rate, ceiling, news, settings)
         })
@@ -346,11 +386,11 @@ impl RateCell {
         settings: &RateSettings,
     ) -> RateChange {
         let stored = self.decreased_at.load(Ordering::Acquire);
-        let last = stored.checked_sub(1);
+        let last = DecreaseStamp(stored).near(now);
         if !aimd::is_news(scheduled_at, last) || !aimd::may_decrease(now, last, settings.cooldown) {
             return self.unchanged();
         }
-        let mark = now.saturating_add(1);
+        let mark = DecreaseStamp::at(now).0;
         if settings.cooldown > 0 {
             // One failure per cooldown lowers the rate: the one that moves
             // the mark.
@@ -362,7 +402,13 @@ impl RateCell {
                 return self.unchanged();
             }
         } else {
-            self.decreased_at.fetch_max(mark, Ordering::AcqRel);
+            // The later mark stays.
+            let _ = self
+                .decreased_at
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                    let later = DecreaseStamp(held).near(now) < Some(now);
+                    later.then_some(mark)
+                });
         }
         self.change_rate(
             || now,
@@ -371,8 +417,15 @@ impl RateCell {
         )
     }
 
-    fn last_decrease(&self) -> Option<Nanos> {
-        self.decreased_at.load(Ordering::Acquire).checked_sub(1)
+    /// When the rate last fell, read near `near` (see [`DecreaseStamp`]).
+    fn last_decrease(&self, near: Nanos) -> Option<Nanos> {
+        DecreaseStamp(self.decreased_at.load(Ordering::Acquire)).near(near)
+    }
+
+    /// The owner's word ([`RateCell::tag`'s field](Self)).
+    #[inline]
+    pub(crate) fn tag(&self) -> &AtomicU32 {
+        &self.tag
     }
 
     fn unchanged(&self) -> RateChange {

@@ -518,3 +518,31 @@ mod concurrent_falls {
         assert!(within.is_ok(), "{}", within.unwrap_err());
     }
 }
+
+#[test]
+fn a_decrease_stamp_reads_back_near_any_time_across_its_wrap() {
+    use super::{DecreaseStamp, Nanos};
+    let wrap: Nanos = 1 << 42;
+    for at in [
+        0,
+        1_000,
+        5 * wrap + 123_456_789,
+        7 * wrap - 2_048,
+        u64::MAX / 2,
+    ] {
+        let stamp = DecreaseStamp::at(at);
+        let unit = 1 << DecreaseStamp::SHIFT;
+        for near in [
+            at,
+            at + 30 * 60 * 1_000_000_000,
+            at.saturating_sub(30 * 60 * 1_000_000_000),
+        ] {
+            let read = stamp.near(near).unwrap();
+            assert!(
+                read <= at && at - read < 2 * unit,
+                "{at} read near {near} as {read}"
+            );
+        }
+    }
+    assert_eq!(DecreaseStamp(0).near(12_345), None);
+}
