@@ -36,8 +36,10 @@ where
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `rate_override` (with
-    /// the key, if the manager names keys: `rate_override["KEY"]`), or that the manager was built without a rate
-    /// (a control cannot be added to a live manager).
+    /// the key, if the manager names keys: `rate_override["KEY"]`); that
+    /// the manager was built without a rate (a control cannot be added to a
+    /// live manager); or, under `settings`, that it already holds half the
+    /// 65,536 distinct settings it can.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -58,7 +60,9 @@ where
         let settings = checked(&path, self.core().controls.rate, "a rate", |problems| {
             config.check(problems)
         })?;
-        self.change_own(key, |own| own.rate = Some(settings.into()))
+        self.room_for_settings()?;
+        self.change_own(key, |own| own.rate = Some(settings.into()));
+        Ok(())
     }
 
     /// Gives `key` its own throttle from now on. The key keeps its counts
@@ -68,8 +72,9 @@ where
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `throttle_override`
-    /// (with the key, if the manager names keys), or that the manager was built without a
-    /// throttle.
+    /// (with the key, if the manager names keys), or as
+    /// [`set_rate_override`](Self::set_rate_override) for a manager without
+    /// a throttle or with too many distinct settings.
     ///
     /// ```
     /// use portcullis::{ThrottleConfig, ThrottleManager};
@@ -95,7 +100,9 @@ where
             "a throttle",
             |problems| config.check(problems),
         )?;
-        self.change_own(key, |own| own.throttle = Some(settings.into()))
+        self.room_for_settings()?;
+        self.change_own(key, |own| own.throttle = Some(settings.into()));
+        Ok(())
     }
 
     /// Gives `key` its own bulkhead from now on. Lowered, the calls in
@@ -109,8 +116,9 @@ where
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `bulkhead_override`
-    /// (with the key, if the manager names keys), or that the manager was built without a
-    /// bulkhead.
+    /// (with the key, if the manager names keys), or as
+    /// [`set_rate_override`](Self::set_rate_override) for a manager without
+    /// a bulkhead or with too many distinct settings.
     ///
     /// ```
     /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
@@ -138,7 +146,9 @@ where
             "a bulkhead",
             |problems| config.check(problems),
         )?;
-        self.change_own(key, |own| own.bulkhead = Some(settings.into()))
+        self.room_for_settings()?;
+        self.change_own(key, |own| own.bulkhead = Some(settings.into()));
+        Ok(())
     }
 
     /// Shadows `key` (`true`) or enforces its decisions (`false`) from its
@@ -162,8 +172,7 @@ where
     where
         Q: BorrowedKey<K> + ?Sized,
     {
-        let done = self.change_own(key, |own| own.shadow = Some(shadow));
-        debug_assert!(done.is_ok(), "a shadow change interns no new control");
+        self.change_own(key, |own| own.shadow = Some(shadow));
     }
 
     /// Takes away every setting `key` was given for itself (in code or in
@@ -187,8 +196,7 @@ where
     where
         Q: BorrowedKey<K> + ?Sized,
     {
-        let done = self.change_own(key, |own| *own = Layer::default());
-        debug_assert!(done.is_ok(), "removing interns no new control");
+        self.change_own(key, |own| *own = Layer::default());
     }
 
     /// Asks [`tier_of`](crate::ThrottleManagerBuilder::tier_of) again which
@@ -379,23 +387,29 @@ where
 
     /// Changes `key`'s own settings in the book, then moves the key if it
     /// is live.
-    fn change_own<Q>(&self, key: &Q, change: impl FnOnce(&mut Layer)) -> Result<(), ConfigError>
+    fn change_own<Q>(&self, key: &Q, change: impl FnOnce(&mut Layer))
     where
         Q: BorrowedKey<K> + ?Sized,
     {
         let _serial = self.serialize_changes();
-        if self.core().settings.len() >= MAX_SETTINGS / 2 {
-            return Err(ConfigError::new(vec![ConfigProblem::new(
-                "settings",
-                format!(
-                    "the manager already holds {} distinct settings, the most it takes by changes",
-                    MAX_SETTINGS / 2
-                ),
-            )]));
-        }
         self.book_mut().change_own(key.to_key(), change);
         self.resolve_live(key);
-        Ok(())
+    }
+
+    /// Refuses a change that gives a key new settings once the manager
+    /// holds half the distinct settings it can: the rest is kept for the
+    /// settings its tiers and keys combine into as they are made.
+    fn room_for_settings(&self) -> Result<(), ConfigError> {
+        if self.core().settings.len() < MAX_SETTINGS / 2 {
+            return Ok(());
+        }
+        Err(ConfigError::new(vec![ConfigProblem::new(
+            "settings",
+            format!(
+                "the manager already holds {} distinct settings, the most it takes by changes",
+                MAX_SETTINGS / 2
+            ),
+        )]))
     }
 
     /// Moves `key`, if it is live, to its settings as the book says now. A
