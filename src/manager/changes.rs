@@ -354,14 +354,12 @@ where
     }
 
     /// Resolves `state`'s settings (`key`'s) again, and moves the key to
-    /// them: if they are stale, or if `made_at` (the number of changes of
-    /// keys' own settings when the key was made, if it was just made) is
-    /// no longer the number.
+    /// them: if they are stale, or always (`made_during_change`: the key
+    /// was made while a change of some key's own settings was made).
     #[cold]
     #[inline(never)]
-    pub(super) fn resolve_again(&self, key: &K, state: &KeyState, made_at: Option<u64>) {
-        let changed = made_at.is_some_and(|at| at != self.inner.own_changes.load(Ordering::SeqCst));
-        self.move_to_book(key, state, !changed);
+    pub(super) fn resolve_again(&self, key: &K, state: &KeyState, made_during_change: bool) {
+        self.move_to_book(key, state, !made_during_change);
     }
 
     /// Moves `key`'s state to its settings as the book says now (only if

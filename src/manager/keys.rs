@@ -69,17 +69,12 @@ where
         key: &Q,
         now: Nanos,
     ) -> Result<triomphe::Arc<KeyState>, NoRoom> {
-        let made_at = Cell::new(None);
-        let state = self.inner.keys.get_or_insert_with(
+        self.found_or_made(
             key,
             now,
-            |key| self.new_key_state(key, now),
             |_, state| triomphe::Arc::clone(state),
-        )?;
-        if self.core().is_stale(&state) || made_at.get().is_some() {
-            self.resolve_again(&key.to_key(), &state, made_at.get());
-        }
-        Ok(state)
+            |state| state,
+        )
     }
 
     /// The state of `key` and how it is named, for one call.
@@ -93,17 +88,45 @@ where
         key: &Q,
         now: Nanos,
     ) -> Result<(triomphe::Arc<KeyState>, KeyTelemetry), NoRoom> {
-        let made_at = Cell::new(None);
-        let (state, telemetry) = self.inner.keys.get_or_insert_with(
+        self.found_or_made(
             key,
             now,
-            |key| self.new_key_state(key, now),
             |key, state| (triomphe::Arc::clone(state), self.telemetry_of(key)),
+            |(state, _)| state,
+        )
+    }
+
+    /// `then` of `key` and its state (`state` finds it in what `then`
+    /// made), created with its settings if it is new; a key whose settings
+    /// are stale, or that was made while a change of some key's own
+    /// settings was made (which may not have found it yet), resolves its
+    /// settings again first.
+    #[inline(always)]
+    fn found_or_made<Q: BorrowedKey<K> + ?Sized, T>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        then: impl FnOnce(&K, &triomphe::Arc<KeyState>) -> T,
+        state: impl FnOnce(&T) -> &triomphe::Arc<KeyState>,
+    ) -> Result<T, NoRoom> {
+        let made_at = Cell::new(None);
+        let found = self.inner.keys.get_or_insert_with(
+            key,
+            now,
+            |key| {
+                made_at.set(Some(self.inner.own_changes.load(Ordering::SeqCst)));
+                self.new_key_state(key, now)
+            },
+            then,
         )?;
-        if self.core().is_stale(&state) || made_at.get().is_some() {
-            self.resolve_again(&key.to_key(), &state, made_at.get());
+        let state = state(&found);
+        let changed = made_at
+            .get()
+            .is_some_and(|at| at != self.inner.own_changes.load(Ordering::SeqCst));
+        if changed || self.core().is_stale(state) {
+            self.resolve_again(&key.to_key(), state, changed);
         }
-        Ok((state, telemetry))
+        Ok(found)
     }
 
     /// Until `retry_at`, or until room is given back in the key space,
