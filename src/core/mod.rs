@@ -263,8 +263,7 @@ impl Core {
         &'s self,
         state: &'s KeyState,
     ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
-        let window = state.throttle_window()?;
-        Some((window, self.settings_of(state).throttle.as_ref()?))
+        self.settings_of(state).throttle_of(state)
     }
 
     /// The key's bulkhead and its settings, if the key has a bulkhead.
@@ -273,8 +272,7 @@ impl Core {
         &'s self,
         state: &'s KeyState,
     ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
-        let bulkhead = state.bulkhead()?;
-        Some((bulkhead, self.settings_of(state).bulkhead.as_ref()?))
+        self.settings_of(state).bulkhead_of(state)
     }
 
     /// The priority a call is judged at, or the rejection for it.

@@ -43,7 +43,7 @@ impl Core {
         outcome: Outcome,
         telemetry: &KeyTelemetry,
     ) {
-        let (Some(bulkhead), Some(settings)) = (state.bulkhead(), &settings.bulkhead) else {
+        let Some((bulkhead, settings)) = settings.bulkhead_of(state) else {
             return;
         };
         let changed = match outcome {
@@ -140,7 +140,7 @@ impl Core {
         priority: Priority,
         count: Count,
     ) {
-        if let (Some(window), Some(settings)) = (state.throttle_window(), &settings.throttle) {
+        if let Some((window, settings)) = settings.throttle_of(state) {
             window.record(
                 now,
                 usize::from(priority.level()),

@@ -30,10 +30,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::Core;
-use crate::bulkhead::BulkheadSettings;
+use crate::bulkhead::{Bulkhead, BulkheadSettings};
 use crate::key::KeyState;
 use crate::rate::RateSettings;
-use crate::throttle::ThrottleSettings;
+use crate::throttle::{ThrottleSettings, ThrottleWindow};
 
 /// One key's settings, as its calls read them: each control's (`None`:
 /// the key does not have it) and whether its decisions are enforced. Held
@@ -46,6 +46,27 @@ pub(crate) struct KeySettings {
     pub(crate) bulkhead: Option<BulkheadSettings>,
     /// Every decision is made and counted, and none enforced.
     pub(crate) shadow: bool,
+}
+
+impl KeySettings {
+    /// `state`'s throttle window and its settings, if the key has a
+    /// throttle (its settings say so, and it was made with a window).
+    #[inline]
+    pub(crate) fn throttle_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s ThrottleWindow, &'s ThrottleSettings)> {
+        Some((state.throttle_window()?, self.throttle.as_ref()?))
+    }
+
+    /// `state`'s bulkhead and its settings, if the key has a bulkhead.
+    #[inline]
+    pub(crate) fn bulkhead_of<'s>(
+        &'s self,
+        state: &'s KeyState,
+    ) -> Option<(&'s Bulkhead, &'s BulkheadSettings)> {
+        Some((state.bulkhead()?, self.bulkhead.as_ref()?))
+    }
 }
 
 /// One key's settings as the manager's configuration resolves them, each
@@ -310,14 +331,12 @@ impl Core {
                 }
             });
         }
-        if let (Some(window), Some(old), Some(new)) =
-            (state.throttle_window(), &before.throttle, &after.throttle)
-        {
+        if let (Some((window, new)), Some(old)) = (after.throttle_of(state), &before.throttle) {
             if old.bucket != new.bucket {
                 window.restart(time, new);
             }
         }
-        if let (Some(bulkhead), Some(settings)) = (state.bulkhead(), &after.bulkhead) {
+        if let Some((bulkhead, settings)) = after.bulkhead_of(state) {
             bulkhead.grant_waiters(settings);
         }
     }

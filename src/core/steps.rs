@@ -50,7 +50,7 @@ impl Core {
         request: &Request,
         span: &Span,
     ) -> Result<(), Rejected> {
-        let (Some(window), Some(settings)) = (state.throttle_window(), &settings.throttle) else {
+        let Some((window, settings)) = settings.throttle_of(state) else {
             return Ok(());
         };
         let level = usize::from(priority.level());
@@ -306,7 +306,7 @@ impl Core {
         if !self.controls.bulkhead {
             return FreeSlot::NoBulkhead;
         }
-        let (Some(bulkhead), Some(settings)) = (state.bulkhead(), &settings.bulkhead) else {
+        let Some((bulkhead, settings)) = settings.bulkhead_of(state) else {
             return FreeSlot::NoBulkhead;
         };
         match bulkhead.try_acquire(settings) {

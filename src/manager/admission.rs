@@ -177,14 +177,20 @@ where
         request: &Request,
         rejected: Rejected,
     ) -> Result<A, Rejected> {
-        if rejected.reason().is_limit() && self.shadows(key) {
-            let core = self.core();
-            let now = core.now();
-            if let (Ok((state, telemetry)), Ok(priority)) =
-                (self.key_state(key, now), core.resolve(request.asked))
+        let core = self.core();
+        if rejected.reason().is_limit() && core.settings.any_shadowed() {
+            // One look at the key: its state, if it is live and shadowed.
+            let shadowed = (self.inner.keys)
+                .get(key, |key, state| {
+                    let shadow = core.settings_of(state).shadow;
+                    shadow.then(|| (triomphe::Arc::clone(state), self.telemetry_of(key)))
+                })
+                .flatten();
+            if let (Some((state, telemetry)), Ok(priority)) =
+                (shadowed, core.resolve(request.asked))
             {
                 self.count_refusal_as(key, &rejected, true);
-                let times = CallTimes::at(now);
+                let times = CallTimes::at(core.now());
                 let call = Admitting::new(core, state, telemetry, priority, times, request.cost);
                 return Ok(A::shadowed(call, rejected.reason()));
             }
