@@ -3,11 +3,11 @@
 //! waiters are admitted at once; a shorter queue keeps its waiters.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 
 use portcullis::clock::ManualClock;
-use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+use portcullis::{BulkheadConfig, Permit, Priority, RejectReason, Rejected, ThrottleManager};
 
 fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
@@ -15,6 +15,21 @@ fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
         .clock(ManualClock::new())
         .build()
         .unwrap()
+}
+
+/// `count` calls of `db` polled once each, and each queued.
+fn queued<'m>(
+    manager: &'m ThrottleManager<String>,
+    count: usize,
+    context: &mut Context<'_>,
+) -> Vec<Pin<Box<impl Future<Output = Result<Permit<'m>, Rejected>> + 'm>>> {
+    let mut waiters: Vec<_> = (0..count)
+        .map(|_| Box::pin(manager.acquire("db", Priority::HIGH)))
+        .collect();
+    for waiter in &mut waiters {
+        assert!(waiter.as_mut().poll(context).is_pending());
+    }
+    waiters
 }
 
 #[test]
@@ -53,12 +68,7 @@ fn a_limit_raised_admits_the_waiters_at_once() {
     let manager = manager(BulkheadConfig::new(1).queue(4));
     let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
     let mut context = Context::from_waker(Waker::noop());
-    let mut waiters: Vec<_> = (0..3)
-        .map(|_| Box::pin(manager.acquire("db", Priority::HIGH)))
-        .collect();
-    for waiter in &mut waiters {
-        assert!(waiter.as_mut().poll(&mut context).is_pending());
-    }
+    let mut waiters = queued(&manager, 3, &mut context);
     assert_eq!(manager.snapshot("db").unwrap().queued, Some(3));
 
     manager
@@ -77,12 +87,7 @@ fn a_shorter_queue_keeps_its_waiters_and_takes_no_newcomer_until_below_its_lengt
     let manager = manager(BulkheadConfig::new(1).queue(3));
     let first = manager.try_acquire("db", Priority::HIGH).unwrap();
     let mut context = Context::from_waker(Waker::noop());
-    let mut waiters: Vec<_> = (0..3)
-        .map(|_| Box::pin(manager.acquire("db", Priority::HIGH)))
-        .collect();
-    for waiter in &mut waiters {
-        assert!(waiter.as_mut().poll(&mut context).is_pending());
-    }
+    let mut waiters = queued(&manager, 3, &mut context);
     manager
         .set_bulkhead_override("db", BulkheadConfig::new(1).queue(1))
         .unwrap();
