@@ -214,7 +214,7 @@ impl Core {
         let call = if in_store || request.scope == Scope::RateOnly {
             call
         } else if !self.controls.bulkhead {
-            return self.rate_then_slot(call, request);
+            return self.rate_then_slot(call, request, settings);
         } else if request.takes_slot() {
             match self.free_slot_then_rate(call, request, settings) {
                 Ok(decided) => return decided,
@@ -229,7 +229,7 @@ impl Core {
         if in_store {
             return Err(Stop::wait(Wait::ForStoreToken(call)));
         }
-        self.rate_then_slot(call, request)
+        self.rate_then_slot(call, request, settings)
     }
 
     /// Steps 3 to 5 while the key's bulkhead has a free slot: the healthy
@@ -251,7 +251,7 @@ impl Core {
         settings: &KeySettings,
     ) -> Result<Result<A, Stop<'c>>, Admitting<'c>> {
         let filled = match self.take_free_slot(&call.call().state, settings) {
-            FreeSlot::NoBulkhead => return Ok(self.rate_then_slot(call, request)),
+            FreeSlot::NoBulkhead => return Ok(self.rate_then_slot(call, request, settings)),
             FreeSlot::Taken { filled } => filled,
             FreeSlot::None(refusal) if request.patience == Patience::Never => {
                 return Ok(Err(Stop::Refused(refusal.rejected(call.call().priority))));
@@ -260,7 +260,14 @@ impl Core {
         };
         call.call_mut().holds_slot = true;
         let c = call.call();
-        let token = self.reserve_token(&c.state, c.times.scheduled, c.priority, request, c.cost);
+        let token = self.reserve_token(
+            &c.state,
+            settings,
+            c.times.scheduled,
+            c.priority,
+            request,
+            c.cost,
+        );
         Ok(match token {
             Ok(Token::Due(token)) => {
                 let c = call.call_mut();
@@ -293,9 +300,17 @@ impl Core {
         &'c self,
         call: Admitting<'c>,
         request: &Request,
+        settings: &KeySettings,
     ) -> Result<A, Stop<'c>> {
         let c = call.call();
-        let token = self.reserve_token(&c.state, c.times.scheduled, c.priority, request, c.cost)?;
+        let token = self.reserve_token(
+            &c.state,
+            settings,
+            c.times.scheduled,
+            c.priority,
+            request,
+            c.cost,
+        )?;
         self.with_token(call, token, request)
     }
 

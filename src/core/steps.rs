@@ -154,12 +154,13 @@ impl Core {
     pub(crate) fn reserve_token(
         &self,
         state: &KeyState,
+        settings: &KeySettings,
         now: Nanos,
         priority: Priority,
         request: &Request,
         cost: u32,
     ) -> Result<Token, Rejected> {
-        let Some(settings) = self.rate_of(state) else {
+        let Some(settings) = &settings.rate else {
             return Ok(Token::Due(None));
         };
         let caller = request.patience;

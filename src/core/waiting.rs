@@ -155,7 +155,10 @@ impl Core {
                             Err(Stop::wait(Wait::ForStoreToken(call)))
                         }
                         StoreStep::Refused(rejected) => Err(Stop::Refused(rejected)),
-                        StoreStep::Local => self.rate_then_slot(call, request),
+                        StoreStep::Local => {
+                            let settings = self.settings_of(&call.call().state);
+                            self.rate_then_slot(call, request, settings)
+                        }
                     }
                 }
             };
