@@ -20,6 +20,10 @@
 //! for requests over the key's rate, 503 for requests that found the key's
 //! 4 slots and queue taken for 100 ms, 400 for requests without a key.
 //!
+//! Behind each key's quota, a service guard protects the whole service:
+//! a concurrency limit it learns, which under overload sheds the slow
+//! exports (LOW priority, by route) before the reports.
+//!
 //! The server reloads its plans on SIGHUP (`kill -HUP <pid>`, the pid
 //! printed at start). Halfway through the run the example shows it: it
 //! writes a copy of the file with free keys raised to 10/s and sends
@@ -34,7 +38,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{ManagerConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, ManagerConfig, Priority, ThrottleManager};
 
 #[path = "observe/mod.rs"]
 mod observe;
@@ -106,8 +110,18 @@ fn masked(key: &str) -> String {
     format!("{tier}-key-{:04x}", fingerprint & 0xffff)
 }
 
-fn api(manager: ThrottleManager<String>) -> Result<Router, portcullis::ConfigError> {
-    Ok(Router::new()
+/// The API, and its service guard's manager (for its figures).
+fn api(
+    manager: ThrottleManager<String>,
+) -> Result<(Router, ThrottleManager<String>), portcullis::ConfigError> {
+    let layer = ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
+        .rate_limit_headers(true)
+        // Exports can wait; reports are what users look at.
+        .priority_by(|request| (request.uri.path() == "/v1/export").then_some(Priority::LOW))
+        .service_guard(BulkheadConfig::adaptive().queue(64))
+        .build()?;
+    let guard = layer.service_guard().expect("a guard").clone();
+    let app = Router::new()
         .route(
             "/v1/report",
             get(|| async {
@@ -125,11 +139,8 @@ fn api(manager: ThrottleManager<String>) -> Result<Router, portcullis::ConfigErr
                 "{\"export\":\"ok\"}"
             }),
         )
-        .layer(
-            ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
-                .rate_limit_headers(true)
-                .build()?,
-        ))
+        .layer(layer);
+    Ok((app, guard))
 }
 
 #[derive(Debug, Default, Clone)]
@@ -160,7 +171,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let app = api(manager.clone())?;
+    let (app, guard) = api(manager.clone())?;
     tokio::spawn(async move {
         axum::serve(
             listener,
@@ -265,6 +276,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     print_tallies(&tallies.lock().unwrap(), seconds);
     println!("\nkeys held by the manager: {}", manager.len());
+    if let Some(whole) = guard.snapshot("/") {
+        let limit = whole.concurrency_limit.unwrap_or_default();
+        println!(
+            "service guard: a learned limit of {limit} requests in flight for the whole service"
+        );
+    }
     observe::hold().await;
     Ok(())
 }

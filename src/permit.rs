@@ -101,6 +101,10 @@ impl TicketMarks {
     /// reason it would have been refused is in the byte from
     /// [`WOULD_REFUSE_SHIFT`](Self::WOULD_REFUSE_SHIFT).
     const SHADOWED: u64 = 1 << 42;
+    /// Its call was answered by another control (a server layer inside
+    /// this one refused it): its outcome counts in no control, as a
+    /// shadowed call's.
+    const UNCOUNTED: u64 = 1 << 43;
     const WOULD_REFUSE_SHIFT: u32 = 48;
 
     fn shadowed(self, reason: RejectReason) -> Self {
@@ -286,7 +290,7 @@ impl<'a> Permit<'a> {
         let settings = core.settings_of(&ticket.state);
         // A call shadow mode let through would not have run: its outcome
         // teaches no control, as enforcement's would not have.
-        if !marks.has(TicketMarks::SHADOWED) {
+        if !marks.has(TicketMarks::SHADOWED | TicketMarks::UNCOUNTED) {
             core.record_outcome(
                 &ticket.state,
                 settings,
@@ -311,6 +315,14 @@ impl<'a> Permit<'a> {
         core.room.call_ended(|| {
             triomphe::Arc::strong_count(&ticket.state) <= crate::registry::HOLDERS + 1
         });
+    }
+
+    /// Ends the call with its outcome counted by no control (its slot goes
+    /// back, and a learned limit learns nothing): another layer answered
+    /// it, and counted it there.
+    pub(crate) fn uncounted(mut self) {
+        self.ticket.marks = TicketMarks(self.ticket.marks.0 | TicketMarks::UNCOUNTED);
+        self.finish(Outcome::Neutral);
     }
 
     /// The priority the call was admitted at (after the task-local priority

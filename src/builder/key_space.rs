@@ -261,4 +261,12 @@ where
         self.key_space.clock = Some(Arc::new(clock));
         self
     }
+
+    /// [`clock`](Self::clock), shared with another manager (a server
+    /// layer's guard reads its clients' manager's).
+    #[cfg(feature = "tower")]
+    pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.key_space.clock = Some(clock);
+        self
+    }
 }

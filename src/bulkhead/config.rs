@@ -386,6 +386,12 @@ impl BulkheadConfig {
         self
     }
 
+    /// The overflow policy set (for the server layer's guard).
+    #[cfg(feature = "tower")]
+    pub(crate) fn overflow_policy(&self) -> Overflow {
+        self.overflow
+    }
+
     /// Runs CoDel on the queue: while the shortest wait of any call served
     /// over `interval` stays above `target`, the queue is overloaded, and a
     /// call that has waited `target` is dropped

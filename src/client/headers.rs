@@ -186,15 +186,10 @@ pub(super) fn requested_pause(
     })
 }
 
-/// What an HTTP status says of a client's call: 429 and 503 are overload,
-/// any other 4xx or 5xx says nothing about capacity (a 404), the rest is a
-/// success.
+/// What an HTTP status says of a client's call: the one table
+/// ([`status_outcome`](crate::edge::status_outcome)), read as a client.
 pub(super) fn outcome_of_status(status: StatusCode) -> Outcome {
-    match status {
-        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Outcome::Overloaded,
-        status if status.is_client_error() || status.is_server_error() => Outcome::Neutral,
-        _ => Outcome::Success,
-    }
+    crate::edge::status_outcome(status, crate::edge::AdmitAs::Client)
 }
 
 /// A `*-Reset` value: seconds from now, or a Unix time (fractions allowed,

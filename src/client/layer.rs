@@ -396,9 +396,7 @@ impl ClientSettings {
 /// | answer | outcome |
 /// |---|---|
 /// | a `grpc-status` in the head | by [`grpc::outcome_of`]; for a call that carried a deadline, by [`grpc::outcome_under_deadline`] |
-/// | 429 Too Many Requests, 503 Service Unavailable | [`Overloaded`](Outcome::Overloaded) |
-/// | any other 4xx or 5xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
-/// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) (a gRPC call: judged again by its trailers) |
+/// | any other | by its status, as [`status_outcome`](crate::edge::status_outcome) reads it for a client: 429, 502, 503, 504 are [`Overloaded`](Outcome::Overloaded), a 500, a 408 or any other 4xx or 5xx [`Neutral`](Outcome::Neutral), 1xx to 3xx [`Success`](Outcome::Success) (a gRPC call: judged again by its trailers) |
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue, StatusCode};

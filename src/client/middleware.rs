@@ -498,10 +498,10 @@ pub fn host_key(request: &Request) -> String {
 ///
 /// | what came back | outcome |
 /// |---|---|
-/// | 429 Too Many Requests, 503 Service Unavailable | [`Overloaded`](Outcome::Overloaded) |
+/// | 429, 502, 503, 504 (the one table: [`status_outcome`](crate::edge::status_outcome)) | [`Overloaded`](Outcome::Overloaded) |
 /// | a connect error, a timeout, a connection reset or refused | [`Overloaded`](Outcome::Overloaded) |
 /// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) |
-/// | any other 4xx or 5xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
+/// | any other 4xx or 5xx (a 404 or a 500 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
 /// | any other error (a later middleware's, a body that would not build) | [`Neutral`](Outcome::Neutral) |
 ///
 /// ```

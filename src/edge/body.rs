@@ -169,7 +169,7 @@ mod tests {
         let permit = manager.try_acquire_owned("k", Priority::HIGH).unwrap();
         let mut body = CallBody::new(
             Frames(frames.into()),
-            BodyPermit::new(permit, Outcome::Success, under_deadline),
+            BodyPermit::new(permit, None, Outcome::Success, under_deadline),
         );
         for _ in 0..read {
             let _ = body.frame().await;

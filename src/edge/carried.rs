@@ -33,6 +33,9 @@ use crate::permit::OwnedPermit;
 pub struct BodyPermit {
     // `None` once reported.
     permit: Option<OwnedPermit>,
+    /// The guard's permit, if the call passed one ([`EdgeCall::guard`](super::EdgeCall::guard)):
+    /// reported with the key's.
+    guard: Option<OwnedPermit>,
     pub(super) at_end: Outcome,
     /// Whether the call carried a deadline: a gRPC `DEADLINE_EXCEEDED` in
     /// its trailers is then its caller's, not overload.
@@ -43,9 +46,15 @@ pub struct BodyPermit {
 impl BodyPermit {
     /// `permit`, to report `at_end` when the body ends or is dropped; for a
     /// call that carried a deadline if `under_deadline`.
-    pub(crate) fn new(permit: OwnedPermit, at_end: Outcome, under_deadline: bool) -> Self {
+    pub(crate) fn new(
+        permit: OwnedPermit,
+        guard: Option<OwnedPermit>,
+        at_end: Outcome,
+        under_deadline: bool,
+    ) -> Self {
         Self {
             permit: Some(permit),
+            guard,
             at_end,
             under_deadline,
         }
@@ -54,16 +63,21 @@ impl BodyPermit {
     /// Reports `outcome` now, in place of the head's: how the answer ended
     /// (a stream that broke off midway is [`Outcome::Overloaded`]).
     pub fn report(mut self, outcome: Outcome) {
+        self.report_once(outcome);
+    }
+
+    fn report_once(&mut self, outcome: Outcome) {
         if let Some(permit) = self.permit.take() {
             permit.report(outcome);
+        }
+        if let Some(guard) = self.guard.take() {
+            guard.report(outcome);
         }
     }
 }
 
 impl Drop for BodyPermit {
     fn drop(&mut self) {
-        if let Some(permit) = self.permit.take() {
-            permit.report(self.at_end);
-        }
+        self.report_once(self.at_end);
     }
 }

@@ -9,9 +9,11 @@ use std::time::Duration;
 use super::BodyPermit;
 use crate::ThrottleManager;
 use crate::clock::nanos;
+use crate::core::Patience;
 use crate::deadline::{self, Expiry};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
+use crate::permit::OwnedPermit;
 use crate::priority::{Priority, with_priority};
 use crate::with_deadline;
 use tokio::time::Instant;
@@ -133,6 +135,8 @@ pub struct EdgeCall<'a> {
     admit_as: AdmitAs,
     carry: bool,
     deadline: Option<Instant>,
+    /// A second manager's key the call must pass too: a service guard.
+    guard: Option<(&'a ThrottleManager<String>, &'a str)>,
 }
 
 impl<'a> EdgeCall<'a> {
@@ -154,6 +158,7 @@ impl<'a> EdgeCall<'a> {
             admit_as: AdmitAs::Client,
             carry: false,
             deadline: None,
+            guard: None,
         }
     }
 
@@ -223,6 +228,41 @@ impl<'a> EdgeCall<'a> {
         self
     }
 
+    /// Once the key's own controls admit the call, `key` of `guard` must
+    /// admit it too, as the edge admits ([`AdmitAs`]): a limit every key of
+    /// the edge shares, such as a server's service guard, which a
+    /// [`ThrottleLayer`](crate::server::ThrottleLayer) builds with
+    /// `service_guard`. Refused by the guard, the call's own key gets back
+    /// what it gave (its slot, and its rate token as a cancelled
+    /// [`wait`](ThrottleManager::wait) gives one back) and counts nothing;
+    /// the refusal is the guard's, counted by the guard. Admitted, both
+    /// learn the call's outcome. The key's slot is held while the call
+    /// waits in the guard's queue.
+    ///
+    /// ```
+    /// use portcullis::edge::{EdgeCall, Passage, Verdict};
+    /// use portcullis::{BulkheadConfig, Outcome, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let clients = ThrottleManager::<String>::builder().rate(RateConfig::per_second(10)).build()?;
+    /// let service = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
+    /// let _busy = service.try_acquire("all", Priority::HIGH)?; // the service's one slot
+    /// let passage = EdgeCall::new(&clients, "client-7")
+    ///     .guard(&service, "all")
+    ///     .pass(|| async { Ok::<_, std::io::Error>("answer") }, |_| Verdict::of(Outcome::Success))
+    ///     .await;
+    /// let Passage::Refused(refused) = passage else { panic!("{passage:?}") };
+    /// assert_eq!(refused.reason(), RejectReason::Full);
+    /// assert_eq!(clients.peek("client-7").unwrap().remaining, 10); // its token is back
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn guard(mut self, guard: &'a ThrottleManager<String>, key: &'a str) -> Self {
+        self.guard = Some((guard, key));
+        self
+    }
+
     /// Admits the call, makes it with `call` under the manager's call
     /// timeout and the caller's deadline, judges what came back with
     /// `judge`, and reports it (deferring the key by the verdict's pause)
@@ -245,32 +285,71 @@ impl<'a> EdgeCall<'a> {
         C: FnOnce() -> F,
         F: Future<Output = Result<T, E>>,
     {
+        self.pass_judged(call, |result| Some(judge(result))).await
+    }
+
+    /// [`pass`](Self::pass), where `judge` may find the answer is none of
+    /// the call's to count (`None`: another layer made it, and counted
+    /// it): then its controls count nothing, as if it had not been made.
+    pub(crate) async fn pass_judged<T, E, F, C>(
+        self,
+        call: C,
+        judge: impl FnOnce(&Result<T, E>) -> Option<Verdict>,
+    ) -> Passage<T, E>
+    where
+        C: FnOnce() -> F,
+        F: Future<Output = Result<T, E>>,
+    {
         match self.deadline {
             Some(deadline) => with_deadline(deadline, self.pass_by(call, judge)).await,
             None => self.pass_by(call, judge).await,
         }
     }
 
-    /// [`pass`](Self::pass), under the task's deadline if it has one.
+    /// The call's permits: its key's, and its guard's if it has one.
+    async fn admit(&self) -> Result<(OwnedPermit, Option<OwnedPermit>), Rejected> {
+        let (manager, key, priority) = (self.manager, self.key, self.priority);
+        let Some((guard, guard_key)) = self.guard else {
+            let admitted = match self.admit_as {
+                AdmitAs::Client => {
+                    with_priority(priority, manager.acquire_owned(key, priority)).await
+                }
+                AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,
+            };
+            return admitted.map(|permit| (permit, None));
+        };
+        let patience = match self.admit_as {
+            AdmitAs::Client => Patience::AsConfigured,
+            AdmitAs::Server => Patience::QueueOnly,
+        };
+        let held = manager.admit_provisionally(key, priority, patience);
+        let held = with_priority(priority, held).await?;
+        let guarded = match self.admit_as {
+            AdmitAs::Client => {
+                with_priority(priority, guard.acquire_owned(guard_key, priority)).await
+            }
+            AdmitAs::Server => guard.try_acquire_or_queue_owned(guard_key, priority).await,
+        }?;
+        Ok((manager.confirm(held), Some(guarded)))
+    }
+
+    /// [`pass_judged`](Self::pass_judged), under the task's deadline if it
+    /// has one.
     async fn pass_by<T, E, F, C>(
         self,
         call: C,
-        judge: impl FnOnce(&Result<T, E>) -> Verdict,
+        judge: impl FnOnce(&Result<T, E>) -> Option<Verdict>,
     ) -> Passage<T, E>
     where
         C: FnOnce() -> F,
         F: Future<Output = Result<T, E>>,
     {
-        let (manager, key, priority) = (self.manager, self.key, self.priority);
+        let (manager, key) = (self.manager, self.key);
         let core = manager.core();
         // The caller's deadline on the manager's clock, read once.
         let deadline = deadline::remaining().map(|left| core.now().saturating_add(nanos(left)));
-        let admitted = match self.admit_as {
-            AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
-            AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,
-        };
-        let permit = match admitted {
-            Ok(permit) => permit,
+        let (permit, guard) = match self.admit().await {
+            Ok(permits) => permits,
             Err(rejected) => return Passage::Refused(rejected),
         };
         let result = match deadline::call_bound(manager.call_timeout(), deadline, || core.now()) {
@@ -278,22 +357,35 @@ impl<'a> EdgeCall<'a> {
             Some((bound, until)) => match core.before(until, call()).await {
                 Some(result) => result,
                 None => {
-                    permit.report(bound.limit().counts_as());
+                    let outcome = bound.limit().counts_as();
+                    permit.report(outcome);
+                    if let Some(guard) = guard {
+                        guard.report(outcome);
+                    }
                     return Passage::TimedOut(bound);
                 }
             },
         };
-        let verdict = judge(&result);
+        let Some(verdict) = judge(&result) else {
+            permit.uncounted();
+            if let Some(guard) = guard {
+                guard.uncounted();
+            }
+            return Passage::Reported(result, Verdict::of(Outcome::Neutral));
+        };
         let under_deadline = deadline.is_some();
         if under_deadline && verdict.outcome == Outcome::Success {
             permit.answered();
+            if let Some(guard) = &guard {
+                guard.answered();
+            }
         }
         // A success's body carries the permit to its end, unless its head
         // asks for a pause: a report after the pause is set would rescale
         // the pause with the rate's debt.
         let result = match result {
             Ok(answer) if self.carry && verdict == Verdict::of(Outcome::Success) => {
-                let permit = BodyPermit::new(permit, Outcome::Success, under_deadline);
+                let permit = BodyPermit::new(permit, guard, Outcome::Success, under_deadline);
                 return Passage::Carried(answer, permit);
             }
             result => result,
@@ -301,6 +393,9 @@ impl<'a> EdgeCall<'a> {
         // The outcome first: a failure rescales the rate's debt, which must
         // not stretch a pause set after it.
         permit.report(verdict.outcome);
+        if let Some(guard) = guard {
+            guard.report(verdict.outcome);
+        }
         if let Some(pause) = verdict.pause {
             let deferred = manager.defer(key, pause);
             tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");

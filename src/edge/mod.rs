@@ -59,6 +59,8 @@ mod carried;
 mod flow;
 #[cfg(feature = "tower")]
 mod future;
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+mod status;
 
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
@@ -68,6 +70,9 @@ pub use flow::{AdmitAs, EdgeCall, Passage, Verdict};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use future::{ResponseBody, ResponseFuture};
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
+pub use status::status_outcome;
 
 /// The service to call now, out of a tower service `inner` that was
 /// polled ready: tower's rule is that the clone polled ready serves the

@@ -1,13 +1,14 @@
-//! The one admission only a server needs: refused at once by everything
-//! but the bulkhead's queue. Apart, and last in the method list, so that a
-//! caller meets `acquire` and `try_acquire` first.
+//! The admissions only an edge needs: refused at once by everything but
+//! the bulkhead's queue (a server's), and an admission held until a second
+//! manager admits the call too (a service guard's). Apart, and last in the
+//! method list, so that a caller meets `acquire` and `try_acquire` first.
 
 use std::hash::Hash;
 
 use super::ThrottleManager;
-use crate::core::Patience;
-use crate::error::Rejected;
-use crate::permit::{OwnedPermit, Permit};
+use crate::core::{Admitted, Admitting, Patience};
+use crate::error::{RejectReason, Rejected};
+use crate::permit::{OwnedPermit, Permit, Ticket};
 use crate::priority::Priority;
 use crate::registry::BorrowedKey;
 
@@ -73,5 +74,68 @@ where
         let request = self.permit_request(priority, 1, Patience::QueueOnly);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
+    }
+}
+
+/// A call its key admitted, held until another manager (a server's
+/// service guard) admits it too: it holds what the key gave (its rate
+/// token, its slot) uncounted, and gives it all back if dropped, as one
+/// key of a call charged to several does. [`ThrottleManager::confirm`]
+/// makes it a permit.
+pub(crate) struct Provisional<'m> {
+    call: Admitting<'m>,
+    /// Let through by shadow mode: what the key would have refused it for.
+    would_refuse: Option<RejectReason>,
+}
+
+impl<'c> Admitted<'c> for Provisional<'c> {
+    const COUNTED: bool = false;
+    const KEEPS_TOKEN: bool = true;
+
+    fn from_call(call: Admitting<'c>) -> Self {
+        Self {
+            call,
+            would_refuse: None,
+        }
+    }
+
+    fn shadowed(call: Admitting<'c>, reason: RejectReason) -> Self {
+        Self {
+            call,
+            would_refuse: Some(reason),
+        }
+    }
+
+    fn label(&self) -> Option<&str> {
+        self.call.call().telemetry.label()
+    }
+}
+
+/// # Admission held for a second manager
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// `key` admits a call at `priority` as `patience` waits, uncounted
+    /// until [`confirm`](Self::confirm)ed; dropped before, the key gets
+    /// back what it gave and counts nothing.
+    pub(crate) async fn admit_provisionally<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        patience: Patience,
+    ) -> Result<Provisional<'_>, Rejected> {
+        let request = self.permit_request(priority, 1, patience);
+        self.admit(key, &request).await
+    }
+
+    /// The call `held` stands for is admitted: its permit, counted.
+    pub(crate) fn confirm(&self, held: Provisional<'_>) -> OwnedPermit {
+        let ticket = match held.would_refuse {
+            None => <Ticket as Admitted<'_>>::from_call(held.call),
+            Some(reason) => <Ticket as Admitted<'_>>::shadowed(held.call, reason),
+        };
+        self.core().metrics.admitted(ticket.label());
+        Permit::owned(&self.inner.core, ticket)
     }
 }

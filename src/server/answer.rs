@@ -13,6 +13,67 @@ use crate::error::{RejectReason, Rejected};
 use crate::outcome::Outcome;
 use crate::snapshot::RateRemaining;
 
+/// The mark on every answer a [`ThrottleLayer`](super::ThrottleLayer)
+/// makes itself rather than its handler (a refusal, a time limit's answer,
+/// a 400 for a request without a key): a response extension.
+///
+/// A portcullis layer around another one reads it, so that one layer's
+/// answers never teach the other: an answer it carries is counted by no
+/// control of the outer layer (not as the handler's overload, not as its
+/// success), only by the layer that made it. A per-client quota and a
+/// service guard in two layers each count their own refusals once. Across
+/// the wire nothing changes: a client reads a 429 or a 503 as the signal
+/// to slow down that it is. A layer of your own can read it too.
+///
+/// ```
+/// use portcullis::server::{KeyExtractor, LayerAnswer, ThrottleLayer};
+/// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+/// use tower::{Service, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
+/// let mut app = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "ok" }))
+///     .layer(ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")));
+/// let request = || http::Request::get("/").header("x-api-key", "a").body(axum::body::Body::empty()).unwrap();
+/// let served = app.ready().await?.call(request()).await?;
+/// assert_eq!(served.extensions().get::<LayerAnswer>(), None); // the handler's
+/// let refused = app.ready().await?.call(request()).await?;
+/// assert_eq!(refused.status(), 429);
+/// let mark = refused.extensions().get::<LayerAnswer>().unwrap();
+/// assert_eq!(mark.refused_for(), Some(RejectReason::RateLimited));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerAnswer {
+    refused_for: Option<RejectReason>,
+}
+
+impl LayerAnswer {
+    /// Why the layer refused the request, if it was a refusal; `None` for
+    /// its other answers (a missing key, a time limit that ran out).
+    ///
+    /// ```
+    /// # use portcullis::server::LayerAnswer;
+    /// # fn check(mark: &LayerAnswer) {
+    /// if let Some(reason) = mark.refused_for() {
+    ///     println!("refused by a layer: {reason}");
+    /// }
+    /// # }
+    /// ```
+    pub fn refused_for(&self) -> Option<RejectReason> {
+        self.refused_for
+    }
+}
+
+/// `answer`, marked as the layer's own ([`LayerAnswer`]).
+pub(super) fn marked<B>(mut answer: Response<B>, refused_for: Option<RejectReason>) -> Response<B> {
+    answer.extensions_mut().insert(LayerAnswer { refused_for });
+    answer
+}
+
 /// `RateLimit-Policy`: the key's quota (draft-ietf-httpapi-ratelimit-headers).
 pub(super) const RATE_LIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`: what is left of it now.
@@ -23,10 +84,8 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// | answer | outcome |
 /// |---|---|
 /// | a `grpc-status` in the head (a gRPC call that failed before any message) | by [`grpc::outcome_of`](crate::grpc::outcome_of) |
-/// | 5xx | [`Overloaded`](Outcome::Overloaded): the service is struggling |
-/// | 408 Request Timeout (tower-http's `TimeoutLayer`) | [`Overloaded`](Outcome::Overloaded) |
-/// | any other 4xx (a 404 says nothing about capacity) | [`Neutral`](Outcome::Neutral) |
-/// | 1xx, 2xx, 3xx | [`Success`](Outcome::Success) |
+/// | an answer a `ThrottleLayer` inside this one made ([`LayerAnswer`](super::LayerAnswer)) | counted by no control of this layer: that layer counted it |
+/// | any other | by its status, as [`status_outcome`](crate::edge::status_outcome) reads it for a server: 429, 502, 503, 504 and 408 (tower-http's `TimeoutLayer`) are [`Overloaded`](Outcome::Overloaded), a 500 or any other 4xx or 5xx [`Neutral`](Outcome::Neutral), the rest [`Success`](Outcome::Success) |
 ///
 /// An error from the inner service (rather than an answer) is
 /// [`Overloaded`](Outcome::Overloaded). A gRPC answer whose status comes in
@@ -39,18 +98,14 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// use portcullis::server::classify;
 ///
 /// assert_eq!(classify(StatusCode::OK, &HeaderMap::new()), Outcome::Success);
-/// assert_eq!(classify(StatusCode::INTERNAL_SERVER_ERROR, &HeaderMap::new()), Outcome::Overloaded);
+/// assert_eq!(classify(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new()), Outcome::Overloaded);
+/// assert_eq!(classify(StatusCode::INTERNAL_SERVER_ERROR, &HeaderMap::new()), Outcome::Neutral);
 /// assert_eq!(classify(StatusCode::NOT_FOUND, &HeaderMap::new()), Outcome::Neutral);
 /// ```
 pub fn classify(status: StatusCode, headers: &HeaderMap) -> Outcome {
-    if let Some(code) = crate::grpc::status_in(headers) {
-        crate::grpc::outcome_of(code)
-    } else if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {
-        Outcome::Overloaded
-    } else if status.is_client_error() {
-        Outcome::Neutral
-    } else {
-        Outcome::Success
+    match crate::grpc::status_in(headers) {
+        Some(code) => crate::grpc::outcome_of(code),
+        None => crate::edge::status_outcome(status, crate::edge::AdmitAs::Server),
     }
 }
 
@@ -486,9 +541,9 @@ mod tests {
         assert_eq!(judge(204), Outcome::Success);
         assert_eq!(judge(302), Outcome::Success);
         assert_eq!(judge(404), Outcome::Neutral);
-        assert_eq!(judge(429), Outcome::Neutral);
+        assert_eq!(judge(429), Outcome::Overloaded);
         assert_eq!(judge(408), Outcome::Overloaded);
-        assert_eq!(judge(500), Outcome::Overloaded);
+        assert_eq!(judge(500), Outcome::Neutral);
         assert_eq!(judge(503), Outcome::Overloaded);
     }
 }

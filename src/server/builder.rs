@@ -8,9 +8,11 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
 
+use super::guard::{ServiceGuard, WHOLE_SERVICE};
 use super::key::{KeyExtractor, MissingKey, not_a_header_name};
 use super::layer::{Settings, ThrottleLayer};
 use crate::ThrottleManager;
+use crate::bulkhead::BulkheadConfig;
 use crate::error::{ConfigError, ConfigProblem, Rejected};
 use crate::outcome::Outcome;
 use crate::priority::Priority;
@@ -49,6 +51,9 @@ use crate::priority::Priority;
 #[must_use = "a builder does nothing until `build`"]
 pub struct ThrottleLayerBuilder {
     settings: Settings,
+    /// The service guard's limits: each route group's (`/` the whole
+    /// service's), built into the guard's manager by `build`.
+    guards: Vec<(String, BulkheadConfig)>,
     /// The options' problems, in the order they were set.
     problems: Vec<ConfigProblem>,
 }
@@ -75,6 +80,7 @@ impl ThrottleLayer {
     ) -> ThrottleLayerBuilder {
         ThrottleLayerBuilder {
             settings: Settings::new(manager, extractor),
+            guards: Vec::new(),
             problems: Vec::new(),
         }
     }
@@ -313,40 +319,169 @@ impl ThrottleLayerBuilder {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn route(mut self, prefix: &str, manager: ThrottleManager<String>) -> Self {
-        let problem = if !prefix.starts_with('/') {
-            Some(format!("must start with '/', got {prefix:?}"))
-        } else if prefix.contains(['?', '#']) {
-            Some(format!(
-                "must be a path, without '?' or '#', got {prefix:?}"
-            ))
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            self.problems.push(ConfigProblem::new("route", problem));
+        let Some(prefix) = self.path_prefix("route", prefix) else {
             return self;
-        }
-        let prefix = match prefix.trim_end_matches('/') {
-            "" => "/",
-            trimmed => trimmed,
         };
         let routes = &mut self.settings.routes;
-        routes.retain(|(known, _)| known != prefix);
-        routes.push((prefix.to_owned(), manager));
+        routes.retain(|(known, _)| *known != prefix);
+        routes.push((prefix, manager));
         routes.sort_by_key(|(known, _)| std::cmp::Reverse(known.len()));
         self
     }
 
+    /// Takes each request's priority from `priority_of` (its route, its
+    /// method, what authentication put in its extensions), where it gives
+    /// one; else from the [`priority_header`](Self::priority_header), else
+    /// the default [`priority`](Self::priority). A [`Priority`] an earlier
+    /// layer put in the request's extensions comes first. A level beyond
+    /// the manager's is judged by its [`out_of_range`](crate::ThrottleManagerBuilder::out_of_range) policy.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let clients = ThrottleManager::<String>::builder().rate(RateConfig::per_second(20)).build()?;
+    /// let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
+    ///     // Checkout is what the service is for; reports can wait.
+    ///     .priority_by(|request| match request.uri.path() {
+    ///         path if path.starts_with("/checkout") => Some(Priority::CRITICAL),
+    ///         path if path.starts_with("/reports") => Some(Priority::LOW),
+    ///         _ => None,
+    ///     })
+    ///     .service_guard(BulkheadConfig::adaptive().queue(64))
+    ///     .build()?;
+    /// # drop(layer);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn priority_by<F>(mut self, priority_of: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> Option<Priority> + Send + Sync + 'static,
+    {
+        self.settings.priority_by = Some(Arc::new(priority_of));
+        self
+    }
+
+    /// Guards the whole service with one concurrency limit, `limit`, fixed
+    /// or learned ([`BulkheadConfig::adaptive`]), with its queue, queue
+    /// timeout and CoDel as a bulkhead has them: the database pool and the
+    /// CPU are protected from the sum of all clients, where each client's
+    /// own controls protect them from one client.
+    ///
+    /// **Who is shed.** A request's priority ([`priority_header`](Self::priority_header),
+    /// [`priority_by`](Self::priority_by)) decides it when the service is
+    /// at its limit: a more important request takes the next free slot
+    /// (the queue is in priority order), and a full queue makes room for
+    /// it by refusing its least important waiter, so a lower priority is
+    /// refused before a higher one waits ([`Overflow::DropLowestPriority`](crate::Overflow::DropLowestPriority),
+    /// which the guard applies unless `limit` asks for
+    /// [`DropOldest`](crate::Overflow::DropOldest)). A request whose
+    /// deadline (a `grpc-timeout`, the [`deadline_header`](Self::deadline_header))
+    /// cannot be met is refused at once. The guard's refusals are answered
+    /// 503 (gRPC `UNAVAILABLE`), with `Retry-After` where the wait is known.
+    ///
+    /// **In what order.** A request passes its client's controls first
+    /// (a client over its quota is answered 429 and takes nothing from the
+    /// guard), then the guard. A request the guard refuses takes nothing
+    /// from its client: its client's key gets back its slot and its rate
+    /// token (while no later request of that client has taken one) and
+    /// counts nothing. Admitted, the request's outcome teaches both. Its
+    /// client's slot is held while it waits in the guard's queue.
+    ///
+    /// The guard's figures are its own manager's ([`ThrottleLayer::service_guard`]).
+    /// Its priority levels are the clients' manager's. Invalid limits are
+    /// refused by [`build`](Self::build), named `service_guard.<field>`.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+    ///
+    /// let clients = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(20).burst(5))
+    ///     .build()?;
+    /// let layer = ThrottleLayer::builder(clients.clone(), KeyExtractor::header("x-api-key"))
+    ///     .priority_header("x-priority")
+    ///     .service_guard(BulkheadConfig::adaptive().queue(64))
+    ///     .build()?;
+    /// # drop(layer);
+    /// let error = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
+    ///     .service_guard(BulkheadConfig::new(0))
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(error.problems()[0].field(), "service_guard.max_concurrent");
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn service_guard(self, limit: BulkheadConfig) -> Self {
+        self.guard_group(WHOLE_SERVICE, limit)
+    }
+
+    /// A service guard of its own for the requests whose path is `prefix`
+    /// or under it (a route group: `/search` takes `/search` and
+    /// `/search/advanced`), as [`service_guard`](Self::service_guard)
+    /// guards the whole service; the longest matching prefix wins, and a
+    /// request under no group is guarded by the whole service's guard, if
+    /// the layer has one. One group's load never takes another's slots. A
+    /// prefix is refused by [`build`](Self::build) as a
+    /// [`route`](Self::route)'s, named `service_guard_for`.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+    ///
+    /// let clients = ThrottleManager::<String>::builder().rate(RateConfig::per_second(20)).build()?;
+    /// let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
+    ///     .service_guard(BulkheadConfig::adaptive().queue(64))
+    ///     // Search is heavy: 8 at a time, whatever the rest does.
+    ///     .service_guard_for("/search", BulkheadConfig::new(8).queue(16))
+    ///     .build()?;
+    /// let guard = layer.service_guard().unwrap();
+    /// # drop(guard);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn service_guard_for(mut self, prefix: &str, limit: BulkheadConfig) -> Self {
+        let Some(prefix) = self.path_prefix("service_guard_for", prefix) else {
+            return self;
+        };
+        self.guard_group(&prefix, limit)
+    }
+
+    fn guard_group(mut self, prefix: &str, limit: BulkheadConfig) -> Self {
+        self.guards.retain(|(known, _)| known != prefix);
+        self.guards.push((prefix.to_owned(), limit));
+        self
+    }
+
+    /// `prefix` as a path prefix (without a trailing `/`, `/` for the
+    /// root), or `None` with its problem named `field`.
+    fn path_prefix(&mut self, field: &str, prefix: &str) -> Option<String> {
+        let problem = if !prefix.starts_with('/') {
+            format!("must start with '/', got {prefix:?}")
+        } else if prefix.contains(['?', '#']) {
+            format!("must be a path, without '?' or '#', got {prefix:?}")
+        } else {
+            let trimmed = match prefix.trim_end_matches('/') {
+                "" => "/",
+                trimmed => trimmed,
+            };
+            return Some(trimmed.to_owned());
+        };
+        self.problems.push(ConfigProblem::new(field, problem));
+        None
+    }
+
     /// The layer, or every problem of its options and its extractor, each
     /// named (`extractor.header`, `extractor.ipv6_prefix`,
-    /// `priority_header`, `route`).
+    /// `priority_header`, `route`, `service_guard.<field>`,
+    /// `service_guard_for`).
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] listing them; see the [type's example](Self).
-    pub fn build(self) -> Result<ThrottleLayer, ConfigError> {
-        let found = self.settings.extractor.problems().iter().cloned();
-        match ConfigError::from_problems(found.chain(self.problems)) {
+    pub fn build(mut self) -> Result<ThrottleLayer, ConfigError> {
+        let mut problems = self.settings.extractor.problems().to_vec();
+        problems.append(&mut self.problems);
+        self.settings.guard =
+            ServiceGuard::build(&self.guards, &self.settings.manager, &mut problems);
+        match ConfigError::from_problems(problems) {
             Some(error) => Err(error),
             None => Ok(ThrottleLayer {
                 settings: Arc::new(self.settings),
@@ -359,6 +494,7 @@ impl fmt::Debug for ThrottleLayerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottleLayerBuilder")
             .field("settings", &self.settings)
+            .field("guards", &self.guards)
             .field("problems", &self.problems)
             .finish()
     }

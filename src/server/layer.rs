@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
 
+use super::guard::ServiceGuard;
 use super::key::{KeyExtractor, MissingKey};
 use super::service::ThrottleService;
 use crate::ThrottleManager;
@@ -17,6 +18,7 @@ use crate::priority::Priority;
 type ClassifyStatus = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 type OnRefusal = dyn Fn(&Rejected) -> Response<Bytes> + Send + Sync;
 type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
+type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Sync;
 
 /// A tower [`Layer`](tower_layer::Layer) that puts every request through a
 /// [`ThrottleManager`], keyed by client ([`KeyExtractor`]).
@@ -104,6 +106,9 @@ pub(super) struct Settings {
     pub(super) extractor: KeyExtractor,
     pub(super) priority: Priority,
     pub(super) priority_header: Option<HeaderName>,
+    pub(super) priority_by: Option<Arc<PriorityBy>>,
+    /// The service guard, if the layer has one.
+    pub(super) guard: Option<ServiceGuard>,
     /// An HTTP request's deadline, in milliseconds from its arrival.
     pub(super) deadline_header: Option<HeaderName>,
     pub(super) classify: Option<Arc<ClassifyStatus>>,
@@ -154,6 +159,8 @@ impl Settings {
             extractor,
             priority: Priority::HIGH,
             priority_header: None,
+            priority_by: None,
+            guard: None,
             deadline_header: None,
             classify: None,
             on_refusal: None,
@@ -161,6 +168,31 @@ impl Settings {
             rate_limit_headers: false,
             release_at_headers: false,
         }
+    }
+}
+
+impl ThrottleLayer {
+    /// The manager of the layer's service guard, if it has one
+    /// ([`service_guard`](super::ThrottleLayerBuilder::service_guard)): its
+    /// keys are the route groups, `/` for the whole service. Its figures
+    /// are the guard's own (a status page, snapshots, and metrics labelled
+    /// `manager="service_guard"`): each request it refused counts there,
+    /// and in no client's figures.
+    ///
+    /// ```
+    /// use portcullis::server::{KeyExtractor, ThrottleLayer};
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
+    ///
+    /// let clients = ThrottleManager::<String>::builder().rate(RateConfig::per_second(20)).build()?;
+    /// let layer = ThrottleLayer::builder(clients, KeyExtractor::peer_ip())
+    ///     .service_guard(BulkheadConfig::new(64).queue(128))
+    ///     .build()?;
+    /// let guard = layer.service_guard().unwrap();
+    /// assert_eq!(guard.name(), Some("service_guard"));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn service_guard(&self) -> Option<&ThrottleManager<String>> {
+        self.settings.guard.as_ref().map(|guard| &guard.manager)
     }
 }
 
@@ -187,6 +219,8 @@ impl fmt::Debug for Settings {
             .field("extractor", &self.extractor)
             .field("priority", &self.priority)
             .field("priority_header", &self.priority_header)
+            .field("priority_by", &custom(self.priority_by.is_some()))
+            .field("guard", &self.guard)
             .field("deadline_header", &self.deadline_header)
             .field("classify", &custom(self.classify.is_some()))
             .field("on_refusal", &custom(self.on_refusal.is_some()))

@@ -38,12 +38,13 @@
 
 mod answer;
 mod builder;
+mod guard;
 mod key;
 mod layer;
 mod proxies;
 mod service;
 
-pub use answer::{classify, missing_key, refusal, status_of};
+pub use answer::{LayerAnswer, classify, missing_key, refusal, status_of};
 pub use builder::ThrottleLayerBuilder;
 pub use key::{KeyExtractor, MissingKey, TrustedProxies};
 pub use layer::ThrottleLayer;

@@ -11,7 +11,8 @@ use http::{Request, Response};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::answer::{self, set_rate_limit, set_retry_after};
+use super::answer::{self, LayerAnswer, marked, set_rate_limit, set_retry_after};
+use super::guard::under;
 use super::key::MissingKey;
 use super::layer::Settings;
 use crate::ThrottleManager;
@@ -107,25 +108,37 @@ impl Settings {
                 } else {
                     answer::bad_request(&problem)
                 };
-                return Ok(answer.map(ResponseBody::answer));
+                return Ok(marked(answer, None).map(ResponseBody::answer));
             }
         };
         let deadline = match self.deadline_of(&head, grpc) {
             Ok(deadline) => deadline,
-            Err(problem) => return Ok(answer::bad_request(&problem).map(ResponseBody::answer)),
+            Err(problem) => {
+                let answer = marked(answer::bad_request(&problem), None);
+                return Ok(answer.map(ResponseBody::answer));
+            }
         };
-        let manager = self.manager_for(head.uri.path());
-        let call = EdgeCall::new(manager, key.as_str())
+        let path = head.uri.path();
+        let manager = self.manager_for(path);
+        let mut call = EdgeCall::new(manager, key.as_str())
             .priority(priority)
             .admit_as(AdmitAs::Server)
             .carry_body(!self.release_at_headers)
             .deadline(deadline);
+        let guard = self.guard.as_ref();
+        if let Some((guard, group)) = guard.and_then(|g| Some((&g.manager, g.key_for(path)?))) {
+            call = call.guard(guard, group);
+        }
         let passage = call
-            .pass(
+            .pass_judged(
                 || inner.call(Request::from_parts(head, body)),
                 |result| match result {
-                    Ok(response) => Verdict::of(self.outcome_of(response, deadline.is_some())),
-                    Err(_) => Verdict::of(Outcome::Overloaded),
+                    // Another layer's answer: counted there.
+                    Ok(response) if response.extensions().get::<LayerAnswer>().is_some() => None,
+                    Ok(response) => {
+                        Some(Verdict::of(self.outcome_of(response, deadline.is_some())))
+                    }
+                    Err(_) => Some(Verdict::of(Outcome::Overloaded)),
                 },
             )
             .await;
@@ -137,7 +150,7 @@ impl Settings {
                 } else {
                     answer::timed_out(expiry)
                 };
-                return Ok(answer.map(ResponseBody::answer));
+                return Ok(marked(answer, None).map(ResponseBody::answer));
             }
             Passage::Carried(response, permit) => {
                 response.map(|body| ResponseBody::carrying(body, permit))
@@ -155,26 +168,23 @@ impl Settings {
     /// The controls of a request to `path`: its route's (the longest
     /// prefix it is at or under), else the layer's own.
     fn manager_for(&self, path: &str) -> &ThrottleManager<String> {
-        let under = |prefix: &str| {
-            prefix == "/"
-                || path
-                    .strip_prefix(prefix)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        };
         self.routes
             .iter()
-            .find(|(prefix, _)| under(prefix))
+            .find(|(prefix, _)| under(path, prefix))
             .map_or(&self.manager, |(_, manager)| manager)
     }
 
     /// The request's priority: an extension an earlier layer set, the
-    /// priority header, or the default. A header that is not one of the
+    /// layer's `priority_by`, the priority header, or the default. A header that is not one of the
     /// manager's levels is the client's mistake, answered 400 whatever the
     /// manager's [`OutOfRange`](crate::priority::OutOfRange) policy says
     /// for programmatic callers.
     fn priority_of(&self, head: &Parts) -> Result<Priority, String> {
         if let Some(priority) = head.extensions.get::<Priority>() {
             return Ok(*priority);
+        }
+        if let Some(priority) = self.priority_by.as_ref().and_then(|of| of(head)) {
+            return Ok(priority);
         }
         let Some(name) = &self.priority_header else {
             return Ok(self.priority);
@@ -262,7 +272,7 @@ impl Settings {
         if let Some(rate) = manager.peek(key) {
             set_rate_limit(headers, &rate);
         }
-        answer.map(ResponseBody::answer)
+        marked(answer, Some(rejected.reason())).map(ResponseBody::answer)
     }
 
     fn missing_key<B>(&self, missing: &MissingKey, grpc: bool) -> Response<ResponseBody<B>> {
@@ -271,6 +281,6 @@ impl Settings {
             None if grpc => grpc::invalid_argument(&missing.to_string()),
             None => answer::missing_key(missing),
         };
-        answer.map(ResponseBody::answer)
+        marked(answer, None).map(ResponseBody::answer)
     }
 }

@@ -54,15 +54,15 @@ pub(crate) async fn serve(app: Router) -> String {
 
 /// A request's status and the headers a test reads.
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    retry_after: Option<String>,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<String>,
     policy: Option<String>,
     rate_limit: Option<String>,
-    body: String,
+    pub(crate) body: String,
 }
 
-async fn send(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> Answer {
+pub(crate) async fn send(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> Answer {
     let mut request = client.get(url);
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -412,10 +412,10 @@ async fn a_request_without_a_key_gets_the_configured_answer() {
     assert_eq!(answer.body, "sign in first (header `x-api-key`)");
 }
 
-/// An adaptive key's rate falls when its requests end in 5xx, and a 404
-/// leaves it alone; a fixed quota moves for neither.
+/// An adaptive key's rate falls when its requests end in 503, and a 404
+/// or a 500 leaves it alone; a fixed quota moves for neither.
 #[tokio::test]
-async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
+async fn overload_answers_lower_an_adaptive_rate_and_bugs_and_client_errors_do_not() {
     let _alone = crate::support::alone();
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
@@ -431,6 +431,10 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
     let app = Router::new()
         .route(
             "/fail",
+            get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "busy") }),
+        )
+        .route(
+            "/bug",
             get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "broken") }),
         )
         .route("/ok", get(|| async { "fine" }))
@@ -444,8 +448,13 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
     let missing = send(&client, &format!("{url}/nowhere"), &[("x-api-key", "k")]).await;
     assert_eq!(missing.status, 404);
     assert_eq!(manager.current_rate("k"), Some(10.0));
+    // A 500 is a bug, not a capacity problem (the one table, as a client
+    // reads it too).
+    let bug = send(&client, &format!("{url}/bug"), &[("x-api-key", "k")]).await;
+    assert_eq!(bug.status, 500);
+    assert_eq!(manager.current_rate("k"), Some(10.0));
     let failed = send(&client, &format!("{url}/fail"), &[("x-api-key", "k")]).await;
-    assert_eq!(failed.status, 500);
+    assert_eq!(failed.status, 503);
     let lowered = manager.current_rate("k").unwrap();
     assert!(lowered < 10.0, "{lowered}");
     clock.advance(Duration::from_secs(1));
@@ -461,7 +470,7 @@ async fn server_errors_lower_an_adaptive_rate_and_client_errors_do_not() {
         send(&client, &format!("{url}/fail"), &[("x-api-key", "fixed")])
             .await
             .status,
-        500
+        503
     );
     assert_eq!(manager.current_rate("fixed"), Some(10.0));
 }

@@ -17,6 +17,8 @@ mod app;
 mod database;
 mod deadlines;
 mod goodput;
+mod guard;
+mod guard_load;
 mod layer;
 mod per_user_db;
 mod reload;
