@@ -57,6 +57,13 @@ fn sent(url: &str, key: &'static str, level: &'static str) -> JoinHandle<Answer>
     })
 }
 
+/// `request`'s answer, which must come within 10 s (a request left
+/// waiting forever fails the test rather than hanging it).
+async fn within(request: JoinHandle<Answer>) -> Answer {
+    let answer = tokio::time::timeout(Duration::from_secs(10), request).await;
+    answer.expect("an answer within 10 s").unwrap()
+}
+
 /// The guard's figures for the whole service: (in flight, queued).
 fn load(guard: &ThrottleManager<String>) -> (Option<u32>, Option<u32>) {
     let snapshot = guard.snapshot("/");
@@ -126,15 +133,15 @@ async fn a_lower_priority_is_refused_before_a_higher_one_waits() {
     })
     .await;
     let critical = sent(&url, "c", "0");
-    let low = low.await.unwrap();
+    let low = within(low).await;
     assert_eq!(low.status, 503, "{low:?}");
     assert!(low.body.contains("dropped"), "{low:?}");
     // The refusal took nothing from its client: its rate token is back.
     assert_eq!(clients.peek("b").unwrap().remaining, 10);
     assert_eq!(load(&guard), (Some(1), Some(1))); // the CRITICAL one waits
     gate.add_permits(2);
-    assert_eq!(first.await.unwrap().status, 200);
-    assert_eq!(critical.await.unwrap().status, 200);
+    assert_eq!(within(first).await.status, 200);
+    assert_eq!(within(critical).await.status, 200);
 }
 
 /// A queue that will not make room (`DropOldest` asked for) still serves
@@ -166,12 +173,12 @@ async fn the_guards_queue_serves_the_more_important_first() {
     let high = sent(&url, "c", "1");
     until("the HIGH request queued", || load(&guard).1 == Some(2)).await;
     gate.add_permits(1); // the first ends; the HIGH one has the slot
-    assert_eq!(first.await.unwrap().status, 200);
+    assert_eq!(within(first).await.status, 200);
     until("the HIGH request in flight", || load(&guard).1 == Some(1)).await;
     assert!(!low.is_finished());
     gate.add_permits(2);
-    assert_eq!(high.await.unwrap().status, 200);
-    assert_eq!(low.await.unwrap().status, 200);
+    assert_eq!(within(high).await.status, 200);
+    assert_eq!(within(low).await.status, 200);
 }
 
 // ---- A refusal takes nothing from the other control ----
@@ -213,7 +220,7 @@ async fn a_request_the_guard_refuses_takes_nothing_from_its_client() {
     );
 
     gate.add_permits(2);
-    assert_eq!(busy.await.unwrap().status, 200);
+    assert_eq!(within(busy).await.status, 200);
     let served = send(&client, &url, &[("x-api-key", "a")]).await;
     assert_eq!(served.status, 200);
     assert_eq!(clients.peek("a").unwrap().remaining, 9);
@@ -296,7 +303,7 @@ async fn an_outer_layer_learns_nothing_from_an_inner_guards_refusals() {
         "{a:?}"
     );
     gate.add_permits(1);
-    assert_eq!(busy.await.unwrap().status, 200);
+    assert_eq!(within(busy).await.status, 200);
 }
 
 /// The reverse: a service guard that learns its limit around a per-client
@@ -366,5 +373,5 @@ async fn a_client_slows_down_on_the_guards_503() {
     let host = url.trim_start_matches("http://");
     assert!(hosts.current_rate(host).unwrap() < 10.0);
     gate.add_permits(1);
-    assert_eq!(busy.await.unwrap().status, 200);
+    assert_eq!(within(busy).await.status, 200);
 }
