@@ -118,7 +118,9 @@ fn api(
         .rate_limit_headers(true)
         // Exports can wait; reports are what users look at.
         .priority_by(|request| (request.uri.path() == "/v1/export").then_some(Priority::LOW))
-        .service_guard(BulkheadConfig::adaptive().queue(64))
+        // Learned from a floor the service is known to take, so that it
+        // sheds nothing while it learns.
+        .service_guard(BulkheadConfig::adaptive().bounds(16, 256).queue(64))
         .build()?;
     let guard = layer.service_guard().expect("a guard").clone();
     let app = Router::new()

@@ -171,22 +171,33 @@ fn print(name: &str, figures: &Figures, unloaded: Duration) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_three_times_its_capacity_the_guard_serves_every_critical_request() {
-    let _alone = crate::support::alone();
-    // Each client's own quota, generous here: the guard does the shedding.
+/// The service behind a layer with each client's quota (generous here:
+/// the guard does the shedding) and a service guard of `limit`; its URL
+/// and the guard's manager.
+async fn guarded(limit: BulkheadConfig) -> (String, ThrottleManager<String>) {
     let clients = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1_000).burst(100))
         .build()
         .unwrap();
     let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
         .priority_header("x-priority")
-        .service_guard(BulkheadConfig::new(WORKERS as u32).queue(64))
+        .service_guard(limit)
         .build()
         .unwrap();
-    let guarded = serve(service().layer(layer)).await;
-    let unloaded = unloaded_p99(&guarded).await;
-    let guard = offer(&guarded).await;
+    let guard = layer.service_guard().unwrap().clone();
+    (serve(service().layer(layer)).await, guard)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_three_times_its_capacity_the_guard_serves_every_critical_request() {
+    let _alone = crate::support::alone();
+    let (fixed, _) = guarded(BulkheadConfig::new(WORKERS as u32).queue(64)).await;
+    let unloaded = unloaded_p99(&fixed).await;
+    let guard = offer(&fixed).await;
+    // The same with a limit the guard learns, printed beside it.
+    let (url, learning) = guarded(BulkheadConfig::adaptive().queue(64)).await;
+    let learned = offer(&url).await;
+    let limit = learning.concurrency_limit("/");
 
     let shed = tower::ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
@@ -196,7 +207,9 @@ async fn under_three_times_its_capacity_the_guard_serves_every_critical_request(
         .concurrency_limit(WORKERS);
     let tower_run = offer(&serve(service().layer(shed)).await).await;
 
-    print("service guard", &guard, unloaded);
+    print("service guard, limit 8", &guard, unloaded);
+    print("service guard, learned limit", &learned, unloaded);
+    println!("the learned limit at the end: {limit:?}");
     print("tower ConcurrencyLimit + LoadShed", &tower_run, unloaded);
     assert!(
         guard.critical_share() >= 99.0,
