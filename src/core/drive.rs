@@ -259,16 +259,7 @@ impl Core {
             FreeSlot::None(_) => return Err(call),
         };
         call.call_mut().holds_slot = true;
-        let c = call.call();
-        let token = self.reserve_token(
-            &c.state,
-            settings,
-            c.times.scheduled,
-            c.priority,
-            request,
-            c.cost,
-        );
-        Ok(match token {
+        Ok(match self.token_for(&call, request, settings) {
             Ok(Token::Due(token)) => {
                 let c = call.call_mut();
                 self.slot_taken(c.priority, filled, &c.telemetry);
@@ -302,16 +293,21 @@ impl Core {
         request: &Request,
         settings: &KeySettings,
     ) -> Result<A, Stop<'c>> {
-        let c = call.call();
-        let token = self.reserve_token(
-            &c.state,
-            settings,
-            c.times.scheduled,
-            c.priority,
-            request,
-            c.cost,
-        )?;
+        let token = self.token_for(&call, request, settings)?;
         self.with_token(call, token, request)
+    }
+
+    /// Step 4 for `call`, as of when it was scheduled.
+    #[inline(always)]
+    fn token_for(
+        &self,
+        call: &Admitting<'_>,
+        request: &Request,
+        settings: &KeySettings,
+    ) -> Result<Token, Rejected> {
+        let c = call.call();
+        let (now, cost) = (c.times.scheduled, c.cost);
+        self.reserve_token(&c.state, settings, now, c.priority, request, cost)
     }
 
     /// The call's rate token, from step 4: due, the bulkhead; ahead or in

@@ -28,18 +28,18 @@ use crate::snapshot::RateRemaining;
 /// ```
 /// use portcullis::server::{KeyExtractor, LayerAnswer, ThrottleLayer};
 /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
-/// use tower::{Service, ServiceExt};
+/// use tower::ServiceExt;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
-/// let mut app = axum::Router::new()
+/// let app = axum::Router::new()
 ///     .route("/", axum::routing::get(|| async { "ok" }))
 ///     .layer(ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")));
 /// let request = || http::Request::get("/").header("x-api-key", "a").body(axum::body::Body::empty()).unwrap();
-/// let served = app.ready().await?.call(request()).await?;
+/// let served = app.clone().oneshot(request()).await?;
 /// assert_eq!(served.extensions().get::<LayerAnswer>(), None); // the handler's
-/// let refused = app.ready().await?.call(request()).await?;
+/// let refused = app.oneshot(request()).await?;
 /// assert_eq!(refused.status(), 429);
 /// let mark = refused.extensions().get::<LayerAnswer>().unwrap();
 /// assert_eq!(mark.refused_for(), Some(RejectReason::RateLimited));

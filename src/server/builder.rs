@@ -344,7 +344,7 @@ impl ThrottleLayerBuilder {
     /// let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
     ///     // Checkout is what the service is for; reports can wait.
     ///     .priority_by(|request| match request.uri.path() {
-    ///         path if path.starts_with("/checkout") => Some(Priority::CRITICAL),
+    ///         path if path.starts_with("/checkout") => Some(Priority::HIGH),
     ///         path if path.starts_with("/reports") => Some(Priority::LOW),
     ///         _ => None,
     ///     })

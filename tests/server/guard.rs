@@ -37,6 +37,24 @@ fn gated(gate: &Arc<Semaphore>) -> Router {
     )
 }
 
+/// A gated service behind a layer of `clients` (priorities from
+/// `x-priority`) with a service guard of `limit`: its URL, the guard's
+/// manager, and the gate that lets its requests go.
+async fn behind_guard(
+    clients: ThrottleManager<String>,
+    limit: BulkheadConfig,
+) -> (String, ThrottleManager<String>, Arc<Semaphore>) {
+    let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
+        .priority_header("x-priority")
+        .service_guard(limit)
+        .build()
+        .unwrap();
+    let guard = layer.service_guard().unwrap().clone();
+    let gate = Arc::new(Semaphore::new(0));
+    let url = serve(gated(&gate).layer(layer)).await;
+    (url, guard, gate)
+}
+
 /// Waits (on real time, at most 10 s) until `ready` holds.
 async fn until(what: &str, mut ready: impl FnMut() -> bool) {
     for _ in 0..10_000 {
@@ -68,6 +86,16 @@ async fn within(request: JoinHandle<Answer>) -> Answer {
 fn load(guard: &ThrottleManager<String>) -> (Option<u32>, Option<u32>) {
     let snapshot = guard.snapshot("/");
     snapshot.map_or((None, None), |s| (s.active, s.queued))
+}
+
+/// Clients' controls: a quota of `per_second`, `burst` at once, on a
+/// clock that stands still.
+fn quota(per_second: u32, burst: u32) -> ThrottleManager<String> {
+    ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(per_second).burst(burst))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap()
 }
 
 /// Clients' controls that never refuse here: for a layer that is there
@@ -108,19 +136,8 @@ fn the_service_guard_contract_builds() {
 #[tokio::test]
 async fn a_lower_priority_is_refused_before_a_higher_one_waits() {
     let _alone = crate::support::alone();
-    let clients = ThrottleManager::<String>::builder()
-        .rate(RateConfig::per_second(100).burst(10))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let layer = ThrottleLayer::builder(clients.clone(), KeyExtractor::header("x-api-key"))
-        .priority_header("x-priority")
-        .service_guard(BulkheadConfig::new(1).queue(1))
-        .build()
-        .unwrap();
-    let guard = layer.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let url = serve(gated(&gate).layer(layer)).await;
+    let clients = quota(100, 10);
+    let (url, guard, gate) = behind_guard(clients.clone(), BulkheadConfig::new(1).queue(1)).await;
 
     let first = sent(&url, "a", "0");
     until("the first request in flight", || {
@@ -144,24 +161,13 @@ async fn a_lower_priority_is_refused_before_a_higher_one_waits() {
     assert_eq!(within(critical).await.status, 200);
 }
 
-/// A queue that will not make room (`DropOldest` asked for) still serves
-/// the more important waiter first.
+/// With room in its queue, the guard gives its next free slot to the
+/// more important waiter, whoever came first.
 #[tokio::test]
 async fn the_guards_queue_serves_the_more_important_first() {
     let _alone = crate::support::alone();
-    let clients = ThrottleManager::<String>::builder()
-        .rate(RateConfig::per_second(100).burst(10))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
-    let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
-        .priority_header("x-priority")
-        .service_guard(BulkheadConfig::new(1).queue(4))
-        .build()
-        .unwrap();
-    let guard = layer.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let url = serve(gated(&gate).layer(layer)).await;
+    let clients = quota(100, 10);
+    let (url, guard, gate) = behind_guard(clients, BulkheadConfig::new(1).queue(4)).await;
 
     let first = sent(&url, "a", "1");
     until("the first request in flight", || {
@@ -195,13 +201,7 @@ async fn a_request_the_guard_refuses_takes_nothing_from_its_client() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    let layer = ThrottleLayer::builder(clients.clone(), KeyExtractor::header("x-api-key"))
-        .service_guard(BulkheadConfig::new(1))
-        .build()
-        .unwrap();
-    let guard = layer.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let url = serve(gated(&gate).layer(layer)).await;
+    let (url, guard, gate) = behind_guard(clients.clone(), BulkheadConfig::new(1)).await;
     let client = reqwest::Client::new();
 
     let busy = sent(&url, "x", "1");
@@ -234,11 +234,7 @@ async fn a_request_the_guard_refuses_takes_nothing_from_its_client() {
 #[tokio::test]
 async fn a_client_over_its_quota_takes_nothing_from_the_guard() {
     let _alone = crate::support::alone();
-    let clients = ThrottleManager::<String>::builder()
-        .rate(RateConfig::per_second(1).burst(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
+    let clients = quota(1, 1);
     let layer = ThrottleLayer::builder(clients, KeyExtractor::header("x-api-key"))
         .service_guard(BulkheadConfig::adaptive().queue(8))
         .build()
@@ -312,11 +308,7 @@ async fn an_outer_layer_learns_nothing_from_an_inner_guards_refusals() {
 #[tokio::test]
 async fn an_outer_guard_learns_nothing_from_an_inner_quotas_refusals() {
     let _alone = crate::support::alone();
-    let quota = ThrottleManager::<String>::builder()
-        .rate(RateConfig::per_second(1).burst(1))
-        .clock(ManualClock::new())
-        .build()
-        .unwrap();
+    let quota = quota(1, 1);
     let outer = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
         .service_guard(BulkheadConfig::adaptive().bounds(2, 100))
         .build()
@@ -346,13 +338,7 @@ async fn a_client_slows_down_on_the_guards_503() {
     use portcullis::client::ThrottleMiddleware;
 
     let _alone = crate::support::alone();
-    let layer = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
-        .service_guard(BulkheadConfig::new(1))
-        .build()
-        .unwrap();
-    let guard = layer.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let url = serve(gated(&gate).layer(layer)).await;
+    let (url, guard, gate) = behind_guard(roomy(), BulkheadConfig::new(1)).await;
     let busy = sent(&url, "x", "1");
     until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
 
@@ -372,6 +358,65 @@ async fn a_client_slows_down_on_the_guards_503() {
     assert_eq!(answer.status(), 503);
     let host = url.trim_start_matches("http://");
     assert!(hosts.current_rate(host).unwrap() < 10.0);
+    gate.add_permits(1);
+    assert_eq!(within(busy).await.status, 200);
+}
+
+// ---- Each refusal counted once ----
+
+/// The guard's refusals count in the guard's metrics (`manager =
+/// "service_guard"`), by reason, and nowhere in the clients' manager's:
+/// not as a refusal, not as an outcome. The recorder is this thread's, and
+/// the server runs on this test's one thread.
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn the_guards_refusals_count_in_its_own_metrics_alone() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let _alone = crate::support::alone();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // Before the managers: each builds its series once, at build.
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let clients = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(100).burst(10))
+        .name("clients")
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let (url, guard, gate) = behind_guard(clients, BulkheadConfig::new(1)).await;
+    let client = reqwest::Client::new();
+    let busy = sent(&url, "x", "1");
+    until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
+    for _ in 0..3 {
+        assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 503);
+    }
+
+    let counted = |name: &str, manager: &str, label: Option<(&str, &str)>| -> u64 {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, _, _, _)| {
+                let key = key.key();
+                let has = |k: &str, v: &str| key.labels().any(|l| l.key() == k && l.value() == v);
+                key.name() == name
+                    && has("manager", manager)
+                    && label.is_none_or(|(k, v)| has(k, v))
+            })
+            .map(|(_, _, _, value)| match value {
+                DebugValue::Counter(n) => n,
+                other => panic!("{name}: {other:?}"),
+            })
+            .sum()
+    };
+    let rejected = "portcullis_rejected_total";
+    assert_eq!(
+        counted(rejected, "service_guard", Some(("reason", "full"))),
+        3
+    );
+    assert_eq!(counted(rejected, "clients", None), 0);
+    assert_eq!(counted("portcullis_outcomes_total", "clients", None), 0);
     gate.add_permits(1);
     assert_eq!(within(busy).await.status, 200);
 }
