@@ -32,8 +32,8 @@ where
     /// # Errors
     ///
     /// [`Rejected`] as [`try_acquire`](Self::try_acquire) refuses, and
-    /// with [`RejectReason::QueueTimeout`](crate::RejectReason::QueueTimeout)
-    /// or [`RejectReason::Dropped`](crate::RejectReason::Dropped) from the
+    /// with [`RejectReason::QueueTimeout`]
+    /// or [`RejectReason::Dropped`] from the
     /// queue.
     ///
     /// # Cancel safety
