@@ -213,6 +213,12 @@ impl SettingsTable {
     /// Entry `id`. Only numbers [`intern`](Self::intern) returned exist.
     #[inline]
     pub(crate) fn get(&self, id: SettingsId) -> &KeySettings {
+        // Entry 0 (the first settings interned: without tiers or
+        // overrides, every key's) behind a branch the processor predicts:
+        // its loads start before the key's number is read, not after.
+        if id == 0 {
+            return self.first[0].get().unwrap_or(&NO_SETTINGS);
+        }
         let entry = match self.first.get(id as usize) {
             Some(first) => first.get(),
             None => self.later(id),
