@@ -131,7 +131,7 @@ fn the_service_guard_contract_builds() {
 // ---- Who is shed ----
 
 /// The service at its limit (one slot, one place in the queue): a LOW
-/// request waits; a CRITICAL one arrives, pushes it out (503) and takes
+/// request waits; a HIGH one (level 0) arrives, pushes it out (503) and takes
 /// the next free slot.
 #[tokio::test]
 async fn a_lower_priority_is_refused_before_a_higher_one_waits() {
@@ -149,16 +149,16 @@ async fn a_lower_priority_is_refused_before_a_higher_one_waits() {
         load(&guard) == (Some(1), Some(1))
     })
     .await;
-    let critical = sent(&url, "c", "0");
+    let high = sent(&url, "c", "0");
     let low = within(low).await;
     assert_eq!(low.status, 503, "{low:?}");
     assert!(low.body.contains("dropped"), "{low:?}");
     // The refusal took nothing from its client: its rate token is back.
     assert_eq!(clients.peek("b").unwrap().remaining, 10);
-    assert_eq!(load(&guard), (Some(1), Some(1))); // the CRITICAL one waits
+    assert_eq!(load(&guard), (Some(1), Some(1))); // the HIGH one waits
     gate.add_permits(2);
     assert_eq!(within(first).await.status, 200);
-    assert_eq!(within(critical).await.status, 200);
+    assert_eq!(within(high).await.status, 200);
 }
 
 /// With room in its queue, the guard gives its next free slot to the
