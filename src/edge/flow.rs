@@ -310,13 +310,7 @@ impl<'a> EdgeCall<'a> {
     async fn admit(&self) -> Result<(OwnedPermit, Option<OwnedPermit>), Rejected> {
         let (manager, key, priority) = (self.manager, self.key, self.priority);
         let Some((guard, guard_key)) = self.guard else {
-            let admitted = match self.admit_as {
-                AdmitAs::Client => {
-                    with_priority(priority, manager.acquire_owned(key, priority)).await
-                }
-                AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,
-            };
-            return admitted.map(|permit| (permit, None));
+            return Ok((self.admitted_by(manager, key).await?, None));
         };
         let patience = match self.admit_as {
             AdmitAs::Client => Patience::AsConfigured,
@@ -324,13 +318,21 @@ impl<'a> EdgeCall<'a> {
         };
         let held = manager.admit_provisionally(key, priority, patience);
         let held = with_priority(priority, held).await?;
-        let guarded = match self.admit_as {
-            AdmitAs::Client => {
-                with_priority(priority, guard.acquire_owned(guard_key, priority)).await
-            }
-            AdmitAs::Server => guard.try_acquire_or_queue_owned(guard_key, priority).await,
-        }?;
+        let guarded = self.admitted_by(guard, guard_key).await?;
         Ok((manager.confirm(held), Some(guarded)))
+    }
+
+    /// A permit of `key` of `manager`, admitted as the edge admits.
+    async fn admitted_by(
+        &self,
+        manager: &ThrottleManager<String>,
+        key: &str,
+    ) -> Result<OwnedPermit, Rejected> {
+        let priority = self.priority;
+        match self.admit_as {
+            AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
+            AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,
+        }
     }
 
     /// [`pass_judged`](Self::pass_judged), under the task's deadline if it
