@@ -8,6 +8,7 @@ use crate::error::RejectReason;
 use crate::key::KeyState;
 use crate::outcome::Outcome;
 use crate::priority::Priority;
+use crate::rate::TakeMark;
 
 /// The right to make one call to a key, from
 /// [`acquire`](crate::ThrottleManager::acquire) or
@@ -216,6 +217,34 @@ impl<'a> Permit<'a> {
         };
         let took = core.now().saturating_sub(self.ticket.times.started);
         self.ticket.state.answered_in(took);
+    }
+
+    /// The rate tokens the call took.
+    pub(crate) fn cost(&self) -> u32 {
+        self.ticket.marks.cost()
+    }
+
+    /// The call cost `tokens` more rate tokens than it took, as its answer
+    /// says: the key's bucket owes them from now. Their mark, to give them
+    /// back by.
+    pub(crate) fn charge_tokens(&self, tokens: u32) -> TakeMark {
+        self.ticket.state.rate.charge(self.core().now(), tokens)
+    }
+
+    /// The call cost `tokens` fewer rate tokens than it took, those marked
+    /// by `mark`: as much of them as still lies ahead goes back.
+    pub(crate) fn give_back_tokens(&self, tokens: u32, mark: TakeMark) {
+        self.ticket
+            .state
+            .rate
+            .give_back(self.core().now(), tokens, mark);
+    }
+
+    fn core(&self) -> &Core {
+        match &self.core {
+            CoreRef::Borrowed(core) => core,
+            CoreRef::Owned(core) => core,
+        }
     }
 
     /// The call succeeded: [`Outcome::Success`].

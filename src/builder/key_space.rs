@@ -54,9 +54,9 @@ impl Default for KeySpaceParts {
 
 /// The key space, checked, and the clock every control reads.
 pub(super) struct CheckedKeySpace {
-    max_keys: usize,
+    pub(super) max_keys: usize,
     /// `None`: idle keys are kept.
-    idle_ttl: Option<Duration>,
+    pub(super) idle_ttl: Option<Duration>,
     max_hold: Duration,
     pub(super) clock: Arc<dyn Clock>,
 }
@@ -263,8 +263,8 @@ where
     }
 
     /// [`clock`](Self::clock), shared with another manager (a server
-    /// layer's guard reads its clients' manager's).
-    #[cfg(feature = "tower")]
+    /// layer's guard reads its clients' manager's, a named limit its
+    /// manager's).
     pub(crate) fn shared_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.key_space.clock = Some(clock);
         self

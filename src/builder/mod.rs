@@ -14,6 +14,7 @@ mod calls;
 pub(crate) mod controls;
 mod from_file;
 mod key_space;
+mod limits;
 mod rate_store;
 mod reload;
 mod telemetry;
@@ -33,6 +34,7 @@ use crate::store::StoreHandle;
 use calls::CallParts;
 use controls::ControlParts;
 use key_space::KeySpaceParts;
+use limits::{LimitHome, LimitParts};
 use rate_store::StoreWithNames;
 use telemetry::TelemetryParts;
 /// Configures a [`ThrottleManager`]: its controls, per-key overrides, the
@@ -73,6 +75,8 @@ pub struct ThrottleManagerBuilder<K> {
     telemetry: TelemetryParts<K>,
     /// Where rates are shared, and how the store names a key.
     store: Option<StoreWithNames<K>>,
+    /// Further limits of every key beside its rate.
+    limits: LimitParts,
     /// Problems found while reading a [`ManagerConfig`](crate::ManagerConfig), reported by `build`.
     file_problems: Vec<ConfigProblem>,
 }
@@ -85,6 +89,7 @@ impl<K> fmt::Debug for ThrottleManagerBuilder<K> {
             .field("key_space", &self.key_space)
             .field("telemetry", &self.telemetry)
             .field("store", &self.store.is_some())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -118,6 +123,7 @@ where
             key_space: KeySpaceParts::default(),
             telemetry: TelemetryParts::default(),
             store: None,
+            limits: LimitParts::default(),
             file_problems: Vec::new(),
         }
     }
@@ -147,6 +153,19 @@ where
             let has_rate = controls.controls.rate;
             rate_store::check(store.as_ref(), has_rate, &mut Problems::new("", &mut found));
         }
+        if !self.limits.limits.is_empty() && !controls.controls.rate {
+            let problem = "named limits count beside the key's rate: set .rate(...) too";
+            Problems::new("", &mut found).add("limit", problem);
+        }
+        let limits = self.limits.build(
+            &LimitHome {
+                clock: &key_space.clock,
+                max_keys: key_space.max_keys,
+                idle_ttl: key_space.idle_ttl,
+                name: telemetry.name.as_deref(),
+            },
+            &mut found,
+        );
         if let Some(error) = ConfigError::from_problems(found) {
             return Err(error);
         }
@@ -187,6 +206,7 @@ where
             metrics_per_key: telemetry.metrics_per_key,
             name: telemetry.name,
             store_names,
+            limits,
             refusal_watcher: Default::default(),
         }))
     }

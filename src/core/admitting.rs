@@ -81,6 +81,16 @@ impl<'c> Admitting<'c> {
         self.call.as_mut().expect("a call on its way")
     }
 
+    /// Where the call's own rate token lies in its key's bucket: the time
+    /// up to which its tokens took it. `None` without a token of the key's
+    /// own (none, or the store's).
+    pub(crate) fn booked_until(&self) -> Option<crate::clock::Nanos> {
+        match self.call().token.as_ref()? {
+            HeldToken::Local(reservation) => Some(reservation.slot.tat),
+            HeldToken::Store(_) => None,
+        }
+    }
+
     /// Gives back the slot the call holds, keeping the rest: a call that
     /// took a free slot and then finds its token ahead waits without one.
     #[inline]

@@ -25,7 +25,7 @@ mod waiting;
 
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::{Lookup, Stop};
-pub(crate) use request::{Request, Scope};
+pub(crate) use request::{Request, Scope, StartBy};
 pub(crate) use settings::{
     KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsId, SettingsTable, SettingsWord,
 };

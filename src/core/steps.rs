@@ -414,7 +414,7 @@ impl Core {
     /// How far ahead a rate token may lie for a caller of `patience`, by
     /// the manager's settings alone.
     #[inline]
-    pub(super) fn configured_patience(&self, priority: Priority, patience: Patience) -> Nanos {
+    pub(crate) fn configured_patience(&self, priority: Priority, patience: Patience) -> Nanos {
         match patience {
             Patience::Never | Patience::QueueOnly => 0,
             Patience::AsConfigured => self.max_wait(priority).map_or(Nanos::MAX, nanos),

@@ -303,6 +303,22 @@ pub enum RejectReason {
     /// taking nothing; no [`retry_after`](Rejected::retry_after), since
     /// the caller has given up by then.
     Deadline,
+    /// A call's [`Cost`](crate::Cost) named a limit the manager does not
+    /// have ([`limit`](crate::ThrottleManagerBuilder::limit)): refused
+    /// before any limit counted it, the name in a warning event.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60))
+    ///     .limit("tokens", RateConfig::per_minute(10_000))
+    ///     .build()?;
+    /// let refused = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokns", 10)).unwrap_err();
+    /// assert_eq!(refused.reason(), RejectReason::UnknownLimit);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    UnknownLimit,
 }
 
 impl RejectReason {
@@ -325,7 +341,7 @@ impl RejectReason {
 
     /// Every reason, in the order a status page lists them.
     #[cfg_attr(not(any(feature = "metrics", feature = "status")), allow(dead_code))]
-    pub(crate) const ALL: [Self; 12] = [
+    pub(crate) const ALL: [Self; 13] = [
         Self::Throttled,
         Self::RateLimited,
         Self::Full,
@@ -338,6 +354,7 @@ impl RejectReason {
         Self::DuplicateKey,
         Self::Deadline,
         Self::QueueOverloaded,
+        Self::UnknownLimit,
     ];
 
     /// The reason's place in [`ALL`](Self::ALL): a match, so a new reason
@@ -357,6 +374,7 @@ impl RejectReason {
             Self::DuplicateKey => 9,
             Self::Deadline => 10,
             Self::QueueOverloaded => 11,
+            Self::UnknownLimit => 12,
         }
     }
 
@@ -376,6 +394,7 @@ impl RejectReason {
             Self::DuplicateKey => "duplicate_key",
             Self::Deadline => "deadline",
             Self::QueueOverloaded => "queue_overloaded",
+            Self::UnknownLimit => "unknown_limit",
         }
     }
 }
@@ -395,6 +414,7 @@ impl fmt::Display for RejectReason {
             Self::DuplicateKey => "duplicate key",
             Self::Deadline => "past the caller's deadline",
             Self::QueueOverloaded => "queue overloaded",
+            Self::UnknownLimit => "cost names no limit of the manager",
         })
     }
 }
@@ -428,6 +448,9 @@ pub struct Rejected {
     /// that refused, plus one; 0 otherwise, or past 254 (a byte in the
     /// padding: no bigger a refusal).
     key_place: u8,
+    /// For a call charged to a key's named limits, the index of the limit
+    /// that refused, plus one; 0 otherwise (another byte of padding).
+    limit_place: u8,
 }
 
 /// What the refusing control held when it refused, for the message.
@@ -453,6 +476,7 @@ impl Rejected {
             retry_after,
             load: None,
             key_place: 0,
+            limit_place: 0,
         }
     }
 
@@ -479,6 +503,7 @@ impl Rejected {
             retry_after: None,
             load: Some(RefusalLoad::Bulkhead { active, queued }),
             key_place: 0,
+            limit_place: 0,
         }
     }
 
@@ -490,6 +515,7 @@ impl Rejected {
             retry_after: None,
             load: Some(RefusalLoad::Cost { cost, burst }),
             key_place: 0,
+            limit_place: 0,
         }
     }
 
@@ -505,6 +531,7 @@ impl Rejected {
                 again: place(again),
             }),
             key_place: 0,
+            limit_place: 0,
         }
     }
 
@@ -512,6 +539,35 @@ impl Rejected {
     pub(crate) fn by_key_at(mut self, index: usize) -> Self {
         self.key_place = u8::try_from(index + 1).unwrap_or(0);
         self
+    }
+
+    /// The same refusal, from the key's named limit at `index`.
+    pub(crate) fn by_limit_at(mut self, index: usize) -> Self {
+        self.limit_place = u8::try_from(index + 1).unwrap_or(0);
+        self
+    }
+
+    /// For a call charged to a key's named limits
+    /// ([`acquire_cost`](crate::ThrottleManager::acquire_cost)), the index
+    /// of the named limit that refused it, in the manager's
+    /// [`limit_names`](crate::ThrottleManager::limit_names) (for up to 254
+    /// limits); `None` when the key's rate or another control refused it.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60))
+    ///     .limit("input_tokens", RateConfig::per_minute(30_000).burst(1_000))
+    ///     .limit("output_tokens", RateConfig::per_minute(8_000).burst(500))
+    ///     .build()?;
+    /// let cost = Cost::of("input_tokens", 100).and("output_tokens", 600);
+    /// let refused = manager.try_acquire_cost("model-a", Priority::HIGH, cost).unwrap_err();
+    /// assert_eq!(refused.limit_index(), Some(1)); // 600 output tokens never fit a burst of 500
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn limit_index(&self) -> Option<usize> {
+        usize::from(self.limit_place).checked_sub(1)
     }
 
     /// For a call charged to several keys
@@ -633,6 +689,9 @@ impl fmt::Display for Rejected {
                 write!(f, "; keys[{first}] and keys[{again}] are one key")?;
             }
             None => {}
+        }
+        if let Some(index) = self.limit_index() {
+            write!(f, "; by the key's named limit {index}")?;
         }
         if let Some(after) = self.retry_after {
             write!(f, "; retry after {after:?}")?;

@@ -40,6 +40,7 @@ mod changes;
 mod inspect;
 mod joint;
 mod keys;
+mod metered;
 mod permits;
 mod rate_only;
 mod server_admission;
@@ -53,6 +54,7 @@ mod watch;
 pub(crate) use book::{Layer, SettingsBook, TierOf};
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{KeyNamer, KeyNames};
+pub(crate) use metered::NamedLimit;
 pub(crate) use refusal_hook::{RefusalWatcher, RefusedKey};
 #[cfg(feature = "status")]
 pub(crate) use watch::KeyLoad;
@@ -145,6 +147,8 @@ pub(crate) struct ManagerState<K> {
     pub(crate) name: Option<String>,
     /// How the rate store names a key (present with a store).
     pub(crate) store_names: Option<Box<KeyNames<K>>>,
+    /// Further limits of every key beside its rate, in the order declared.
+    pub(crate) limits: Box<[NamedLimit<K>]>,
     /// Told of every refusal once installed (a status page's tally).
     pub(crate) refusal_watcher: OnceLock<Arc<dyn RefusalWatcher<K>>>,
 }
@@ -266,7 +270,9 @@ where
     /// Forgets `key` now: its next call starts afresh, as a new key's does
     /// (a full bucket, its rate at its start, an empty throttle window, an
     /// empty bulkhead, its tier read again). Returns whether the key was
-    /// live. Its room in the key space is free at once.
+    /// live. Its room in the key space is free at once. Its named limits
+    /// ([`limit`](crate::ThrottleManagerBuilder::limit)) are forgotten
+    /// with it.
     ///
     /// Calls already admitted, and callers waiting, end on the state they
     /// started with: their outcomes count there and are neither lost nor
@@ -293,7 +299,9 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn forget<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
-        self.inner.keys.remove(key)
+        let limits = self.inner.limits.iter();
+        let in_limits = limits.fold(false, |live, limit| limit.manager.forget(key) | live);
+        self.inner.keys.remove(key) | in_limits
     }
 
     /// Forgets every key that has been quiet for the idle TTL now, instead of

@@ -54,6 +54,9 @@ struct Queue {
     /// predecessors would move past it).
     moves: AtomicU64,
     falls: Mutex<QueueFalls>,
+    /// How far give-backs of settled costs have moved the bucket's debt
+    /// forward, in all ([`RateCell::give_back`]).
+    given_back: AtomicU64,
     /// For a key without extras: the quickest recent answer of its calls
     /// with a deadline (`deadline::AnswerTime`'s word), kept here so that a
     /// key whose calls set no deadline carries no word for it.
@@ -140,6 +143,15 @@ impl RateChange {
             reversed: None,
         }
     }
+}
+
+/// Where a call's tokens lie in a bucket's time, for giving some back:
+/// they took the time up to `end`, when give-backs had moved the debt by
+/// `shifted` in all (read before they were taken).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TakeMark {
+    pub(crate) end: Nanos,
+    pub(crate) shifted: Nanos,
 }
 
 /// A call placed in the bucket by [`RateCell::reserve`], which may start at
@@ -540,6 +552,58 @@ impl RateCell {
         let interval = gcra::interval(self.rate());
         let paused = until.saturating_add(interval.saturating_mul(u64::from(burst) - 1));
         self.tat.fetch_max(paused, Ordering::AcqRel);
+    }
+
+    /// How far give-backs have moved this bucket's debt forward, in all
+    /// (see [`give_back`](Self::give_back)).
+    pub(crate) fn given_back(&self) -> Nanos {
+        self.queue
+            .get()
+            .map_or(0, |queue| queue.given_back.load(Ordering::Acquire))
+    }
+
+    /// `tokens` more are owed from `now` (a call's cost, settled above what
+    /// it took); the mark of their time, to give them back by.
+    pub(crate) fn charge(&self, now: Nanos, tokens: u32) -> TakeMark {
+        let shifted = self.given_back();
+        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let charged = gcra::charged(tat, now, spacing);
+            match self
+                .tat
+                .compare_exchange_weak(tat, charged, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return TakeMark {
+                        end: charged,
+                        shifted,
+                    };
+                }
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Gives back `tokens` of a call whose tokens `mark` marks, as much of
+    /// them as still lies ahead of `now` ([`gcra::returnable`]). What is
+    /// given back is counted before the debt moves, so a later give-back
+    /// never counts on time this one moved.
+    pub(crate) fn give_back(&self, now: Nanos, tokens: u32, mark: TakeMark) {
+        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
+        let moved = self.given_back().saturating_sub(mark.shifted);
+        let returned = gcra::returnable(mark.end, moved, now, spacing);
+        if returned == 0 {
+            return;
+        }
+        let queue = self.queue.get_or_init(Box::default);
+        queue.given_back.fetch_add(returned, Ordering::AcqRel);
+        let _ = self
+            .tat
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+                let after = gcra::given_back(tat, now, returned);
+                (after != tat).then_some(after)
+            });
     }
 
     /// The time from which this bucket is full: before it, forgetting the

@@ -96,6 +96,36 @@ pub(crate) fn cancel(tat: Nanos, slot: TimeSlot, spacing: Nanos) -> Option<Nanos
     (tat == slot.tat).then(|| slot.tat.saturating_sub(spacing))
 }
 
+/// The `tat` once `spacing` more is owed from `now`: a call's cost,
+/// settled above what it took. The debt may pass the burst: later calls
+/// wait it out.
+pub(crate) fn charged(tat: Nanos, now: Nanos, spacing: Nanos) -> Nanos {
+    tat.max(now).saturating_add(spacing)
+}
+
+/// How much of `spacing` a call may give back at `now`: the part of its
+/// tokens' time that still lies ahead. Its tokens took the time up to
+/// `end`, and earlier give-backs have since moved that time forward by at
+/// most `shifted`; the time before `now` has already refilled the bucket
+/// (calls after it may have used it), so it is not the call's to give.
+///
+/// Giving back this much keeps the bucket at or above where it would be
+/// had the call cost that much less from the start: what the bucket admits
+/// stays within `rate × T + burst` of the settled costs.
+pub(crate) fn returnable(end: Nanos, shifted: Nanos, now: Nanos, spacing: Nanos) -> Nanos {
+    end.saturating_sub(shifted).saturating_sub(now).min(spacing)
+}
+
+/// The `tat` once `returned` (see [`returnable`]) is given back at `now`:
+/// the debt shrinks by it, never below an empty one.
+pub(crate) fn given_back(tat: Nanos, now: Nanos, returned: Nanos) -> Nanos {
+    if tat > now {
+        tat.saturating_sub(returned).max(now)
+    } else {
+        tat
+    }
+}
+
 /// What a bucket holds at `now`: how many calls could start now, how long
 /// until one more could (zero for a full bucket, which gains nothing
 /// more), and how long until it is full (the debt).
@@ -133,6 +163,7 @@ mod tests {
     use super::*;
 
     const MS: Nanos = 1_000_000;
+    const SEC: Nanos = 1_000 * MS;
 
     #[test]
     fn a_full_bucket_admits_burst_calls_at_once_then_one_per_interval() {
@@ -263,6 +294,25 @@ mod tests {
                 full_in: 500 * MS,
             }
         );
+    }
+
+    #[test]
+    fn a_settled_cost_is_owed_from_now_or_what_lies_ahead_is_given_back() {
+        let now = 10 * SEC;
+        // Owed from now, past the burst if need be.
+        assert_eq!(charged(now - SEC, now, 200 * MS), now + 200 * MS);
+        assert_eq!(charged(now + SEC, now, 200 * MS), now + 1_200 * MS);
+        // A call's tokens up to `end`: what lies ahead of now is returnable.
+        assert_eq!(returnable(now + SEC, 0, now, 300 * MS), 300 * MS);
+        assert_eq!(returnable(now + 100 * MS, 0, now, 300 * MS), 100 * MS);
+        assert_eq!(returnable(now - MS, 0, now, 300 * MS), 0);
+        // ... less what earlier give-backs may have moved it by.
+        assert_eq!(returnable(now + SEC, 950 * MS, now, 300 * MS), 50 * MS);
+        // The debt shrinks, never below empty; a full bucket has none.
+        assert_eq!(given_back(now + SEC, now, 300 * MS), now + 700 * MS);
+        assert_eq!(given_back(now + 100 * MS, now, 300 * MS), now);
+        assert_eq!(given_back(now - SEC, now, 300 * MS), now - SEC);
+        assert_eq!(charged(u64::MAX - 1, 0, u64::MAX), u64::MAX);
     }
 
     #[test]

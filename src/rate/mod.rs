@@ -36,7 +36,7 @@ pub use config::{Decrease, MAX_RATE, RateConfig, slowest_rate};
 
 // The facade: all the core and the stores use of the rate.
 pub(crate) use aimd::{MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED};
-pub(crate) use cell::{RateCell, RateChange, Reservation, Reversal};
+pub(crate) use cell::{RateCell, RateChange, Reservation, Reversal, TakeMark};
 pub(crate) use config::RateSettings;
 pub(crate) use gcra::interval;
 pub(crate) use line::{HORIZON, STORE_HORIZON, expected_wait, next_look};

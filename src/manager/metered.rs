@@ -1,0 +1,386 @@
+//! Calls to a metered API: a key's named limits beside its rate
+//! ([`limit`](crate::ThrottleManagerBuilder::limit)), a call's [`Cost`] in
+//! each, and `acquire_cost`, which admits the call once every limit has
+//! room for it.
+//!
+//! Each named limit is a manager of its own with a rate alone, on this
+//! manager's clock and key space bounds, keyed by the same keys: its keys
+//! are made, evicted, overridden and inspected as any manager's are
+//! ([`limit`](ThrottleManager::limit) hands it out).
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use super::ThrottleManager;
+use crate::clock::{Nanos, nanos};
+use crate::core::{Admitted, Admitting, Patience, Request, Scope, StartBy};
+use crate::error::{RejectReason, Rejected};
+use crate::metered::{Cost, CostPermit, LimitPart, REQUESTS};
+use crate::permit::{Permit, Ticket};
+use crate::priority::Priority;
+use crate::rate::{TakeMark, interval};
+use crate::registry::BorrowedKey;
+
+/// One of a manager's named limits: its name, and the manager that keeps
+/// it for every key.
+pub(crate) struct NamedLimit<K> {
+    pub(crate) name: Box<str>,
+    pub(crate) manager: ThrottleManager<K>,
+}
+
+/// What one named limit took of a call, until the call is admitted (then
+/// given back if dropped).
+struct Taken<'m> {
+    admitting: Admitting<'m>,
+    amount: u32,
+    mark: TakeMark,
+}
+
+/// Why the limits did not all take a call's cost now.
+enum NotNow {
+    /// Every limit will have room in this long, the last of them the named
+    /// limit at this index (`None`: the key's rate); nothing was taken.
+    Wait(Nanos, Option<usize>),
+    Refused(Rejected),
+}
+
+/// # Metered calls: a cost in several limits
+impl<K> ThrottleManager<K>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+{
+    /// The manager that keeps the named limit `name` of every key
+    /// ([`limit`](crate::ThrottleManagerBuilder::limit)): a manager with a
+    /// rate alone, on this manager's clock, to [`peek`](Self::peek) at a
+    /// key's use of the limit, give a key its own
+    /// ([`set_rate_override`](Self::set_rate_override)), or move it to what
+    /// a provider says. `None` for a name the manager has no limit by.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60))
+    ///     .limit("tokens", RateConfig::per_minute(10_000).burst(2_000))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 500)).unwrap().success();
+    /// let tokens = manager.limit("tokens").unwrap();
+    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 1_500);
+    /// assert!(manager.limit("images").is_none());
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn limit(&self, name: &str) -> Option<&ThrottleManager<K>> {
+        let mut limits = self.inner.limits.iter();
+        limits
+            .find(|limit| &*limit.name == name)
+            .map(|limit| &limit.manager)
+    }
+
+    /// The names of the manager's named limits, in the order declared.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60))
+    ///     .limit("input_tokens", RateConfig::per_minute(30_000))
+    ///     .limit("output_tokens", RateConfig::per_minute(8_000))
+    ///     .build()?;
+    /// assert_eq!(manager.limit_names().collect::<Vec<_>>(), ["input_tokens", "output_tokens"]);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn limit_names(&self) -> impl Iterator<Item = &str> {
+        self.inner.limits.iter().map(|limit| &*limit.name)
+    }
+
+    /// Waits until `key` has room for a call costing `cost` in every limit
+    /// (its rate, for the requests, and each named limit), then admits it
+    /// as [`acquire_n`](Self::acquire_n) does (the throttle, the bulkhead)
+    /// and returns its permit. The cost is an estimate where the call's
+    /// cost is known only from its answer:
+    /// [`settle`](CostPermit::settle) the permit with what it cost.
+    ///
+    /// The call waits once, for the latest of its limits, and takes nothing
+    /// from any while it waits: every limit takes its part at one moment
+    /// (if another call took a limit's room first, it waits again), and a
+    /// refusal gives back whatever was taken. A key's bulkhead, if it has
+    /// one, is waited for after the limits are taken. A limit's wait counts
+    /// against the priority's
+    /// [`max_wait`](crate::ThrottleManagerBuilder::max_wait) and the task's
+    /// deadline ([`with_deadline`](crate::with_deadline)) as a rate token's
+    /// does.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_n`](Self::acquire_n); a refusal by a named limit is
+    /// [`RateLimited`](RejectReason::RateLimited) or
+    /// [`CostAboveBurst`](RejectReason::CostAboveBurst) with
+    /// [`limit_index`](Rejected::limit_index) naming it; a cost naming a
+    /// limit the manager does not have is
+    /// [`UnknownLimit`](RejectReason::UnknownLimit), with the name in a
+    /// warning event.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: dropped while it waits, it has taken nothing; dropped
+    /// while it waits for a slot, it gives back what the limits took.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10)) // requests
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .build()?;
+    /// let started = tokio::time::Instant::now();
+    /// manager.acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 1_000)).await?.success();
+    /// // The tokens are spent: the next call waits for 500 of them, 5 s.
+    /// manager.acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 500)).await?.success();
+    /// assert_eq!(started.elapsed(), Duration::from_secs(5));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire_cost<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: Cost,
+    ) -> Result<CostPermit<'_>, Rejected> {
+        let amounts = self.amounts_of(&cost, priority)?;
+        let requests = cost.amount(REQUESTS);
+        let core = self.core();
+        let resolved = core.resolve(priority)?;
+        let request = self.permit_request(priority, requests, Patience::AsConfigured);
+        let patience = core.configured_patience(resolved, Patience::AsConfigured);
+        let latest = core.now().saturating_add(patience);
+        loop {
+            let (wait, limit) = match self.take_limits(key, priority, requests, &amounts) {
+                Ok(taken) => {
+                    let mark = self.mark_before_taking(key, requests);
+                    let permit = self.acquire_n(key, priority, requests).await?;
+                    return Ok(self.cost_permit(permit, mark, taken));
+                }
+                Err(NotNow::Refused(rejected)) => return Err(rejected),
+                Err(NotNow::Wait(wait, limit)) => (wait, limit),
+            };
+            let now = core.now();
+            let until = now.saturating_add(wait);
+            if until > latest {
+                return Err(by_limit(Rejected::rate_limited(wait, resolved), limit));
+            }
+            let in_time = match request.start_by(now, || 0) {
+                StartBy::Whenever => true,
+                StartBy::Until(by) => until <= by,
+                StartBy::TooLate => false,
+            };
+            if !in_time {
+                return Err(Rejected::new(RejectReason::Deadline, resolved, None));
+            }
+            core.clock.sleep_until(Duration::from_nanos(until)).await;
+        }
+    }
+
+    /// [`acquire_cost`](Self::acquire_cost) that never waits: every limit
+    /// has room for the call now, or it is refused, with the wait for the
+    /// latest limit as [`retry_after`](Rejected::retry_after), taking
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_n`](Self::try_acquire_n), and as
+    /// [`acquire_cost`](Self::acquire_cost) for the named limits.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 800)).unwrap();
+    /// let refused = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 300)).unwrap_err();
+    /// assert_eq!((refused.reason(), refused.limit_index()), (RejectReason::RateLimited, Some(0)));
+    /// assert_eq!(manager.peek("model-a").unwrap().remaining, 9); // the refusal took no request
+    /// # drop(permit);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn try_acquire_cost<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: Cost,
+    ) -> Result<CostPermit<'_>, Rejected> {
+        let amounts = self.amounts_of(&cost, priority)?;
+        let requests = cost.amount(REQUESTS);
+        match self.take_limits(key, priority, requests, &amounts) {
+            Ok(taken) => {
+                let mark = self.mark_before_taking(key, requests);
+                let permit = self.try_acquire_n(key, priority, requests)?;
+                Ok(self.cost_permit(permit, mark, taken))
+            }
+            Err(NotNow::Refused(rejected)) => Err(rejected),
+            Err(NotNow::Wait(wait, limit)) => {
+                let refused = Rejected::rate_limited(wait, self.core().resolve(priority)?);
+                Err(by_limit(refused, limit))
+            }
+        }
+    }
+
+    /// What `cost` takes of each named limit, in the manager's order; the
+    /// refusal of a cost that names a limit the manager does not have.
+    fn amounts_of(&self, cost: &Cost, priority: Priority) -> Result<Vec<u32>, Rejected> {
+        let limits = &self.inner.limits;
+        if let Some((unknown, _)) = cost
+            .named()
+            .find(|(name, _)| !limits.iter().any(|limit| &*limit.name == *name))
+        {
+            tracing::warn!(
+                limit = unknown,
+                known = ?self.limit_names().collect::<Vec<_>>(),
+                "a call's cost names a limit the manager does not have"
+            );
+            return Err(Rejected::new(RejectReason::UnknownLimit, priority, None));
+        }
+        Ok(limits
+            .iter()
+            .map(|limit| cost.amount(&limit.name))
+            .collect())
+    }
+
+    /// The permit of a call the key admitted (`permit`, its requests
+    /// marked `requests`) and every named limit took its part of (`taken`).
+    fn cost_permit<'m>(
+        &'m self,
+        permit: Permit<'m>,
+        requests: TakeMark,
+        taken: Vec<Taken<'m>>,
+    ) -> CostPermit<'m> {
+        let parts = (self.inner.limits.iter().zip(taken))
+            .map(|(limit, taken)| {
+                let core = limit.manager.core();
+                let ticket = <Ticket as Admitted<'_>>::from_call(taken.admitting);
+                core.metrics.admitted(ticket.label());
+                let permit = Permit::borrowed(core, ticket);
+                LimitPart::new(&limit.name, permit, taken.amount, taken.mark)
+            })
+            .collect();
+        CostPermit::new(permit, requests, parts)
+    }
+
+    /// Where the `cost` tokens a call of `key` is about to take will lie in
+    /// its rate's time, at least: from now on, past what give-backs have
+    /// moved so far. Makes the key (its call is about to).
+    fn mark_before_taking<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, cost: u32) -> TakeMark {
+        let now = self.core().now();
+        let Ok(state) = self.entry(key, now) else {
+            // No room for the key: it takes nothing, or waits for room.
+            return TakeMark {
+                end: now,
+                shifted: 0,
+            };
+        };
+        let spacing = interval(state.rate.rate()).saturating_mul(u64::from(cost));
+        TakeMark {
+            end: now.saturating_add(spacing),
+            shifted: state.rate.given_back(),
+        }
+    }
+
+    /// Every named limit's part of a call, taken now if every limit (and
+    /// the key's rate, for `requests`) has room; else nothing taken, and
+    /// how long until every one would have. A part dropped before the call
+    /// is admitted gives back what it took.
+    fn take_limits<'m, Q: BorrowedKey<K> + ?Sized>(
+        &'m self,
+        key: &Q,
+        priority: Priority,
+        requests: u32,
+        amounts: &[u32],
+    ) -> Result<Vec<Taken<'m>>, NotNow> {
+        let mut wait = (
+            self.room_in(key, requests, priority)
+                .map_err(NotNow::Refused)?,
+            None,
+        );
+        for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
+            let room = limit.manager.room_in(key, amount, priority);
+            let room = room.map_err(|refused| NotNow::Refused(refused.by_limit_at(index)))?;
+            if room > wait.0 {
+                wait = (room, Some(index));
+            }
+        }
+        if wait.0 > 0 {
+            return Err(NotNow::Wait(wait.0, wait.1));
+        }
+        let mut parts = Vec::with_capacity(amounts.len());
+        for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
+            let manager = &limit.manager;
+            let request = Request::new(
+                manager.core(),
+                priority,
+                amount,
+                Patience::Never,
+                Scope::Token,
+            );
+            let shifted = manager.mark_before_taking(key, amount).shifted;
+            match manager.admit_now::<Q, Admitting<'_>>(key, &request) {
+                Ok(admitting) => {
+                    // Its tokens end where its reservation put them (a
+                    // cost of 0, or a shadowed call, holds none: `now`).
+                    let end = admitting
+                        .booked_until()
+                        .unwrap_or_else(|| manager.core().now());
+                    let mark = TakeMark { end, shifted };
+                    parts.push(Taken {
+                        admitting,
+                        amount,
+                        mark,
+                    });
+                }
+                // Another call took the room since it was seen: wait again,
+                // the parts taken given back as they drop.
+                Err(refused) if refused.reason() == RejectReason::RateLimited => {
+                    let wait = refused.retry_after().map_or(1, nanos).max(1);
+                    return Err(NotNow::Wait(wait, Some(index)));
+                }
+                Err(refused) => return Err(NotNow::Refused(refused.by_limit_at(index))),
+            }
+        }
+        Ok(parts)
+    }
+
+    /// How long until `key`'s rate has room for `cost` tokens (0: now), or
+    /// the refusal of a cost above its burst. Takes nothing and makes no key.
+    fn room_in<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u32,
+        priority: Priority,
+    ) -> Result<Nanos, Rejected> {
+        let core = self.core();
+        let Some(state) = self.inner.keys.state(key) else {
+            return Ok(0);
+        };
+        let Some(settings) = core.rate_of(&state) else {
+            return Ok(0);
+        };
+        if cost > settings.burst {
+            let priority = core.resolve(priority)?;
+            return Err(Rejected::cost_above_burst(cost, settings.burst, priority));
+        }
+        Ok(state.rate.wait(core.now(), settings.burst, cost))
+    }
+}
+
+/// `refused`, by the named limit at `limit` if there is one.
+fn by_limit(refused: Rejected, limit: Option<usize>) -> Rejected {
+    match limit {
+        Some(index) => refused.by_limit_at(index),
+        None => refused,
+    }
+}

@@ -1,0 +1,18 @@
+//! Metered APIs: a key's named limits beside its rate, what a call costs
+//! in each ([`Cost`]), and the permit whose cost is settled once the call's
+//! answer says what it was ([`CostPermit`]).
+//!
+//! An LLM provider limits each account by requests a minute and by tokens
+//! a minute, and a call's tokens are known only from its answer. A manager
+//! declares each further limit with
+//! [`limit`](crate::ThrottleManagerBuilder::limit); a call states its
+//! estimate ([`acquire_cost`](crate::ThrottleManager::acquire_cost)) and
+//! settles the actual cost ([`CostPermit::settle`]). The manager for the
+//! limits lives in `manager/metered.rs`.
+
+mod cost;
+mod permit;
+
+pub use cost::{Cost, REQUESTS};
+pub use permit::CostPermit;
+pub(crate) use permit::LimitPart;

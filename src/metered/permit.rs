@@ -1,0 +1,299 @@
+//! [`CostPermit`]: the permit of a call charged to several limits, whose
+//! cost is settled once its answer says what it was.
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::cost::{Cost, REQUESTS};
+use crate::outcome::Outcome;
+use crate::permit::Permit;
+use crate::priority::Priority;
+use crate::rate::TakeMark;
+
+/// The permit of a call admitted by every limit of its key
+/// ([`acquire_cost`](crate::ThrottleManager::acquire_cost)). Tell it what
+/// the call cost once its answer says ([`settle`](Self::settle)), then its
+/// outcome, as a [`Permit`]'s: every limit learns it.
+///
+/// Dropped without an outcome, it ends as a [`Permit`] does (neutral), and
+/// what it took stays taken: the call was made. A call that never reached
+/// the backend gives its cost back with [`unsent`](Self::unsent).
+///
+/// ```
+/// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::per_minute(60).burst(10))
+///     .limit("tokens", RateConfig::per_minute(10_000).burst(2_000))
+///     .build()?;
+/// let permit = manager.acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 500)).await?;
+/// // ... the call; its answer says it used 742 tokens ...
+/// permit.settle(Cost::of("tokens", 742));
+/// permit.success();
+/// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 1_258);
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a permit is released when dropped; report the call's outcome with success() or overloaded()"]
+pub struct CostPermit<'a> {
+    permit: Permit<'a>,
+    /// What the call's requests hold of the key's rate, as settled so far.
+    requests: Mutex<Held>,
+    limits: Vec<LimitPart<'a>>,
+}
+
+/// What a call took of one named limit: the limit's own permit, and what
+/// the call holds of it as settled so far.
+pub(crate) struct LimitPart<'a> {
+    name: &'a str,
+    permit: Permit<'a>,
+    held: Mutex<Held>,
+}
+
+impl<'a> LimitPart<'a> {
+    /// `permit`'s `taken` tokens of the limit named `name`, marked `mark`.
+    pub(crate) fn new(name: &'a str, permit: Permit<'a>, taken: u32, mark: TakeMark) -> Self {
+        Self {
+            name,
+            permit,
+            held: Mutex::new(Held::new(taken, mark)),
+        }
+    }
+}
+
+/// What a call holds of one limit: what is left of the tokens taken when
+/// it was admitted, and the tokens charged since, each with its mark in
+/// the bucket's time (what may be given back depends on where tokens
+/// lie: see `gcra::returnable`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    taken: u32,
+    taken_mark: TakeMark,
+    charged: u32,
+    charged_mark: TakeMark,
+}
+
+impl Held {
+    /// `taken` tokens, marked `mark`.
+    pub(crate) fn new(taken: u32, mark: TakeMark) -> Self {
+        Self {
+            taken,
+            taken_mark: mark,
+            charged: 0,
+            charged_mark: mark,
+        }
+    }
+
+    /// What is held now.
+    fn amount(&self) -> u32 {
+        self.taken.saturating_add(self.charged)
+    }
+
+    /// `permit`'s call now holds `amount`: more is charged from now; less
+    /// gives back what was charged last first, then what was taken.
+    fn settle(&mut self, permit: &Permit<'_>, amount: u32) {
+        let holds = self.amount();
+        if amount >= holds {
+            let more = amount - holds;
+            if more > 0 {
+                self.charged_mark = permit.charge_tokens(more);
+                self.charged = self.charged.saturating_add(more);
+            }
+            return;
+        }
+        let mut back = holds - amount;
+        let from_charged = back.min(self.charged);
+        if from_charged > 0 {
+            permit.give_back_tokens(from_charged, self.charged_mark);
+            self.charged -= from_charged;
+            back -= from_charged;
+        }
+        if back > 0 {
+            permit.give_back_tokens(back, self.taken_mark);
+            self.taken -= back;
+        }
+    }
+}
+
+fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
+    held.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<'a> CostPermit<'a> {
+    /// The call `permit` admitted, its requests marked `requests`, and
+    /// its parts of the named limits.
+    pub(crate) fn new(permit: Permit<'a>, requests: TakeMark, limits: Vec<LimitPart<'a>>) -> Self {
+        Self {
+            requests: Mutex::new(Held::new(permit.cost(), requests)),
+            permit,
+            limits,
+        }
+    }
+
+    /// The call cost `cost`: each limit it names now takes that amount
+    /// instead of what it took so far (the estimate), owing the difference
+    /// from now or getting it back; a limit it leaves out keeps what it
+    /// took, and so do the requests unless it says them. Settling again
+    /// replaces the last settlement. A name the manager has no limit by is
+    /// skipped, with a warning event naming it.
+    ///
+    /// What a limit admits stays within its `quota × T + burst`, plus the
+    /// under-estimates of the calls in flight: a cost settled above its
+    /// estimate makes later calls wait.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// let tokens = manager.limit("tokens").unwrap();
+    /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 100)).unwrap();
+    /// permit.settle(Cost::of("tokens", 1_300)); // 300 past the burst: owed
+    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 0);
+    /// assert_eq!(tokens.peek("model-a").unwrap().full_in, std::time::Duration::from_secs(13));
+    /// permit.settle(Cost::of("tokens", 400)); // the answer was wrong: 400
+    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 600);
+    /// permit.success();
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn settle(&self, cost: Cost) {
+        if let Some(requests) = cost.said_requests() {
+            lock(&self.requests).settle(&self.permit, requests);
+        }
+        for (name, amount) in cost.named() {
+            match self.limits.iter().find(|part| part.name == name) {
+                Some(part) => lock(&part.held).settle(&part.permit, amount),
+                None => tracing::warn!(
+                    limit = name,
+                    "a settled cost names a limit the manager does not have; skipped"
+                ),
+            }
+        }
+    }
+
+    /// What the call holds of each limit, as settled so far.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .build()?;
+    /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 100)).unwrap();
+    /// permit.settle(Cost::of("tokens", 250));
+    /// assert_eq!(permit.cost(), Cost::of("tokens", 250).and("requests", 1));
+    /// # permit.success();
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn cost(&self) -> Cost {
+        let requests = Cost::requests(lock(&self.requests).amount());
+        self.limits.iter().fold(requests, |cost, part| {
+            cost.and(part.name.to_owned(), lock(&part.held).amount())
+        })
+    }
+
+    /// The priority the call was admitted at.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(60)).limit("tokens", RateConfig::per_minute(600)).build()?;
+    /// let permit = manager.try_acquire_cost("model-a", Priority::LOW, Cost::of("tokens", 10)).unwrap();
+    /// assert_eq!(permit.priority(), Priority::LOW);
+    /// # permit.success();
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn priority(&self) -> Priority {
+        self.permit.priority()
+    }
+
+    /// The call succeeded: every limit learns it ([`Outcome::Success`]).
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(60)).limit("tokens", RateConfig::per_minute(600)).build()?;
+    /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 10)).unwrap().success();
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn success(self) {
+        self.report(Outcome::Success);
+    }
+
+    /// The backend was over capacity (a 429): the key's rate, and each
+    /// named limit that adapts, falls ([`Outcome::Overloaded`]).
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).limit("tokens", RateConfig::adaptive(1_000.0).burst(100)).build()?;
+    /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 10)).unwrap().overloaded();
+    /// assert!(manager.limit("tokens").unwrap().current_rate("model-a").unwrap() < 1_000.0);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn overloaded(self) {
+        self.report(Outcome::Overloaded);
+    }
+
+    /// The call's outcome, as [`Permit::report`]: told to the key and to
+    /// each of its named limits.
+    ///
+    /// ```
+    /// # use portcullis::*;
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_minute(60)).limit("tokens", RateConfig::per_minute(600)).build()?;
+    /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 10)).unwrap();
+    /// permit.report(Outcome::Neutral); // a 400: says nothing of capacity
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn report(self, outcome: Outcome) {
+        for part in self.limits {
+            part.permit.report(outcome);
+        }
+        self.permit.report(outcome);
+    }
+
+    /// The call never reached the backend (its connection failed, or the
+    /// caller gave up before sending it): every limit gets back what it
+    /// took, and the outcome counts in no control.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 900)).unwrap();
+    /// permit.unsent();
+    /// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 1_000);
+    /// assert_eq!(manager.peek("model-a").unwrap().remaining, 10);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn unsent(self) {
+        let mut nothing = Cost::requests(0);
+        for part in &self.limits {
+            nothing = nothing.and(part.name.to_owned(), 0);
+        }
+        self.settle(nothing);
+        for part in self.limits {
+            part.permit.uncounted();
+        }
+        self.permit.uncounted();
+    }
+}
+
+impl fmt::Debug for CostPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CostPermit")
+            .field("priority", &self.priority())
+            .field("cost", &self.cost())
+            .finish_non_exhaustive()
+    }
+}
+
+// `REQUESTS` is what `cost()` names the requests by.
+const _: &str = REQUESTS;
