@@ -32,7 +32,7 @@ pub struct InvalidHeader {
 }
 
 impl InvalidHeader {
-    fn new(name: &'static str, value: &str, expected: &'static str) -> Self {
+    pub(super) fn new(name: &'static str, value: &str, expected: &'static str) -> Self {
         Self {
             name,
             value: value.to_owned(),

@@ -12,6 +12,7 @@ use tower_service::Service;
 
 use super::RequestTimedOut;
 use super::headers::{outcome_of_status, requested_pause};
+use super::provider::observe_limits;
 use crate::ThrottleManager;
 use crate::edge::{self, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
 use crate::grpc;
@@ -62,7 +63,10 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 /// 6. an answer that asks for a pause (`grpc-retry-pushback-ms`, else
 ///    `Retry-After` on a 429 or 503 or a spent `RateLimit`) defers the key
 ///    by that long, up to the manager's
-///    [`max_defer`](crate::ThrottleManagerBuilder::max_defer).
+///    [`max_defer`](crate::ThrottleManagerBuilder::max_defer); what a
+///    metered API says remains of each limit moves the key's rate and
+///    named limits to match
+///    ([`observe_remaining`](crate::ThrottleManager::observe_remaining)).
 ///
 /// It does not retry: a tonic request's body is a stream, which cannot be
 /// sent twice. The manager's [`RetryPolicy`](crate::retry::RetryPolicy)
@@ -332,10 +336,13 @@ where
         .pass(
             || inner.call(Request::from_parts(head, body)),
             |result| match result {
-                Ok(response) => Verdict {
-                    outcome: settings.outcome_of(response, deadline.is_some()),
-                    pause: requested_pause(&key, response.status(), response.headers()),
-                },
+                Ok(response) => {
+                    observe_limits(&settings.manager, &key, response.headers());
+                    Verdict {
+                        outcome: settings.outcome_of(response, deadline.is_some()),
+                        pause: requested_pause(&key, response.status(), response.headers()),
+                    }
+                }
                 Err(_) => Verdict::of(Outcome::Overloaded),
             },
         )

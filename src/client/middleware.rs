@@ -9,6 +9,7 @@ use reqwest_middleware::{Middleware, Next};
 
 use super::RequestTimedOut;
 use super::headers::{outcome_of_status, requested_pause};
+use super::provider::observe_limits;
 use crate::ThrottleManager;
 use crate::deadline::{Expiry, TimeLimit};
 use crate::edge::{BodyPermit, CallBody, EdgeCall, Passage, Verdict};
@@ -64,7 +65,10 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    `RateLimit-Remaining: 0` or `X-RateLimit-Remaining: 0` with their
 ///    `-Reset`. A value it cannot read is ignored, with a debug event. The
 ///    pause holds the key's rate, so a manager without a rate does not
-///    pause.
+///    pause. What a metered API says remains of each limit (OpenAI's,
+///    Anthropic's and the IETF headers: [`limit_readings`](super::limit_readings))
+///    moves the key's rate and named limits to match
+///    ([`observe_remaining`](crate::ThrottleManager::observe_remaining)).
 ///
 /// Cloning the middleware is cheap; the clones share the manager.
 ///
@@ -391,6 +395,7 @@ impl ThrottleMiddleware {
                     _ => Verdict {
                         outcome: self.outcome_of(result),
                         pause: result.as_ref().ok().and_then(|response| {
+                            observe_limits(&self.manager, key, response.headers());
                             requested_pause(key, response.status(), response.headers())
                         }),
                     },

@@ -33,6 +33,7 @@ mod headers;
 mod layer;
 #[cfg(feature = "reqwest")]
 mod middleware;
+mod provider;
 mod timed_out;
 
 pub use headers::{InvalidHeader, retry_after};
@@ -42,4 +43,5 @@ pub use layer::{ThrottleClientLayer, ThrottleClientService, classify_head};
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub use middleware::{ThrottleMiddleware, classify, host_key};
+pub use provider::{LimitReading, MAX_RESET, limit_readings};
 pub use timed_out::RequestTimedOut;

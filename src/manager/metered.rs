@@ -94,6 +94,71 @@ where
         self.inner.limits.iter().map(|limit| &*limit.name)
     }
 
+    /// What the backend says remains of one of `key`'s limits (`limit`: a
+    /// named limit, or [`"requests"`](crate::metered::REQUESTS) for the
+    /// key's rate), as a metered API's headers say it after each answer
+    /// ([`limit_readings`](crate::client::limit_readings) reads them; the
+    /// reqwest middleware and the tower client layer apply them
+    /// themselves). Returns whether the manager has such a limit.
+    ///
+    /// The limit is moved to match when the backend counts more spent than
+    /// it does: it owes `burst − remaining` from now (calls of other
+    /// processes on the same account, calls it never saw), and with nothing
+    /// remaining it waits until `reset` (as [`defer`](Self::defer), up to
+    /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)). A backend
+    /// that says more remains than the limit holds is not believed: the
+    /// limit's calls in flight are not in the backend's count yet.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// // Another process on the account spent most of the tokens.
+    /// assert!(manager.observe_remaining("model-a", "tokens", 150, Some(Duration::from_secs(9))));
+    /// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 150);
+    /// // Nothing left of the requests until the reset: the key waits for it.
+    /// assert!(manager.observe_remaining("model-a", "requests", 0, Some(Duration::from_secs(20))));
+    /// assert_eq!(manager.peek("model-a").unwrap().next_in, Duration::from_secs(20));
+    /// assert!(!manager.observe_remaining("model-a", "images", 0, None));
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn observe_remaining<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        limit: &str,
+        remaining: u64,
+        reset: Option<Duration>,
+    ) -> bool {
+        let manager = match limit {
+            REQUESTS => self,
+            name => match self.limit(name) {
+                Some(manager) => manager,
+                None => return false,
+            },
+        };
+        if let (0, Some(reset)) = (remaining, reset) {
+            manager.defer(key, reset);
+            return true;
+        }
+        let core = manager.core();
+        let now = core.now();
+        let Ok(state) = manager.entry(key, now) else {
+            return true;
+        };
+        if let Some(settings) = core.rate_of(&state) {
+            let burst = u64::from(settings.burst);
+            state
+                .rate
+                .owe_at_least(now, burst.saturating_sub(remaining));
+        }
+        true
+    }
+
     /// Waits until `key` has room for a call costing `cost` in every limit
     /// (its rate, for the requests, and each named limit), then admits it
     /// as [`acquire_n`](Self::acquire_n) does (the throttle, the bulkhead)

@@ -606,6 +606,14 @@ impl RateCell {
             });
     }
 
+    /// The bucket owes at least `tokens` from `now` (what another's count
+    /// of the same limit says is spent); it owes more if it already did.
+    pub(crate) fn owe_at_least(&self, now: Nanos, tokens: u64) {
+        let owed = gcra::interval(self.rate()).saturating_mul(tokens);
+        self.tat
+            .fetch_max(now.saturating_add(owed), Ordering::AcqRel);
+    }
+
     /// The time from which this bucket is full: before it, forgetting the
     /// key would forgive debt or end a pause.
     pub(crate) fn full_from(&self) -> Nanos {
