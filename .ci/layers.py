@@ -31,7 +31,7 @@ import tempfile
 LAYERS = [
     ("ground", ["clock", "sync", "priority", "deadline", "error", "outcome", "registry", "test_warnings"]),
     ("controls", ["rate", "throttle", "bulkhead", "retry_budget", "store"]),
-    ("core", ["key", "events", "metrics", "core", "permit", "retry"]),
+    ("core", ["key", "events", "metrics", "core", "permit", "retry", "metered"]),
     ("manager", ["manager", "builder", "config"]),
     ("edges", ["status", "edge", "grpc", "client", "server", "database"]),
 ]

@@ -162,7 +162,8 @@ pub mod architecture {}
 ///   [gRPC](guide::grpc), [per-user database throttling](guide::database),
 ///   [shared rates across processes](guide::shared_rates).
 /// - What a call may do: [quotas and costs](guide::quotas),
-///   [retries](guide::retries).
+///   [metered APIs](guide::metered) (several limits a key, costs settled
+///   after the call), [retries](guide::retries).
 /// - The controls: [the adaptive rate](guide::rate),
 ///   [the throttle](guide::throttle), [the bulkhead and adaptive
 ///   concurrency](guide::bulkhead), and [what they do under
@@ -189,6 +190,8 @@ pub mod guide {
     pub mod shared_rates {}
     #[doc = include_str!("../docs/guide/quotas.md")]
     pub mod quotas {}
+    #[doc = include_str!("../docs/guide/metered.md")]
+    pub mod metered {}
     #[doc = include_str!("../docs/guide/retries.md")]
     pub mod retries {}
     #[doc = include_str!("../docs/guide/rate.md")]
