@@ -41,14 +41,23 @@ pub(crate) struct Tally {
 /// tokens as a named limit, each a little below the provider's bucket so
 /// that the calls in flight, whose answers are not counted yet, fit.
 pub(crate) fn manager() -> ThrottleManager<String> {
+    limits().build().expect("valid limits")
+}
+
+/// [`manager`], its limits shared with every process of `store`: one
+/// account's quota for the whole fleet.
+#[cfg(feature = "redis")]
+pub(crate) fn shared_manager(store: portcullis::store::RedisStore) -> ThrottleManager<String> {
+    limits().rate_store(store).build().expect("valid limits")
+}
+
+fn limits() -> portcullis::ThrottleManagerBuilder<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(REQUESTS_PER_MINUTE).burst(50))
         .limit(
             "tokens",
             RateConfig::per_minute(TOKENS_PER_MINUTE).burst(8_000),
         )
-        .build()
-        .expect("valid limits")
 }
 
 /// `callers` loops sending prompts to `address` for `account` until

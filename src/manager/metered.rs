@@ -9,17 +9,19 @@
 //! ([`limit`](ThrottleManager::limit) hands it out).
 
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::ThrottleManager;
 use crate::clock::{Nanos, nanos};
 use crate::core::{Admitted, Admitting, Patience, Request, Scope, StartBy};
 use crate::error::{RejectReason, Rejected};
-use crate::metered::{Cost, CostPermit, LimitPart, REQUESTS};
+use crate::metered::{Cost, CostPermit, LimitPart, REQUESTS, SharedLimits};
 use crate::permit::{Permit, Ticket};
 use crate::priority::Priority;
 use crate::rate::{TakeMark, interval};
 use crate::registry::BorrowedKey;
+use crate::store::{LimitRequest, LimitsAnswer};
 
 /// One of a manager's named limits: its name, and the manager that keeps
 /// it for every key.
@@ -34,6 +36,13 @@ struct Taken<'m> {
     admitting: Admitting<'m>,
     amount: u32,
     mark: TakeMark,
+}
+
+/// What a call's named limits took before its key admits it: each limit's
+/// part in this process, or in the store that keeps them.
+enum Parts<'m> {
+    Local(Vec<Taken<'m>>),
+    Shared(SharedLimits<'m>),
 }
 
 /// Why the limits did not all take a call's cost now.
@@ -223,7 +232,13 @@ where
         let patience = core.configured_patience(resolved, Patience::AsConfigured);
         let latest = core.now().saturating_add(patience);
         loop {
-            let (wait, limit) = match self.take_limits(key, priority, requests, &amounts) {
+            let taken = match self.take_shared(key, priority, &amounts).await {
+                Some(shared) => shared.map(Parts::Shared),
+                None => self
+                    .take_limits(key, priority, requests, &amounts)
+                    .map(Parts::Local),
+            };
+            let (wait, limit) = match taken {
                 Ok(taken) => {
                     let mark = self.mark_before_taking(key, requests);
                     let permit = self.acquire_n(key, priority, requests).await?;
@@ -286,7 +301,7 @@ where
             Ok(taken) => {
                 let mark = self.mark_before_taking(key, requests);
                 let permit = self.try_acquire_n(key, priority, requests)?;
-                Ok(self.cost_permit(permit, mark, taken))
+                Ok(self.cost_permit(permit, mark, Parts::Local(taken)))
             }
             Err(NotNow::Refused(rejected)) => Err(rejected),
             Err(NotNow::Wait(wait, limit)) => {
@@ -323,8 +338,14 @@ where
         &'m self,
         permit: Permit<'m>,
         requests: TakeMark,
-        taken: Vec<Taken<'m>>,
+        taken: Parts<'m>,
     ) -> CostPermit<'m> {
+        let taken = match taken {
+            Parts::Local(taken) => taken,
+            Parts::Shared(shared) => {
+                return CostPermit::new(permit, requests, Vec::new(), Some(shared));
+            }
+        };
         let parts = (self.inner.limits.iter().zip(taken))
             .map(|(limit, taken)| {
                 let core = limit.manager.core();
@@ -334,7 +355,53 @@ where
                 LimitPart::new(&limit.name, permit, taken.amount, taken.mark)
             })
             .collect();
-        CostPermit::new(permit, requests, parts)
+        CostPermit::new(permit, requests, parts, None)
+    }
+
+    /// Every named limit's part of a call, taken by the manager's store in
+    /// one round trip if it keeps them; `None` if there is no store, it
+    /// does not answer, or it keeps no named limits (the process then
+    /// decides on its own limits).
+    async fn take_shared<'m, Q: BorrowedKey<K> + ?Sized>(
+        &'m self,
+        key: &Q,
+        priority: Priority,
+        amounts: &[u32],
+    ) -> Option<Result<SharedLimits<'m>, NotNow>> {
+        let core = self.core();
+        let handle = core.store.as_ref()?;
+        if self.inner.limits.is_empty() {
+            return None;
+        }
+        let now = core.now();
+        let state = self.entry(key, now).ok()?;
+        let name = Arc::clone(&state.store_key()?.name);
+        let mut asked = Vec::with_capacity(amounts.len());
+        for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
+            let manager = &limit.manager;
+            let limit_state = manager.entry(key, now).ok()?;
+            let settings = manager.core().rate_of(&limit_state)?;
+            if amount > settings.burst {
+                let refused = Rejected::cost_above_burst(amount, settings.burst, priority);
+                return Some(Err(NotNow::Refused(refused.by_limit_at(index))));
+            }
+            asked.push(LimitRequest::new(
+                &limit.name,
+                core.store_rules(settings),
+                amount,
+            ));
+        }
+        match handle.store.take_limits(&name, &asked).await {
+            LimitsAnswer::Taken { marks } if marks.len() == asked.len() => {
+                let parts = (asked.iter().zip(marks))
+                    .map(|(part, mark)| (part.limit, part.rules, part.cost, mark));
+                Some(Ok(SharedLimits::new(Arc::clone(handle), name, parts)))
+            }
+            LimitsAnswer::Wait { wait, limit } => {
+                Some(Err(NotNow::Wait(nanos(wait).max(1), Some(limit))))
+            }
+            _ => None,
+        }
     }
 
     /// Where the `cost` tokens a call of `key` is about to take will lie in

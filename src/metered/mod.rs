@@ -12,7 +12,9 @@
 
 mod cost;
 mod permit;
+mod shared;
 
 pub use cost::{Cost, REQUESTS};
 pub use permit::CostPermit;
 pub(crate) use permit::LimitPart;
+pub(crate) use shared::SharedLimits;

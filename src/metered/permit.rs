@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::cost::{Cost, REQUESTS};
+use super::shared::SharedLimits;
 use crate::outcome::Outcome;
 use crate::permit::Permit;
 use crate::priority::Priority;
@@ -42,6 +43,8 @@ pub struct CostPermit<'a> {
     /// What the call's requests hold of the key's rate, as settled so far.
     requests: Mutex<Held>,
     limits: Vec<LimitPart<'a>>,
+    /// The named limits a store keeps, if it does (then `limits` is empty).
+    shared: Option<SharedLimits<'a>>,
 }
 
 /// What a call took of one named limit: the limit's own permit, and what
@@ -124,11 +127,17 @@ fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
 impl<'a> CostPermit<'a> {
     /// The call `permit` admitted, its requests marked `requests`, and
     /// its parts of the named limits.
-    pub(crate) fn new(permit: Permit<'a>, requests: TakeMark, limits: Vec<LimitPart<'a>>) -> Self {
+    pub(crate) fn new(
+        permit: Permit<'a>,
+        requests: TakeMark,
+        limits: Vec<LimitPart<'a>>,
+        shared: Option<SharedLimits<'a>>,
+    ) -> Self {
         Self {
             requests: Mutex::new(Held::new(permit.cost(), requests)),
             permit,
             limits,
+            shared: shared.map(SharedLimits::admitted),
         }
     }
 
@@ -166,8 +175,10 @@ impl<'a> CostPermit<'a> {
             lock(&self.requests).settle(&self.permit, requests);
         }
         for (name, amount) in cost.named() {
+            let shared = self.shared.as_ref();
             match self.limits.iter().find(|part| part.name == name) {
                 Some(part) => lock(&part.held).settle(&part.permit, amount),
+                None if shared.is_some_and(|shared| shared.settle(name, amount)) => {}
                 None => tracing::warn!(
                     limit = name,
                     "a settled cost names a limit the manager does not have; skipped"
@@ -193,8 +204,13 @@ impl<'a> CostPermit<'a> {
     /// ```
     pub fn cost(&self) -> Cost {
         let requests = Cost::requests(lock(&self.requests).amount());
-        self.limits.iter().fold(requests, |cost, part| {
-            cost.and(part.name.to_owned(), lock(&part.held).amount())
+        let local = self
+            .limits
+            .iter()
+            .map(|part| (part.name, lock(&part.held).amount()));
+        let shared = self.shared.iter().flat_map(SharedLimits::each);
+        local.chain(shared).fold(requests, |cost, (name, amount)| {
+            cost.and(name.to_owned(), amount)
         })
     }
 
@@ -277,6 +293,9 @@ impl<'a> CostPermit<'a> {
         let mut nothing = Cost::requests(0);
         for part in &self.limits {
             nothing = nothing.and(part.name.to_owned(), 0);
+        }
+        for (name, _) in self.shared.iter().flat_map(SharedLimits::each) {
+            nothing = nothing.and(name.to_owned(), 0);
         }
         self.settle(nothing);
         for part in self.limits {

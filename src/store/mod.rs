@@ -143,12 +143,14 @@ pub use crate::rate::Decrease;
 use crate::rate::RateSettings;
 use crate::rate::{DEFAULT_MAX_DEFER, MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED, STORE_HORIZON};
 
+mod limits;
 #[cfg(feature = "redis")]
 mod redis;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{ConnectError, RedisStore, SharedRate};
+pub use limits::{LimitRequest, LimitsAnswer};
 
 /// The future a [`RateStore`] method returns: boxed, so that the manager
 /// holds any store behind one pointer.
@@ -204,6 +206,43 @@ pub trait RateStore: Send + Sync {
         event: RateEvent,
         rules: RateRules,
     ) -> StoreFuture<'a, Option<f64>>;
+
+    /// Takes a metered call's part of each of `key`'s named `limits`
+    /// ([`limit`](crate::ThrottleManagerBuilder::limit)) at once, if every
+    /// one has room now, and nothing otherwise
+    /// ([`LimitsAnswer`]): one round trip for all of them. Default:
+    /// [`Unavailable`](LimitsAnswer::Unavailable), and each process keeps
+    /// its named limits itself.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`take_token`](Self::take_token): a store that cannot tell
+    /// whether the parts were taken should take them.
+    fn take_limits<'a>(
+        &'a self,
+        key: &'a str,
+        limits: &'a [LimitRequest<'a>],
+    ) -> StoreFuture<'a, LimitsAnswer> {
+        let _ = (key, limits);
+        Box::pin(std::future::ready(LimitsAnswer::Unavailable))
+    }
+
+    /// A metered call cost `more` tokens of `key`'s named limit `limit`
+    /// than it took (negative: fewer): the store owes them from now, or
+    /// gives back as much of them as still lies ahead of now, by the mark
+    /// [`take_limits`](Self::take_limits) gave the call's part. Sent
+    /// without waiting for it. Default: nothing (a store that keeps no
+    /// named limits).
+    fn settle_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: LimitRequest<'a>,
+        more: i64,
+        mark: &'a TokenReceipt,
+    ) -> StoreFuture<'a, ()> {
+        let _ = (key, limit, more, mark);
+        Box::pin(std::future::ready(()))
+    }
 
     /// What calls get while the store cannot answer. Default: each key
     /// falls back to its local rate.
@@ -266,6 +305,24 @@ impl<S: RateStore + ?Sized> RateStore for Arc<S> {
         rules: RateRules,
     ) -> StoreFuture<'a, Option<f64>> {
         (**self).report(key, event, rules)
+    }
+
+    fn take_limits<'a>(
+        &'a self,
+        key: &'a str,
+        limits: &'a [LimitRequest<'a>],
+    ) -> StoreFuture<'a, LimitsAnswer> {
+        (**self).take_limits(key, limits)
+    }
+
+    fn settle_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: LimitRequest<'a>,
+        more: i64,
+        mark: &'a TokenReceipt,
+    ) -> StoreFuture<'a, ()> {
+        (**self).settle_limit(key, limit, more, mark)
     }
 
     fn when_unavailable(&self) -> WhenUnavailable {

@@ -5,9 +5,13 @@
 //! feature `reqwest`, a batch against a stand-in for a metered API.
 
 mod bound;
+#[cfg(all(feature = "reqwest", feature = "redis"))]
+mod fleet;
 mod limits;
 #[cfg(feature = "reqwest")]
 mod provider;
+#[cfg(feature = "redis")]
+mod store;
 
 #[cfg(feature = "reqwest")]
 #[allow(dead_code)] // shared with examples/llm_client, which reads its own part
@@ -16,3 +20,6 @@ mod batch;
 #[cfg(feature = "reqwest")]
 #[path = "../support/llm_provider.rs"]
 mod llm_provider;
+#[cfg(feature = "redis")]
+#[path = "../support/redis.rs"]
+mod redis_server;

@@ -12,7 +12,11 @@
 //! each touches one Redis key (so on Redis Cluster,
 //! [`connect_cluster`](RedisStore::connect_cluster), it runs on the node
 //! of that key's slot), which expires once the key has been idle for the
-//! store's [`idle_ttl`](RedisStore::idle_ttl) and owes nothing. The
+//! store's [`idle_ttl`](RedisStore::idle_ttl) and owes nothing. The one
+//! exception decides a metered call's named limits
+//! ([`take_limits`](RateStore::take_limits)): every limit of one key at
+//! once, each limit's bucket `prefix#limit:{name}`, the name a hash tag
+//! that puts them in one slot. The
 //! scripts write after reading `TIME`, which needs Redis 5 or later
 //! (script effects replication); the store checks the version when it is
 //! made.
@@ -53,11 +57,13 @@ pub use connection::ConnectError;
 use connection::Connection;
 
 use super::{
-    RateEvent, RateRules, RateStore, StoreFuture, TokenAnswer, TokenRequest, WhenUnavailable,
+    LimitRequest, LimitsAnswer, RateEvent, RateRules, RateStore, StoreFuture, TokenAnswer,
+    TokenReceipt, TokenRequest, WhenUnavailable,
 };
 use crate::clock::Nanos;
 
 mod connection;
+mod limits;
 mod scripts;
 
 /// Each key's rate shared through Redis; see [`store`](crate::store) for
@@ -326,6 +332,26 @@ impl RateStore for RedisStore {
                 return None;
             }
             self.send(self.redis_key(key), &event, &rules, None).await
+        })
+    }
+
+    fn take_limits<'a>(
+        &'a self,
+        key: &'a str,
+        limits: &'a [LimitRequest<'a>],
+    ) -> StoreFuture<'a, LimitsAnswer> {
+        Box::pin(self.take_limits_of(key, limits, None))
+    }
+
+    fn settle_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: LimitRequest<'a>,
+        more: i64,
+        mark: &'a TokenReceipt,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.settle_limit_of(key, &limit, more, mark, None).await;
         })
     }
 

@@ -17,6 +17,8 @@ pub(super) struct Scripts {
     decide: Script,
     outcome: Script,
     peek: Script,
+    pub(super) limits: Script,
+    pub(super) settle_limit: Script,
 }
 
 impl Scripts {
@@ -32,6 +34,11 @@ impl Scripts {
                 include_str!("now.lua"),
                 include_str!("checks.lua"),
                 include_str!("peek.lua")
+            )),
+            limits: Script::new(concat!(include_str!("now.lua"), include_str!("limits.lua"))),
+            settle_limit: Script::new(concat!(
+                include_str!("now.lua"),
+                include_str!("settle_limit.lua")
             )),
         }
     }
@@ -51,7 +58,7 @@ fn script_call(script: &Script, key: RedisKey<'_>) -> Cmd {
 /// the "no limit" -1) as an integer, which formats in a fraction of a
 /// float's time; Lua's `tonumber` reads both alike.
 #[derive(Debug, Clone, Copy)]
-struct ScriptNumber(f64);
+pub(super) struct ScriptNumber(pub(super) f64);
 
 impl ToRedisArgs for ScriptNumber {
     fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
@@ -68,7 +75,7 @@ fn micros(nanos: Nanos) -> f64 {
     nanos as f64 / 1e3
 }
 
-fn micros_of(duration: Duration) -> f64 {
+pub(super) fn micros_of(duration: Duration) -> f64 {
     micros(nanos(duration))
 }
 
@@ -268,7 +275,11 @@ impl RedisStore {
     /// The answer to `call`, a call of `script`; when Redis does not know
     /// the script (a restart, `SCRIPT FLUSH`, a new node), it is loaded and
     /// the call sent once more.
-    async fn eval<T: FromRedisValue>(&self, script: &Script, call: &Cmd) -> RedisResult<T> {
+    pub(super) async fn eval<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        call: &Cmd,
+    ) -> RedisResult<T> {
         let mut connection = self.connection.clone();
         match call.query_async(&mut connection).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -280,7 +291,10 @@ impl RedisStore {
     }
 
     /// A round trip's answer, with the store's health updated from it.
-    fn settle<T>(&self, answer: Result<RedisResult<T>, tokio::time::error::Elapsed>) -> Option<T> {
+    pub(super) fn settle<T>(
+        &self,
+        answer: Result<RedisResult<T>, tokio::time::error::Elapsed>,
+    ) -> Option<T> {
         let problem = match answer {
             Ok(Ok(value)) => {
                 if self.health.answered() {

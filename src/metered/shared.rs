@@ -1,0 +1,114 @@
+//! A metered call's parts of its key's named limits when a store keeps
+//! them ([`RateStore::take_limits`](crate::store::RateStore::take_limits)):
+//! taken in one round trip, settled by reports sent without waiting.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::store::{LimitRequest, RateRules, StoreHandle, TokenReceipt};
+
+/// The parts a store took of a call's named limits. Dropped before the
+/// call is admitted (its key's own controls refused it, or its caller gave
+/// up), every part goes back.
+pub(crate) struct SharedLimits<'a> {
+    handle: Arc<StoreHandle>,
+    /// The key's name in the store.
+    key: Arc<str>,
+    parts: Vec<SharedPart<'a>>,
+    admitted: bool,
+}
+
+/// One limit's part: what the store needs to settle it, and what the call
+/// holds of it as settled so far.
+struct SharedPart<'a> {
+    limit: &'a str,
+    rules: RateRules,
+    mark: TokenReceipt,
+    holds: Mutex<u32>,
+}
+
+impl<'a> SharedLimits<'a> {
+    /// The parts `handle`'s store took for `key`: each limit's name, rules,
+    /// what it took and its mark, in order.
+    pub(crate) fn new(
+        handle: Arc<StoreHandle>,
+        key: Arc<str>,
+        parts: impl IntoIterator<Item = (&'a str, RateRules, u32, TokenReceipt)>,
+    ) -> Self {
+        let parts = parts
+            .into_iter()
+            .map(|(limit, rules, taken, mark)| SharedPart {
+                limit,
+                rules,
+                mark,
+                holds: Mutex::new(taken),
+            })
+            .collect();
+        Self {
+            handle,
+            key,
+            parts,
+            admitted: false,
+        }
+    }
+
+    /// The call was admitted: its parts stay taken when these are dropped.
+    pub(crate) fn admitted(mut self) -> Self {
+        self.admitted = true;
+        self
+    }
+
+    /// Each limit's name and what the call holds of it.
+    pub(crate) fn each(&self) -> impl Iterator<Item = (&'a str, u32)> + '_ {
+        (self.parts.iter()).map(|part| {
+            (
+                part.limit,
+                *part.holds.lock().unwrap_or_else(PoisonError::into_inner),
+            )
+        })
+    }
+
+    /// The call now holds `amount` of the limit named `limit`; `false` if
+    /// no part of it is here.
+    pub(crate) fn settle(&self, limit: &str, amount: u32) -> bool {
+        let Some(part) = self.parts.iter().find(|part| part.limit == limit) else {
+            return false;
+        };
+        let mut holds = part.holds.lock().unwrap_or_else(PoisonError::into_inner);
+        let more = i64::from(amount) - i64::from(*holds);
+        *holds = amount;
+        drop(holds);
+        self.send(part, more);
+        true
+    }
+
+    /// Sends `more` of `part` to the store on a task of the current tokio
+    /// runtime, without waiting for it; outside a runtime, nothing is sent
+    /// (the store keeps the estimate).
+    fn send(&self, part: &SharedPart<'_>, more: i64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if more == 0 {
+            return;
+        }
+        let (handle, key) = (Arc::clone(&self.handle), Arc::clone(&self.key));
+        let (limit, rules, mark): (Arc<str>, _, _) =
+            (part.limit.into(), part.rules, part.mark.clone());
+        runtime.spawn(async move {
+            let request = LimitRequest::new(&limit, rules, 0);
+            handle.store.settle_limit(&key, request, more, &mark).await;
+        });
+    }
+}
+
+impl Drop for SharedLimits<'_> {
+    fn drop(&mut self) {
+        if self.admitted {
+            return;
+        }
+        for part in &self.parts {
+            let holds = *part.holds.lock().unwrap_or_else(PoisonError::into_inner);
+            self.send(part, -i64::from(holds));
+        }
+    }
+}
