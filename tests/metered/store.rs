@@ -32,15 +32,22 @@ async fn manager(url: &str, slots: Option<u32>) -> ThrottleManager<String> {
     .unwrap()
 }
 
+/// `tokens` of `acct`'s limit through `manager`, without waiting.
+async fn take(
+    manager: &ThrottleManager<String>,
+    tokens: u32,
+) -> Result<portcullis::CostPermit<'_>, portcullis::Rejected> {
+    manager
+        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", tokens))
+        .await
+}
+
 /// Whether `manager` is let `tokens` in for `acct` within ten seconds: a
 /// give-back is sent without waiting, so it lands a little later.
 async fn fits_soon(manager: &ThrottleManager<String>, tokens: u32) -> bool {
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
-        if let Ok(permit) = manager
-            .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", tokens))
-            .await
-        {
+        if let Ok(permit) = take(manager, tokens).await {
             permit.success();
             return true;
         }
@@ -58,15 +65,9 @@ async fn two_managers_share_a_keys_named_limits_and_settled_tokens_go_back() {
         manager(&server.url(), None).await,
         manager(&server.url(), None).await,
     );
-    let first = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 900))
-        .await
-        .unwrap();
+    let first = take(&a, 900).await.unwrap();
     // The other process sees the 900 taken: 300 more wait about 2 s.
-    let refused = b
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 300))
-        .await
-        .unwrap_err();
+    let refused = take(&b, 300).await.unwrap_err();
     assert_eq!(
         (refused.reason(), refused.limit_index()),
         (RejectReason::RateLimited, Some(0))
@@ -80,10 +81,7 @@ async fn two_managers_share_a_keys_named_limits_and_settled_tokens_go_back() {
     first.settle(Cost::of("tokens", 400));
     first.success();
     assert!(fits_soon(&b, 550).await);
-    let refused = b
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 300))
-        .await
-        .unwrap_err();
+    let refused = take(&b, 300).await.unwrap_err();
     assert_eq!(
         refused.limit_index(),
         Some(0),
@@ -100,15 +98,9 @@ async fn a_call_its_key_refuses_or_never_sends_gives_back_what_the_store_took() 
         manager(&server.url(), Some(1)).await,
         manager(&server.url(), None).await,
     );
-    let busy = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 100))
-        .await
-        .unwrap();
+    let busy = take(&a, 100).await.unwrap();
     // The key's one slot is taken: refused after the store took 600.
-    let refused = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 600))
-        .await
-        .unwrap_err();
+    let refused = take(&a, 600).await.unwrap_err();
     assert_eq!(refused.reason(), RejectReason::Full);
     busy.unsent(); // never sent: its 100 go back too
     assert!(fits_soon(&b, 1_000).await, "every token back");
@@ -121,15 +113,9 @@ async fn without_redis_each_process_keeps_its_own_limits() {
     };
     let a = manager(&server.url(), None).await;
     server.kill();
-    let permit = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 900))
-        .await
-        .unwrap();
+    let permit = take(&a, 900).await.unwrap();
     permit.success();
-    let refused = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 300))
-        .await
-        .unwrap_err();
+    let refused = take(&a, 300).await.unwrap_err();
     assert_eq!(
         (refused.reason(), refused.limit_index()),
         (RejectReason::RateLimited, Some(0))
@@ -145,32 +131,17 @@ async fn what_another_client_wrote_in_a_limits_key_never_opens_it() {
     let key = "metered#tokens:{acct}";
     // Not a hash: deleted and read as a full bucket, which holds its burst.
     server.command(&["RPUSH", key, "x"]);
-    a.acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 1_000))
-        .await
-        .unwrap()
-        .success();
-    let refused = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 100))
-        .await
-        .unwrap_err();
+    take(&a, 1_000).await.unwrap().success();
+    let refused = take(&a, 100).await.unwrap_err();
     assert_eq!(refused.limit_index(), Some(0));
     // A debt far ahead is cut to what a bucket can owe, not forgiven; a
     // rate above the limit's is clamped to it; garbage is missing.
     server.command(&["HSET", key, "t", "1e300", "r", "1e9", "g", "nan"]);
-    let refused = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 1))
-        .await
-        .unwrap_err();
+    let refused = take(&a, 1).await.unwrap_err();
     assert_eq!(refused.limit_index(), Some(0));
     server.command(&["HSET", key, "t", "nan", "r", "-5", "g", "-1"]);
-    a.acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 1_000))
-        .await
-        .unwrap()
-        .success();
-    let refused = a
-        .acquire_cost("acct", Priority::HIGH, Cost::of("tokens", 100))
-        .await
-        .unwrap_err();
+    take(&a, 1_000).await.unwrap().success();
+    let refused = take(&a, 100).await.unwrap_err();
     assert!(
         refused.retry_after().unwrap() > Duration::from_millis(900),
         "{refused}"
