@@ -30,7 +30,7 @@ pub(super) struct ControlParts<K> {
     pub(super) shadow_overrides: Vec<(K, bool)>,
     /// Tiers by name, in the order declared.
     pub(super) tiers: Vec<(String, Tier)>,
-    pub(super) tier_of: Option<Box<TierOf<K>>>,
+    pub(super) tier_of: Option<Arc<TierOf<K>>>,
     /// Where each default is named in errors.
     pub(super) paths: ControlPaths,
 }
@@ -75,7 +75,7 @@ impl<K> fmt::Debug for ControlParts<K> {
 pub(crate) struct CheckedControls<K> {
     pub(crate) controls: Controls,
     pub(crate) book: SettingsBook<K>,
-    pub(crate) tier_of: Option<Box<TierOf<K>>>,
+    pub(crate) tier_of: Option<Arc<TierOf<K>>>,
 }
 
 impl<K: Hash + Eq> ControlParts<K> {

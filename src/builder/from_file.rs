@@ -64,6 +64,12 @@ where
                 self.controls.bulkhead = Some(bulkhead);
             }
         }
+        for (name, limit) in &default.limits {
+            let path = format!("default.limits.{name:?}");
+            if let Some(limit) = self.section(limit.to_config(), &path) {
+                self.limits.limits.push((name.clone(), path, limit));
+            }
+        }
         for (name, controls) in config.tiers {
             let at = format!("tiers.{name:?}");
             let mut tier = Tier::new();
@@ -80,6 +86,12 @@ where
                     self.section(bulkhead.to_config(), &format!("{at}.bulkhead"))
                 {
                     tier = tier.bulkhead(bulkhead);
+                }
+            }
+            for (limit, section) in &controls.limits {
+                let path = format!("{at}.limits.{limit:?}");
+                if let Some(config) = self.section(section.to_config(), &path) {
+                    tier = tier.limit(limit.clone(), config);
                 }
             }
             tier.shadow = controls.shadow;
@@ -103,6 +115,13 @@ where
             if let Some(throttle) = &controls.throttle {
                 let entry = (key.clone().into(), path("throttle"), throttle.to_config());
                 self.controls.throttle_overrides.push(entry);
+            }
+            for (limit, section) in &controls.limits {
+                let at = path(&format!("limits.{limit:?}"));
+                if let Some(config) = self.section(section.to_config(), &at) {
+                    let entry = (key.clone().into(), limit.clone(), at, config);
+                    self.limits.overrides.push(entry);
+                }
             }
             if let Some(bulkhead) = &controls.bulkhead {
                 if let Some(bulkhead) = self.section(bulkhead.to_config(), &path("bulkhead")) {

@@ -76,7 +76,7 @@ pub struct ThrottleManagerBuilder<K> {
     /// Where rates are shared, and how the store names a key.
     store: Option<StoreWithNames<K>>,
     /// Further limits of every key beside its rate.
-    limits: LimitParts,
+    limits: LimitParts<K>,
     /// Problems found while reading a [`ManagerConfig`](crate::ManagerConfig), reported by `build`.
     file_problems: Vec<ConfigProblem>,
 }
@@ -145,6 +145,8 @@ where
     /// ```
     pub fn build(self) -> Result<ThrottleManager<K>, ConfigError> {
         let mut found = self.file_problems;
+        // The tiers' own settings of named limits, for the limits' managers.
+        let tiers = self.controls.tiers.clone();
         let controls = self.controls.check(&mut found, false);
         let calls = self.calls.check(&mut found);
         let key_space = self.key_space.check(&mut found);
@@ -163,6 +165,8 @@ where
                 max_keys: key_space.max_keys,
                 idle_ttl: key_space.idle_ttl,
                 name: telemetry.name.as_deref(),
+                tiers: &tiers,
+                tier_of: controls.tier_of.as_ref(),
             },
             &mut found,
         );

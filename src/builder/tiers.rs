@@ -31,6 +31,8 @@ pub struct Tier {
     pub(crate) bulkhead: Option<BulkheadConfig>,
     /// Shadow mode for the tier's keys; `None`: the manager's.
     pub(crate) shadow: Option<bool>,
+    /// The tier's keys' own settings of named limits, by name.
+    pub(crate) limits: Vec<(String, RateConfig)>,
     /// Where a file declared it (`tiers."premium"`), for its errors; a
     /// tier made in code is named `tier["premium"]`.
     pub(crate) path: Option<String>,
@@ -58,6 +60,33 @@ impl Tier {
     #[must_use]
     pub fn rate(mut self, config: RateConfig) -> Self {
         self.rate = Some(config);
+        self
+    }
+
+    /// The named limit `name` of the tier's keys (declared on the builder
+    /// with [`limit`](ThrottleManagerBuilder::limit), whose settings it
+    /// replaces for them). Setting a name twice keeps the last.
+    ///
+    /// ```
+    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(500))
+    ///     .limit("tokens", RateConfig::per_minute(30_000))
+    ///     .tier("scale", Tier::new().limit("tokens", RateConfig::per_minute(2_000_000)))
+    ///     .tier_of(|account: &String| account.starts_with("scale-").then_some("scale"))
+    ///     .build()?;
+    /// let tokens = manager.limit("tokens").unwrap();
+    /// assert_eq!(tokens.current_rate("scale-1"), None); // not seen yet
+    /// tokens.check("scale-1").unwrap();
+    /// assert!(tokens.current_rate("scale-1").unwrap() > 33_000.0);
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn limit(mut self, name: impl Into<String>, config: RateConfig) -> Self {
+        let name = name.into();
+        self.limits.retain(|(declared, _)| *declared != name);
+        self.limits.push((name, config));
         self
     }
 
@@ -171,7 +200,7 @@ where
     where
         F: for<'k> Fn(&'k K) -> Option<&'k str> + Send + Sync + 'static,
     {
-        self.controls.tier_of = Some(Box::new(tier_of));
+        self.controls.tier_of = Some(std::sync::Arc::new(tier_of));
         self
     }
 }

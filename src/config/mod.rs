@@ -234,6 +234,15 @@ pub struct Controls {
     /// default's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<bool>,
+    /// Named limits beside the rate, by name
+    /// ([`limit`](crate::ThrottleManagerBuilder::limit)): `default`'s
+    /// declare them, a tier's or a key's replace the default's settings.
+    #[serde(
+        default,
+        deserialize_with = "sections::unique_names::deserialize",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub limits: BTreeMap<String, RateSection>,
 }
 
 /// The key space's bounds.

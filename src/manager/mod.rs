@@ -133,7 +133,7 @@ pub(crate) struct ManagerState<K> {
     /// manager, read when a key is made or resolves its settings again.
     pub(crate) book: RwLock<SettingsBook<K>>,
     /// Which tier a key is in.
-    pub(crate) tier_of: Option<Box<TierOf<K>>>,
+    pub(crate) tier_of: Option<Arc<TierOf<K>>>,
     /// Taken by each change of the settings, so changes apply in one order.
     pub(crate) changes: Mutex<()>,
     /// How many changes of one key's settings were made: a key made while

@@ -5,6 +5,7 @@
 //! feature `reqwest`, a batch against a stand-in for a metered API.
 
 mod bound;
+mod config;
 #[cfg(all(feature = "reqwest", feature = "redis"))]
 mod fleet;
 mod limits;
