@@ -31,6 +31,9 @@ pub(super) struct ControlParts<K> {
     /// Tiers by name, in the order declared.
     pub(super) tiers: Vec<(String, Tier)>,
     pub(super) tier_of: Option<Arc<TierOf<K>>>,
+    /// `tier_of` may come without tiers: a named limit's manager shares its
+    /// manager's, for the tiers a reload may give the limit.
+    pub(super) tier_of_alone: bool,
     /// Where each default is named in errors.
     pub(super) paths: ControlPaths,
 }
@@ -48,6 +51,7 @@ impl<K> Default for ControlParts<K> {
             shadow_overrides: Vec::new(),
             tiers: Vec::new(),
             tier_of: None,
+            tier_of_alone: false,
             paths: ControlPaths::default(),
         }
     }
@@ -158,7 +162,7 @@ impl<K: Hash + Eq> ControlParts<K> {
                 "tier_of",
                 "tiers are declared, and nothing maps keys to them; call .tier_of(...)",
             ),
-            (true, true) => Problems::new("", found).add(
+            (true, true) if !self.tier_of_alone => Problems::new("", found).add(
                 "tier_of",
                 "maps keys to tiers, and none is declared; call .tier(...)",
             ),

@@ -116,8 +116,9 @@ where
                 own.path = Some(tier_path(tier, settings, &name));
                 builder = builder.tier(tier.clone(), own);
             }
-            if let (true, Some(tier_of)) = (!builder.controls.tiers.is_empty(), home.tier_of) {
+            if let Some(tier_of) = home.tier_of {
                 builder.controls.tier_of = Some(Arc::clone(tier_of));
+                builder.controls.tier_of_alone = true;
             }
             for (key, _, path, config) in extract(&mut overrides, &name) {
                 builder.controls.rate_overrides.push((key, path, config));

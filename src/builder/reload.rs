@@ -3,10 +3,10 @@
 use std::hash::Hash;
 use std::time::Duration;
 
-use crate::config::ManagerConfig;
+use crate::config::{self, ManagerConfig};
 use crate::core::Controls;
 use crate::error::{ConfigError, ConfigProblem};
-use crate::manager::{Layer, SettingsBook, ThrottleManager};
+use crate::manager::{Layer, NamedLimit, SettingsBook, ThrottleManager};
 
 /// # Reloading the configuration file
 impl<K> ThrottleManager<K>
@@ -32,7 +32,9 @@ where
     /// manager was built without, `priority_levels`, `call_timeout`,
     /// `max_defer`, `max_wait`, `max_wait_for` and the `keys` section, each
     /// refused only when the file's value differs from the manager's; tiers
-    /// when the manager has no `tier_of`. Nothing is applied then.
+    /// when the manager has no `tier_of`; a named limit (`limits`) the
+    /// manager was built without. Nothing is applied then. The named limits
+    /// the file sets move as the rate does.
     ///
     /// ```
     /// use portcullis::{ManagerConfig, RateConfig, ThrottleManager};
@@ -57,7 +59,36 @@ where
         K: From<String>,
     {
         let mut found = Vec::new();
-        self.refuse_fixed(&config, &mut found);
+        let limits = self.limit_files(&config, &mut found);
+        let book = self.checked_file(config, &mut found);
+        let limits: Vec<_> = (limits.into_iter())
+            .map(|(limit, file)| {
+                let mut own = Vec::new();
+                let book = limit.manager.checked_file(file, &mut own);
+                found.extend(own.iter().map(|problem| {
+                    let field = in_limit(problem.field(), &limit.name);
+                    ConfigProblem::new(field, problem.message())
+                }));
+                (limit, book)
+            })
+            .collect();
+        if let Some(error) = ConfigError::from_problems(found) {
+            return Err(error);
+        }
+        self.apply_file(book);
+        for (limit, book) in limits {
+            limit.manager.apply_file(book);
+        }
+        Ok(())
+    }
+
+    /// `config` checked as a live manager can take it: the settings to
+    /// apply, every problem into `found`.
+    fn checked_file(&self, config: ManagerConfig, found: &mut Vec<ConfigProblem>) -> SettingsBook<K>
+    where
+        K: From<String>,
+    {
+        self.refuse_fixed(&config, found);
         if !config.tiers.is_empty() && !self.has_tier_of() {
             found.push(ConfigProblem::new(
                 "tiers",
@@ -66,18 +97,68 @@ where
         }
         let checked = ThrottleManager::<K>::builder()
             .config(config)
-            .reload_parts(&mut found);
-        refuse_new_controls(
-            self.core().controls,
-            checked.controls,
-            &checked.book,
-            &mut found,
-        );
-        if let Some(error) = ConfigError::from_problems(found) {
-            return Err(error);
+            .reload_parts(found);
+        refuse_new_controls(self.core().controls, checked.controls, &checked.book, found);
+        checked.book
+    }
+
+    /// Each named limit's part of `config`, as a file of its own manager
+    /// (the limit's settings as its rate); every limit the file names that
+    /// the manager was built without into `found`. A limit the file leaves
+    /// out keeps what it was, as a default does.
+    fn limit_files(
+        &self,
+        config: &ManagerConfig,
+        found: &mut Vec<ConfigProblem>,
+    ) -> Vec<(&NamedLimit<K>, ManagerConfig)> {
+        let places = std::iter::once(("default".to_owned(), &config.default))
+            .chain(
+                config
+                    .tiers
+                    .iter()
+                    .map(|(name, tier)| (format!("tiers.{name:?}"), tier)),
+            )
+            .chain(
+                config
+                    .overrides
+                    .iter()
+                    .map(|(key, own)| (format!("overrides.{key:?}"), own)),
+            );
+        for (place, controls) in places {
+            for name in controls.limits.keys() {
+                if self.limit(name).is_none() {
+                    found.push(ConfigProblem::new(
+                        format!("{place}.limits.{name:?}"),
+                        "the manager was built without this limit; a limit cannot be added to a live manager",
+                    ));
+                }
+            }
         }
-        self.apply_file(checked.book);
-        Ok(())
+        let as_rate = |controls: &config::Controls, name: &str| {
+            Some(config::Controls {
+                rate: Some(controls.limits.get(name)?.clone()),
+                ..Default::default()
+            })
+        };
+        (self.named_limits().iter())
+            .map(|limit| {
+                let mut file = ManagerConfig::default();
+                if let Some(own) = as_rate(&config.default, &limit.name) {
+                    file.default = own;
+                }
+                for (name, tier) in &config.tiers {
+                    if let Some(own) = as_rate(tier, &limit.name) {
+                        file.tiers.insert(name.clone(), own);
+                    }
+                }
+                for (key, controls) in &config.overrides {
+                    if let Some(own) = as_rate(controls, &limit.name) {
+                        file.overrides.insert(key.clone(), own);
+                    }
+                }
+                (limit, file)
+            })
+            .collect()
     }
 
     /// Notes each setting in `config` that a live manager cannot change,
@@ -131,6 +212,18 @@ where
         if keys.max_hold.is_some() && keys.max_hold != max_hold {
             refuse("keys.max_hold", shown(max_hold), shown(keys.max_hold));
         }
+    }
+}
+
+/// Where a problem of a limit's file (`field`, its settings as a rate) is
+/// in the manager's file: `tiers."pro".rate.burst` is
+/// `tiers."pro".limits."tokens".burst`.
+fn in_limit(field: &str, limit: &str) -> String {
+    // No field of a rate's section has `.rate` in its name: the last one
+    // is the section's, whatever a key's name holds.
+    match field.rfind(".rate") {
+        Some(at) => format!("{}.limits.{limit:?}{}", &field[..at], &field[at + 5..]),
+        None => field.to_owned(),
     }
 }
 

@@ -201,7 +201,8 @@ where
 
     /// Asks [`tier_of`](crate::ThrottleManagerBuilder::tier_of) again which
     /// tier `key` is in, and moves the key there now (a customer changed
-    /// plans), keeping its state as any change does. `tier_of` is asked
+    /// plans), keeping its state as any change does; its named limits
+    /// move with it. `tier_of` is asked
     /// when a key is made, by `retier`, and after a
     /// [`reload`](Self::reload) or [`set_shadow`](Self::set_shadow), at the
     /// key's next call.
@@ -227,6 +228,9 @@ where
     where
         Q: BorrowedKey<K> + ?Sized,
     {
+        for limit in self.named_limits() {
+            limit.manager.retier(key);
+        }
         let _serial = self.serialize_changes();
         self.resolve_live(key);
     }

@@ -86,6 +86,11 @@ where
             .map(|limit| &limit.manager)
     }
 
+    /// The manager's named limits, in the order declared.
+    pub(crate) fn named_limits(&self) -> &[NamedLimit<K>] {
+        &self.inner.limits
+    }
+
     /// The names of the manager's named limits, in the order declared.
     ///
     /// ```

@@ -5,7 +5,7 @@ use portcullis::{ManagerConfig, RateConfig, ThrottleManager, Tier};
 
 /// What `build` says, a line a problem.
 fn problems(built: Result<ThrottleManager<String>, portcullis::ConfigError>) -> Vec<String> {
-    let error = built.err().expect("refused");
+    let error = built.expect_err("refused");
     error.problems().iter().map(ToString::to_string).collect()
 }
 
@@ -121,4 +121,60 @@ fn every_bad_limit_is_named_by_its_place() {
         ],
         "{found:#?}"
     );
+}
+
+#[test]
+fn a_reloaded_file_moves_each_limit_and_refuses_a_new_one() {
+    let config: ManagerConfig = toml::from_str(FILE).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
+        .build()
+        .unwrap();
+    assert_eq!(burst(&manager, "acct-1"), 5_000);
+    assert_eq!(burst(&manager, "scale-1"), 200_000);
+    let changed = FILE
+        .replace("burst = 5000\n", "burst = 6000\n")
+        .replace("burst = 200000", "burst = 250000");
+    manager.reload(toml::from_str(&changed).unwrap()).unwrap();
+    assert_eq!(burst(&manager, "acct-1"), 6_000);
+    assert_eq!(burst(&manager, "scale-1"), 250_000);
+    assert_eq!(burst(&manager, "acct-big"), 50_000);
+    // A limit the manager was built without, and a bad one: nothing applied.
+    let refused = format!("{changed}\n[default.limits.images]\nquota = \"10/min\"\n")
+        .replace("burst = 250000", "burst = 0");
+    let error = manager
+        .reload(toml::from_str(&refused).unwrap())
+        .unwrap_err();
+    let fields: Vec<&str> = error
+        .problems()
+        .iter()
+        .map(|problem| problem.field())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            r#"default.limits."images""#,
+            r#"tiers."scale".limits."tokens".burst"#
+        ],
+        "{error}"
+    );
+    assert_eq!(burst(&manager, "acct-1"), 6_000);
+}
+
+#[test]
+fn retier_moves_a_keys_named_limits_with_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SCALE: AtomicBool = AtomicBool::new(false);
+    let config: ManagerConfig = toml::from_str(FILE).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .tier_of(|_| SCALE.load(Ordering::Relaxed).then_some("scale"))
+        .build()
+        .unwrap();
+    assert_eq!(burst(&manager, "acct-1"), 5_000);
+    SCALE.store(true, Ordering::Relaxed); // acct-1 upgraded
+    manager.retier("acct-1");
+    let tokens = manager.limit("tokens").unwrap();
+    assert_eq!(tokens.peek("acct-1").unwrap().burst, 200_000);
 }
