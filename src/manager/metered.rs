@@ -33,7 +33,9 @@ pub(crate) struct NamedLimit<K> {
 /// What one named limit took of a call, until the call is admitted (then
 /// given back if dropped).
 struct Taken<'m> {
-    admitting: Admitting<'m>,
+    /// `None`: the call's key is shadowed, and the limit would have
+    /// refused it (counted so).
+    admitting: Option<Admitting<'m>>,
     amount: u32,
     mark: TakeMark,
 }
@@ -237,7 +239,12 @@ where
         let patience = core.configured_patience(resolved, Patience::AsConfigured);
         let latest = core.now().saturating_add(patience);
         loop {
-            let taken = match self.take_shared(key, priority, &amounts).await {
+            // A shadowed key's limits decide in the process: it never waits.
+            let shared = match self.shadows(key) {
+                false => self.take_shared(key, priority, &amounts).await,
+                true => None,
+            };
+            let taken = match shared {
                 Some(shared) => shared.map(Parts::Shared),
                 None => self
                     .take_limits(key, priority, requests, &amounts)
@@ -351,16 +358,29 @@ where
                 return CostPermit::new(permit, requests, Vec::new(), Some(shared));
             }
         };
-        let parts = (self.inner.limits.iter().zip(taken))
-            .map(|(limit, taken)| {
-                let core = limit.manager.core();
-                let ticket = <Ticket as Admitted<'_>>::from_call(taken.admitting);
-                core.metrics.admitted(ticket.label());
-                let permit = Permit::borrowed(core, ticket);
-                LimitPart::new(&limit.name, permit, taken.amount, taken.mark)
-            })
-            .collect();
-        CostPermit::new(permit, requests, parts, None)
+        let mut parts = Vec::with_capacity(taken.len());
+        let mut would_refuse = Vec::new();
+        for (limit, taken) in self.inner.limits.iter().zip(taken) {
+            let Some(admitting) = taken.admitting else {
+                would_refuse.push(&*limit.name);
+                continue;
+            };
+            let core = limit.manager.core();
+            let ticket = <Ticket as Admitted<'_>>::from_call(admitting);
+            core.metrics.admitted(ticket.label());
+            let permit = Permit::borrowed(core, ticket);
+            parts.push(LimitPart::new(
+                &limit.name,
+                permit,
+                taken.amount,
+                taken.mark,
+            ));
+        }
+        let permit = CostPermit::new(permit, requests, parts, None);
+        if would_refuse.is_empty() {
+            return permit;
+        }
+        permit.shadowed(would_refuse)
     }
 
     /// Every named limit's part of a call, taken by the manager's store in
@@ -439,20 +459,13 @@ where
         requests: u32,
         amounts: &[u32],
     ) -> Result<Vec<Taken<'m>>, NotNow> {
-        let mut wait = (
-            self.room_in(key, requests, priority)
-                .map_err(NotNow::Refused)?,
-            None,
-        );
-        for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
-            let room = limit.manager.room_in(key, amount, priority);
-            let room = room.map_err(|refused| NotNow::Refused(refused.by_limit_at(index)))?;
-            if room > wait.0 {
-                wait = (room, Some(index));
-            }
-        }
-        if wait.0 > 0 {
-            return Err(NotNow::Wait(wait.0, wait.1));
+        // A shadowed key's call never waits: each limit decides now, and
+        // one that would refuse is counted so and takes nothing. (The key
+        // is made first, so that a new key's settings say.)
+        let _ = self.entry(key, self.core().now());
+        let shadowed = self.shadows(key);
+        if !shadowed {
+            self.room_for_all(key, priority, requests, amounts)?;
         }
         let mut parts = Vec::with_capacity(amounts.len());
         for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
@@ -474,8 +487,17 @@ where
                         .unwrap_or_else(|| manager.core().now());
                     let mark = TakeMark { end, shifted };
                     parts.push(Taken {
-                        admitting,
+                        admitting: Some(admitting),
                         amount,
+                        mark,
+                    });
+                }
+                Err(refused) if shadowed && refused.reason().is_limit() => {
+                    manager.count_refusal_as(key, &refused, true);
+                    let mark = TakeMark { end: 0, shifted };
+                    parts.push(Taken {
+                        admitting: None,
+                        amount: 0,
                         mark,
                     });
                 }
@@ -489,6 +511,31 @@ where
             }
         }
         Ok(parts)
+    }
+
+    /// Nothing, if `key`'s rate has room for `requests` and each named
+    /// limit for its part of `amounts` now; else how long until every one
+    /// has, or the refusal of a part above its limit's burst.
+    fn room_for_all<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        requests: u32,
+        amounts: &[u32],
+    ) -> Result<(), NotNow> {
+        let own = self.room_in(key, requests, priority);
+        let mut wait = (own.map_err(NotNow::Refused)?, None);
+        for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
+            let room = limit.manager.room_in(key, amount, priority);
+            let room = room.map_err(|refused| NotNow::Refused(refused.by_limit_at(index)))?;
+            if room > wait.0 {
+                wait = (room, Some(index));
+            }
+        }
+        match wait {
+            (0, _) => Ok(()),
+            (wait, limit) => Err(NotNow::Wait(wait, limit)),
+        }
     }
 
     /// How long until `key`'s rate has room for `cost` tokens (0: now), or

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::cost::{Cost, REQUESTS};
 use super::shared::SharedLimits;
+use crate::error::RejectReason;
 use crate::outcome::Outcome;
 use crate::permit::Permit;
 use crate::priority::Priority;
@@ -45,6 +46,9 @@ pub struct CostPermit<'a> {
     limits: Vec<LimitPart<'a>>,
     /// The named limits a store keeps, if it does (then `limits` is empty).
     shared: Option<SharedLimits<'a>>,
+    /// The named limits that would have refused the call, its key being
+    /// shadowed: they took nothing.
+    would_refuse: Vec<&'a str>,
 }
 
 /// What a call took of one named limit: the limit's own permit, and what
@@ -138,7 +142,41 @@ impl<'a> CostPermit<'a> {
             permit,
             limits,
             shared: shared.map(SharedLimits::admitted),
+            would_refuse: Vec::new(),
         }
+    }
+
+    /// The same permit, the call's key shadowed and the named limits
+    /// `would_refuse` having refused it.
+    pub(crate) fn shadowed(mut self, would_refuse: Vec<&'a str>) -> Self {
+        self.would_refuse = would_refuse;
+        self
+    }
+
+    /// Why the controls would have refused this call, if its key is in
+    /// shadow mode and they would have (its rate, throttle or bulkhead, as
+    /// [`Permit::would_refuse`] says; or a named limit:
+    /// [`RateLimited`](RejectReason::RateLimited)); `None` for a call they
+    /// admitted.
+    ///
+    /// ```
+    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    ///
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_minute(60).burst(10))
+    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
+    ///     .shadow(true)
+    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .build()?;
+    /// let first = manager.try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 900)).unwrap();
+    /// assert_eq!(first.would_refuse(), None);
+    /// let second = manager.try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 900)).unwrap();
+    /// assert_eq!(second.would_refuse(), Some(RejectReason::RateLimited)); // counted, let through
+    /// # Ok::<(), portcullis::ConfigError>(())
+    /// ```
+    pub fn would_refuse(&self) -> Option<RejectReason> {
+        let by_limit = (!self.would_refuse.is_empty()).then_some(RejectReason::RateLimited);
+        self.permit.would_refuse().or(by_limit)
     }
 
     /// The call cost `cost`: each limit it names now takes that amount
@@ -179,6 +217,8 @@ impl<'a> CostPermit<'a> {
             match self.limits.iter().find(|part| part.name == name) {
                 Some(part) => lock(&part.held).settle(&part.permit, amount),
                 None if shared.is_some_and(|shared| shared.settle(name, amount)) => {}
+                // Shadowed, the limit refused the call: it holds nothing.
+                None if self.would_refuse.contains(&name) => {}
                 None => tracing::warn!(
                     limit = name,
                     "a settled cost names a limit the manager does not have; skipped"

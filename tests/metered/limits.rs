@@ -305,3 +305,38 @@ fn bad_limits_are_named_at_build() {
         "{found:#?}"
     );
 }
+
+#[test]
+fn shadowed_limits_refuse_nothing_and_count_what_enforcement_refuses() {
+    let run = |shadow: bool| {
+        let clock = ManualClock::new();
+        let manager = ThrottleManager::<String>::builder()
+            .rate(RateConfig::per_second(1_000).burst(1_000))
+            .limit("tokens", RateConfig::per_second(100).burst(500))
+            .shadow(shadow)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        // Admitted, let through that would have been refused, refused.
+        let (mut admitted, mut would_refuse, mut refused) = (0, 0, 0);
+        for call in 0..200u32 {
+            let cost = Cost::of("tokens", 40 + call * 37 % 200);
+            match manager.try_acquire_cost("a", Priority::HIGH, cost) {
+                Ok(permit) if permit.would_refuse().is_some() => {
+                    would_refuse += 1;
+                    permit.success();
+                }
+                Ok(permit) => {
+                    admitted += 1;
+                    permit.success();
+                }
+                Err(_) => refused += 1,
+            }
+            clock.advance(Duration::from_millis(100 + u64::from(call % 7) * 50));
+        }
+        (admitted, would_refuse, refused)
+    };
+    let (enforced, shadowed) = (run(false), run(true));
+    assert!(enforced.2 > 20 && enforced.1 == 0, "{enforced:?}");
+    assert_eq!(shadowed, (enforced.0, enforced.2, 0));
+}
