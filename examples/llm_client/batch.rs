@@ -29,6 +29,37 @@ pub(crate) enum Costing {
     UpFront,
 }
 
+/// What the callers send: prompts of how many words, answers of at most
+/// how many tokens, and how their costs are stated.
+#[derive(Debug, Clone)]
+pub(crate) struct Prompts {
+    pub(crate) costing: Costing,
+    pub(crate) words: std::ops::Range<usize>,
+    pub(crate) max_tokens: u32,
+}
+
+impl Prompts {
+    /// Prompts of 40 to 400 words and answers of up to 1,500 tokens: the
+    /// tokens a minute bind.
+    pub(crate) fn long(costing: Costing) -> Self {
+        Self {
+            costing,
+            words: 40..400,
+            max_tokens: MAX_TOKENS,
+        }
+    }
+
+    /// Prompts of 8 to 24 words and answers of up to 16 tokens: the
+    /// requests a minute bind.
+    pub(crate) fn short(costing: Costing) -> Self {
+        Self {
+            costing,
+            words: 8..24,
+            max_tokens: 16,
+        }
+    }
+}
+
 /// What the callers saw.
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
@@ -67,7 +98,7 @@ pub(crate) async fn run(
     manager: &ThrottleManager<String>,
     address: SocketAddr,
     account: &str,
-    costing: Costing,
+    prompts: &Prompts,
     callers: usize,
     until: Instant,
     seed: u64,
@@ -76,12 +107,14 @@ pub(crate) async fn run(
     let client = reqwest::Client::new();
     let loops = (0..callers).map(|caller| {
         let (manager, client, tally) = (manager.clone(), client.clone(), Arc::clone(&tally));
-        let account = account.to_owned();
+        let (account, prompts) = (account.to_owned(), prompts.clone());
         tokio::spawn(async move {
             let mut draw = seed ^ (caller as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let span = prompts.words.end - prompts.words.start;
             while Instant::now() < until {
                 draw = draw.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                let prompt = "word ".repeat(40 + (draw >> 33) as usize % 360);
+                let words = prompts.words.start + (draw >> 33) as usize % span;
+                let prompt = "word ".repeat(words);
                 let call = Call {
                     manager: &manager,
                     client: &client,
@@ -90,7 +123,7 @@ pub(crate) async fn run(
                 };
                 // No call waits past the batch's end.
                 let deadline = tokio::time::Instant::from_std(until);
-                portcullis::with_deadline(deadline, call.send(&prompt, costing, &tally)).await;
+                portcullis::with_deadline(deadline, call.send(&prompt, &prompts, &tally)).await;
             }
         })
     });
@@ -109,11 +142,12 @@ struct Call<'a> {
 
 impl Call<'_> {
     /// One prompt: its limits' room, the request, the cost settled.
-    async fn send(&self, prompt: &str, costing: Costing, tally: &Tally) {
+    async fn send(&self, prompt: &str, prompts: &Prompts, tally: &Tally) {
         let input = (prompt.len() as u32 / 4).max(1);
+        let costing = prompts.costing;
         let estimate = match costing {
-            Costing::Settled => input + TYPICAL_OUTPUT,
-            Costing::UpFront => input + MAX_TOKENS,
+            Costing::Settled => input + TYPICAL_OUTPUT.min(prompts.max_tokens),
+            Costing::UpFront => input + prompts.max_tokens,
         };
         let cost = Cost::of("tokens", estimate);
         let Ok(permit) = self
@@ -123,7 +157,7 @@ impl Call<'_> {
         else {
             return;
         };
-        let body = serde_json::json!({ "prompt": prompt, "max_tokens": MAX_TOKENS });
+        let body = serde_json::json!({ "prompt": prompt, "max_tokens": prompts.max_tokens });
         let sent = self
             .client
             .post(format!("http://{}/v1/complete", self.address))

@@ -52,16 +52,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let runs = [Costing::Settled, Costing::UpFront].map(|costing| async move {
         let provider = Provider::start(7).await?;
         let manager = batch::manager();
-        let tally = batch::run(
-            &manager,
-            provider.address,
-            "acct",
-            costing,
-            CALLERS,
-            until,
-            11,
-        )
-        .await;
+        let prompts = batch::Prompts::long(costing);
+        let address = provider.address;
+        let tally = batch::run(&manager, address, "acct", &prompts, CALLERS, until, 11).await;
         let seen = provider.between(
             start + Duration::from_secs(SETTLING),
             (SECONDS - SETTLING) as f64,

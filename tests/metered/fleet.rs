@@ -42,14 +42,23 @@ fn metered_fleet_worker() {
         let until = Instant::now() + Duration::from_secs(seconds.parse().unwrap());
         let address = provider.parse().unwrap();
         let seed = u64::from(std::process::id());
-        batch::run(&manager, address, "acct", Costing::Settled, 4, until, seed).await;
+        let prompts = match var("METERED_PROMPTS").as_deref() {
+            Some("short") => batch::Prompts::short(Costing::Settled),
+            _ => batch::Prompts::long(Costing::Settled),
+        };
+        batch::run(&manager, address, "acct", &prompts, 4, until, seed).await;
     });
 }
 
-/// `processes` workers of 4 callers each for `seconds`, sharing their
-/// limits through `redis` (or each alone); what the provider saw from
-/// `from` seconds on, to the last second.
-async fn fleet(redis: Option<&str>, processes: usize, seconds: u64, from: u64) -> ProviderFigures {
+/// `processes` workers of 4 callers each for `seconds`, sending `prompts`
+/// (`long` or `short`), sharing their limits through `redis` (or each
+/// alone); what the provider saw from `from` seconds on, to the last
+/// second.
+async fn fleet(
+    redis: Option<&str>,
+    prompts: &str,
+    (processes, seconds, from): (usize, u64, u64),
+) -> ProviderFigures {
     let provider = Provider::start(7).await.unwrap();
     let me = std::env::current_exe().unwrap();
     let workers: Vec<Child> = (0..processes)
@@ -64,6 +73,7 @@ async fn fleet(redis: Option<&str>, processes: usize, seconds: u64, from: u64) -
                 .env("METERED_PROVIDER", provider.address.to_string())
                 .env("METERED_REDIS", redis.unwrap_or_default())
                 .env("METERED_SECONDS", seconds.to_string())
+                .env("METERED_PROMPTS", prompts)
                 .spawn()
                 .unwrap()
         })
@@ -97,17 +107,28 @@ async fn four_processes_share_one_accounts_limits() {
     let Some(redis) = RedisServer::start("four_processes_share_one_accounts_limits") else {
         return;
     };
-    // From the 5th second, once the first burst is spent.
-    let shared = fleet(Some(&redis.url()), 4, 21, 5).await;
-    print("4 processes sharing the limits, from 5 s to 20 s", &shared);
-    // Each alone, the four spend their bursts at once, then follow what
-    // the provider's headers say remains: printed beside, for the figures.
-    let alone = fleet(None, 4, 11, 0).await;
-    print("4 processes each alone, from 0 s to 10 s", &alone);
+    // Long prompts, the tokens binding; from the 5th second, once the
+    // first burst is spent.
+    let shared = fleet(Some(&redis.url()), "long", (4, 21, 5)).await;
+    print(
+        "4 processes sharing the limits, long prompts, from 5 s to 20 s",
+        &shared,
+    );
     assert!(shared.refused_share() <= 0.02, "{shared:?}");
     assert!(shared.token_use() >= 0.85, "{shared:?}");
-    assert!(
-        alone.refused_share() > 4.0 * shared.refused_share().max(0.01),
-        "{alone:?}"
+    // Short prompts, the requests binding.
+    let shared = fleet(Some(&redis.url()), "short", (4, 21, 5)).await;
+    print(
+        "4 processes sharing the limits, short prompts, from 5 s to 20 s",
+        &shared,
+    );
+    assert!(shared.refused_share() <= 0.02, "{shared:?}");
+    assert!(shared.request_use() >= 0.85, "{shared:?}");
+    // Each alone, the four spend their bursts at once, then follow what
+    // the provider's headers say remains: printed beside, for the figures.
+    let alone = fleet(None, "long", (4, 11, 0)).await;
+    print(
+        "4 processes each alone, long prompts, from 0 s to 10 s",
+        &alone,
     );
 }

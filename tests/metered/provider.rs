@@ -15,7 +15,8 @@ async fn settled_costs_use_the_token_quota_with_almost_no_429s() {
     let run = |costing| async move {
         let provider = Provider::start(7).await.unwrap();
         let manager = batch::manager();
-        batch::run(&manager, provider.address, "acct", costing, 16, until, 11).await;
+        let prompts = batch::Prompts::long(costing);
+        batch::run(&manager, provider.address, "acct", &prompts, 16, until, 11).await;
         // Once the first burst is spent, to the 20th second.
         provider.between(start + Duration::from_secs(5), 15.0)
     };
