@@ -128,7 +128,7 @@ async fn what_another_client_wrote_in_a_limits_key_never_opens_it() {
         return;
     };
     let a = manager(&server.url(), None).await;
-    let key = "metered#tokens:{acct}";
+    let key = "{metered:acct}#tokens";
     // Not a hash: deleted and read as a full bucket, which holds its burst.
     server.command(&["RPUSH", key, "x"]);
     take(&a, 1_000).await.unwrap().success();

@@ -2,10 +2,11 @@
 //! one script (`limits.lua`), and a settled cost applied by another
 //! (`settle_limit.lua`).
 //!
-//! A named limit's bucket is the Redis key `prefix#limit:{name}`: apart
-//! from every key's rate (`prefix:name`), and with the key's name as its
+//! A named limit's bucket is the Redis key `{prefix:name}#limit`: apart
+//! from every key's rate (`prefix:name`), and with the rate's key as its
 //! hash tag, so that on Redis Cluster every limit of one key is in one
-//! slot and one script can decide them all.
+//! slot, the slot of the key's rate (for a name without braces), and one
+//! script can decide them all.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use crate::store::{LimitRequest, LimitsAnswer, TokenReceipt};
 /// The Redis key of `name`'s limit `limit` under `prefix`.
 fn limit_key(prefix: &str, limit: &str, name: &str) -> String {
     let mut key = String::with_capacity(prefix.len() + limit.len() + name.len() + 4);
-    let _ = write!(key, "{prefix}#{limit}:{{{name}}}");
+    let _ = write!(key, "{{{prefix}:{name}}}#{limit}");
     key
 }
 
@@ -123,9 +124,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_limits_key_is_apart_from_every_rate_and_tagged_by_its_key() {
-        assert_eq!(limit_key("llm", "tokens", "acct-1"), "llm#tokens:{acct-1}");
-        // A rate's key is `prefix:name`: no name makes it `prefix#...`.
+    fn a_limits_key_is_apart_from_every_rate_and_tagged_by_its_rates_key() {
+        assert_eq!(limit_key("llm", "tokens", "acct-1"), "{llm:acct-1}#tokens");
+        // A rate's key is `prefix:name`, which starts with no brace.
         assert_ne!(limit_key("llm", "tokens", "x"), "llm:x");
     }
 }

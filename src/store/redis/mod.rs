@@ -15,8 +15,8 @@
 //! store's [`idle_ttl`](RedisStore::idle_ttl) and owes nothing. The one
 //! exception decides a metered call's named limits
 //! ([`take_limits`](RateStore::take_limits)): every limit of one key at
-//! once, each limit's bucket `prefix#limit:{name}`, the name a hash tag
-//! that puts them in one slot. The
+//! once, each limit's bucket `{prefix:name}#limit`, the rate's key a hash
+//! tag that puts them in one slot. The
 //! scripts write after reading `TIME`, which needs Redis 5 or later
 //! (script effects replication); the store checks the version when it is
 //! made.
