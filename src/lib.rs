@@ -229,7 +229,7 @@ pub use deadline::with_deadline;
 pub use error::CallError;
 pub use error::{ConfigError, RejectReason, Rejected};
 pub use manager::ThrottleManager;
-pub use metered::{Cost, CostPermit};
+pub use metered::{Cost, CostPermit, CostSettle};
 pub use outcome::{Outcome, overloaded};
 pub use permit::{JointPermit, OwnedPermit, Permit};
 pub use priority::{Priority, with_priority};

@@ -125,7 +125,7 @@ where
             }
             match builder.build() {
                 Ok(manager) => built.push(NamedLimit {
-                    name: name.into_boxed_str(),
+                    name: name.into(),
                     manager,
                 }),
                 Err(error) => found.extend(error.problems().iter().map(|problem| {

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use http::Extensions;
+use http::{Extensions, StatusCode};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
@@ -13,6 +13,8 @@ use super::provider::observe_limits;
 use crate::ThrottleManager;
 use crate::deadline::{Expiry, TimeLimit};
 use crate::edge::{BodyPermit, CallBody, EdgeCall, Passage, Verdict};
+use crate::error::Rejected;
+use crate::metered::{Cost, CostSettle};
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
@@ -38,7 +40,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// 3. it waits for the key's controls as
 ///    [`acquire`](crate::ThrottleManager::acquire) does. A call they refuse
 ///    is not sent: the error is `reqwest_middleware::Error::Middleware`,
-///    which downcasts to [`Rejected`](crate::Rejected) (reason,
+///    which downcasts to [`Rejected`] (reason,
 ///    retry-after);
 /// 4. the response (or error) is the call's [`Outcome`], by [`classify`]
 ///    (or what [`classify_by`](Self::classify_by)
@@ -69,6 +71,46 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    Anthropic's and the IETF headers: [`limit_readings`](super::limit_readings))
 ///    moves the key's rate and named limits to match
 ///    ([`observe_remaining`](crate::ThrottleManager::observe_remaining)).
+///
+/// # Metered calls
+///
+/// A request with a [`Cost`] among its extensions
+/// (`.with_extension(Cost::of("tokens", 700))`), through a manager with
+/// named limits ([`limit`](crate::ThrottleManagerBuilder::limit)), first
+/// waits for its part of each named limit, as
+/// [`acquire_cost`](crate::ThrottleManager::acquire_cost) does, then goes
+/// through its key's controls as above. Answered, its response carries a
+/// [`CostSettle`] among its extensions: read the answer's usage and
+/// settle it. A call answered 429, or that never reached the backend
+/// (refused by its key's controls, its connection refused), gets its parts
+/// back at once.
+///
+/// ```
+/// use portcullis::client::ThrottleMiddleware;
+/// use portcullis::{Cost, CostSettle, RateConfig, ThrottleManager};
+///
+/// # async fn call() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::per_minute(500))
+///     .limit("tokens", RateConfig::per_minute(30_000).burst(5_000))
+///     .build()?;
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(ThrottleMiddleware::new(manager))
+///     .build();
+/// let response = client
+///     .post("https://llm.example/v1/complete")
+///     .with_extension(Cost::of("tokens", 700)) // the prompt's, and a typical answer's
+///     .send()
+///     .await?;
+/// let settle = response.extensions().get::<CostSettle>().cloned();
+/// # let used = 912;
+/// // ... the body's usage says `used` tokens ...
+/// if let Some(settle) = settle {
+///     settle.settle(Cost::of("tokens", used));
+/// }
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Cloning the middleware is cheap; the clones share the manager.
 ///
@@ -378,6 +420,58 @@ impl ThrottleMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
+        let cost = extensions.get::<Cost>().cloned();
+        let Some(cost) = cost.filter(|_| self.manager.limit_names().next().is_some()) else {
+            return self
+                .attempt_call(key, priority, request, extensions, next)
+                .await;
+        };
+        // A metered call: its named limits' parts first, then its key's
+        // controls; the parts go back if the call never reached the
+        // backend or was answered 429, and are the caller's to settle
+        // (`CostSettle`, among the response's extensions) otherwise.
+        let parts = match self.manager.take_named_parts(key, priority, &cost).await {
+            Ok(parts) => parts,
+            Err(rejected) => {
+                let cause = RetryCause::Refused {
+                    retry_after: rejected.retry_after(),
+                };
+                return (
+                    Err(reqwest_middleware::Error::middleware(rejected)),
+                    Some(cause),
+                );
+            }
+        };
+        let (result, cause) = self
+            .attempt_call(key, priority, request, extensions, next)
+            .await;
+        match result {
+            Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+                parts.unsent();
+                (Ok(response), cause)
+            }
+            Ok(mut response) => {
+                response.extensions_mut().insert(CostSettle::new(parts));
+                (Ok(response), cause)
+            }
+            Err(error) => {
+                if never_sent(&error) {
+                    parts.unsent();
+                }
+                (Err(error), cause)
+            }
+        }
+    }
+
+    /// One attempt through the key's controls, as [`attempt`](Self::attempt).
+    async fn attempt_call(
+        &self,
+        key: &str,
+        priority: Priority,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
         // The request's own timeout is the task's deadline already
         // (`handle`).
         let call = EdgeCall::new(&self.manager, key)
@@ -454,6 +548,15 @@ fn carrying(response: Response, permit: BodyPermit) -> Response {
     }
     let body = reqwest::Body::wrap(CallBody::new(body, permit));
     Response::from(http::Response::from_parts(parts, body))
+}
+
+/// Whether a call that ended in `error` never reached its backend: its
+/// key's controls refused it, or its connection failed.
+fn never_sent(error: &reqwest_middleware::Error) -> bool {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error.downcast_ref::<Rejected>().is_some(),
+        reqwest_middleware::Error::Reqwest(error) => error.is_connect(),
+    }
 }
 
 /// Whether `result` is reqwest's own timeout of the request (not of its

@@ -16,7 +16,7 @@ use super::ThrottleManager;
 use crate::clock::{Nanos, nanos};
 use crate::core::{Admitted, Admitting, Patience, Request, Scope, StartBy};
 use crate::error::{RejectReason, Rejected};
-use crate::metered::{Cost, CostPermit, LimitPart, REQUESTS, SharedLimits};
+use crate::metered::{Cost, CostPermit, LimitPart, NamedParts, REQUESTS, SharedLimits};
 use crate::permit::{Permit, Ticket};
 use crate::priority::Priority;
 use crate::rate::{TakeMark, interval};
@@ -26,7 +26,7 @@ use crate::store::{LimitRequest, LimitsAnswer};
 /// One of a manager's named limits: its name, and the manager that keeps
 /// it for every key.
 pub(crate) struct NamedLimit<K> {
-    pub(crate) name: Box<str>,
+    pub(crate) name: Arc<str>,
     pub(crate) manager: ThrottleManager<K>,
 }
 
@@ -44,7 +44,7 @@ struct Taken<'m> {
 /// part in this process, or in the store that keeps them.
 enum Parts<'m> {
     Local(Vec<Taken<'m>>),
-    Shared(SharedLimits<'m>),
+    Shared(SharedLimits),
 }
 
 /// Why the limits did not all take a call's cost now.
@@ -233,6 +233,49 @@ where
     ) -> Result<CostPermit<'_>, Rejected> {
         let amounts = self.amounts_of(&cost, priority)?;
         let requests = cost.amount(REQUESTS);
+        let taken = self
+            .wait_for_parts(key, priority, requests, &amounts)
+            .await?;
+        let mark = self.mark_before_taking(key, requests);
+        let permit = self.acquire_n(key, priority, requests).await?;
+        let named = self.named_parts(taken, |limit, ticket| {
+            Permit::borrowed(limit.core(), ticket)
+        });
+        Ok(CostPermit::new(permit, mark, named))
+    }
+
+    /// The named limits' parts of a call of `key` costing `cost`, waited
+    /// for as [`acquire_cost`](Self::acquire_cost) waits (its request, of
+    /// the key's rate, is the caller's to take: the client middleware's
+    /// edge takes it), held by permits that own their managers' cores.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) async fn take_named_parts<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: &Cost,
+    ) -> Result<NamedParts<'static>, Rejected> {
+        let amounts = self.amounts_of(cost, priority)?;
+        let requests = cost.amount(REQUESTS);
+        let taken = self
+            .wait_for_parts(key, priority, requests, &amounts)
+            .await?;
+        Ok(self.named_parts(taken, |limit, ticket| {
+            Permit::owned(&limit.inner.core, ticket)
+        }))
+    }
+
+    /// Every named limit's part of a call (`amounts`, and room for
+    /// `requests` of the key's rate), taken at one moment once every limit
+    /// has room: the one wait of `acquire_cost`, within the priority's
+    /// `max_wait` and the task's deadline.
+    async fn wait_for_parts<'m, Q: BorrowedKey<K> + ?Sized>(
+        &'m self,
+        key: &Q,
+        priority: Priority,
+        requests: u32,
+        amounts: &[u32],
+    ) -> Result<Parts<'m>, Rejected> {
         let core = self.core();
         let resolved = core.resolve(priority)?;
         let request = self.permit_request(priority, requests, Patience::AsConfigured);
@@ -241,21 +284,17 @@ where
         loop {
             // A shadowed key's limits decide in the process: it never waits.
             let shared = match self.shadows(key) {
-                false => self.take_shared(key, priority, &amounts).await,
+                false => self.take_shared(key, priority, amounts).await,
                 true => None,
             };
             let taken = match shared {
                 Some(shared) => shared.map(Parts::Shared),
                 None => self
-                    .take_limits(key, priority, requests, &amounts)
+                    .take_limits(key, priority, requests, amounts)
                     .map(Parts::Local),
             };
             let (wait, limit) = match taken {
-                Ok(taken) => {
-                    let mark = self.mark_before_taking(key, requests);
-                    let permit = self.acquire_n(key, priority, requests).await?;
-                    return Ok(self.cost_permit(permit, mark, taken));
-                }
+                Ok(taken) => return Ok(taken),
                 Err(NotNow::Refused(rejected)) => return Err(rejected),
                 Err(NotNow::Wait(wait, limit)) => (wait, limit),
             };
@@ -313,7 +352,10 @@ where
             Ok(taken) => {
                 let mark = self.mark_before_taking(key, requests);
                 let permit = self.try_acquire_n(key, priority, requests)?;
-                Ok(self.cost_permit(permit, mark, Parts::Local(taken)))
+                let named = self.named_parts(Parts::Local(taken), |limit, ticket| {
+                    Permit::borrowed(limit.core(), ticket)
+                });
+                Ok(CostPermit::new(permit, mark, named))
             }
             Err(NotNow::Refused(rejected)) => Err(rejected),
             Err(NotNow::Wait(wait, limit)) => {
@@ -344,55 +386,44 @@ where
             .collect())
     }
 
-    /// The permit of a call the key admitted (`permit`, its requests
-    /// marked `requests`) and every named limit took its part of (`taken`).
-    fn cost_permit<'m>(
+    /// What the named limits took of a call (`taken`), as its parts, each
+    /// limit's permit made by `permit_of` (borrowing its manager, or owning
+    /// its core).
+    fn named_parts<'m, 'p>(
         &'m self,
-        permit: Permit<'m>,
-        requests: TakeMark,
         taken: Parts<'m>,
-    ) -> CostPermit<'m> {
+        permit_of: impl Fn(&'m ThrottleManager<K>, Ticket) -> Permit<'p>,
+    ) -> NamedParts<'p> {
         let taken = match taken {
             Parts::Local(taken) => taken,
-            Parts::Shared(shared) => {
-                return CostPermit::new(permit, requests, Vec::new(), Some(shared));
-            }
+            Parts::Shared(shared) => return NamedParts::new(Vec::new(), Some(shared), Vec::new()),
         };
         let mut parts = Vec::with_capacity(taken.len());
         let mut would_refuse = Vec::new();
         for (limit, taken) in self.inner.limits.iter().zip(taken) {
             let Some(admitting) = taken.admitting else {
-                would_refuse.push(&*limit.name);
+                would_refuse.push(Arc::clone(&limit.name));
                 continue;
             };
-            let core = limit.manager.core();
             let ticket = <Ticket as Admitted<'_>>::from_call(admitting);
-            core.metrics.admitted(ticket.label());
-            let permit = Permit::borrowed(core, ticket);
-            parts.push(LimitPart::new(
-                &limit.name,
-                permit,
-                taken.amount,
-                taken.mark,
-            ));
+            limit.manager.core().metrics.admitted(ticket.label());
+            let permit = permit_of(&limit.manager, ticket);
+            let name = Arc::clone(&limit.name);
+            parts.push(LimitPart::new(name, permit, taken.amount, taken.mark));
         }
-        let permit = CostPermit::new(permit, requests, parts, None);
-        if would_refuse.is_empty() {
-            return permit;
-        }
-        permit.shadowed(would_refuse)
+        NamedParts::new(parts, None, would_refuse)
     }
 
     /// Every named limit's part of a call, taken by the manager's store in
     /// one round trip if it keeps them; `None` if there is no store, it
     /// does not answer, or it keeps no named limits (the process then
     /// decides on its own limits).
-    async fn take_shared<'m, Q: BorrowedKey<K> + ?Sized>(
-        &'m self,
+    async fn take_shared<Q: BorrowedKey<K> + ?Sized>(
+        &self,
         key: &Q,
         priority: Priority,
         amounts: &[u32],
-    ) -> Option<Result<SharedLimits<'m>, NotNow>> {
+    ) -> Option<Result<SharedLimits, NotNow>> {
         let core = self.core();
         let handle = core.store.as_ref()?;
         if self.inner.limits.is_empty() {
@@ -419,7 +450,7 @@ where
         match handle.store.take_limits(&name, &asked).await {
             LimitsAnswer::Taken { marks } if marks.len() == asked.len() => {
                 let parts = (asked.iter().zip(marks))
-                    .map(|(part, mark)| (part.limit, part.rules, part.cost, mark));
+                    .map(|(part, mark)| (Arc::from(part.limit), part.rules, part.cost, mark));
                 Some(Ok(SharedLimits::new(Arc::clone(handle), name, parts)))
             }
             LimitsAnswer::Wait { wait, limit } => {

@@ -11,10 +11,12 @@
 //! limits lives in `manager/metered.rs`.
 
 mod cost;
+mod parts;
 mod permit;
 mod shared;
 
 pub use cost::{Cost, REQUESTS};
+pub use parts::CostSettle;
+pub(crate) use parts::{LimitPart, NamedParts};
 pub use permit::CostPermit;
-pub(crate) use permit::LimitPart;
 pub(crate) use shared::SharedLimits;

@@ -2,10 +2,10 @@
 //! cost is settled once its answer says what it was.
 
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use super::cost::{Cost, REQUESTS};
-use super::shared::SharedLimits;
+use super::parts::{Held, NamedParts, lock};
 use crate::error::RejectReason;
 use crate::outcome::Outcome;
 use crate::permit::Permit;
@@ -43,114 +43,18 @@ pub struct CostPermit<'a> {
     permit: Permit<'a>,
     /// What the call's requests hold of the key's rate, as settled so far.
     requests: Mutex<Held>,
-    limits: Vec<LimitPart<'a>>,
-    /// The named limits a store keeps, if it does (then `limits` is empty).
-    shared: Option<SharedLimits<'a>>,
-    /// The named limits that would have refused the call, its key being
-    /// shadowed: they took nothing.
-    would_refuse: Vec<&'a str>,
-}
-
-/// What a call took of one named limit: the limit's own permit, and what
-/// the call holds of it as settled so far.
-pub(crate) struct LimitPart<'a> {
-    name: &'a str,
-    permit: Permit<'a>,
-    held: Mutex<Held>,
-}
-
-impl<'a> LimitPart<'a> {
-    /// `permit`'s `taken` tokens of the limit named `name`, marked `mark`.
-    pub(crate) fn new(name: &'a str, permit: Permit<'a>, taken: u32, mark: TakeMark) -> Self {
-        Self {
-            name,
-            permit,
-            held: Mutex::new(Held::new(taken, mark)),
-        }
-    }
-}
-
-/// What a call holds of one limit: what is left of the tokens taken when
-/// it was admitted, and the tokens charged since, each with its mark in
-/// the bucket's time (what may be given back depends on where tokens
-/// lie: see `gcra::returnable`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Held {
-    taken: u32,
-    taken_mark: TakeMark,
-    charged: u32,
-    charged_mark: TakeMark,
-}
-
-impl Held {
-    /// `taken` tokens, marked `mark`.
-    pub(crate) fn new(taken: u32, mark: TakeMark) -> Self {
-        Self {
-            taken,
-            taken_mark: mark,
-            charged: 0,
-            charged_mark: mark,
-        }
-    }
-
-    /// What is held now.
-    fn amount(&self) -> u32 {
-        self.taken.saturating_add(self.charged)
-    }
-
-    /// `permit`'s call now holds `amount`: more is charged from now; less
-    /// gives back what was charged last first, then what was taken.
-    fn settle(&mut self, permit: &Permit<'_>, amount: u32) {
-        let holds = self.amount();
-        if amount >= holds {
-            let more = amount - holds;
-            if more > 0 {
-                self.charged_mark = permit.charge_tokens(more);
-                self.charged = self.charged.saturating_add(more);
-            }
-            return;
-        }
-        let mut back = holds - amount;
-        let from_charged = back.min(self.charged);
-        if from_charged > 0 {
-            permit.give_back_tokens(from_charged, self.charged_mark);
-            self.charged -= from_charged;
-            back -= from_charged;
-        }
-        if back > 0 {
-            permit.give_back_tokens(back, self.taken_mark);
-            self.taken -= back;
-        }
-    }
-}
-
-fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
-    held.lock().unwrap_or_else(PoisonError::into_inner)
+    named: NamedParts<'a>,
 }
 
 impl<'a> CostPermit<'a> {
     /// The call `permit` admitted, its requests marked `requests`, and
     /// its parts of the named limits.
-    pub(crate) fn new(
-        permit: Permit<'a>,
-        requests: TakeMark,
-        limits: Vec<LimitPart<'a>>,
-        shared: Option<SharedLimits<'a>>,
-    ) -> Self {
+    pub(crate) fn new(permit: Permit<'a>, requests: TakeMark, named: NamedParts<'a>) -> Self {
         Self {
             requests: Mutex::new(Held::new(permit.cost(), requests)),
             permit,
-            limits,
-            shared: shared.map(SharedLimits::admitted),
-            would_refuse: Vec::new(),
+            named,
         }
-    }
-
-    /// The same permit, the call's key shadowed and the named limits
-    /// `would_refuse` having refused it.
-    pub(crate) fn shadowed(mut self, would_refuse: Vec<&'a str>) -> Self {
-        self.would_refuse = would_refuse;
-        self
     }
 
     /// Why the controls would have refused this call, if its key is in
@@ -175,7 +79,10 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn would_refuse(&self) -> Option<RejectReason> {
-        let by_limit = (!self.would_refuse.is_empty()).then_some(RejectReason::RateLimited);
+        let by_limit = self
+            .named
+            .any_would_refuse()
+            .then_some(RejectReason::RateLimited);
         self.permit.would_refuse().or(by_limit)
     }
 
@@ -212,19 +119,7 @@ impl<'a> CostPermit<'a> {
         if let Some(requests) = cost.said_requests() {
             lock(&self.requests).settle(&self.permit, requests);
         }
-        for (name, amount) in cost.named() {
-            let shared = self.shared.as_ref();
-            match self.limits.iter().find(|part| part.name == name) {
-                Some(part) => lock(&part.held).settle(&part.permit, amount),
-                None if shared.is_some_and(|shared| shared.settle(name, amount)) => {}
-                // Shadowed, the limit refused the call: it holds nothing.
-                None if self.would_refuse.contains(&name) => {}
-                None => tracing::warn!(
-                    limit = name,
-                    "a settled cost names a limit the manager does not have; skipped"
-                ),
-            }
-        }
+        self.named.settle(&cost);
     }
 
     /// What the call holds of each limit, as settled so far.
@@ -244,14 +139,7 @@ impl<'a> CostPermit<'a> {
     /// ```
     pub fn cost(&self) -> Cost {
         let requests = Cost::requests(lock(&self.requests).amount());
-        let local = self
-            .limits
-            .iter()
-            .map(|part| (part.name, lock(&part.held).amount()));
-        let shared = self.shared.iter().flat_map(SharedLimits::each);
-        local.chain(shared).fold(requests, |cost, (name, amount)| {
-            cost.and(name.to_owned(), amount)
-        })
+        self.named.add_to(requests)
     }
 
     /// The priority the call was admitted at.
@@ -305,9 +193,7 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn report(self, outcome: Outcome) {
-        for part in self.limits {
-            part.permit.report(outcome);
-        }
+        self.named.report(outcome);
         self.permit.report(outcome);
     }
 
@@ -330,17 +216,8 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn unsent(self) {
-        let mut nothing = Cost::requests(0);
-        for part in &self.limits {
-            nothing = nothing.and(part.name.to_owned(), 0);
-        }
-        for (name, _) in self.shared.iter().flat_map(SharedLimits::each) {
-            nothing = nothing.and(name.to_owned(), 0);
-        }
-        self.settle(nothing);
-        for part in self.limits {
-            part.permit.uncounted();
-        }
+        lock(&self.requests).settle(&self.permit, 0);
+        self.named.unsent();
         self.permit.uncounted();
     }
 }

@@ -9,30 +9,30 @@ use crate::store::{LimitRequest, RateRules, StoreHandle, TokenReceipt};
 /// The parts a store took of a call's named limits. Dropped before the
 /// call is admitted (its key's own controls refused it, or its caller gave
 /// up), every part goes back.
-pub(crate) struct SharedLimits<'a> {
+pub(crate) struct SharedLimits {
     handle: Arc<StoreHandle>,
     /// The key's name in the store.
     key: Arc<str>,
-    parts: Vec<SharedPart<'a>>,
+    parts: Vec<SharedPart>,
     admitted: bool,
 }
 
 /// One limit's part: what the store needs to settle it, and what the call
 /// holds of it as settled so far.
-struct SharedPart<'a> {
-    limit: &'a str,
+struct SharedPart {
+    limit: Arc<str>,
     rules: RateRules,
     mark: TokenReceipt,
     holds: Mutex<u32>,
 }
 
-impl<'a> SharedLimits<'a> {
+impl SharedLimits {
     /// The parts `handle`'s store took for `key`: each limit's name, rules,
     /// what it took and its mark, in order.
     pub(crate) fn new(
         handle: Arc<StoreHandle>,
         key: Arc<str>,
-        parts: impl IntoIterator<Item = (&'a str, RateRules, u32, TokenReceipt)>,
+        parts: impl IntoIterator<Item = (Arc<str>, RateRules, u32, TokenReceipt)>,
     ) -> Self {
         let parts = parts
             .into_iter()
@@ -58,19 +58,17 @@ impl<'a> SharedLimits<'a> {
     }
 
     /// Each limit's name and what the call holds of it.
-    pub(crate) fn each(&self) -> impl Iterator<Item = (&'a str, u32)> + '_ {
+    pub(crate) fn each(&self) -> impl Iterator<Item = (String, u32)> + '_ {
         (self.parts.iter()).map(|part| {
-            (
-                part.limit,
-                *part.holds.lock().unwrap_or_else(PoisonError::into_inner),
-            )
+            let holds = *part.holds.lock().unwrap_or_else(PoisonError::into_inner);
+            (part.limit.to_string(), holds)
         })
     }
 
     /// The call now holds `amount` of the limit named `limit`; `false` if
     /// no part of it is here.
     pub(crate) fn settle(&self, limit: &str, amount: u32) -> bool {
-        let Some(part) = self.parts.iter().find(|part| part.limit == limit) else {
+        let Some(part) = self.parts.iter().find(|part| &*part.limit == limit) else {
             return false;
         };
         let mut holds = part.holds.lock().unwrap_or_else(PoisonError::into_inner);
@@ -84,7 +82,7 @@ impl<'a> SharedLimits<'a> {
     /// Sends `more` of `part` to the store on a task of the current tokio
     /// runtime, without waiting for it; outside a runtime, nothing is sent
     /// (the store keeps the estimate).
-    fn send(&self, part: &SharedPart<'_>, more: i64) {
+    fn send(&self, part: &SharedPart, more: i64) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -92,8 +90,7 @@ impl<'a> SharedLimits<'a> {
             return;
         }
         let (handle, key) = (Arc::clone(&self.handle), Arc::clone(&self.key));
-        let (limit, rules, mark): (Arc<str>, _, _) =
-            (part.limit.into(), part.rules, part.mark.clone());
+        let (limit, rules, mark) = (Arc::clone(&part.limit), part.rules, part.mark.clone());
         runtime.spawn(async move {
             let request = LimitRequest::new(&limit, rules, 0);
             handle.store.settle_limit(&key, request, more, &mark).await;
@@ -101,7 +98,7 @@ impl<'a> SharedLimits<'a> {
     }
 }
 
-impl Drop for SharedLimits<'_> {
+impl Drop for SharedLimits {
     fn drop(&mut self) {
         if self.admitted {
             return;

@@ -75,6 +75,12 @@ fn leaves() -> BTreeSet<String> {
                         leaves.insert("default.shadow".to_owned());
                         continue;
                     }
+                    // A map of rate sections by limit, one leaf: its
+                    // entries' fields are the rate's, checked above.
+                    if control == "limits" {
+                        leaves.insert("default.limits".to_owned());
+                        continue;
+                    }
                     let inner = match control {
                         "rate" => fields_of::<RateSection>(),
                         "throttle" => fields_of::<ThrottleSection>(),
@@ -236,6 +242,11 @@ const ROWS: &[(&str, &str, &str)] = &[
         "default.shadow",
         "[default]\nshadow = false",
         "[default]\nshadow = true",
+    ),
+    (
+        "default.limits",
+        "[default.limits.tokens]\nquota = \"600/min\"",
+        "[default.limits.tokens]\nquota = \"700/min\"",
     ),
     (
         "overrides",

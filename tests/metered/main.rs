@@ -10,6 +10,8 @@ mod config;
 mod fleet;
 mod limits;
 #[cfg(feature = "reqwest")]
+mod middleware;
+#[cfg(feature = "reqwest")]
 mod provider;
 #[cfg(feature = "redis")]
 mod store;

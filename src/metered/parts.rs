@@ -1,0 +1,213 @@
+//! What a metered call holds of its key's named limits ([`NamedParts`]),
+//! as a [`CostPermit`](super::CostPermit) or a [`CostSettle`] holds it:
+//! each limit's part, settled as the call's answer says.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::cost::Cost;
+use super::shared::SharedLimits;
+use crate::outcome::Outcome;
+use crate::permit::Permit;
+use crate::rate::TakeMark;
+
+/// What a call holds of its key's named limits: each limit's part in this
+/// process, or in the store that keeps them, and the limits that would
+/// have refused it (its key shadowed: they hold nothing).
+pub(crate) struct NamedParts<'a> {
+    limits: Vec<LimitPart<'a>>,
+    shared: Option<SharedLimits>,
+    would_refuse: Vec<Arc<str>>,
+}
+
+impl<'a> NamedParts<'a> {
+    pub(crate) fn new(
+        limits: Vec<LimitPart<'a>>,
+        shared: Option<SharedLimits>,
+        would_refuse: Vec<Arc<str>>,
+    ) -> Self {
+        Self {
+            limits,
+            shared: shared.map(SharedLimits::admitted),
+            would_refuse,
+        }
+    }
+
+    /// Each named limit `cost` names now holds that amount.
+    pub(crate) fn settle(&self, cost: &Cost) {
+        for (name, amount) in cost.named() {
+            let shared = self.shared.as_ref();
+            match self.limits.iter().find(|part| &*part.name == name) {
+                Some(part) => lock(&part.held).settle(&part.permit, amount),
+                None if shared.is_some_and(|shared| shared.settle(name, amount)) => {}
+                // Shadowed, the limit refused the call: it holds nothing.
+                None if self.would_refuse.iter().any(|limit| &**limit == name) => {}
+                None => tracing::warn!(
+                    limit = name,
+                    "a settled cost names a limit the manager does not have; skipped"
+                ),
+            }
+        }
+    }
+
+    /// What the call holds of each named limit: `cost` and those amounts.
+    pub(crate) fn add_to(&self, cost: Cost) -> Cost {
+        let local =
+            (self.limits.iter()).map(|part| (part.name.to_string(), lock(&part.held).amount()));
+        let shared = self.shared.iter().flat_map(SharedLimits::each);
+        local
+            .chain(shared)
+            .fold(cost, |cost, (name, amount)| cost.and(name, amount))
+    }
+
+    /// Whether a limit would have refused the call (its key shadowed).
+    pub(crate) fn any_would_refuse(&self) -> bool {
+        !self.would_refuse.is_empty()
+    }
+
+    /// The call's outcome, told to each limit it holds a part of here.
+    pub(crate) fn report(self, outcome: Outcome) {
+        for part in self.limits {
+            part.permit.report(outcome);
+        }
+    }
+
+    /// The call never reached the backend: every part goes back, counted
+    /// by no control.
+    pub(crate) fn unsent(self) {
+        let nothing = (self.limits.iter().map(|part| part.name.to_string()))
+            .chain(
+                self.shared
+                    .iter()
+                    .flat_map(SharedLimits::each)
+                    .map(|(name, _)| name),
+            )
+            .fold(Cost::requests(0), |cost, name| cost.and(name, 0));
+        self.settle(&nothing);
+        for part in self.limits {
+            part.permit.uncounted();
+        }
+    }
+}
+
+/// A metered call's settlement, for a call made through the client
+/// middleware with a [`Cost`] among its request's extensions: the
+/// middleware took the call's part of each named limit of its key, and
+/// puts this among the response's extensions. Read the answer's usage,
+/// then [`settle`](Self::settle); a call answered 429 or never sent got
+/// its parts back already. Clones share one settlement; the parts are
+/// held until the last is dropped (unsettled, the estimate stays).
+///
+/// ```
+/// use portcullis::{Cost, CostSettle};
+///
+/// fn settle_from(response: &http::Response<()>, tokens: u32) {
+///     if let Some(settle) = response.extensions().get::<CostSettle>() {
+///         settle.settle(Cost::of("tokens", tokens));
+///     }
+/// }
+/// ```
+#[derive(Clone)]
+pub struct CostSettle(Arc<NamedParts<'static>>);
+
+impl CostSettle {
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn new(parts: NamedParts<'static>) -> Self {
+        Self(Arc::new(parts))
+    }
+
+    /// The call cost `cost` in each named limit it names, as
+    /// [`CostPermit::settle`](super::CostPermit::settle) says (the requests
+    /// are the middleware's, counted as sent).
+    pub fn settle(&self, cost: Cost) {
+        self.0.settle(&cost);
+    }
+
+    /// What the call holds of each named limit, as settled so far.
+    pub fn cost(&self) -> Cost {
+        self.0.add_to(Cost::requests(0))
+    }
+}
+
+impl fmt::Debug for CostSettle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("CostSettle").field(&self.cost()).finish()
+    }
+}
+
+/// What a call took of one named limit: the limit's own permit, and what
+/// the call holds of it as settled so far.
+pub(crate) struct LimitPart<'a> {
+    name: Arc<str>,
+    permit: Permit<'a>,
+    held: Mutex<Held>,
+}
+
+impl<'a> LimitPart<'a> {
+    /// `permit`'s `taken` tokens of the limit named `name`, marked `mark`.
+    pub(crate) fn new(name: Arc<str>, permit: Permit<'a>, taken: u32, mark: TakeMark) -> Self {
+        Self {
+            name,
+            permit,
+            held: Mutex::new(Held::new(taken, mark)),
+        }
+    }
+}
+
+/// What a call holds of one limit: what is left of the tokens taken when
+/// it was admitted, and the tokens charged since, each with its mark in
+/// the bucket's time (what may be given back depends on where tokens
+/// lie: see `gcra::returnable`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    taken: u32,
+    taken_mark: TakeMark,
+    charged: u32,
+    charged_mark: TakeMark,
+}
+
+impl Held {
+    /// `taken` tokens, marked `mark`.
+    pub(crate) fn new(taken: u32, mark: TakeMark) -> Self {
+        Self {
+            taken,
+            taken_mark: mark,
+            charged: 0,
+            charged_mark: mark,
+        }
+    }
+
+    /// What is held now.
+    pub(crate) fn amount(&self) -> u32 {
+        self.taken.saturating_add(self.charged)
+    }
+
+    /// `permit`'s call now holds `amount`: more is charged from now; less
+    /// gives back what was charged last first, then what was taken.
+    pub(crate) fn settle(&mut self, permit: &Permit<'_>, amount: u32) {
+        let holds = self.amount();
+        if amount >= holds {
+            let more = amount - holds;
+            if more > 0 {
+                self.charged_mark = permit.charge_tokens(more);
+                self.charged = self.charged.saturating_add(more);
+            }
+            return;
+        }
+        let mut back = holds - amount;
+        let from_charged = back.min(self.charged);
+        if from_charged > 0 {
+            permit.give_back_tokens(from_charged, self.charged_mark);
+            self.charged -= from_charged;
+            back -= from_charged;
+        }
+        if back > 0 {
+            permit.give_back_tokens(back, self.taken_mark);
+            self.taken -= back;
+        }
+    }
+}
+
+pub(crate) fn lock(held: &Mutex<Held>) -> MutexGuard<'_, Held> {
+    held.lock().unwrap_or_else(PoisonError::into_inner)
+}
