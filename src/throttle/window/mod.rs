@@ -70,6 +70,15 @@ fn claim_rotation(word: &AtomicU64, mut seen: u64, position: u64, to: u64) -> Re
     }
 }
 
+/// The buckets of the epoch before the one that starts at bucket
+/// `current`; `None` in the first epoch, which has none before it (a range
+/// saturated at 0 would be the first epoch's own first bucket, counted
+/// twice).
+fn epoch_before(current: u64) -> Option<std::ops::RangeInclusive<u64>> {
+    let last = current.checked_sub(1)?;
+    Some(current.saturating_sub(EPOCH_BUCKETS)..=last)
+}
+
 /// What one outcome adds to a priority's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
@@ -201,8 +210,9 @@ impl ThrottleWindow {
         let current = epoch * EPOCH_BUCKETS;
         for priority in 0..usize::from(levels).min(NEAR_LEVELS) {
             let (now_count, before) = self.healthy.counts(word, priority);
-            let earlier = current.saturating_sub(EPOCH_BUCKETS);
-            buckets.seed(priority, earlier..=current.saturating_sub(1), before);
+            if let Some(earlier) = epoch_before(current) {
+                buckets.seed(priority, earlier, before);
+            }
             buckets.seed(priority, current..=current + EPOCH_BUCKETS - 1, now_count);
         }
         *slot = Some(Box::new(buckets));
@@ -224,10 +234,8 @@ impl ThrottleWindow {
         let current = HealthyCounts::epoch(word) * EPOCH_BUCKETS;
         for priority in 0..NEAR_LEVELS {
             let now_count = buckets.accepts_in(priority, current..=u64::MAX);
-            let before = buckets.accepts_in(
-                priority,
-                current.saturating_sub(EPOCH_BUCKETS)..=current.saturating_sub(1),
-            );
+            let before =
+                epoch_before(current).map_or(0, |earlier| buckets.accepts_in(priority, earlier));
             self.healthy.set(word, priority, now_count, before);
         }
         let given_back = slot.take();

@@ -202,3 +202,23 @@ proptest::proptest! {
         }
     }
 }
+
+/// In the first epoch there is no epoch before it: buckets given back
+/// there, and made again, count each accept once. (The range of "the epoch
+/// before" saturated to bucket 0, which then counted in both epochs: a
+/// key whose buckets were made and given back in its first seconds, as a
+/// stress test's racing threads did, doubled its accepts.)
+#[test]
+fn buckets_given_back_and_made_again_in_the_first_epoch_count_each_accept_once() {
+    let s = settings();
+    let window = ThrottleWindow::new(0, &s);
+    for _ in 0..10 {
+        window.record(0, 0, Count::Accepted, 4, &s);
+    }
+    window.start_failing(0, 4, &s);
+    window.recover(0, &s); // no failure yet: the buckets go back
+    assert!(!window.is_failing());
+    assert_eq!(counts(&window, 0, 0), (10.0, 10.0));
+    window.record(0, 0, Count::Request, 4, &s);
+    assert_eq!(counts(&window, 0, 0), (11.0, 10.0));
+}
