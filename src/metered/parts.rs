@@ -101,11 +101,14 @@ impl<'a> NamedParts<'a> {
 /// ```
 /// use portcullis::{Cost, CostSettle};
 ///
-/// fn settle_from(response: &http::Response<()>, tokens: u32) {
-///     if let Some(settle) = response.extensions().get::<CostSettle>() {
+/// // `settle`: `response.extensions().get::<CostSettle>()`, for a response
+/// // of the reqwest middleware; `tokens`: what the body's usage says.
+/// fn settle_from(settle: Option<&CostSettle>, tokens: u32) {
+///     if let Some(settle) = settle {
 ///         settle.settle(Cost::of("tokens", tokens));
 ///     }
 /// }
+/// # settle_from(None, 0);
 /// ```
 #[derive(Clone)]
 pub struct CostSettle(Arc<NamedParts<'static>>);
