@@ -75,16 +75,11 @@ impl<'a> NamedParts<'a> {
     /// The call never reached the backend: every part goes back, counted
     /// by no control.
     pub(crate) fn unsent(self) {
-        let nothing = (self.limits.iter().map(|part| part.name.to_string()))
-            .chain(
-                self.shared
-                    .iter()
-                    .flat_map(SharedLimits::each)
-                    .map(|(name, _)| name),
-            )
-            .fold(Cost::requests(0), |cost, name| cost.and(name, 0));
-        self.settle(&nothing);
+        if let Some(shared) = &self.shared {
+            shared.give_back_all();
+        }
         for part in self.limits {
+            lock(&part.held).settle(&part.permit, 0);
             part.permit.uncounted();
         }
     }

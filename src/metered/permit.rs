@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Mutex;
 
-use super::cost::{Cost, REQUESTS};
+use super::cost::Cost;
 use super::parts::{Held, NamedParts, lock};
 use crate::error::RejectReason;
 use crate::outcome::Outcome;
@@ -230,6 +230,3 @@ impl fmt::Debug for CostPermit<'_> {
             .finish_non_exhaustive()
     }
 }
-
-// `REQUESTS` is what `cost()` names the requests by.
-const _: &str = REQUESTS;

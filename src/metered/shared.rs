@@ -79,6 +79,16 @@ impl SharedLimits {
         true
     }
 
+    /// Every part goes back: the call never reached the backend.
+    pub(crate) fn give_back_all(&self) {
+        for part in &self.parts {
+            let mut holds = part.holds.lock().unwrap_or_else(PoisonError::into_inner);
+            let held = std::mem::take(&mut *holds);
+            drop(holds);
+            self.send(part, -i64::from(held));
+        }
+    }
+
     /// Sends `more` of `part` to the store on a task of the current tokio
     /// runtime, without waiting for it; outside a runtime, nothing is sent
     /// (the store keeps the estimate).
@@ -100,12 +110,8 @@ impl SharedLimits {
 
 impl Drop for SharedLimits {
     fn drop(&mut self) {
-        if self.admitted {
-            return;
-        }
-        for part in &self.parts {
-            let holds = *part.holds.lock().unwrap_or_else(PoisonError::into_inner);
-            self.send(part, -i64::from(holds));
+        if !self.admitted {
+            self.give_back_all();
         }
     }
 }
