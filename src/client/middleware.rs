@@ -432,15 +432,7 @@ impl ThrottleMiddleware {
         // (`CostSettle`, among the response's extensions) otherwise.
         let parts = match self.manager.take_named_parts(key, priority, &cost).await {
             Ok(parts) => parts,
-            Err(rejected) => {
-                let cause = RetryCause::Refused {
-                    retry_after: rejected.retry_after(),
-                };
-                return (
-                    Err(reqwest_middleware::Error::middleware(rejected)),
-                    Some(cause),
-                );
-            }
+            Err(rejected) => return refused(rejected),
         };
         let (result, cause) = self
             .attempt_call(key, priority, request, extensions, next)
@@ -503,15 +495,7 @@ impl ThrottleMiddleware {
                 let timed_out = RequestTimedOut::new(expiry);
                 (Err(reqwest_middleware::Error::middleware(timed_out)), None)
             }
-            Passage::Refused(rejected) => {
-                let cause = RetryCause::Refused {
-                    retry_after: rejected.retry_after(),
-                };
-                (
-                    Err(reqwest_middleware::Error::middleware(rejected)),
-                    Some(cause),
-                )
-            }
+            Passage::Refused(rejected) => refused(rejected),
             Passage::TimedOut(expiry) => {
                 // Past its call timeout the host was too slow, and the
                 // request may go again; past its caller's deadline it may
@@ -548,6 +532,18 @@ fn carrying(response: Response, permit: BodyPermit) -> Response {
     }
     let body = reqwest::Body::wrap(CallBody::new(body, permit));
     Response::from(http::Response::from_parts(parts, body))
+}
+
+/// An attempt refused locally: the refusal, which downcasts to
+/// [`Rejected`], and its wait for the retries.
+fn refused(rejected: Rejected) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
+    let cause = RetryCause::Refused {
+        retry_after: rejected.retry_after(),
+    };
+    (
+        Err(reqwest_middleware::Error::middleware(rejected)),
+        Some(cause),
+    )
 }
 
 /// Whether a call that ended in `error` never reached its backend: its

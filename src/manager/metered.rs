@@ -283,14 +283,15 @@ where
         let latest = core.now().saturating_add(patience);
         loop {
             // A shadowed key's limits decide in the process: it never waits.
-            let shared = match self.shadows(key) {
+            let shadowed = self.shadowed(key);
+            let shared = match shadowed {
                 false => self.take_shared(key, priority, amounts).await,
                 true => None,
             };
             let taken = match shared {
                 Some(shared) => shared.map(Parts::Shared),
                 None => self
-                    .take_limits(key, priority, requests, amounts)
+                    .take_limits(key, priority, requests, amounts, shadowed)
                     .map(Parts::Local),
             };
             let (wait, limit) = match taken {
@@ -348,7 +349,7 @@ where
     ) -> Result<CostPermit<'_>, Rejected> {
         let amounts = self.amounts_of(&cost, priority)?;
         let requests = cost.amount(REQUESTS);
-        match self.take_limits(key, priority, requests, &amounts) {
+        match self.take_limits(key, priority, requests, &amounts, self.shadowed(key)) {
             Ok(taken) => {
                 let mark = self.mark_before_taking(key, requests);
                 let permit = self.try_acquire_n(key, priority, requests)?;
@@ -482,19 +483,18 @@ where
     /// Every named limit's part of a call, taken now if every limit (and
     /// the key's rate, for `requests`) has room; else nothing taken, and
     /// how long until every one would have. A part dropped before the call
-    /// is admitted gives back what it took.
+    /// is admitted gives back what it took. `shadowed`: the key's, which
+    /// then never waits.
     fn take_limits<'m, Q: BorrowedKey<K> + ?Sized>(
         &'m self,
         key: &Q,
         priority: Priority,
         requests: u32,
         amounts: &[u32],
+        shadowed: bool,
     ) -> Result<Vec<Taken<'m>>, NotNow> {
         // A shadowed key's call never waits: each limit decides now, and
-        // one that would refuse is counted so and takes nothing. (The key
-        // is made first, so that a new key's settings say.)
-        let _ = self.entry(key, self.core().now());
-        let shadowed = self.shadows(key);
+        // one that would refuse is counted so and takes nothing.
         if !shadowed {
             self.room_for_all(key, priority, requests, amounts)?;
         }
@@ -542,6 +542,13 @@ where
             }
         }
         Ok(parts)
+    }
+
+    /// Whether `key` is shadowed, as its settings say: the key is made
+    /// first, so that a new key's say too.
+    fn shadowed<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
+        let _ = self.entry(key, self.core().now());
+        self.shadows(key)
     }
 
     /// Nothing, if `key`'s rate has room for `requests` and each named
