@@ -18,6 +18,9 @@ fn manager(clock: &ManualClock) -> ThrottleManager<String> {
                 .decrease_factor(0.5),
         )
         .throttle(ThrottleConfig::new())
+        // Never shed: a failure in the window would otherwise refuse a
+        // next call by chance (1 in 61 after one failure).
+        .random_source(|| 0.999_999)
         .bulkhead(BulkheadConfig::new(1))
         .clock(clock.clone())
         .build()
