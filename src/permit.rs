@@ -219,6 +219,17 @@ impl<'a> Permit<'a> {
         self.ticket.state.answered_in(took);
     }
 
+    /// What a store learns of the call's `outcome`, as a call that took
+    /// `tokens` (a named limit's part of it, for a metered call).
+    pub(crate) fn outcome_event(
+        &self,
+        outcome: crate::outcome::Outcome,
+        tokens: u32,
+    ) -> Option<crate::store::RateEvent> {
+        self.core()
+            .outcome_event(self.ticket.times, tokens, outcome)
+    }
+
     /// The rate tokens the call took.
     pub(crate) fn cost(&self) -> u32 {
         self.ticket.marks.cost()

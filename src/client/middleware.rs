@@ -423,7 +423,7 @@ impl ThrottleMiddleware {
         let cost = extensions.get::<Cost>().cloned();
         let Some(cost) = cost.filter(|_| self.manager.limit_names().next().is_some()) else {
             return self
-                .attempt_call(key, priority, request, extensions, next)
+                .attempt_call(key, priority, None, request, extensions, next)
                 .await;
         };
         // A metered call: its named limits' parts first, then its key's
@@ -434,8 +434,9 @@ impl ThrottleMiddleware {
             Ok(parts) => parts,
             Err(rejected) => return refused(rejected),
         };
+        let rate_taken = parts.requests_taken();
         let (result, cause) = self
-            .attempt_call(key, priority, request, extensions, next)
+            .attempt_call(key, priority, rate_taken, request, extensions, next)
             .await;
         match result {
             Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
@@ -447,7 +448,9 @@ impl ThrottleMiddleware {
                 (Ok(response), cause)
             }
             Err(error) => {
-                if never_sent(&error) {
+                if is_refusal(&error) {
+                    parts.refused();
+                } else if never_sent(&error) {
                     parts.unsent();
                 }
                 (Err(error), cause)
@@ -455,11 +458,14 @@ impl ThrottleMiddleware {
         }
     }
 
-    /// One attempt through the key's controls, as [`attempt`](Self::attempt).
+    /// One attempt through the key's controls, as [`attempt`](Self::attempt);
+    /// `rate_taken`: the requests of its key's rate the store took with the
+    /// call's named limits, which the controls do not take again.
     async fn attempt_call(
         &self,
         key: &str,
         priority: Priority,
+        rate_taken: Option<u32>,
         request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
@@ -467,6 +473,7 @@ impl ThrottleMiddleware {
         // The request's own timeout is the task's deadline already
         // (`handle`).
         let call = EdgeCall::new(&self.manager, key)
+            .rate_taken(rate_taken)
             .priority(priority)
             .carry_body(!self.release_at_headers);
         let own_timeout = request.timeout().copied();
@@ -544,6 +551,11 @@ fn refused(rejected: Rejected) -> (reqwest_middleware::Result<Response>, Option<
         Err(reqwest_middleware::Error::middleware(rejected)),
         Some(cause),
     )
+}
+
+/// Whether `error` is the refusal of a call's key's controls.
+fn is_refusal(error: &reqwest_middleware::Error) -> bool {
+    matches!(error, reqwest_middleware::Error::Middleware(error) if error.is::<Rejected>())
 }
 
 /// Whether a call that ended in `error` never reached its backend: its

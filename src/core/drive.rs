@@ -208,7 +208,10 @@ impl Core {
         let times = CallTimes::at(now);
         let call = Admitting::new(self, state, telemetry, priority, times, request.cost);
         // A rate in a store is a round trip away: a caller that waits asks
-        // the store (the long way); one that never waits decides locally.
+        // the store (the long way), unless its tokens were taken with its
+        // named limits; one that never waits decides locally. (A call whose
+        // tokens were taken comes only while its key's rate is in the
+        // store: had a reload removed the rate since, there is none to take.)
         let in_store =
             request.patience != Patience::Never && self.store_of(&call.call().state).is_some();
         let call = if in_store || request.scope == Scope::RateOnly {
@@ -227,6 +230,9 @@ impl Core {
             self.bulkhead_has_room(&call.call().state, priority)?;
         }
         if in_store {
+            if request.scope == Scope::RateTaken {
+                return self.take_slot(call, request);
+            }
             return Err(Stop::wait(Wait::ForStoreToken(call)));
         }
         self.rate_then_slot(call, request, settings)

@@ -23,6 +23,10 @@ pub(crate) enum Scope {
     /// key of a call charged to several, whose slots are taken once every
     /// key's token is due.
     Token,
+    /// The throttle and the bulkhead: the rate's tokens were taken already,
+    /// by the store's round trip that took the call's named limits (a
+    /// metered call's: `manager/metered.rs`).
+    RateTaken,
 }
 
 /// One admission's ask, without its key.
@@ -108,7 +112,7 @@ impl Request {
     /// Whether the call takes a slot of its key's bulkhead.
     #[inline]
     pub(crate) fn takes_slot(&self) -> bool {
-        self.scope == Scope::Every
+        matches!(self.scope, Scope::Every | Scope::RateTaken)
     }
 }
 

@@ -241,19 +241,31 @@ impl Core {
         cost: u32,
         outcome: Outcome,
     ) {
+        if let Some(event) = self.outcome_event(times, cost, outcome) {
+            self.report_to_store(state, event);
+        }
+    }
+
+    /// What a store learns of the outcome of a call scheduled and started
+    /// at `times`, which took `cost` tokens: `None` for a neutral one.
+    pub(crate) fn outcome_event(
+        &self,
+        times: CallTimes,
+        cost: u32,
+        outcome: Outcome,
+    ) -> Option<RateEvent> {
         let now = self.now();
         let scheduled_ago = Duration::from_nanos(now.saturating_sub(times.scheduled));
-        let event = match outcome {
-            Outcome::Success => RateEvent::Success {
+        match outcome {
+            Outcome::Success => Some(RateEvent::Success {
                 scheduled_ago,
                 started_ago: Duration::from_nanos(now.saturating_sub(times.started)),
                 waited: times.waited(),
                 tokens: cost,
-            },
-            Outcome::Overloaded => RateEvent::Overloaded { scheduled_ago },
-            Outcome::Neutral => return,
-        };
-        self.report_to_store(state, event);
+            }),
+            Outcome::Overloaded => Some(RateEvent::Overloaded { scheduled_ago }),
+            Outcome::Neutral => None,
+        }
     }
 
     /// Reports a pause of the key (a server's `Retry-After`) to the store,

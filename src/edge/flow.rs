@@ -137,6 +137,10 @@ pub struct EdgeCall<'a> {
     deadline: Option<Instant>,
     /// A second manager's key the call must pass too: a service guard.
     guard: Option<(&'a ThrottleManager<String>, &'a str)>,
+    /// The requests of the key's rate that the store took already, with
+    /// the call's named limits (a metered call's): the key's controls do
+    /// not take them again.
+    rate_taken: Option<u32>,
 }
 
 impl<'a> EdgeCall<'a> {
@@ -159,6 +163,7 @@ impl<'a> EdgeCall<'a> {
             carry: false,
             deadline: None,
             guard: None,
+            rate_taken: None,
         }
     }
 
@@ -188,6 +193,14 @@ impl<'a> EdgeCall<'a> {
     /// ```
     pub fn admit_as(mut self, admit_as: AdmitAs) -> Self {
         self.admit_as = admit_as;
+        self
+    }
+
+    /// The store took the call's `requests` of its key's rate already, with
+    /// its named limits (`None`: they are the key's controls' to take).
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn rate_taken(mut self, requests: Option<u32>) -> Self {
+        self.rate_taken = requests;
         self
     }
 
@@ -329,6 +342,10 @@ impl<'a> EdgeCall<'a> {
         key: &str,
     ) -> Result<OwnedPermit, Rejected> {
         let priority = self.priority;
+        if let Some(requests) = self.rate_taken {
+            let admitted = manager.acquire_owned_rate_taken(key, priority, requests);
+            return with_priority(priority, admitted).await;
+        }
         match self.admit_as {
             AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
             AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,

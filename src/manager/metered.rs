@@ -41,10 +41,19 @@ struct Taken<'m> {
 }
 
 /// What a call's named limits took before its key admits it: each limit's
-/// part in this process, or in the store that keeps them.
+/// part in this process, or in the store that keeps them (and, with them,
+/// the requests of the key's rate if it is in the store too).
 enum Parts<'m> {
     Local(Vec<Taken<'m>>),
     Shared(SharedLimits),
+}
+
+impl Parts<'_> {
+    /// Whether the call's requests were taken with its named limits: its
+    /// key then admits it without taking them again.
+    fn took_requests(&self) -> bool {
+        matches!(self, Parts::Shared(shared) if shared.holds(REQUESTS))
+    }
 }
 
 /// Why the limits did not all take a call's cost now.
@@ -237,7 +246,10 @@ where
             .wait_for_parts(key, priority, requests, &amounts)
             .await?;
         let mark = self.mark_before_taking(key, requests);
-        let permit = self.acquire_n(key, priority, requests).await?;
+        let permit = match taken.took_requests() {
+            true => self.acquire_rate_taken(key, priority, requests).await?,
+            false => self.acquire_n(key, priority, requests).await?,
+        };
         let named = self.named_parts(taken, |limit, ticket| {
             Permit::borrowed(limit.core(), ticket)
         });
@@ -265,6 +277,38 @@ where
         }))
     }
 
+    /// [`acquire_n`](Self::acquire_n) for a call whose `cost` tokens of
+    /// the key's rate the store took with its named limits: the throttle
+    /// and the bulkhead, and not the rate again.
+    async fn acquire_rate_taken<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<Permit<'_>, Rejected> {
+        let request = self.rate_taken_request(priority, cost);
+        let ticket = self.admit(key, &request).await?;
+        Ok(Permit::borrowed(self.core(), ticket))
+    }
+
+    /// [`acquire_rate_taken`](Self::acquire_rate_taken), for a permit that
+    /// owns its manager's core (an edge's).
+    pub(crate) async fn acquire_owned_rate_taken<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+        cost: u32,
+    ) -> Result<crate::OwnedPermit, Rejected> {
+        let request = self.rate_taken_request(priority, cost);
+        let ticket = self.admit(key, &request).await?;
+        Ok(Permit::owned(&self.inner.core, ticket))
+    }
+
+    fn rate_taken_request(&self, priority: Priority, cost: u32) -> Request {
+        let patience = Patience::AsConfigured;
+        Request::new(self.core(), priority, cost, patience, Scope::RateTaken)
+    }
+
     /// Every named limit's part of a call (`amounts`, and room for
     /// `requests` of the key's rate), taken at one moment once every limit
     /// has room: the one wait of `acquire_cost`, within the priority's
@@ -285,7 +329,7 @@ where
             // A shadowed key's limits decide in the process: it never waits.
             let shadowed = self.shadowed(key);
             let shared = match shadowed {
-                false => self.take_shared(key, priority, amounts).await,
+                false => self.take_shared(key, priority, requests, amounts).await,
                 true => None,
             };
             let taken = match shared {
@@ -415,7 +459,8 @@ where
         NamedParts::new(parts, None, would_refuse)
     }
 
-    /// Every named limit's part of a call, taken by the manager's store in
+    /// Every named limit's part of a call, and its `requests` of the key's
+    /// rate if that is in the store too, taken by the manager's store in
     /// one round trip if it keeps them; `None` if there is no store, it
     /// does not answer, or it keeps no named limits (the process then
     /// decides on its own limits).
@@ -423,6 +468,7 @@ where
         &self,
         key: &Q,
         priority: Priority,
+        requests: u32,
         amounts: &[u32],
     ) -> Option<Result<SharedLimits, NotNow>> {
         let core = self.core();
@@ -448,6 +494,16 @@ where
                 amount,
             ));
         }
+        // The requests, in the rate's own bucket, asked last: a wait's index
+        // past the named limits is the rate's.
+        if let Some((_, _, settings)) = core.store_of(&state).filter(|_| requests > 0) {
+            if requests > settings.burst {
+                let refused = Rejected::cost_above_burst(requests, settings.burst, priority);
+                return Some(Err(NotNow::Refused(refused)));
+            }
+            let rules = core.store_rules(settings);
+            asked.push(LimitRequest::new(REQUESTS, rules, requests));
+        }
         match handle.store.take_limits(&name, &asked).await {
             LimitsAnswer::Taken { marks } if marks.len() == asked.len() => {
                 let parts = (asked.iter().zip(marks))
@@ -455,7 +511,8 @@ where
                 Some(Ok(SharedLimits::new(Arc::clone(handle), name, parts)))
             }
             LimitsAnswer::Wait { wait, limit } => {
-                Some(Err(NotNow::Wait(nanos(wait).max(1), Some(limit))))
+                let named = (limit < self.inner.limits.len()).then_some(limit);
+                Some(Err(NotNow::Wait(nanos(wait).max(1), named)))
             }
             _ => None,
         }

@@ -3,10 +3,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// The name by which a [`Cost`] means the key's own rate (its
-/// [`rate`](crate::ThrottleManagerBuilder::rate)): the requests. Reserved:
-/// no named limit may take it.
-pub const REQUESTS: &str = "requests";
+pub use crate::store::REQUESTS;
 
 /// What one call costs in each limit of its key: the key's rate (its
 /// requests: 1 unless said otherwise) and the named limits the manager

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::cost::Cost;
+use super::cost::{Cost, REQUESTS};
 use super::shared::SharedLimits;
 use crate::outcome::Outcome;
 use crate::permit::Permit;
@@ -50,6 +50,20 @@ impl<'a> NamedParts<'a> {
         }
     }
 
+    /// The call now holds `amount` of its key's rate, if the store took its
+    /// requests with its named limits; `false` if it did not (they are
+    /// the key's own permit's).
+    pub(crate) fn settle_requests(&self, amount: u32) -> bool {
+        let shared = self.shared.as_ref();
+        shared.is_some_and(|shared| shared.holds(REQUESTS) && shared.settle(REQUESTS, amount))
+    }
+
+    /// What the call holds of its key's rate, if the store took its
+    /// requests with its named limits.
+    pub(crate) fn requests_taken(&self) -> Option<u32> {
+        self.shared.as_ref()?.requests()
+    }
+
     /// What the call holds of each named limit: `cost` and those amounts.
     pub(crate) fn add_to(&self, cost: Cost) -> Cost {
         let local =
@@ -65,18 +79,36 @@ impl<'a> NamedParts<'a> {
         !self.would_refuse.is_empty()
     }
 
-    /// The call's outcome, told to each limit it holds a part of here.
-    pub(crate) fn report(self, outcome: Outcome) {
+    /// The call's outcome, told to each limit it holds a part of here, and
+    /// to each adaptive one the store keeps; `key_permit` is the call's own
+    /// permit, whose times the store's report carries.
+    pub(crate) fn report(self, outcome: Outcome, key_permit: &Permit<'_>) {
+        if let Some(shared) = &self.shared {
+            shared.report(|tokens| key_permit.outcome_event(outcome, tokens));
+        }
         for part in self.limits {
             part.permit.report(outcome);
         }
     }
 
-    /// The call never reached the backend: every part goes back, counted
-    /// by no control.
+    /// The call never reached the backend: every named limit's part goes
+    /// back, counted by no control. (The requests are the key's permit's
+    /// to give back, where the store took them too:
+    /// [`settle_requests`](Self::settle_requests).)
     pub(crate) fn unsent(self) {
+        self.give_back(false);
+    }
+
+    /// The call's key refused it after its parts were taken: every part
+    /// goes back, the requests the store took with them too.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn refused(self) {
+        self.give_back(true);
+    }
+
+    fn give_back(self, requests: bool) {
         if let Some(shared) = &self.shared {
-            shared.give_back_all();
+            shared.give_back(requests);
         }
         for part in self.limits {
             lock(&part.held).settle(&part.permit, 0);

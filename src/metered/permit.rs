@@ -117,7 +117,9 @@ impl<'a> CostPermit<'a> {
     /// ```
     pub fn settle(&self, cost: Cost) {
         if let Some(requests) = cost.said_requests() {
-            lock(&self.requests).settle(&self.permit, requests);
+            if !self.named.settle_requests(requests) {
+                lock(&self.requests).settle(&self.permit, requests);
+            }
         }
         self.named.settle(&cost);
     }
@@ -138,8 +140,9 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn cost(&self) -> Cost {
-        let requests = Cost::requests(lock(&self.requests).amount());
-        self.named.add_to(requests)
+        let requests =
+            (self.named.requests_taken()).unwrap_or_else(|| lock(&self.requests).amount());
+        self.named.add_to(Cost::requests(requests))
     }
 
     /// The priority the call was admitted at.
@@ -193,7 +196,7 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn report(self, outcome: Outcome) {
-        self.named.report(outcome);
+        self.named.report(outcome, &self.permit);
         self.permit.report(outcome);
     }
 
@@ -216,7 +219,9 @@ impl<'a> CostPermit<'a> {
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn unsent(self) {
-        lock(&self.requests).settle(&self.permit, 0);
+        if !self.named.settle_requests(0) {
+            lock(&self.requests).settle(&self.permit, 0);
+        }
         self.named.unsent();
         self.permit.uncounted();
     }

@@ -1,10 +1,16 @@
 //! A metered call's parts of its key's named limits when a store keeps
-//! them ([`RateStore::take_limits`](crate::store::RateStore::take_limits)):
+//! them ([`RateStore::take_limits`](crate::store::RateStore::take_limits)),
+//! and of its key's rate (its [`REQUESTS`]) when that is in the store too:
 //! taken in one round trip, settled by reports sent without waiting.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::store::{LimitRequest, RateRules, StoreHandle, TokenReceipt};
+use super::cost::REQUESTS;
+use std::sync::atomic::Ordering;
+
+use crate::store::{
+    LimitRequest, MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, TokenReceipt,
+};
 
 /// The parts a store took of a call's named limits. Dropped before the
 /// call is admitted (its key's own controls refused it, or its caller gave
@@ -24,6 +30,12 @@ struct SharedPart {
     rules: RateRules,
     mark: TokenReceipt,
     holds: Mutex<u32>,
+}
+
+impl SharedPart {
+    fn holds(&self) -> u32 {
+        *self.holds.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl SharedLimits {
@@ -57,12 +69,24 @@ impl SharedLimits {
         self
     }
 
-    /// Each limit's name and what the call holds of it.
+    /// Each named limit's name and what the call holds of it (the
+    /// requests apart: [`requests`](Self::requests)).
     pub(crate) fn each(&self) -> impl Iterator<Item = (String, u32)> + '_ {
-        (self.parts.iter()).map(|part| {
-            let holds = *part.holds.lock().unwrap_or_else(PoisonError::into_inner);
-            (part.limit.to_string(), holds)
-        })
+        (self.parts.iter())
+            .filter(|part| &*part.limit != REQUESTS)
+            .map(|part| (part.limit.to_string(), part.holds()))
+    }
+
+    /// Whether a part of the limit named `limit` is here.
+    pub(crate) fn holds(&self, limit: &str) -> bool {
+        self.parts.iter().any(|part| &*part.limit == limit)
+    }
+
+    /// What the call holds of its key's rate, if the store took its
+    /// requests.
+    pub(crate) fn requests(&self) -> Option<u32> {
+        let part = self.parts.iter().find(|part| &*part.limit == REQUESTS)?;
+        Some(part.holds())
     }
 
     /// The call now holds `amount` of the limit named `limit`; `false` if
@@ -79,13 +103,46 @@ impl SharedLimits {
         true
     }
 
-    /// Every part goes back: the call never reached the backend.
-    pub(crate) fn give_back_all(&self) {
-        for part in &self.parts {
+    /// Every part goes back, the requests too if `requests`: the call
+    /// never reached the backend, or was not admitted.
+    pub(crate) fn give_back(&self, requests: bool) {
+        let parts = self.parts.iter();
+        for part in parts.filter(|part| requests || &*part.limit != REQUESTS) {
             let mut holds = part.holds.lock().unwrap_or_else(PoisonError::into_inner);
             let held = std::mem::take(&mut *holds);
             drop(holds);
             self.send(part, -i64::from(held));
+        }
+    }
+
+    /// The call's outcome, as `event_of` makes it for a part of so many
+    /// tokens, told to each adaptive named limit (a fixed one learns
+    /// nothing from it; the requests are the key's permit's to report).
+    /// Sent without waiting, at most
+    /// [`MAX_REPORTS_IN_FLIGHT`] at
+    /// once, as the rate's are.
+    pub(crate) fn report(&self, event_of: impl Fn(u32) -> Option<RateEvent>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let adaptive = (self.parts.iter()).filter(|part| {
+            &*part.limit != REQUESTS && part.rules.lower_bound < part.rules.upper_bound
+        });
+        for part in adaptive {
+            let Some(event) = event_of(part.holds()) else {
+                return;
+            };
+            let in_flight = &self.handle.reports_in_flight;
+            if in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_REPORTS_IN_FLIGHT {
+                in_flight.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
+            let (handle, key) = (Arc::clone(&self.handle), Arc::clone(&self.key));
+            let (limit, rules) = (Arc::clone(&part.limit), part.rules);
+            runtime.spawn(async move {
+                handle.store.report_limit(&key, &limit, event, rules).await;
+                handle.reports_in_flight.fetch_sub(1, Ordering::AcqRel);
+            });
         }
     }
 
@@ -111,7 +168,7 @@ impl SharedLimits {
 impl Drop for SharedLimits {
     fn drop(&mut self) {
         if !self.admitted {
-            self.give_back_all();
+            self.give_back(true);
         }
     }
 }

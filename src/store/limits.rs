@@ -1,13 +1,28 @@
-//! What a store may do for a metered call: take its part of each named
-//! limit of a key at once ([`RateStore::take_limits`](super::RateStore::take_limits)),
-//! and settle what it cost once its answer says
-//! ([`RateStore::settle_limit`](super::RateStore::settle_limit)). Both are
+//! What a store may do for a metered call: take its part of each limit of
+//! a key at once, its named limits and its requests of the key's rate
+//! ([`RateStore::take_limits`](super::RateStore::take_limits)); settle what
+//! it cost once its answer says
+//! ([`RateStore::settle_limit`](super::RateStore::settle_limit)); and
+//! teach an adaptive limit its outcome
+//! ([`RateStore::report_limit`](super::RateStore::report_limit)). Each is
 //! optional: a store without them leaves the named limits local to each
 //! process.
 
 use std::time::Duration;
 
 use super::{RateRules, TokenReceipt};
+
+/// The name by which a [`Cost`](crate::Cost) means the key's own rate (its
+/// [`rate`](crate::ThrottleManagerBuilder::rate)): the requests. Reserved:
+/// no named limit may take it. A store asked for a part of this name
+/// ([`take_limits`](super::RateStore::take_limits)) takes it from the
+/// key's rate.
+///
+/// ```
+/// assert_eq!(portcullis::Cost::requests(2).amount(portcullis::metered::REQUESTS), 2);
+/// assert_eq!(portcullis::store::REQUESTS, portcullis::metered::REQUESTS);
+/// ```
+pub const REQUESTS: &str = "requests";
 
 /// One named limit of a metered call's key, as a store is asked to take
 /// the call's part of it.
@@ -24,7 +39,8 @@ use super::{RateRules, TokenReceipt};
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct LimitRequest<'a> {
-    /// The limit's name.
+    /// The limit's name; [`REQUESTS`] for the
+    /// call's tokens of the key's own rate.
     pub limit: &'a str,
     /// The limit's rules: its rate, burst and bounds.
     pub rules: RateRules,

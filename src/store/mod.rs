@@ -150,7 +150,7 @@ mod redis;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{ConnectError, RedisStore, SharedRate};
-pub use limits::{LimitRequest, LimitsAnswer};
+pub use limits::{LimitRequest, LimitsAnswer, REQUESTS};
 
 /// The future a [`RateStore`] method returns: boxed, so that the manager
 /// holds any store behind one pointer.
@@ -210,7 +210,11 @@ pub trait RateStore: Send + Sync {
     /// Takes a metered call's part of each of `key`'s named `limits`
     /// ([`limit`](crate::ThrottleManagerBuilder::limit)) at once, if every
     /// one has room now, and nothing otherwise
-    /// ([`LimitsAnswer`]): one round trip for all of them. Default:
+    /// ([`LimitsAnswer`]): one round trip for all of them. A part named
+    /// [`REQUESTS`] (asked last, when the key's
+    /// rate is in the store) is the call's tokens of the key's own rate,
+    /// the bucket [`take_token`](Self::take_token) takes from: the call
+    /// then asks for no token besides. Default:
     /// [`Unavailable`](LimitsAnswer::Unavailable), and each process keeps
     /// its named limits itself.
     ///
@@ -228,6 +232,7 @@ pub trait RateStore: Send + Sync {
     }
 
     /// A metered call cost `more` tokens of `key`'s named limit `limit`
+    /// (or of its rate, for [`REQUESTS`])
     /// than it took (negative: fewer): the store owes them from now, or
     /// gives back as much of them as still lies ahead of now, by the mark
     /// [`take_limits`](Self::take_limits) gave the call's part. Sent
@@ -242,6 +247,28 @@ pub trait RateStore: Send + Sync {
     ) -> StoreFuture<'a, ()> {
         let _ = (key, limit, more, mark);
         Box::pin(std::future::ready(()))
+    }
+
+    /// Applies `event` to `key`'s named limit `limit` under `rules`, as
+    /// [`report`](Self::report) applies it to the key's rate: an adaptive
+    /// limit learns from its calls' outcomes in the store. Returns the
+    /// limit's rate after it (`None`: the store did not answer). Sent
+    /// without waiting for it, and only for a limit whose rate can move.
+    /// Default: nothing (a store that keeps no named limits, or keeps them
+    /// at their starting rates).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`report`](Self::report).
+    fn report_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>> {
+        let _ = (key, limit, event, rules);
+        Box::pin(std::future::ready(None))
     }
 
     /// What calls get while the store cannot answer. Default: each key
@@ -313,6 +340,16 @@ impl<S: RateStore + ?Sized> RateStore for Arc<S> {
         limits: &'a [LimitRequest<'a>],
     ) -> StoreFuture<'a, LimitsAnswer> {
         (**self).take_limits(key, limits)
+    }
+
+    fn report_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>> {
+        (**self).report_limit(key, limit, event, rules)
     }
 
     fn settle_limit<'a>(

@@ -1,8 +1,9 @@
--- A metered call's part of each named limit of one key (KEYS: one bucket
--- a limit), all or none, on Redis's clock: the same GCRA as the local
--- rate cell (src/rate/gcra.rs). Every limit takes its part at once if
--- every one has room now; else none takes anything, and the answer is
--- the longest wait and which limit it is.
+-- A metered call's part of each limit of one key (KEYS: one bucket a
+-- limit; the key's rate among them, for its requests, in the rate's own
+-- bucket), all or none, on Redis's clock: the same GCRA as the local rate
+-- cell (src/rate/gcra.rs). Every limit takes its part at once if every
+-- one has room now; else none takes anything, and the answer is the
+-- longest wait and which limit it is.
 --
 -- Runs after now.lua (`now`, `text`). ARGV: [1] the pinned time, or '';
 -- [2] how long an idle key's state is kept, in milliseconds; [3] the
@@ -54,8 +55,13 @@ end
 local answer = {'1'}
 for i = 1, #KEYS do
   local part = parts[i]
-  redis.call('HSET', KEYS[i], 't', text(part[1]), 'r', text(part[2]), 'g', text(part[3]))
-  redis.call('PEXPIRE', KEYS[i], math.ceil((part[1] - now + idle * 1.5) / 1000))
+  -- Kept the idle time and a half after its debt runs out, as decide.lua
+  -- keeps a rate ('x': when it expires, for decide.lua to tell when to
+  -- move it).
+  local expires = part[1] + idle * 1.5
+  redis.call('HSET', KEYS[i], 't', text(part[1]), 'r', text(part[2]), 'g', text(part[3]),
+    'x', text(expires))
+  redis.call('PEXPIRE', KEYS[i], math.ceil((expires - now) / 1000))
   answer[#answer + 1] = text(part[1]) .. ',' .. text(part[3])
 end
 return table.concat(answer, ' ')

@@ -1,30 +1,38 @@
-//! A metered call's named limits in Redis: every limit of a key decided in
-//! one script (`limits.lua`), and a settled cost applied by another
-//! (`settle_limit.lua`).
+//! A metered call's limits in Redis: every limit of a key (its named
+//! limits and its rate's requests) decided in one script (`limits.lua`),
+//! and a settled cost applied by another (`settle_limit.lua`).
 //!
 //! A named limit's bucket is the Redis key `{prefix:name}#limit`: apart
 //! from every key's rate (`prefix:name`), and with the rate's key as its
 //! hash tag, so that on Redis Cluster every limit of one key is in one
 //! slot, the slot of the key's rate (for a name without braces), and one
-//! script can decide them all.
+//! script can decide them all, the rate's requests with them (their part
+//! is asked as the limit [`REQUESTS`], whose bucket is the rate's key).
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use redis::Cmd;
 
-use super::RedisStore;
 use super::scripts::{ScriptNumber, micros_of};
-use crate::store::{LimitRequest, LimitsAnswer, TokenReceipt};
+use super::{RedisKey, RedisStore};
+use crate::store::{LimitRequest, LimitsAnswer, REQUESTS, TokenReceipt};
 
 /// The Redis key of `name`'s limit `limit` under `prefix`.
-fn limit_key(prefix: &str, limit: &str, name: &str) -> String {
-    let mut key = String::with_capacity(prefix.len() + limit.len() + name.len() + 4);
-    let _ = write!(key, "{{{prefix}:{name}}}#{limit}");
-    key
+fn part_key<'a>(prefix: &'a str, name: &'a str, limit: &'a str) -> RedisKey<'a> {
+    RedisKey {
+        prefix,
+        name,
+        limit: (limit != REQUESTS).then_some(limit),
+    }
 }
 
 impl RedisStore {
+    /// The Redis key of `name`'s limit `limit`: its rate's for
+    /// [`REQUESTS`].
+    pub(super) fn part_key<'a>(&'a self, name: &'a str, limit: &'a str) -> RedisKey<'a> {
+        part_key(&self.prefix, name, limit)
+    }
+
     /// Every limit of `limits` takes the call's part for `name`, or none
     /// does; `pinned` is the time the scripts use instead of Redis's
     /// (tests only).
@@ -44,7 +52,7 @@ impl RedisStore {
         let mut call = Cmd::new();
         call.arg("EVALSHA").arg(script.get_hash()).arg(limits.len());
         for limit in limits {
-            call.arg(limit_key(&self.prefix, limit.limit, name));
+            call.arg(self.part_key(name, limit.limit));
         }
         call.arg(pinned.map(|t| t.to_string()).unwrap_or_default())
             .arg(self.settings.idle_ttl.as_millis() as u64)
@@ -102,7 +110,7 @@ impl RedisStore {
         let script = &self.scripts.settle_limit;
         let mut call = Cmd::new();
         call.arg("EVALSHA").arg(script.get_hash()).arg(1);
-        call.arg(limit_key(&self.prefix, limit.limit, name))
+        call.arg(self.part_key(name, limit.limit))
             .arg(pinned.map(|t| t.to_string()).unwrap_or_default())
             .arg(more)
             .arg(end)
@@ -125,8 +133,12 @@ mod tests {
 
     #[test]
     fn a_limits_key_is_apart_from_every_rate_and_tagged_by_its_rates_key() {
-        assert_eq!(limit_key("llm", "tokens", "acct-1"), "{llm:acct-1}#tokens");
-        // A rate's key is `prefix:name`, which starts with no brace.
-        assert_ne!(limit_key("llm", "tokens", "x"), "llm:x");
+        let key = |limit| part_key("llm", "acct-1", limit).to_string();
+        assert_eq!(key("tokens"), "{llm:acct-1}#tokens");
+        // A rate's key is `prefix:name`, which starts with no brace; the
+        // requests are the rate's.
+        assert_eq!(key(REQUESTS), "llm:acct-1");
+        let written = redis::ToRedisArgs::to_redis_args(&part_key("llm", "acct-1", "tokens"));
+        assert_eq!(written, vec![b"{llm:acct-1}#tokens".to_vec()]);
     }
 }

@@ -267,26 +267,46 @@ impl RedisStore {
         self.look(self.redis_key(key)).await
     }
 
+    /// `event` applied to the bucket at `key` while Redis is worth asking:
+    /// the rate after it.
+    async fn report_to(
+        &self,
+        key: RedisKey<'_>,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> Option<f64> {
+        if !self.health.worth_asking() {
+            return None;
+        }
+        self.send(key, &event, &rules, None).await
+    }
+
     /// The Redis key of the manager's key named `name`.
     fn redis_key<'a>(&'a self, name: &'a str) -> RedisKey<'a> {
         RedisKey {
             prefix: &self.prefix,
             name,
+            limit: None,
         }
     }
 }
 
-/// A Redis key as the store names it, `prefix:name`, written straight
-/// into the command that carries it (no string of its own).
+/// A Redis key as the store names it, written straight into the command
+/// that carries it (no string of its own): `prefix:name` for a key's rate,
+/// `{prefix:name}#limit` for its named limit `limit` (`limits.rs`).
 #[derive(Debug, Clone, Copy)]
 struct RedisKey<'a> {
     prefix: &'a str,
     name: &'a str,
+    limit: Option<&'a str>,
 }
 
 impl fmt::Display for RedisKey<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.prefix, self.name)
+        match self.limit {
+            None => write!(f, "{}:{}", self.prefix, self.name),
+            Some(limit) => write!(f, "{{{}:{}}}#{limit}", self.prefix, self.name),
+        }
     }
 }
 
@@ -295,10 +315,13 @@ impl redis::ToRedisArgs for RedisKey<'_> {
         use std::io::Write as _;
         let mut arg = out.writer_for_next_arg();
         // Writing into the command's buffer, which cannot fail.
-        let _ = arg
-            .write_all(self.prefix.as_bytes())
-            .and_then(|()| arg.write_all(b":"))
-            .and_then(|()| arg.write_all(self.name.as_bytes()));
+        let _ = match self.limit {
+            None => arg
+                .write_all(self.prefix.as_bytes())
+                .and_then(|()| arg.write_all(b":"))
+                .and_then(|()| arg.write_all(self.name.as_bytes())),
+            Some(_) => arg.write_all(self.to_string().as_bytes()),
+        };
     }
 }
 
@@ -327,12 +350,7 @@ impl RateStore for RedisStore {
         event: RateEvent,
         rules: RateRules,
     ) -> StoreFuture<'a, Option<f64>> {
-        Box::pin(async move {
-            if !self.health.worth_asking() {
-                return None;
-            }
-            self.send(self.redis_key(key), &event, &rules, None).await
-        })
+        Box::pin(self.report_to(self.redis_key(key), event, rules))
     }
 
     fn take_limits<'a>(
@@ -341,6 +359,18 @@ impl RateStore for RedisStore {
         limits: &'a [LimitRequest<'a>],
     ) -> StoreFuture<'a, LimitsAnswer> {
         Box::pin(self.take_limits_of(key, limits, None))
+    }
+
+    fn report_limit<'a>(
+        &'a self,
+        key: &'a str,
+        limit: &'a str,
+        event: RateEvent,
+        rules: RateRules,
+    ) -> StoreFuture<'a, Option<f64>> {
+        // A limit's bucket keeps a rate's fields: the outcome script moves
+        // it as it moves a key's rate.
+        Box::pin(self.report_to(self.part_key(key, limit), event, rules))
     }
 
     fn settle_limit<'a>(

@@ -1,4 +1,5 @@
--- A metered call's settled cost in one named limit (KEYS[1]): the tokens
+-- A metered call's settled cost in one limit of a key (KEYS[1]: a named
+-- limit's bucket, or the key's rate's for its requests): the tokens
 -- it cost beyond what it took are owed from now; the tokens it took and
 -- did not use go back, as much of them as still lies ahead of now (the
 -- same rule as src/rate/gcra.rs `returnable`).
@@ -44,6 +45,8 @@ else
     tat = math.max(tat - back, now)
   end
 end
-redis.call('HSET', KEYS[1], 't', text(tat), 'r', text(rate), 'g', text(given))
-redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(tat, now) - now + tonumber(ARGV[9]) * 1500) / 1000))
+-- Kept as limits.lua keeps it.
+local expires = math.max(tat, now) + tonumber(ARGV[9]) * 1500
+redis.call('HSET', KEYS[1], 't', text(tat), 'r', text(rate), 'g', text(given), 'x', text(expires))
+redis.call('PEXPIRE', KEYS[1], math.ceil((expires - now) / 1000))
 return text(tat)
