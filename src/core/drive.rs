@@ -206,23 +206,28 @@ impl Core {
             self.throttle_admits(&state, settings, now, priority, request, span)?;
         }
         let times = CallTimes::at(now);
-        let call = Admitting::new(self, state, telemetry, priority, times, request.cost);
         // A rate in a store is a round trip away: a caller that waits asks
         // the store (the long way), unless its tokens were taken with its
         // named limits; one that never waits decides locally. (A call whose
         // tokens were taken comes only while its key's rate is in the
         // store: had a reload removed the rate since, there is none to take.)
-        let in_store =
-            request.patience != Patience::Never && self.store_of(&call.call().state).is_some();
+        let in_store = request.patience != Patience::Never && self.store_of(&state).is_some();
+        let call = Admitting::new(self, state, telemetry, priority, times, request.cost);
         let call = if in_store || request.scope == Scope::RateOnly {
             call
         } else if !self.controls.bulkhead {
             return self.rate_then_slot(call, request, settings);
         } else if request.takes_slot() {
-            match self.free_slot_then_rate(call, request, settings) {
-                Ok(decided) => return decided,
-                Err(call) => call,
-            }
+            // Decided in this branch, the call never merged with the
+            // others': a merge moves it to a slot of its own, a copy of
+            // every field just written, on every healthy call.
+            return match self.free_slot_then_rate(call, request, settings) {
+                Ok(decided) => decided,
+                Err(call) => {
+                    self.bulkhead_has_room(&call.call().state, priority)?;
+                    self.rate_then_slot(call, request, settings)
+                }
+            };
         } else {
             call
         };
