@@ -4,7 +4,6 @@
 //! trait; this is the core's use of it).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::request::Request;
@@ -17,8 +16,8 @@ use crate::priority::Priority;
 use crate::rate::RateSettings;
 use crate::rate::{self, STORE_HORIZON};
 use crate::store::{
-    MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, StoreKey, TokenAnswer, TokenReceipt,
-    TokenRequest, WhenUnavailable,
+    RateEvent, RateRules, StoreHandle, StoreKey, TokenAnswer, TokenReceipt, TokenRequest,
+    WhenUnavailable,
 };
 
 /// A shared token taken for a call: due `wait` after the store's answer.
@@ -274,32 +273,23 @@ impl Core {
         self.report_to_store(state, RateEvent::Paused(pause));
     }
 
-    /// Sends `event` to the store on a task of the current tokio runtime,
-    /// without waiting for it; the rate it brings back becomes the key's
-    /// shared rate. Nothing is sent while the store is unavailable, with
-    /// [`MAX_REPORTS_IN_FLIGHT`] on their way, or outside a runtime: the
-    /// local rate has counted the event already.
+    /// Sends `event` to the store without waiting for it, if the key's rate
+    /// is there ([`StoreHandle::spawn_report`]: not always, and the local
+    /// rate has counted the event already); the rate it brings back becomes
+    /// the key's shared rate.
     fn report_to_store(&self, state: &KeyState, event: RateEvent) {
         let Some((handle, key, settings)) = self.store_of(state) else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let in_flight = &handle.reports_in_flight;
-        if in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_REPORTS_IN_FLIGHT {
-            in_flight.fetch_sub(1, Ordering::AcqRel);
-            return;
-        }
-        let handle = Arc::clone(handle);
-        let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
-        let rules = self.store_rules(settings);
-        runtime.spawn(async move {
-            let shared = handle.store.report(&name, event, rules).await;
-            if let Some(shared) = shared.and_then(|shared| rules.checked_rate(shared)) {
-                crate::store::set_rate(&rate, shared);
+        handle.spawn_report(|handle| {
+            let (name, rate) = (Arc::clone(&key.name), key.rate_cell());
+            let rules = self.store_rules(settings);
+            async move {
+                let shared = handle.store.report(&name, event, rules).await;
+                if let Some(shared) = shared.and_then(|shared| rules.checked_rate(shared)) {
+                    crate::store::set_rate(&rate, shared);
+                }
             }
-            handle.reports_in_flight.fetch_sub(1, Ordering::AcqRel);
         });
     }
 

@@ -6,11 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::cost::REQUESTS;
-use std::sync::atomic::Ordering;
-
-use crate::store::{
-    LimitRequest, MAX_REPORTS_IN_FLIGHT, RateEvent, RateRules, StoreHandle, TokenReceipt,
-};
+use crate::store::{LimitRequest, RateEvent, RateRules, StoreHandle, TokenReceipt};
 
 /// The parts a store took of a call's named limits. Dropped before the
 /// call is admitted (its key's own controls refused it, or its caller gave
@@ -118,13 +114,9 @@ impl SharedLimits {
     /// The call's outcome, as `event_of` makes it for a part of so many
     /// tokens, told to each adaptive named limit (a fixed one learns
     /// nothing from it; the requests are the key's permit's to report).
-    /// Sent without waiting, at most
-    /// [`MAX_REPORTS_IN_FLIGHT`] at
-    /// once, as the rate's are.
+    /// Sent without waiting, as the rate's reports are
+    /// ([`StoreHandle::spawn_report`]).
     pub(crate) fn report(&self, event_of: impl Fn(u32) -> Option<RateEvent>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let adaptive = (self.parts.iter()).filter(|part| {
             &*part.limit != REQUESTS && part.rules.lower_bound < part.rules.upper_bound
         });
@@ -132,16 +124,12 @@ impl SharedLimits {
             let Some(event) = event_of(part.holds()) else {
                 return;
             };
-            let in_flight = &self.handle.reports_in_flight;
-            if in_flight.fetch_add(1, Ordering::AcqRel) >= MAX_REPORTS_IN_FLIGHT {
-                in_flight.fetch_sub(1, Ordering::AcqRel);
-                return;
-            }
-            let (handle, key) = (Arc::clone(&self.handle), Arc::clone(&self.key));
-            let (limit, rules) = (Arc::clone(&part.limit), part.rules);
-            runtime.spawn(async move {
-                handle.store.report_limit(&key, &limit, event, rules).await;
-                handle.reports_in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.handle.spawn_report(|handle| {
+                let (key, limit, rules) =
+                    (Arc::clone(&self.key), Arc::clone(&part.limit), part.rules);
+                async move {
+                    handle.store.report_limit(&key, &limit, event, rules).await;
+                }
             });
         }
     }

@@ -132,17 +132,16 @@
 //! [`check`]: crate::ThrottleManager::check
 //! [`try_acquire`]: crate::ThrottleManager::try_acquire
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::rate::Decrease;
 use crate::rate::RateSettings;
 use crate::rate::{DEFAULT_MAX_DEFER, MAX_RATE_OVER_USE, MAX_RATE_OVER_USE_WAITED, STORE_HORIZON};
 
+mod handle;
 mod limits;
 #[cfg(feature = "redis")]
 mod redis;
@@ -150,17 +149,12 @@ mod redis;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{ConnectError, RedisStore, SharedRate};
+pub(crate) use handle::{StoreHandle, StoreKey, set_rate};
 pub use limits::{LimitRequest, LimitsAnswer, REQUESTS};
 
 /// The future a [`RateStore`] method returns: boxed, so that the manager
 /// holds any store behind one pointer.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The most outcome reports of one manager on their way to its store at
-/// once. Beyond it (a store much slower than the calls' outcomes come), an
-/// outcome moves only the key's local rate, and the shared rate learns
-/// from the others.
-pub(crate) const MAX_REPORTS_IN_FLIGHT: u64 = 4_096;
 
 /// A backend that holds every key's rate for many processes: what the
 /// manager asks of it. See the [module](self) for when each method is
@@ -669,68 +663,4 @@ pub enum WhenUnavailable {
     /// waits until the store answers). For quotas that must never be
     /// exceeded, even by N processes each on its own.
     Refuse,
-}
-
-/// One key's link to the store: its name there, and its shared rate as
-/// the store last answered it (0: not yet known).
-#[derive(Debug)]
-pub(crate) struct StoreKey {
-    pub(crate) name: Arc<str>,
-    /// Shared with reports on their way, which bring the rate back.
-    rate: Arc<AtomicU64>,
-}
-
-impl StoreKey {
-    pub(crate) fn new(name: String) -> Self {
-        Self {
-            name: name.into(),
-            rate: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// The shared rate the store last answered, if it has answered.
-    pub(crate) fn rate(&self) -> Option<f64> {
-        let bits = self.rate.load(Ordering::Acquire);
-        (bits != 0).then(|| f64::from_bits(bits))
-    }
-
-    pub(crate) fn set_rate(&self, rate: f64) {
-        set_rate(&self.rate, rate);
-    }
-
-    /// Where a report on its way writes the rate it brings back.
-    pub(crate) fn rate_cell(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.rate)
-    }
-}
-
-/// Stores `rate` in `cell` if it is a rate (finite and above 0).
-pub(crate) fn set_rate(cell: &AtomicU64, rate: f64) {
-    if rate.is_finite() && rate > 0.0 {
-        cell.store(rate.to_bits(), Ordering::Release);
-    }
-}
-
-/// A manager's store, and its reports on their way.
-pub(crate) struct StoreHandle {
-    pub(crate) store: Box<dyn RateStore>,
-    pub(crate) reports_in_flight: AtomicU64,
-}
-
-impl StoreHandle {
-    pub(crate) fn new(store: Box<dyn RateStore>) -> Self {
-        Self {
-            store,
-            reports_in_flight: AtomicU64::new(0),
-        }
-    }
-}
-
-impl fmt::Debug for StoreHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StoreHandle")
-            .field("available", &self.store.is_available())
-            .field("reports_in_flight", &self.reports_in_flight)
-            .finish_non_exhaustive()
-    }
 }
