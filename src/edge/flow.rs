@@ -138,8 +138,9 @@ pub struct EdgeCall<'a> {
     /// A second manager's key the call must pass too: a service guard.
     guard: Option<(&'a ThrottleManager<String>, &'a str)>,
     /// The requests of the key's rate that the store took already, with
-    /// the call's named limits (a metered call's): the key's controls do
-    /// not take them again.
+    /// the call's named limits (a metered call's, made by the client
+    /// middleware, without a guard): the key's controls do not take them
+    /// again.
     rate_taken: Option<u32>,
 }
 
@@ -323,6 +324,11 @@ impl<'a> EdgeCall<'a> {
     async fn admit(&self) -> Result<(OwnedPermit, Option<OwnedPermit>), Rejected> {
         let (manager, key, priority) = (self.manager, self.key, self.priority);
         let Some((guard, guard_key)) = self.guard else {
+            // The requests the store took are the key's: its alone.
+            if let Some(requests) = self.rate_taken {
+                let admitted = manager.acquire_owned_rate_taken(key, priority, requests);
+                return Ok((with_priority(priority, admitted).await?, None));
+            }
             return Ok((self.admitted_by(manager, key).await?, None));
         };
         let patience = match self.admit_as {
@@ -342,10 +348,6 @@ impl<'a> EdgeCall<'a> {
         key: &str,
     ) -> Result<OwnedPermit, Rejected> {
         let priority = self.priority;
-        if let Some(requests) = self.rate_taken {
-            let admitted = manager.acquire_owned_rate_taken(key, priority, requests);
-            return with_priority(priority, admitted).await;
-        }
         match self.admit_as {
             AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
             AdmitAs::Server => manager.try_acquire_or_queue_owned(key, priority).await,

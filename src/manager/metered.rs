@@ -479,7 +479,8 @@ where
         let now = core.now();
         let state = self.entry(key, now).ok()?;
         let name = Arc::clone(&state.store_key()?.name);
-        let mut asked = Vec::with_capacity(amounts.len());
+        // Every named limit's part, and the requests'.
+        let mut asked = Vec::with_capacity(amounts.len() + 1);
         for (index, (limit, &amount)) in self.inner.limits.iter().zip(amounts).enumerate() {
             let manager = &limit.manager;
             let limit_state = manager.entry(key, now).ok()?;

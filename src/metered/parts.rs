@@ -54,8 +54,7 @@ impl<'a> NamedParts<'a> {
     /// requests with its named limits; `false` if it did not (they are
     /// the key's own permit's).
     pub(crate) fn settle_requests(&self, amount: u32) -> bool {
-        let shared = self.shared.as_ref();
-        shared.is_some_and(|shared| shared.holds(REQUESTS) && shared.settle(REQUESTS, amount))
+        (self.shared.as_ref()).is_some_and(|shared| shared.settle(REQUESTS, amount))
     }
 
     /// What the call holds of its key's rate, if the store took its
