@@ -62,7 +62,7 @@
 //! manager.decrement("example.com"); // the backend was overloaded
 //! let current: Option<f64> = manager.current_rate("example.com");
 //! # assert!(took_one);
-//! # assert_eq!(current, Some(5.15));
+//! # assert_eq!(current, Some(5.5));
 //! # Ok(())
 //! # }
 //! ```

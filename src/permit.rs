@@ -63,7 +63,7 @@ pub struct Permit<'a> {
 ///     permit.success();
 /// })
 /// .await?;
-/// assert_eq!(manager.current_rate("api"), Some(10.3));
+/// assert_eq!(manager.current_rate("api"), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```

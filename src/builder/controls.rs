@@ -199,7 +199,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert_eq!(manager.increment("api"), Some(10.3));
+    /// assert_eq!(manager.increment("api"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate(mut self, config: RateConfig) -> Self {
@@ -218,7 +218,7 @@ where
     ///     .rate_override("slow.example", RateConfig::adaptive(1.0).bounds(0.5, 2.0).increase_by(0.25))
     ///     .build()?;
     /// assert_eq!(manager.increment("slow.example"), Some(1.25));
-    /// assert_eq!(manager.increment("fast.example"), Some(10.3));
+    /// assert_eq!(manager.increment("fast.example"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self

@@ -222,7 +222,7 @@ where
     /// manager.increment("api");
     /// clock.advance(Duration::from_secs(86_400));
     /// assert_eq!(manager.evict_idle(), 0);
-    /// assert_eq!(manager.current_rate("api"), Some(10.3)); // still learned
+    /// assert_eq!(manager.current_rate("api"), Some(11.0)); // still learned
     ///
     /// let both = ThrottleManager::<String>::builder()
     ///     .idle_ttl(Duration::from_secs(60))

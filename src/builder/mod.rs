@@ -60,8 +60,8 @@ use telemetry::TelemetryParts;
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");
-/// assert_eq!(manager.current_rate("api.github.com"), Some(5.15));
-/// assert_eq!(manager.current_rate("premium-42"), Some(103.0));
+/// assert_eq!(manager.current_rate("api.github.com"), Some(6.0));
+/// assert_eq!(manager.current_rate("premium-42"), Some(101.0));
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {

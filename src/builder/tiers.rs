@@ -156,8 +156,8 @@ where
     ///     .tier("premium", Tier::new().rate(RateConfig::adaptive(100.0)).bulkhead(BulkheadConfig::new(16)))
     ///     .tier_of(|tenant: &String| tenant.starts_with("premium-").then_some("premium"))
     ///     .build()?;
-    /// assert_eq!(manager.increment("premium-42"), Some(103.0));
-    /// assert_eq!(manager.increment("free-7"), Some(10.3));
+    /// assert_eq!(manager.increment("premium-42"), Some(101.0));
+    /// assert_eq!(manager.increment("free-7"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn tier(mut self, name: impl Into<String>, tier: Tier) -> Self {
@@ -193,7 +193,7 @@ where
     ///     .tier("internal", Tier::new().rate(RateConfig::adaptive(1_000.0)))
     ///     .tier_of(|host: &String| host.ends_with(".internal").then_some("internal"))
     ///     .build()?;
-    /// assert_eq!(manager.increment("db.internal"), Some(1_030.0));
+    /// assert_eq!(manager.increment("db.internal"), Some(1_001.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn tier_of<F>(mut self, tier_of: F) -> Self

@@ -84,13 +84,23 @@ impl Core {
                     };
                     match in_line {
                         Ok((token, taken_at)) => {
-                            // Still scheduled when it arrived: a fall while
-                            // it was in line answered the calls of its time,
-                            // so its failure is no news to the rate
-                            // (`rate::aimd::is_news`). It waited for its
-                            // token, in line: started a tick after it came
-                            // at the earliest.
-                            call.call_mut().times.started = taken_at.max(arrived.saturating_add(1));
+                            // A learned rate's call is scheduled when it
+                            // took its token, at the rate then: a fall while
+                            // it was in line paced it, so its outcome is news
+                            // (`rate::aimd::is_news`), and a rate far above a
+                            // host's capacity falls once per round trip, not
+                            // once per line. Steps set by hand keep the rule
+                            // they were measured with: scheduled when it
+                            // arrived. It waited for its token, in line:
+                            // started a tick after it was scheduled.
+                            let learns = self
+                                .rate_of(&call.call().state)
+                                .is_some_and(|rate| rate.learns);
+                            let times = &mut call.call_mut().times;
+                            if learns {
+                                times.scheduled = taken_at.saturating_sub(1).max(arrived);
+                            }
+                            times.started = taken_at.max(arrived.saturating_add(1));
                             self.with_token(call, token, request)
                         }
                         Err(rejected) => Err(Stop::Refused(rejected)),

@@ -123,7 +123,7 @@ pub enum Passage<T, E> {
 ///     Passage::Reported(Ok(text), _) => assert_eq!(text, "jobs: done"),
 ///     other => panic!("{other:?}"),
 /// }
-/// assert_eq!(manager.current_rate("jobs"), Some(10.3)); // the success was reported
+/// assert_eq!(manager.current_rate("jobs"), Some(11.0)); // the success was reported
 /// # Ok(())
 /// # }
 /// ```

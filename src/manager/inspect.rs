@@ -128,7 +128,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert!(manager.snapshot("api").is_none());
     /// manager.increment("api");
-    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(10.3));
+    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn snapshot<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<KeySnapshot> {
@@ -203,7 +203,7 @@ where
     /// let mut rates: Vec<(String, Option<f64>)> =
     ///     manager.snapshots().map(|(key, snapshot)| (key, snapshot.rate)).collect();
     /// rates.sort_by(|a, b| a.0.cmp(&b.0));
-    /// assert_eq!(rates, [("a".to_string(), Some(10.3)), ("b".to_string(), Some(7.0))]);
+    /// assert_eq!(rates, [("a".to_string(), Some(11.0)), ("b".to_string(), Some(7.0))]);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn snapshots(&self) -> impl Iterator<Item = (K, KeySnapshot)>

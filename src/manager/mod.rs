@@ -116,7 +116,7 @@ pub(crate) use watch::KeyLoad;
 ///     })
 ///     .await?;
 /// assert_eq!(status, 200);
-/// assert_eq!(manager.current_rate("example.com"), Some(10.3));
+/// assert_eq!(manager.current_rate("example.com"), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```

@@ -345,7 +345,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
     /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert_eq!(manager.current_rate("api"), Some(10.3));
+    /// assert_eq!(manager.current_rate("api"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]

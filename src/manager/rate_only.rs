@@ -279,7 +279,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert_eq!(manager.current_rate("api"), None);
     /// manager.increment("api");
-    /// assert_eq!(manager.current_rate("api"), Some(10.3));
+    /// assert_eq!(manager.current_rate("api"), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn current_rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
@@ -319,6 +319,7 @@ where
         let state = self.entry(key, now).ok()?;
         let settings = core.rate_of(&state)?;
         let until = now.saturating_add(nanos(pause));
+        state.rate.learn_from_pause(now, settings);
         state.rate.pause_until(until, settings.burst);
         core.share_pause(&state, pause);
         Some(pause)

@@ -9,6 +9,7 @@ use super::aimd;
 use super::config::RateSettings;
 use super::falls;
 use super::gcra::{self, TimeSlot};
+use super::growth::{self, LastFall};
 use super::line::Line;
 use super::usage;
 use crate::clock::Nanos;
@@ -61,7 +62,24 @@ struct Queue {
     /// with a deadline (`deadline::AnswerTime`'s word), kept here so that a
     /// key whose calls set no deadline carries no word for it.
     answered: AtomicU32,
+    /// A learned rate's last fall ([`growth`]): the rate it fell from (an
+    /// `f64`'s bits, with [`FIRM`] set when the host asked for a pause; 0:
+    /// it never fell) and when. Written by the failure that claimed the
+    /// fall, then read by successes; a success that reads the two halves of
+    /// different falls grows once by the wrong one, within the bounds.
+    fell_from: AtomicU64,
+    fell_at: AtomicU64,
+    /// Whether a call of the learned rate succeeded since its last fall.
+    served_since_fall: std::sync::atomic::AtomicBool,
 }
+
+/// The flag of [`Queue::fell_from`] for a fall the host marked with a pause.
+const FIRM: u64 = 1 << 63;
+
+/// How long after a fall a pause the host asks for marks that fall, rather
+/// than being a fall of its own: the failure that carried the pause is
+/// reported first.
+const PAUSE_MARKS_FALL: Nanos = 1_000_000_000;
 
 #[derive(Debug, Default)]
 struct QueueFalls {
@@ -351,9 +369,78 @@ impl RateCell {
         let used = self.record_use(started_at, rate, tokens);
         let ceiling = aimd::validated_ceiling(used, waited, settings);
         let news = aimd::is_news(scheduled_at, self.last_decrease(scheduled_at));
-        self.change_rate(now, settings.burst, |rate| {
-            aimd::after_success(rate, ceiling, news, settings)
+        if !settings.learns {
+            return self.change_rate(now, settings.burst, |rate| {
+                aimd::after_success(rate, ceiling, news, settings)
+            });
+        }
+        let grow = |rate: f64, fall: Option<LastFall>, at: Nanos| {
+            let raised = if news {
+                growth::grown(rate, fall, at, settings)
+            } else {
+                rate
+            };
+            raised.min(ceiling)
+        };
+        match self.last_fall() {
+            // Slow start reads no clock.
+            None => self.change_rate(now, settings.burst, |rate| grow(rate, None, 0)),
+            // After a fall, growth is by the time since it.
+            Some(fall) => {
+                if let Some(queue) = self.queue.get()
+                    && !queue.served_since_fall.load(Ordering::Acquire)
+                {
+                    queue.served_since_fall.store(true, Ordering::Release);
+                }
+                let at = now();
+                if growth::before_probe(fall, at) {
+                    // Not brought down to its use before the probe.
+                    return self.change_rate(
+                        || at,
+                        settings.burst,
+                        |rate| grow(rate, Some(fall), at).max(rate),
+                    );
+                }
+                self.change_rate(|| at, settings.burst, |rate| grow(rate, Some(fall), at))
+            }
+        }
+    }
+
+    /// A learned rate's last fall, if it fell.
+    fn last_fall(&self) -> Option<LastFall> {
+        let queue = self.queue.get()?;
+        let from = queue.fell_from.load(Ordering::Acquire);
+        (from != 0).then(|| LastFall {
+            from: f64::from_bits(from & !FIRM),
+            at: queue.fell_at.load(Ordering::Acquire),
+            firm: from & FIRM != 0,
         })
+    }
+
+    fn record_fall(&self, fall: LastFall) {
+        let queue = self.queue.get_or_init(Box::default);
+        queue.fell_at.store(fall.at, Ordering::Release);
+        let firm = if fall.firm { FIRM } else { 0 };
+        queue
+            .fell_from
+            .store(fall.from.to_bits() | firm, Ordering::Release);
+    }
+
+    /// The host asked for a pause at `now` (`Retry-After`): for a learned
+    /// rate, where its capacity lies. The fall its refusal caused (reported
+    /// just before) is marked firm, and dwells longer below the rate it
+    /// fell from ([`growth::FIRM_DWELL`]). A pause with no fall just before
+    /// it only pauses.
+    pub(crate) fn learn_from_pause(&self, now: Nanos, settings: &RateSettings) {
+        if !settings.learns {
+            return;
+        }
+        if let Some(fall) = self
+            .last_fall()
+            .filter(|fall| now.saturating_sub(fall.at) <= PAUSE_MARKS_FALL)
+        {
+            self.record_fall(LastFall { firm: true, ..fall });
+        }
     }
 
     /// Moves the rate to `to(rate)` at `now`, as a change of the key's
@@ -422,11 +509,41 @@ impl RateCell {
                     later.then_some(mark)
                 });
         }
-        self.change_rate(
+        if !settings.learns {
+            return self.change_rate(
+                || now,
+                settings.burst,
+                |rate| aimd::decreased(rate, settings),
+            );
+        }
+        let before = self.last_fall();
+        // A learned rate that falls again with no call served since its
+        // last fall is far above what the host takes: it falls twice.
+        let unserved = settings.learned_decrease
+            && before.is_some()
+            && self
+                .queue
+                .get()
+                .is_some_and(|queue| !queue.served_since_fall.swap(false, Ordering::AcqRel));
+        let change = self.change_rate(
             || now,
             settings.burst,
-            |rate| aimd::decreased(rate, settings),
-        )
+            |rate| {
+                let once = aimd::decreased(rate, settings);
+                if unserved {
+                    aimd::decreased(once, settings)
+                } else {
+                    once
+                }
+            },
+        );
+        let used = usage::read(self.used.load(Ordering::Acquire), now);
+        self.record_fall(LastFall {
+            from: growth::earned_at(change.from, before.is_none(), used),
+            at: now,
+            firm: false,
+        });
+        change
     }
 
     /// When the rate last fell, read near `near` (see [`DecreaseStamp`]).

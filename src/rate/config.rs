@@ -18,6 +18,13 @@ pub(crate) use check::RateSettings;
 /// ```
 pub const MAX_RATE: f64 = 1e9;
 
+/// The cooldown of the default decrease: short, so that a rate far above a
+/// host's capacity comes down within a fraction of a second. Calls through
+/// permits fall at most once per round trip besides ("old news"); the
+/// cooldown guards [`decrement`](crate::ThrottleManager::decrement), which
+/// carries no schedule.
+const DEFAULT_COOLDOWN: Duration = Duration::from_millis(50);
+
 /// The slowest rate a key with `burst` may have: its whole burst is owed
 /// over at most 2^62 ns (146 years). The bucket counts time in 64-bit
 /// nanoseconds, and a debt beyond that could not be counted: every call
@@ -62,15 +69,38 @@ pub enum Decrease {
 /// `[lower_bound, upper_bound]`. Setters take any value; the manager's
 /// `build()` (or [`validate`](RateConfig::validate)) checks them all at once.
 ///
-/// Defaults for `RateConfig::adaptive(r)`: burst 1, bounds `[r / 10, r * 10]`
-/// (the upper one at most [`MAX_RATE`]),
-/// an increase of `r * 0.03` per success, a decrease multiplicative by 0.7 at most
-/// once per 500 ms (see [`decrease_cooldown`](RateConfig::decrease_cooldown)).
-/// Chosen by measurement against a real rate-limited server
-/// (`tests/rate/http.rs`; the figures are in `benches/README.md`): these
-/// use nearly all of its capacity while it refuses few calls. Additive
-/// decrease (e.g. `increase_by(1.0)`, `decrease_by(5.0)`) gets it to refuse
-/// more; prefer a factor.
+/// Defaults for `RateConfig::adaptive(r)`: burst 1, bounds
+/// `[min(r / 10, 1), MAX_RATE]`, and a rate that is *learned*: it
+/// converges on a host's capacity from any start.
+///
+/// - **Slow start.** Until its first overload, each success adds one call
+///   a second, so a rate that limits its calls grows `e`-fold a second (as
+///   TCP's window doubles each round trip): from 1/s, a host taking 50/s
+///   is found in about four seconds.
+/// - **A fall.** An overload multiplies the rate by 0.7, at most once per
+///   50 ms and once per round trip ("old news" below); a fall with no call
+///   served since the last one multiplies it by 0.49, so a start ten times
+///   above a host's capacity is down within a fraction of a second.
+/// - **After a fall, growth by time.** The rate climbs back to 95 % of the
+///   rate that earned the fall within 1.5 s, holds there for 5.5 s (or as
+///   long as 50 calls take, if longer; 15 s after a fall the host marked
+///   with `Retry-After`), then probes beyond it, `e`-fold a second. More
+///   successes a second do not climb faster, so no success rate can
+///   outrun the decrease.
+///
+/// Against a host of capacity `C` that refuses beyond it, the rate settles
+/// in cycles of about 7 s spent mostly at 95 % of `C`, with about one
+/// refused call a cycle; behind `Retry-After`, about one pause every 17 s
+/// (`tests/rate/converge.rs` checks `C` of 5, 50 and 500/s from starts of
+/// `C / 50` to `10 C`; the figures are in `benches/README.md`).
+///
+/// Steps set by hand keep their meaning: with
+/// [`increase_by`](Self::increase_by), each success adds that step (the Go
+/// seed's additive increase); with [`decrease_by`](Self::decrease_by) or
+/// [`decrease_factor`](Self::decrease_factor), each fall is that step, at
+/// most once per cooldown. Through a [store](crate::store), a rate without
+/// `increase_by` adds 3 % of its starting rate per success, in the store's
+/// script.
 ///
 /// # The bound a quota keeps
 ///
@@ -197,11 +227,12 @@ impl RateConfig {
     /// #     let clock = portcullis::clock::ManualClock::new();
     /// #     ThrottleManager::builder().rate(config).clock(clock).build().unwrap()
     /// # }
-    /// let manager = manager(RateConfig::adaptive(10.0)); // bounds 1/s to 100/s
-    /// for _ in 0..1_000 {
-    ///     manager.increment("api");
-    /// }
-    /// assert_eq!(manager.current_rate("api"), Some(100.0));
+    /// let manager = manager(RateConfig::adaptive(10.0)); // bounds 1/s to MAX_RATE
+    /// // Slow start: a success adds one call a second.
+    /// assert_eq!(manager.increment("api"), Some(11.0));
+    /// // A failure: x 0.7 (and after it, growth by time, not by successes).
+    /// let fallen = manager.decrement("api").unwrap();
+    /// assert!((fallen - 7.7).abs() < 1e-9);
     /// ```
     pub fn adaptive(starting_rate: f64) -> Self {
         Self {
@@ -473,30 +504,49 @@ impl RateConfig {
         self
     }
 
-    /// The lowest rate, after defaults.
+    /// The lowest rate, after defaults: a tenth of the starting rate, and
+    /// at most 1/s, so that a start far above a host's capacity can come
+    /// down to it.
     pub(crate) fn lower_bound(&self) -> f64 {
         if self.quota.is_some() {
             return self.starting_rate;
         }
-        self.lower_bound
-            .unwrap_or((self.starting_rate / 10.0).max(slowest_rate(self.burst)))
+        self.lower_bound.unwrap_or(
+            (self.starting_rate / 10.0)
+                .min(1.0)
+                .max(slowest_rate(self.burst)),
+        )
     }
 
-    /// The highest rate, after defaults.
+    /// The highest rate, after defaults: none but [`MAX_RATE`], so that a
+    /// start far below a host's capacity can find it (validation keeps
+    /// the rate within twice what its calls use).
     pub(crate) fn upper_bound(&self) -> f64 {
         if self.quota.is_some() {
             return self.starting_rate;
         }
-        self.upper_bound
-            .unwrap_or((self.starting_rate * 10.0).min(MAX_RATE))
+        self.upper_bound.unwrap_or(MAX_RATE)
     }
 
-    /// What a success adds, after defaults.
+    /// What a success adds, after defaults: a learned rate's
+    /// ([`learns`](Self::learns)) grows by time instead, and a store
+    /// applies 3 % of the starting rate per success.
     pub(crate) fn increment_step(&self) -> f64 {
         if self.quota.is_some() {
             return 0.0;
         }
         self.increase_by.unwrap_or(self.starting_rate * 0.03)
+    }
+
+    /// Whether the rate is learned: adaptive, with no `increase_by` step.
+    pub(crate) fn learns(&self) -> bool {
+        self.quota.is_none() && self.increase_by.is_none()
+    }
+
+    /// Whether the decrease is the default one: adaptive, with neither
+    /// `decrease_by` nor `decrease_factor`.
+    pub(crate) fn learns_decrease(&self) -> bool {
+        self.quota.is_none() && self.decrease_by.is_none() && self.decrease_factor.is_none()
     }
 
     /// How a failure lowers the rate, after defaults.
@@ -516,10 +566,12 @@ impl RateConfig {
         if self.quota.is_some() {
             return Duration::ZERO;
         }
-        self.decrease_cooldown.unwrap_or(match self.decrease() {
-            Decrease::Subtract(_) => Duration::ZERO,
-            Decrease::Multiply(_) => Duration::from_millis(500),
-        })
+        self.decrease_cooldown
+            .unwrap_or(match (self.decrease_by, self.decrease_factor) {
+                (Some(_), None) => Duration::ZERO,
+                (_, Some(_)) => Duration::from_millis(500),
+                (None, None) => DEFAULT_COOLDOWN,
+            })
     }
 }
 

@@ -29,6 +29,7 @@ mod cell;
 mod config;
 mod falls;
 mod gcra;
+mod growth;
 mod line;
 mod usage;
 

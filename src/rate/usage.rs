@@ -74,7 +74,6 @@ pub(crate) fn record(word: u64, now: Nanos, rate: f64, tokens: u32) -> Used {
 /// The use per second `word` shows at `now`, counting nothing: the
 /// successes of its window over the window's length, at least one
 /// [`WINDOW`] (a window just begun shows no burst of use).
-#[cfg_attr(not(feature = "status"), allow(dead_code))]
 pub(crate) fn read(word: u64, now: Nanos) -> f64 {
     let (start, count) = unpack(word);
     let elapsed = nanos_of(stamp(now).wrapping_sub(start)).max(WINDOW);

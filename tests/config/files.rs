@@ -196,7 +196,7 @@ fn a_control_set_in_code_survives_a_file_without_it() {
         .config(file("[default.bulkhead]\nmax_concurrent = 4"))
         .build()
         .unwrap();
-    assert_eq!(rate.increment("api"), Some(10.3), "the rate set in code");
+    assert_eq!(rate.increment("api"), Some(11.0), "the rate set in code");
 
     let throttle = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())

@@ -160,8 +160,8 @@ async fn arc_str_keys_are_looked_up_by_str() {
         .unwrap();
     manager.increment("example.com");
     let key: Arc<str> = Arc::from("example.com");
-    assert_eq!(manager.current_rate(&*key), Some(10.3));
-    assert_eq!(manager.current_rate("example.com"), Some(10.3));
+    assert_eq!(manager.current_rate(&*key), Some(11.0));
+    assert_eq!(manager.current_rate("example.com"), Some(11.0));
     assert_eq!(manager.len(), 1);
 }
 

@@ -416,7 +416,7 @@ fn per_key_settings_from_overrides_and_a_tier() {
         .build()
         .unwrap();
     assert_eq!(manager.increment("slow.example"), Some(3.0));
-    assert_eq!(manager.increment("premium-1"), Some(103.0));
+    assert_eq!(manager.increment("premium-1"), Some(101.0));
     assert_eq!(manager.increment("anyone"), Some(11.0));
     assert_eq!(manager.increment("anyone"), Some(12.0));
     // The closure is asked once per new key, never for overridden keys.

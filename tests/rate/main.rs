@@ -22,5 +22,6 @@ fn manager(config: portcullis::RateConfig) -> portcullis::ThrottleManager<String
 
 mod adaptive;
 mod bound;
+mod converge;
 mod http;
 mod quotas;

@@ -13,17 +13,19 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 /// What the server takes: requests a second, with a burst of 5, and 429
 /// beyond (as nginx's `limit_req` answers).
 pub(crate) const CAPACITY: u32 = 50;
 
-/// When each request reached the server, and whether it was served.
+/// When each request reached the server, and whether it was served; for
+/// a server that asks for pauses, when each pause it asked for ends.
 #[derive(Default)]
 pub(crate) struct Seen {
     pub(crate) arrivals: Mutex<Vec<(Instant, bool)>>,
+    pub(crate) pauses: Mutex<Vec<(Instant, Instant)>>,
 }
 
 /// What the server saw over a span.
@@ -68,6 +70,36 @@ impl Seen {
 
 /// Starts the rate-limited server on a loopback port.
 pub(crate) async fn start_server() -> std::io::Result<(SocketAddr, Arc<Seen>)> {
+    start(None).await
+}
+
+/// The same server, answering each 429 with `Retry-After: pause` (whole
+/// seconds) and recording the pause it asked for.
+pub(crate) async fn start_server_asking_pauses(
+    pause: Duration,
+) -> std::io::Result<(SocketAddr, Arc<Seen>)> {
+    start(Some(pause)).await
+}
+
+impl Seen {
+    /// Requests that arrived inside a pause the server had asked for, at
+    /// least `grace` after it was asked (a request already on its way when
+    /// the 429 left is no impoliteness).
+    pub(crate) fn inside_pauses(&self, grace: Duration) -> usize {
+        let pauses = self.pauses.lock().unwrap().clone();
+        let arrivals = self.arrivals.lock().unwrap();
+        arrivals
+            .iter()
+            .filter(|(at, _)| {
+                pauses
+                    .iter()
+                    .any(|&(asked, ends)| *at >= asked + grace && *at < ends)
+            })
+            .count()
+    }
+}
+
+async fn start(pause: Option<Duration>) -> std::io::Result<(SocketAddr, Arc<Seen>)> {
     let limit: DefaultDirectRateLimiter = RateLimiter::direct(
         Quota::per_second(NonZeroU32::new(CAPACITY).unwrap())
             .allow_burst(NonZeroU32::new(5).unwrap()),
@@ -75,14 +107,20 @@ pub(crate) async fn start_server() -> std::io::Result<(SocketAddr, Arc<Seen>)> {
     let seen = Arc::new(Seen::default());
     let state = (Arc::new(limit), Arc::clone(&seen));
     let app = Router::new().fallback(
-        |State((limit, seen)): State<(Arc<DefaultDirectRateLimiter>, Arc<Seen>)>| async move {
+        move |State((limit, seen)): State<(Arc<DefaultDirectRateLimiter>, Arc<Seen>)>| async move {
             let served = limit.check().is_ok();
-            seen.arrivals.lock().unwrap().push((Instant::now(), served));
+            let now = Instant::now();
+            seen.arrivals.lock().unwrap().push((now, served));
             if served {
-                StatusCode::OK
-            } else {
-                StatusCode::TOO_MANY_REQUESTS
+                return (StatusCode::OK, HeaderMap::new());
             }
+            let mut headers = HeaderMap::new();
+            if let Some(pause) = pause {
+                seen.pauses.lock().unwrap().push((now, now + pause));
+                let seconds = HeaderValue::from(pause.as_secs());
+                headers.insert(axum::http::header::RETRY_AFTER, seconds);
+            }
+            (StatusCode::TOO_MANY_REQUESTS, headers)
         },
     );
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;

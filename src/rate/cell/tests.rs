@@ -50,6 +50,7 @@ mod operations {
         let s = settings(
             RateConfig::adaptive(64.0)
                 .bounds(1.0, 64.0)
+                .increase_by(1.0)
                 .decrease_factor(0.5)
                 .decrease_cooldown(std::time::Duration::from_millis(100)),
         );
@@ -60,6 +61,43 @@ mod operations {
         assert_eq!(cell.rate(), 32.0);
         cell.decrease(110 * MS, 110 * MS, &s);
         assert_eq!(cell.rate(), 16.0);
+    }
+
+    #[test]
+    fn a_learned_rate_falls_twice_when_nothing_was_served_since_its_last_fall() {
+        let s = settings(RateConfig::adaptive(100.0));
+        let cell = RateCell::new(s.starting_rate, 0);
+        assert_eq!(cell.decrease(0, 0, &s).to, 70.0);
+        // Nothing served since: far above what the host takes.
+        let twice = cell.decrease(500 * MS, 500 * MS, &s).to;
+        assert!((twice - 34.3).abs() < 1e-9, "{twice}");
+        // A success since the last fall: one step.
+        let served = cell
+            .increase(|| 600 * MS, 600 * MS, 600 * MS, false, 1, &s)
+            .to;
+        let once = cell.decrease(1_100 * MS, 1_100 * MS, &s).to;
+        assert!((once - served * 0.7).abs() < 1e-9, "{once}");
+        // A decrease the user set keeps its meaning.
+        let s = settings(RateConfig::adaptive(64.0).decrease_factor(0.5));
+        let cell = RateCell::new(s.starting_rate, 0);
+        assert_eq!(cell.decrease(0, 0, &s).to, 32.0);
+        assert_eq!(cell.decrease(500 * MS, 500 * MS, &s).to, 16.0);
+    }
+
+    #[test]
+    fn a_learned_rate_grows_by_time_after_its_fall_and_a_pause_marks_the_fall() {
+        let s = settings(RateConfig::adaptive(100.0).bounds(1.0, 1_000.0));
+        let cell = RateCell::new(s.starting_rate, 0);
+        // Slow start: one call a second more per success.
+        assert_eq!(cell.increase(|| 0, 0, 0, true, 1, &s).to, 101.0);
+        // Out of slow start, the fall is earned before that step.
+        assert_eq!(cell.decrease(MS, MS, &s).to, 101.0 * 0.7);
+        let fall = cell.last_fall().unwrap();
+        assert_eq!((fall.from, fall.firm), (100.0, false));
+        // The pause the refusal carried marks that fall.
+        cell.learn_from_pause(2 * MS, &s);
+        assert!(cell.last_fall().unwrap().firm);
+        assert_eq!(cell.rate(), 101.0 * 0.7);
     }
 
     #[test]

@@ -189,6 +189,8 @@ impl RateConfig {
             lower_bound: self.lower_bound(),
             upper_bound: self.upper_bound(),
             increment: self.increment_step(),
+            learns: self.learns(),
+            learned_decrease: self.learns_decrease(),
             decrease: self.decrease(),
             cooldown: nanos(self.cooldown()),
         }
@@ -203,6 +205,13 @@ pub(crate) struct RateSettings {
     pub(crate) lower_bound: f64,
     pub(crate) upper_bound: f64,
     pub(crate) increment: f64,
+    /// Whether the rate grows by time after a fall, with slow start
+    /// before the first (`growth`), rather than by `increment` per success:
+    /// an adaptive rate whose user set no `increase_by`.
+    pub(crate) learns: bool,
+    /// Whether the decrease is the default: then a fall with no call served
+    /// since the last one falls twice (`cell`'s `decrease`).
+    pub(crate) learned_decrease: bool,
     pub(crate) decrease: Decrease,
     pub(crate) cooldown: Nanos,
 }

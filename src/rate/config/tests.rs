@@ -69,10 +69,19 @@ fn every_bad_value_is_named_with_its_field_and_value() {
 fn defaults_follow_the_starting_rate() {
     let config = RateConfig::adaptive(10.0);
     assert_eq!(config.lower_bound(), 1.0);
-    assert_eq!(config.upper_bound(), 100.0);
-    assert_eq!(config.increment_step(), 0.3);
+    assert_eq!(config.upper_bound(), crate::rate::MAX_RATE);
+    assert!(config.learns());
     assert_eq!(config.decrease(), Decrease::Multiply(0.7));
-    assert_eq!(config.cooldown(), Duration::from_millis(500));
+    assert_eq!(config.cooldown(), Duration::from_millis(50));
+    // A start far above a host's capacity can come down to 1/s.
+    assert_eq!(RateConfig::adaptive(500.0).lower_bound(), 1.0);
+    assert_eq!(RateConfig::adaptive(2.0).lower_bound(), 0.2);
+    // A step the user sets keeps its meaning, and so does a factor.
+    assert!(!RateConfig::adaptive(10.0).increase_by(0.3).learns());
+    assert_eq!(
+        RateConfig::adaptive(10.0).decrease_factor(0.7).cooldown(),
+        Duration::from_millis(500)
+    );
     assert_eq!(
         RateConfig::adaptive(10.0).decrease_by(1.0).cooldown(),
         Duration::ZERO

@@ -1,0 +1,213 @@
+//! How a learned rate grows (the default, when no `increase_by` step is
+//! set), as pure maths: slow start until the first fall, then by the time
+//! since the last fall, never by the number of successes.
+//!
+//! - **Slow start.** Until its first fall, each success that is news adds
+//!   [`SLOW_START_STEP`] (one call a second) to the rate. A rate that
+//!   limits its calls succeeds about `rate` times a second, so it grows by
+//!   about itself each second: `e`-fold a second, as TCP's window doubles
+//!   each round trip by adding one segment per acknowledgement. From any
+//!   start below a host's capacity, the first fall comes after about
+//!   `ln(capacity / start)` seconds.
+//! - **After a fall** from `W` (the rate that earned it), the rate is a
+//!   function of the time `t` since the fall, CUBIC's shape in three
+//!   pieces: back from the fallen rate to [`PLATEAU`] `× W` over
+//!   [`RECOVERY`], concave (quick at first, flat on arrival); held there
+//!   for [`DWELL`] (or [`FIRM_DWELL`] when the host asked for a pause,
+//!   which says exactly where its capacity was); then a probe that grows
+//!   `e`-fold a second, so that a host whose capacity rose is found within
+//!   seconds. A success moves the rate up to this curve, never beyond it,
+//!   so a key with more successes a second climbs no faster: the decrease
+//!   (one per round trip of overload) always outruns the growth, and a
+//!   rate started far above a host's capacity comes down for good.
+//!
+//! Where it settles against a host of capacity `C` that refuses beyond it:
+//! each cycle starts with a fall from just above `C` and lasts
+//! `RECOVERY + DWELL` plus the probe's fraction of a second, spent mostly
+//! at 95 % of `C`; about one call a cycle is refused (at `C = 5/s`, one in
+//! 35). Behind `Retry-After`, the pause comes once per `FIRM_DWELL`.
+//!
+//! Every function is total: no clock, no atomics, no panics.
+
+use super::aimd;
+use super::config::RateSettings;
+use crate::clock::Nanos;
+
+/// What a success adds to a learned rate before its first fall, in calls a
+/// second.
+pub(crate) const SLOW_START_STEP: f64 = 1.0;
+
+/// How long the rate takes to climb back from its fall to the plateau.
+pub(crate) const RECOVERY: Nanos = 1_500_000_000;
+
+/// How long the rate holds at the plateau before it probes beyond.
+pub(crate) const DWELL: Nanos = 5_500_000_000;
+
+/// The same after a fall the host marked with a pause (`Retry-After`).
+pub(crate) const FIRM_DWELL: Nanos = 15_000_000_000;
+
+/// The least number of calls the plateau lasts: at low rates the dwell is
+/// longer than [`DWELL`], so that the one call a probe's fall costs stays
+/// a small share of the calls.
+const DWELL_CALLS: f64 = 50.0;
+
+/// The plateau, as a share of the rate that earned the fall: below it,
+/// since a fall is earned just above the host's capacity.
+pub(crate) const PLATEAU: f64 = 0.95;
+
+/// How fast the probe grows: `e`-fold in this long.
+const PROBE_EFOLD: Nanos = 1_000_000_000;
+
+/// The last fall of a learned rate: from which rate, when, and whether the
+/// host marked it with a pause.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LastFall {
+    pub(crate) from: f64,
+    pub(crate) at: Nanos,
+    pub(crate) firm: bool,
+}
+
+/// The rate after one success that is news, for a rate that last fell
+/// `fall` (`None`: never), at `now`: the curve's value if above `rate`,
+/// clamped into the bounds. The validation ceiling applies after this.
+pub(crate) fn grown(rate: f64, fall: Option<LastFall>, now: Nanos, settings: &RateSettings) -> f64 {
+    let target = match fall {
+        None => rate + SLOW_START_STEP,
+        Some(fall) => rate.max(curve(fall, now, settings)),
+    };
+    target.max(settings.lower_bound).min(settings.upper_bound)
+}
+
+/// How far above the key's measured use (successes a second) a fall after
+/// the first is taken to have been earned.
+const EARNED_OVER_USE: f64 = 1.1;
+
+/// The rate a fall from `from` was earned at, for a key whose calls
+/// succeeded `used` times a second lately: out of slow start, the rate
+/// before its last step (which was served: a step at 5/s is a fifth of the
+/// rate); after that, at most [`EARNED_OVER_USE`] times the use, since the
+/// rate may have grown past what was served while the failing call was on
+/// its way (a probe at 5/s grows a fifth between two calls). Never below
+/// half of `from`, whatever the use: a fall it earns is a fall.
+pub(crate) fn earned_at(from: f64, slow_start: bool, used: f64) -> f64 {
+    let earned = if slow_start {
+        from - SLOW_START_STEP
+    } else if used > 0.0 {
+        EARNED_OVER_USE * used
+    } else {
+        from
+    };
+    earned.min(from).max(from / 2.0)
+}
+
+/// Whether the curve after `fall` is still below or at its plateau at
+/// `now` (not yet probing). Until then the rate is not brought down to its
+/// measured use: a host's pause or a fall's recovery leaves the key
+/// quieter than its rate, which was tested a moment ago.
+pub(crate) fn before_probe(fall: LastFall, now: Nanos) -> bool {
+    now.saturating_sub(fall.at) < RECOVERY + dwell(fall)
+}
+
+fn dwell(fall: LastFall) -> Nanos {
+    let dwell = if fall.firm { FIRM_DWELL } else { DWELL };
+    dwell.max((DWELL_CALLS / (PLATEAU * fall.from) * 1e9) as Nanos)
+}
+
+/// The rate `now` lies on after `fall` (see the module's doc).
+pub(crate) fn curve(fall: LastFall, now: Nanos, settings: &RateSettings) -> f64 {
+    let t = now.saturating_sub(fall.at);
+    let plateau = PLATEAU * fall.from;
+    let fallen = aimd::decreased(fall.from, settings).min(plateau);
+    if t < RECOVERY {
+        let left = 1.0 - t as f64 / RECOVERY as f64;
+        return plateau - (plateau - fallen) * left * left;
+    }
+    let dwell = dwell(fall);
+    let probing = t - RECOVERY;
+    if probing < dwell {
+        return plateau;
+    }
+    let efolds = (probing - dwell) as f64 / PROBE_EFOLD as f64;
+    // Past about 20 e-folds every rate is beyond any bound; `min` keeps
+    // `exp` finite.
+    plateau * efolds.min(50.0).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RateConfig;
+
+    const S: Nanos = 1_000_000_000;
+
+    fn learned() -> RateSettings {
+        RateSettings::for_test(RateConfig::adaptive(10.0).bounds(1.0, 1_000.0))
+    }
+
+    fn fall(firm: bool) -> LastFall {
+        LastFall {
+            from: 100.0,
+            at: 10 * S,
+            firm,
+        }
+    }
+
+    #[test]
+    fn slow_start_adds_one_call_a_second_per_success() {
+        let s = learned();
+        assert_eq!(grown(10.0, None, 0, &s), 11.0);
+        assert_eq!(grown(999.5, None, 0, &s), 1_000.0, "within the bounds");
+    }
+
+    #[test]
+    fn a_fall_out_of_slow_start_is_earned_before_its_last_step() {
+        assert_eq!(earned_at(6.0, true, 4.0), 5.0);
+        assert_eq!(earned_at(1.5, true, 1.0), 0.75);
+    }
+
+    #[test]
+    fn a_later_fall_is_earned_near_the_use() {
+        assert_eq!(earned_at(6.0, false, 0.0), 6.0, "no use measured");
+        assert!((earned_at(6.0, false, 5.0) - 5.5).abs() < 1e-9);
+        assert_eq!(earned_at(6.0, false, 6.0), 6.0);
+        assert_eq!(earned_at(6.0, false, 1.0), 3.0);
+    }
+
+    #[test]
+    fn after_a_fall_the_rate_recovers_dwells_below_it_and_probes() {
+        let s = learned(); // decrease: x 0.7
+        let f = fall(false);
+        assert_eq!(curve(f, 10 * S, &s), 70.0);
+        // Concave: most of the way back in the first half.
+        let half = curve(f, 10 * S + RECOVERY / 2, &s);
+        assert!((half - 88.75).abs() < 1e-9, "{half}");
+        assert_eq!(curve(f, 10 * S + RECOVERY, &s), 95.0);
+        assert_eq!(curve(f, 10 * S + RECOVERY + DWELL - 1, &s), 95.0);
+        let probe = curve(f, 10 * S + RECOVERY + DWELL + S, &s);
+        assert!((probe - 95.0 * std::f64::consts::E).abs() < 1e-9, "{probe}");
+        // A firm fall (the host asked for a pause) dwells longer.
+        assert_eq!(curve(fall(true), 10 * S + RECOVERY + DWELL + S, &s), 95.0);
+        assert!(curve(fall(true), 10 * S + RECOVERY + FIRM_DWELL + S, &s) > 200.0);
+    }
+
+    #[test]
+    fn growth_depends_on_time_not_on_successes() {
+        let s = learned();
+        let f = Some(fall(false));
+        let now = 10 * S + RECOVERY / 3;
+        let once = grown(70.0, f, now, &s);
+        let many = (0..1_000).fold(70.0, |rate, _| grown(rate, f, now, &s));
+        assert_eq!(once, many);
+        // A rate above the curve (set by hand, say) is left where it is.
+        assert_eq!(grown(99.0, f, now, &s), 99.0);
+    }
+
+    #[test]
+    fn the_curve_is_total() {
+        let s = learned();
+        let f = fall(false);
+        assert_eq!(curve(f, 0, &s), 70.0, "a time before the fall");
+        assert!(curve(f, Nanos::MAX, &s).is_finite());
+        assert_eq!(grown(500.0, Some(f), Nanos::MAX, &s), 1_000.0);
+    }
+}
