@@ -13,6 +13,7 @@ use super::growth::{self, LastFall};
 use super::line::Line;
 use super::usage;
 use crate::clock::Nanos;
+use fall_memory::FallMemory;
 
 /// The rate state of one key: 40 bytes, lock-free but for falls of the
 /// rate while calls wait for their tokens (see [`falls`]), with 4 bytes the
@@ -62,24 +63,9 @@ struct Queue {
     /// with a deadline (`deadline::AnswerTime`'s word), kept here so that a
     /// key whose calls set no deadline carries no word for it.
     answered: AtomicU32,
-    /// A learned rate's last fall ([`growth`]): the rate it fell from (an
-    /// `f64`'s bits, with [`FIRM`] set when the host asked for a pause; 0:
-    /// it never fell) and when. Written by the failure that claimed the
-    /// fall, then read by successes; a success that reads the two halves of
-    /// different falls grows once by the wrong one, within the bounds.
-    fell_from: AtomicU64,
-    fell_at: AtomicU64,
-    /// Whether a call of the learned rate succeeded since its last fall.
-    served_since_fall: std::sync::atomic::AtomicBool,
+    /// A learned rate's last fall, made by its first fall.
+    fall: FallMemory,
 }
-
-/// The flag of [`Queue::fell_from`] for a fall the host marked with a pause.
-const FIRM: u64 = 1 << 63;
-
-/// How long after a fall a pause the host asks for marks that fall, rather
-/// than being a fall of its own: the failure that carried the pause is
-/// reported first.
-const PAUSE_MARKS_FALL: Nanos = 1_000_000_000;
 
 #[derive(Debug, Default)]
 struct QueueFalls {
@@ -382,48 +368,34 @@ impl RateCell {
             };
             raised.min(ceiling)
         };
-        match self.last_fall() {
+        let Some(fall) = self.last_fall() else {
             // Slow start reads no clock.
-            None => self.change_rate(now, settings.burst, |rate| grow(rate, None, 0)),
-            // After a fall, growth is by the time since it.
-            Some(fall) => {
-                if let Some(queue) = self.queue.get()
-                    && !queue.served_since_fall.load(Ordering::Acquire)
-                {
-                    queue.served_since_fall.store(true, Ordering::Release);
-                }
-                let at = now();
-                if growth::before_probe(fall, at) {
-                    // Not brought down to its use before the probe.
-                    return self.change_rate(
-                        || at,
-                        settings.burst,
-                        |rate| grow(rate, Some(fall), at).max(rate),
-                    );
-                }
-                self.change_rate(|| at, settings.burst, |rate| grow(rate, Some(fall), at))
-            }
+            return self.change_rate(now, settings.burst, |rate| grow(rate, None, 0));
+        };
+        // After a fall, growth is by the time since it, and until the probe
+        // the rate is not brought down to its use.
+        if let Some(queue) = self.queue.get() {
+            queue.fall.served();
         }
+        let at = now();
+        let holds = growth::before_probe(fall, at);
+        self.change_rate(
+            || at,
+            settings.burst,
+            |rate| {
+                let grown = grow(rate, Some(fall), at);
+                if holds { grown.max(rate) } else { grown }
+            },
+        )
     }
 
     /// A learned rate's last fall, if it fell.
     fn last_fall(&self) -> Option<LastFall> {
-        let queue = self.queue.get()?;
-        let from = queue.fell_from.load(Ordering::Acquire);
-        (from != 0).then(|| LastFall {
-            from: f64::from_bits(from & !FIRM),
-            at: queue.fell_at.load(Ordering::Acquire),
-            firm: from & FIRM != 0,
-        })
+        self.queue.get()?.fall.last()
     }
 
     fn record_fall(&self, fall: LastFall) {
-        let queue = self.queue.get_or_init(Box::default);
-        queue.fell_at.store(fall.at, Ordering::Release);
-        let firm = if fall.firm { FIRM } else { 0 };
-        queue
-            .fell_from
-            .store(fall.from.to_bits() | firm, Ordering::Release);
+        self.queue.get_or_init(Box::default).fall.record(fall);
     }
 
     /// The host asked for a pause at `now` (`Retry-After`): for a learned
@@ -432,14 +404,8 @@ impl RateCell {
     /// fell from ([`growth::FIRM_DWELL`]). A pause with no fall just before
     /// it only pauses.
     pub(crate) fn learn_from_pause(&self, now: Nanos, settings: &RateSettings) {
-        if !settings.learns {
-            return;
-        }
-        if let Some(fall) = self
-            .last_fall()
-            .filter(|fall| now.saturating_sub(fall.at) <= PAUSE_MARKS_FALL)
-        {
-            self.record_fall(LastFall { firm: true, ..fall });
+        if let Some(queue) = self.queue.get().filter(|_| settings.learns) {
+            queue.fall.mark_paused(now);
         }
     }
 
@@ -524,7 +490,7 @@ impl RateCell {
             && self
                 .queue
                 .get()
-                .is_some_and(|queue| !queue.served_since_fall.swap(false, Ordering::AcqRel));
+                .is_some_and(|queue| queue.fall.take_unserved());
         let change = self.change_rate(
             || now,
             settings.burst,
@@ -671,66 +637,6 @@ impl RateCell {
         self.tat.fetch_max(paused, Ordering::AcqRel);
     }
 
-    /// How far give-backs have moved this bucket's debt forward, in all
-    /// (see [`give_back`](Self::give_back)).
-    pub(crate) fn given_back(&self) -> Nanos {
-        self.queue
-            .get()
-            .map_or(0, |queue| queue.given_back.load(Ordering::Acquire))
-    }
-
-    /// `tokens` more are owed from `now` (a call's cost, settled above what
-    /// it took); the mark of their time, to give them back by.
-    pub(crate) fn charge(&self, now: Nanos, tokens: u32) -> TakeMark {
-        let shifted = self.given_back();
-        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
-        let mut tat = self.tat.load(Ordering::Acquire);
-        loop {
-            let charged = gcra::charged(tat, now, spacing);
-            match self
-                .tat
-                .compare_exchange_weak(tat, charged, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    return TakeMark {
-                        end: charged,
-                        shifted,
-                    };
-                }
-                Err(actual) => tat = actual,
-            }
-        }
-    }
-
-    /// Gives back `tokens` of a call whose tokens `mark` marks, as much of
-    /// them as still lies ahead of `now` ([`gcra::returnable`]). What is
-    /// given back is counted before the debt moves, so a later give-back
-    /// never counts on time this one moved.
-    pub(crate) fn give_back(&self, now: Nanos, tokens: u32, mark: TakeMark) {
-        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
-        let moved = self.given_back().saturating_sub(mark.shifted);
-        let returned = gcra::returnable(mark.end, moved, now, spacing);
-        if returned == 0 {
-            return;
-        }
-        let queue = self.queue.get_or_init(Box::default);
-        queue.given_back.fetch_add(returned, Ordering::AcqRel);
-        let _ = self
-            .tat
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                let after = gcra::given_back(tat, now, returned);
-                (after != tat).then_some(after)
-            });
-    }
-
-    /// The bucket owes at least `tokens` from `now` (what another's count
-    /// of the same limit says is spent); it owes more if it already did.
-    pub(crate) fn owe_at_least(&self, now: Nanos, tokens: u64) {
-        let owed = gcra::interval(self.rate()).saturating_mul(tokens);
-        self.tat
-            .fetch_max(now.saturating_add(owed), Ordering::AcqRel);
-    }
-
     /// The time from which this bucket is full: before it, forgetting the
     /// key would forgive debt or end a pause.
     pub(crate) fn full_from(&self) -> Nanos {
@@ -762,6 +668,9 @@ fn lock(falls: &Mutex<QueueFalls>) -> MutexGuard<'_, QueueFalls> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+mod costs;
+mod fall_memory;
 
 #[cfg(test)]
 mod tests;

@@ -76,7 +76,7 @@ pub enum Decrease {
 /// - **Slow start.** Until its first overload, each success adds one call
 ///   a second, so a rate that limits its calls grows `e`-fold a second (as
 ///   TCP's window doubles each round trip): from 1/s, a host taking 50/s
-///   is found in about four seconds.
+///   is found in about five seconds.
 /// - **A fall.** An overload multiplies the rate by 0.7, at most once per
 ///   50 ms and once per round trip ("old news" below); a fall with no call
 ///   served since the last one multiplies it by 0.49, so a start ten times
@@ -90,8 +90,7 @@ pub enum Decrease {
 ///
 /// Against a host of capacity `C` that refuses beyond it, the rate settles
 /// in cycles of about 7 s spent mostly at 95 % of `C`, with about one
-/// refused call a cycle; behind `Retry-After`, about one pause every 17 s
-/// (`tests/rate/converge.rs` checks `C` of 5, 50 and 500/s from starts of
+/// refused call a cycle (`tests/rate/converge.rs` checks `C` of 5, 50 and 500/s from starts of
 /// `C / 50` to `10 C`; the figures are in `benches/README.md`).
 ///
 /// Steps set by hand keep their meaning: with

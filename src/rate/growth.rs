@@ -23,9 +23,11 @@
 //!
 //! Where it settles against a host of capacity `C` that refuses beyond it:
 //! each cycle starts with a fall from just above `C` and lasts
-//! `RECOVERY + DWELL` plus the probe's fraction of a second, spent mostly
-//! at 95 % of `C`; about one call a cycle is refused (at `C = 5/s`, one in
-//! 35). Behind `Retry-After`, the pause comes once per `FIRM_DWELL`.
+//! `RECOVERY` plus the dwell plus the probe's fraction of a second, spent
+//! mostly at 95 % of `C`; about one call a cycle is refused, and the dwell
+//! of at least [`DWELL_CALLS`] keeps that a small share at low rates. After
+//! a pause the dwell is `FIRM_DWELL`, so a plateau below the host's
+//! capacity earns no pause before then.
 //!
 //! Every function is total: no clock, no atomics, no panics.
 

@@ -121,8 +121,9 @@ impl Backend {
 }
 
 /// `CALLERS` callers through `call` for `seconds` against `backend`,
-/// with `config` as the key's rate.
-async fn run(config: RateConfig, backend: &Arc<Backend>, seconds: u64) -> ThrottleManager<String> {
+/// with `config` as the key's rate; prints and returns the run's figures,
+/// headed by `title`, for the assertions' messages.
+async fn run(config: RateConfig, backend: &Arc<Backend>, seconds: u64, title: &str) -> String {
     let manager = ThrottleManager::<String>::builder()
         .rate(config)
         .build()
@@ -149,7 +150,13 @@ async fn run(config: RateConfig, backend: &Arc<Backend>, seconds: u64) -> Thrott
     for task in tasks {
         task.await.unwrap();
     }
-    manager
+    let figures = format!(
+        "{title}: rate {:.1}/s at {seconds} s\n{}",
+        manager.current_rate("host").unwrap(),
+        backend.per_second()
+    );
+    println!("{figures}\n");
+    figures
 }
 
 /// The starts of the matrix for `capacity`: far below, below, at, above
@@ -167,13 +174,8 @@ fn starts(capacity: f64) -> [f64; 5] {
 /// The promises over one run of 20 s from `start` against `capacity`.
 async fn converges(capacity: f64, start: f64) {
     let backend = Backend::new(capacity, None, 20);
-    let manager = run(RateConfig::adaptive(start), &backend, 20).await;
-    let figures = format!(
-        "C {capacity}/s, start {start}/s: rate {:.1}/s at 20 s\n{}",
-        manager.current_rate("host").unwrap(),
-        backend.per_second()
-    );
-    println!("{figures}\n");
+    let title = format!("C {capacity}/s, start {start}/s");
+    let figures = run(RateConfig::adaptive(start), &backend, 20, &title).await;
     if start < capacity {
         let reached = backend.first_second_at(0, 0.9, capacity);
         assert!(
@@ -200,13 +202,8 @@ async fn converges(capacity: f64, start: f64) {
 /// most 3 % refused from 30 s to 40 s.
 async fn follows(capacity: f64, to: f64) {
     let backend = Backend::new(capacity, Some((Duration::from_secs(20), to)), 40);
-    let manager = run(RateConfig::adaptive(capacity / 5.0), &backend, 40).await;
-    let figures = format!(
-        "C {capacity}/s, then {to}/s at 20 s: rate {:.1}/s at 40 s\n{}",
-        manager.current_rate("host").unwrap(),
-        backend.per_second()
-    );
-    println!("{figures}\n");
+    let title = format!("C {capacity}/s, then {to}/s at 20 s");
+    let figures = run(RateConfig::adaptive(capacity / 5.0), &backend, 40, &title).await;
     let reached = backend.first_second_at(20, 0.9, to);
     assert!(
         reached.is_some_and(|s| s < 30),

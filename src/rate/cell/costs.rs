@@ -1,0 +1,72 @@
+//! Costs settled after a call (metered limits): tokens charged beyond
+//! what a call took, given back when it used less, or owed when another's
+//! count says they are spent.
+
+use std::sync::atomic::Ordering;
+
+use super::super::gcra;
+use super::{RateCell, TakeMark};
+use crate::clock::Nanos;
+
+/// # Settled costs
+impl RateCell {
+    /// How far give-backs have moved this bucket's debt forward, in all
+    /// (see [`give_back`](Self::give_back)).
+    pub(crate) fn given_back(&self) -> Nanos {
+        self.queue
+            .get()
+            .map_or(0, |queue| queue.given_back.load(Ordering::Acquire))
+    }
+
+    /// `tokens` more are owed from `now` (a call's cost, settled above what
+    /// it took); the mark of their time, to give them back by.
+    pub(crate) fn charge(&self, now: Nanos, tokens: u32) -> TakeMark {
+        let shifted = self.given_back();
+        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let charged = gcra::charged(tat, now, spacing);
+            match self
+                .tat
+                .compare_exchange_weak(tat, charged, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return TakeMark {
+                        end: charged,
+                        shifted,
+                    };
+                }
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Gives back `tokens` of a call whose tokens `mark` marks, as much of
+    /// them as still lies ahead of `now` ([`gcra::returnable`]). What is
+    /// given back is counted before the debt moves, so a later give-back
+    /// never counts on time this one moved.
+    pub(crate) fn give_back(&self, now: Nanos, tokens: u32, mark: TakeMark) {
+        let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
+        let moved = self.given_back().saturating_sub(mark.shifted);
+        let returned = gcra::returnable(mark.end, moved, now, spacing);
+        if returned == 0 {
+            return;
+        }
+        let queue = self.queue.get_or_init(Box::default);
+        queue.given_back.fetch_add(returned, Ordering::AcqRel);
+        let _ = self
+            .tat
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+                let after = gcra::given_back(tat, now, returned);
+                (after != tat).then_some(after)
+            });
+    }
+
+    /// The bucket owes at least `tokens` from `now` (what another's count
+    /// of the same limit says is spent); it owes more if it already did.
+    pub(crate) fn owe_at_least(&self, now: Nanos, tokens: u64) {
+        let owed = gcra::interval(self.rate()).saturating_mul(tokens);
+        self.tat
+            .fetch_max(now.saturating_add(owed), Ordering::AcqRel);
+    }
+}
