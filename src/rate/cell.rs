@@ -394,8 +394,8 @@ impl RateCell {
         self.queue.get()?.fall.last()
     }
 
-    fn record_fall(&self, fall: LastFall) {
-        self.queue.get_or_init(Box::default).fall.record(fall);
+    fn record_fall(&self, fall: LastFall, sent: f64) {
+        self.queue.get_or_init(Box::default).fall.record(fall, sent);
     }
 
     /// The host asked for a pause at `now` (`Retry-After`): for a learned
@@ -504,11 +504,15 @@ impl RateCell {
             },
         );
         let used = usage::read(self.used.load(Ordering::Acquire), now);
-        self.record_fall(LastFall {
-            from: growth::earned_at(change.from, before.is_none(), used),
-            at: now,
-            firm: false,
-        });
+        let slow_start = before.is_none();
+        self.record_fall(
+            LastFall {
+                from: growth::earned_at(change.from, slow_start, used),
+                at: now,
+                firm: false,
+            },
+            growth::sent_at(change.from, before, now),
+        );
         change
     }
 

@@ -83,10 +83,14 @@ pub enum Decrease {
 ///   above a host's capacity is down within a fraction of a second.
 /// - **After a fall, growth by time.** The rate climbs back to 95 % of the
 ///   rate that earned the fall within 1.5 s, holds there for 5.5 s (or as
-///   long as 50 calls take, if longer; 15 s after a fall the host marked
-///   with `Retry-After`), then probes beyond it, `e`-fold a second. More
-///   successes a second do not climb faster, so no success rate can
-///   outrun the decrease.
+///   long as 50 calls take, if longer), then probes beyond it, `e`-fold a
+///   second. More successes a second do not climb faster, so no success
+///   rate can outrun the decrease.
+/// - **After a pause.** A fall the host marks with a pause
+///   ([`defer`](crate::ThrottleManager::defer), which the client layer
+///   calls for `Retry-After`) resumes at 90 % of the rate the refused call
+///   was sent at, holds 15 s, then probes gently (2 % of that a second,
+///   added), so that pauses stay rare.
 ///
 /// Against a host of capacity `C` that refuses beyond it, the rate settles
 /// in cycles of about 7 s spent mostly at 95 % of `C`, with about one

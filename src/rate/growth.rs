@@ -13,21 +13,29 @@
 //!   function of the time `t` since the fall, CUBIC's shape in three
 //!   pieces: back from the fallen rate to [`PLATEAU`] `× W` over
 //!   [`RECOVERY`], concave (quick at first, flat on arrival); held there
-//!   for [`DWELL`] (or [`FIRM_DWELL`] when the host asked for a pause,
-//!   which says exactly where its capacity was); then a probe that grows
-//!   `e`-fold a second, so that a host whose capacity rose is found within
-//!   seconds. A success moves the rate up to this curve, never beyond it,
-//!   so a key with more successes a second climbs no faster: the decrease
-//!   (one per round trip of overload) always outruns the growth, and a
-//!   rate started far above a host's capacity comes down for good.
+//!   for [`DWELL`]; then a probe that grows `e`-fold a second, so that a
+//!   host whose capacity rose is found within seconds. A success moves the
+//!   rate up to this curve, never beyond it, so a key with more successes
+//!   a second climbs no faster: the decrease (one per round trip of
+//!   overload) always outruns the growth, and a rate started far above a
+//!   host's capacity comes down for good.
+//! - **After a pause** the host asked for (`Retry-After`), the fall it
+//!   marks is *firm*: its `W` is the rate the refused call was sent at
+//!   ([`sent_at`]), which the host has just called too much; the plateau
+//!   is [`FIRM_PLATEAU`] of it, held for [`FIRM_DWELL`], and the probe
+//!   adds [`FIRM_PROBE`] of the plateau a second. Each pause costs its
+//!   whole length in calls, so the curve trades a little of the plateau
+//!   for rare pauses: a gentle probe crosses the capacity slowly and the
+//!   host's refusal finds the rate just past it (a host's own burst lets
+//!   a steep probe run far past before the first refusal).
 //!
 //! Where it settles against a host of capacity `C` that refuses beyond it:
 //! each cycle starts with a fall from just above `C` and lasts
 //! `RECOVERY` plus the dwell plus the probe's fraction of a second, spent
 //! mostly at 95 % of `C`; about one call a cycle is refused, and the dwell
-//! of at least [`DWELL_CALLS`] keeps that a small share at low rates. After
-//! a pause the dwell is `FIRM_DWELL`, so a plateau below the host's
-//! capacity earns no pause before then.
+//! of at least [`DWELL_CALLS`] keeps that a small share at low rates. A
+//! host that pauses us is paused for once a cycle of 15 s and more, and
+//! served near 90 % of `C` between.
 //!
 //! Every function is total: no clock, no atomics, no panics.
 
@@ -45,7 +53,8 @@ pub(crate) const RECOVERY: Nanos = 1_500_000_000;
 /// How long the rate holds at the plateau before it probes beyond.
 pub(crate) const DWELL: Nanos = 5_500_000_000;
 
-/// The same after a fall the host marked with a pause (`Retry-After`).
+/// How long the rate holds at the plateau after a firm fall (the host
+/// asked for a pause).
 pub(crate) const FIRM_DWELL: Nanos = 15_000_000_000;
 
 /// The least number of calls the plateau lasts: at low rates the dwell is
@@ -102,6 +111,29 @@ pub(crate) fn earned_at(from: f64, slow_start: bool, used: f64) -> f64 {
     earned.min(from).max(from / 2.0)
 }
 
+/// The rate a fall from `from` at `now` was earned at, should the host
+/// mark it with a pause, for a rate whose fall before it was `before`:
+/// the rate its failing call was sent at (out of slow start, before its
+/// last step), and below that if the fall came on the plateau of a firm
+/// fall: that plateau was chosen below a rate the host refused, and the
+/// host refused it too.
+pub(crate) fn sent_at(from: f64, before: Option<LastFall>, now: Nanos) -> f64 {
+    match before {
+        None => (from - SLOW_START_STEP).max(from / 2.0),
+        Some(before) if before.firm && before_probe(before, now) => FIRM_PLATEAU * from,
+        Some(_) => from,
+    }
+}
+
+/// The plateau after a fall the host marked with a pause, as a share of
+/// the rate the failing call was sent at.
+const FIRM_PLATEAU: f64 = 0.9;
+
+/// How fast the probe after a firm dwell grows: this share of the
+/// plateau a second, added (5 s to cross a capacity 10 % above the
+/// plateau).
+const FIRM_PROBE: f64 = 0.02;
+
 /// Whether the curve after `fall` is still below or at its plateau at
 /// `now` (not yet probing). Until then the rate is not brought down to its
 /// measured use: a host's pause or a fall's recovery leaves the key
@@ -118,7 +150,7 @@ fn dwell(fall: LastFall) -> Nanos {
 /// The rate `now` lies on after `fall` (see the module's doc).
 pub(crate) fn curve(fall: LastFall, now: Nanos, settings: &RateSettings) -> f64 {
     let t = now.saturating_sub(fall.at);
-    let plateau = PLATEAU * fall.from;
+    let plateau = if fall.firm { FIRM_PLATEAU } else { PLATEAU } * fall.from;
     let fallen = aimd::decreased(fall.from, settings).min(plateau);
     if t < RECOVERY {
         let left = 1.0 - t as f64 / RECOVERY as f64;
@@ -128,6 +160,10 @@ pub(crate) fn curve(fall: LastFall, now: Nanos, settings: &RateSettings) -> f64 
     let probing = t - RECOVERY;
     if probing < dwell {
         return plateau;
+    }
+    if fall.firm {
+        let seconds = (probing - dwell) as f64 / 1e9;
+        return plateau * (1.0 + FIRM_PROBE * seconds.min(1e6));
     }
     let efolds = (probing - dwell) as f64 / PROBE_EFOLD as f64;
     // Past about 20 e-folds every rate is beyond any bound; `min` keeps
@@ -187,9 +223,34 @@ mod tests {
         assert_eq!(curve(f, 10 * S + RECOVERY + DWELL - 1, &s), 95.0);
         let probe = curve(f, 10 * S + RECOVERY + DWELL + S, &s);
         assert!((probe - 95.0 * std::f64::consts::E).abs() < 1e-9, "{probe}");
-        // A firm fall (the host asked for a pause) dwells longer.
-        assert_eq!(curve(fall(true), 10 * S + RECOVERY + DWELL + S, &s), 95.0);
-        assert!(curve(fall(true), 10 * S + RECOVERY + FIRM_DWELL + S, &s) > 200.0);
+    }
+
+    #[test]
+    fn after_a_pause_the_rate_dwells_further_below_longer_and_probes_gently() {
+        let s = learned();
+        let f = fall(true);
+        assert_eq!(curve(f, 10 * S + RECOVERY, &s), 90.0);
+        assert_eq!(curve(f, 10 * S + RECOVERY + FIRM_DWELL - 1, &s), 90.0);
+        // Two percent of the plateau a second, added: 10 s of probing
+        // adds a fifth.
+        let probe = curve(f, 10 * S + RECOVERY + FIRM_DWELL + 10 * S, &s);
+        assert!((probe - 108.0).abs() < 1e-9, "{probe}");
+    }
+
+    #[test]
+    fn a_paused_fall_is_earned_where_its_call_was_sent() {
+        // Out of slow start: before its last step.
+        assert_eq!(sent_at(60.0, None, 0), 59.0);
+        // After a probe: the rate itself, whatever the use.
+        assert_eq!(
+            sent_at(60.0, Some(fall(true)), 10 * S + RECOVERY + FIRM_DWELL),
+            60.0
+        );
+        assert_eq!(sent_at(60.0, Some(fall(false)), 11 * S), 60.0);
+        // On the plateau of a firm fall: below it, since the host refused
+        // the plateau too.
+        let on_plateau = sent_at(60.0, Some(fall(true)), 10 * S + RECOVERY);
+        assert!((on_plateau - 54.0).abs() < 1e-9, "{on_plateau}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! callers through the middleware from the README's start of 10/s for 30 s
 //! of real time. Every pause is honoured (no request reaches the server
 //! inside one, but those already on their way). A pause also marks the
-//! fall it came with, and the rate dwells below it for 15 s; the share of
+//! fall it came with: the rate resumes at 90 % of the rate the refused
+//! call was sent at, for 15 s, and probes gently; the share of
 //! the capacity served over the last 15 s is printed, not asserted (a
 //! real-time ratio; `cargo test --features reqwest --test client paused --
 //! --nocapture`).

@@ -8,8 +8,9 @@
 //! it within 10 s; a start above it comes down at once (at most 10 % of
 //! calls refused over the first 20 s) and for good (at most 3 % from the
 //! 10th second on); a capacity that halves or doubles is followed within
-//! 10 s. Each run prints its figures (`cargo test --test rate converge --
-//! --nocapture`).
+//! 10 s; a host that answers its refusals with a pause (`Retry-After`) is
+//! still served near its capacity. Each run prints its figures (`cargo
+//! test --test rate converge -- --nocapture`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +32,8 @@ struct Backend {
 
 struct BackendState {
     capacity: f64,
+    /// The bucket's burst, in calls: `capacity / 5` unless set.
+    burst: Option<f64>,
     change: Option<(Duration, f64)>,
     /// The token bucket's theoretical arrival time, in seconds since start.
     tat: f64,
@@ -44,6 +47,7 @@ impl Backend {
             start: Instant::now(),
             state: Mutex::new(BackendState {
                 capacity,
+                burst: None,
                 change,
                 tat: 0.0,
                 served: vec![0; seconds],
@@ -64,7 +68,9 @@ impl Backend {
         }
         let t = now.as_secs_f64();
         let interval = 1.0 / state.capacity;
-        let burst = (state.capacity / 5.0).max(1.0);
+        let burst = state
+            .burst
+            .unwrap_or_else(|| (state.capacity / 5.0).max(1.0));
         let tat = state.tat.max(t) + interval;
         let served = tat - burst * interval <= t + 1e-9;
         if served {
@@ -79,6 +85,12 @@ impl Backend {
             *count += 1;
         }
         served
+    }
+
+    /// The same backend with a bucket of `burst` calls.
+    fn with_burst(self: Arc<Self>, burst: f64) -> Arc<Self> {
+        self.state.lock().unwrap().burst = Some(burst);
+        self
     }
 
     fn served(&self, seconds: std::ops::Range<usize>) -> u32 {
@@ -256,4 +268,64 @@ async fn a_capacity_that_doubles_is_followed() {
     for capacity in [5.0, 50.0, 500.0] {
         follows(capacity, capacity * 2.0).await;
     }
+}
+
+/// The promise behind `Retry-After`: a backend of `capacity` with a
+/// burst of a tenth of it (as `tests/support/limited_server.rs`) answers
+/// each refusal with a pause of `pause`, which the callers honour
+/// (`defer`, as the client layer does); from a start of 10/s, at least
+/// 80 % of the capacity is served over the last 15 s of 30.
+async fn paused_by_host(capacity: f64, pause: Duration) {
+    let backend = Backend::new(capacity, None, 30).with_burst((capacity / 10.0).max(1.0));
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::adaptive(10.0).bounds(1.0, 10.0 * capacity))
+        .build()
+        .unwrap();
+    let until = backend.start + Duration::from_secs(30);
+    let mut tasks = Vec::new();
+    for _ in 0..CALLERS {
+        let (manager, backend) = (manager.clone(), backend.clone());
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < until {
+                let answer = manager
+                    .call("host", Priority::MEDIUM, || async {
+                        tokio::time::sleep(LATENCY).await;
+                        if backend.arrive() {
+                            Ok(())
+                        } else {
+                            Err(overloaded(std::io::Error::other("429")))
+                        }
+                    })
+                    .await;
+                if let Err(portcullis::CallError::Inner(_)) = answer {
+                    manager.defer("host", pause);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let served = f64::from(backend.served(15..30)) / 15.0 / capacity;
+    let figures = format!(
+        "Retry-After: {pause:?} at {capacity}/s: {:.1} % of capacity served over the last 15 s\n{}",
+        100.0 * served,
+        backend.per_second()
+    );
+    println!("{figures}\n");
+    assert!(served >= 0.8, "{figures}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_pauses_us_is_served_near_its_capacity() {
+    paused_by_host(50.0, Duration::from_secs(2)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_pauses_us_is_served_near_its_capacity_at_other_settings() {
+    for capacity in [5.0, 15.0, 500.0] {
+        paused_by_host(capacity, Duration::from_secs(2)).await;
+    }
+    paused_by_host(50.0, Duration::from_secs(1)).await;
+    paused_by_host(50.0, Duration::from_secs(5)).await;
 }

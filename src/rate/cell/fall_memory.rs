@@ -24,6 +24,9 @@ const PAUSE_MARKS_FALL: Nanos = 1_000_000_000;
 pub(super) struct FallMemory {
     from: AtomicU64,
     at: AtomicU64,
+    /// The rate the fall's failing call was sent at (an `f64`'s bits): where
+    /// a fall the host marks with a pause was earned.
+    sent: AtomicU64,
     served: AtomicBool,
 }
 
@@ -38,8 +41,13 @@ impl FallMemory {
         })
     }
 
-    /// Remembers `fall` as the last one.
-    pub(super) fn record(&self, fall: LastFall) {
+    /// Remembers `fall` as the last one, its failing call sent at `sent`.
+    pub(super) fn record(&self, fall: LastFall, sent: f64) {
+        self.sent.store(sent.to_bits(), Ordering::Release);
+        self.record_only(fall);
+    }
+
+    fn record_only(&self, fall: LastFall) {
         self.at.store(fall.at, Ordering::Release);
         let firm = if fall.firm { FIRM } else { 0 };
         self.from
@@ -66,7 +74,41 @@ impl FallMemory {
             .last()
             .filter(|fall| now.saturating_sub(fall.at) <= PAUSE_MARKS_FALL)
         {
-            self.record(LastFall { firm: true, ..fall });
+            let sent = f64::from_bits(self.sent.load(Ordering::Acquire));
+            self.record_only(LastFall {
+                from: if sent > 0.0 { sent } else { fall.from },
+                firm: true,
+                ..fall
+            });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_marks_the_fall_just_before_it_firm_at_the_rate_it_was_sent_at() {
+        let memory = FallMemory::default();
+        assert_eq!(memory.last(), None);
+        let fall = LastFall {
+            from: 40.0,
+            at: 1_000,
+            firm: false,
+        };
+        memory.record(fall, 60.0);
+        assert_eq!(memory.last(), Some(fall));
+        memory.mark_paused(1_000 + PAUSE_MARKS_FALL);
+        let marked = LastFall {
+            from: 60.0,
+            firm: true,
+            ..fall
+        };
+        assert_eq!(memory.last(), Some(marked));
+        // A pause long after the fall marks nothing.
+        memory.record(fall, 60.0);
+        memory.mark_paused(1_001 + PAUSE_MARKS_FALL);
+        assert_eq!(memory.last(), Some(fall));
     }
 }
