@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use super::ThrottleManager;
 use crate::clock::{Nanos, nanos};
-use crate::core::{Admitted, Admitting, Patience, Request, Scope, StartBy};
+use crate::core::{Admitted, Admitting, Core, Patience, Request, Scope, StartBy};
 use crate::error::{RejectReason, Rejected};
+use crate::key::KeyState;
 use crate::metered::{Cost, CostPermit, LimitPart, NamedParts, REQUESTS, SharedLimits};
 use crate::permit::{Permit, Ticket};
 use crate::priority::Priority;
@@ -33,11 +34,44 @@ pub(crate) struct NamedLimit<K> {
 /// What one named limit took of a call, until the call is admitted (then
 /// given back if dropped).
 struct Taken<'m> {
+    /// The burst the call withheld as its key's first of the limit. Before
+    /// `admitting`, so that a dropped part gives it back first: it lies
+    /// before the call's own tokens (see `NamedParts::unsent`).
+    withheld: Option<WithheldRoom<'m>>,
     /// `None`: the call's key is shadowed, and the limit would have
     /// refused it (counted so).
     admitting: Option<Admitting<'m>>,
     amount: u32,
     mark: TakeMark,
+}
+
+/// The burst a new key's first call of a named limit withheld
+/// ([`RateCell::take_first_carefully`](crate::rate::RateCell)): kept by
+/// the call's part once the call is admitted, given back if dropped before.
+struct WithheldRoom<'m> {
+    core: &'m Core,
+    state: triomphe::Arc<KeyState>,
+    tokens: u32,
+    mark: TakeMark,
+    kept: bool,
+}
+
+impl WithheldRoom<'_> {
+    /// The call is admitted: its part keeps the room withheld, to give it
+    /// back if the call is not made after all.
+    fn kept(mut self) -> (u32, TakeMark) {
+        self.kept = true;
+        (self.tokens, self.mark)
+    }
+}
+
+impl Drop for WithheldRoom<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            let now = self.core.now();
+            self.state.rate.give_back(now, self.tokens, self.mark);
+        }
+    }
 }
 
 /// What a call's named limits took before its key admits it: each limit's
@@ -86,7 +120,9 @@ where
     ///     .build()?;
     /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 500)).unwrap().success();
     /// let tokens = manager.limit("tokens").unwrap();
-    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 1_500);
+    /// // A new key's first call leaves it no burst: the rest is earned at 10,000 a minute.
+    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 0);
+    /// assert_eq!(tokens.peek("model-a").unwrap().full_in, std::time::Duration::from_secs(12));
     /// assert!(manager.limit("images").is_none());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
@@ -454,7 +490,9 @@ where
             limit.manager.core().metrics.admitted(ticket.label());
             let permit = permit_of(&limit.manager, ticket);
             let name = Arc::clone(&limit.name);
-            parts.push(LimitPart::new(name, permit, taken.amount, taken.mark));
+            let withheld = taken.withheld.map(WithheldRoom::kept);
+            parts
+                .push(LimitPart::new(name, permit, taken.amount, taken.mark).withholding(withheld));
         }
         NamedParts::new(parts, None, would_refuse)
     }
@@ -538,6 +576,34 @@ where
         }
     }
 
+    /// Before a new key's first call of this limit takes its `cost`: the
+    /// key keeps room for that call alone and earns the rest of its burst
+    /// at the limit's rate. Its costs are known only from answers, so a
+    /// burst spent on estimates before them could go far past what the
+    /// provider's bucket holds at the real costs. The room withheld goes
+    /// back if the call is not made.
+    fn take_first_carefully<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u32,
+    ) -> Option<WithheldRoom<'_>> {
+        if cost == 0 {
+            return None;
+        }
+        let core = self.core();
+        let now = core.now();
+        let state = self.entry(key, now).ok()?;
+        let burst = core.rate_of(&state)?.burst;
+        let mark = state.rate.take_first_carefully(now, cost, burst)?;
+        Some(WithheldRoom {
+            core,
+            state,
+            tokens: burst.saturating_sub(cost),
+            mark,
+            kept: false,
+        })
+    }
+
     /// Every named limit's part of a call, taken now if every limit (and
     /// the key's rate, for `requests`) has room; else nothing taken, and
     /// how long until every one would have. A part dropped before the call
@@ -567,6 +633,7 @@ where
                 Scope::Token,
             );
             let shifted = manager.mark_before_taking(key, amount).shifted;
+            let withheld = manager.take_first_carefully(key, amount);
             match manager.admit_now::<Q, Admitting<'_>>(key, &request) {
                 Ok(admitting) => {
                     // Its tokens end where its reservation put them (a
@@ -579,6 +646,7 @@ where
                         admitting: Some(admitting),
                         amount,
                         mark,
+                        withheld,
                     });
                 }
                 Err(refused) if shadowed && refused.reason().is_limit() => {
@@ -588,6 +656,7 @@ where
                         admitting: None,
                         amount: 0,
                         mark,
+                        withheld: None,
                     });
                 }
                 // Another call took the room since it was seen: wait again,

@@ -110,7 +110,14 @@ impl<'a> NamedParts<'a> {
             shared.give_back(requests);
         }
         for part in self.limits {
-            lock(&part.held).settle(&part.permit, 0);
+            let mut held = lock(&part.held);
+            // The withheld room lies before the call's own tokens: given
+            // back first, it is not counted as moved by theirs.
+            if let Some((tokens, mark)) = held.withheld.take() {
+                part.permit.give_back_tokens(tokens, mark);
+            }
+            held.settle(&part.permit, 0);
+            drop(held);
             part.permit.uncounted();
         }
     }
@@ -181,6 +188,14 @@ impl<'a> LimitPart<'a> {
             held: Mutex::new(Held::new(taken, mark)),
         }
     }
+
+    /// The part of its key's first call, which withheld `withheld` of the
+    /// limit's burst (its tokens and their mark): given back with the
+    /// part if the call is not made, kept whatever it settles at.
+    pub(crate) fn withholding(self, withheld: Option<(u32, TakeMark)>) -> Self {
+        lock(&self.held).withheld = withheld;
+        self
+    }
 }
 
 /// What a call holds of one limit: what is left of the tokens taken when
@@ -193,6 +208,8 @@ pub(crate) struct Held {
     taken_mark: TakeMark,
     charged: u32,
     charged_mark: TakeMark,
+    /// The burst withheld by the key's first call of the limit.
+    withheld: Option<(u32, TakeMark)>,
 }
 
 impl Held {
@@ -203,6 +220,7 @@ impl Held {
             taken_mark: mark,
             charged: 0,
             charged_mark: mark,
+            withheld: None,
         }
     }
 

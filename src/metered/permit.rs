@@ -34,7 +34,9 @@ use crate::rate::TakeMark;
 /// // ... the call; its answer says it used 742 tokens ...
 /// permit.settle(Cost::of("tokens", 742));
 /// permit.success();
-/// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 1_258);
+/// // The 242 more are owed; a new key earns the rest of its burst.
+/// let tokens = manager.limit("tokens").unwrap().peek("model-a").unwrap();
+/// assert_eq!(tokens.full_in, std::time::Duration::from_millis(2_242 * 6));
 /// # Ok(())
 /// # }
 /// ```
@@ -100,16 +102,20 @@ impl<'a> CostPermit<'a> {
     /// ```
     /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
     ///
+    /// let clock = portcullis::clock::ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60).burst(10))
     ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
-    ///     .clock(portcullis::clock::ManualClock::new())
+    ///     .clock(clock.clone())
     ///     .build()?;
     /// let tokens = manager.limit("tokens").unwrap();
+    /// let full_in = |key| tokens.peek(key).unwrap().full_in.as_secs();
+    /// // The key's first call, and the burst its rate has earned it since.
+    /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 100)).unwrap().success();
+    /// clock.advance(std::time::Duration::from_secs(10));
     /// let permit = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 100)).unwrap();
     /// permit.settle(Cost::of("tokens", 1_300)); // 300 past the burst: owed
-    /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 0);
-    /// assert_eq!(tokens.peek("model-a").unwrap().full_in, std::time::Duration::from_secs(13));
+    /// assert_eq!(full_in("model-a"), 13);
     /// permit.settle(Cost::of("tokens", 400)); // the answer was wrong: 400
     /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 600);
     /// permit.success();

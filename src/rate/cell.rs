@@ -172,10 +172,12 @@ pub(crate) struct Reservation {
 }
 
 impl RateCell {
-    /// A full bucket at `starting_rate`.
+    /// A full bucket at `starting_rate`, never taken from: its `tat` is 0
+    /// until a call takes from it or a debt is owed
+    /// ([`take_first_carefully`](Self::take_first_carefully) tells).
     pub(crate) fn new(starting_rate: f64, now: Nanos) -> Self {
         Self {
-            tat: AtomicU64::new(now),
+            tat: AtomicU64::new(0),
             rate: AtomicU64::new(starting_rate.to_bits()),
             decreased_at: AtomicU32::new(0),
             tag: AtomicU32::new(0),

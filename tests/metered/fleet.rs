@@ -124,8 +124,8 @@ async fn four_processes_share_one_accounts_limits() {
     );
     assert!(shared.refused_share() <= 0.02, "{shared:?}");
     assert!(shared.request_use() >= 0.85, "{shared:?}");
-    // Each alone, the four spend their bursts at once, then follow what
-    // the provider's headers say remains: printed beside, for the figures.
+    // Each alone, the four send four times the quota until the provider's
+    // headers say what remains: printed beside, for the figures.
     let alone = fleet(None, "long", (4, 11, 0)).await;
     print(
         "4 processes each alone, long prompts, from 0 s to 10 s",

@@ -16,6 +16,16 @@ fn metered(clock: &ManualClock) -> ThrottleManager<String> {
         .unwrap()
 }
 
+/// `key` has heard from its provider: the provider's count of its tokens
+/// read, a full bucket. A key that has heard is not new, so its first call
+/// may spend the burst (see
+/// `a_new_key_spends_no_burst_before_its_backend_answers`); the clock moves
+/// a millisecond first, since a count read at its very start is none.
+fn heard(manager: &ThrottleManager<String>, clock: &ManualClock, key: &str) {
+    clock.advance(Duration::from_millis(1));
+    assert!(manager.observe_remaining(key, "tokens", 1_000, None));
+}
+
 fn tokens_left(manager: &ThrottleManager<String>, key: &str) -> u32 {
     let tokens = manager.limit("tokens").unwrap();
     tokens.peek(key).map_or(1_000, |left| left.remaining)
@@ -37,16 +47,70 @@ async fn the_public_contract_compiles_and_settles()
         .await?;
     permit.settle(Cost::of("tokens", 742));
     permit.success();
+    // A new key spends no burst before its first answer: the rest of its
+    // 2,000 is earned at 10,000 a minute, less the 242 the call owed.
     let tokens = manager.limit("tokens").unwrap().peek("model-a").unwrap();
-    assert_eq!(tokens.remaining, 2_000 - 742);
+    assert_eq!(tokens.remaining, 0);
+    assert!(tokens.full_in > Duration::from_secs(13), "{tokens:?}"); // 2,242 at 6 ms each
     assert_eq!(manager.peek("model-a").unwrap().remaining, 9);
     Ok(())
+}
+
+/// A new key's first call of a named limit goes at once, and the key earns
+/// the rest of the limit's burst at its rate: costs known only from the
+/// answers are not spent as a burst of estimates. A call not made gives
+/// the room back; a key that has heard from its provider is not new.
+#[test]
+fn a_new_key_spends_no_burst_before_its_backend_answers() {
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_secs(1));
+    let manager = metered(&clock); // tokens: 100 a second, burst 1,000
+    let first = manager
+        .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 300))
+        .unwrap();
+    assert_eq!(tokens_left(&manager, "a"), 0);
+    let refused = manager
+        .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 300))
+        .unwrap_err();
+    assert_eq!(refused.retry_after(), Some(Duration::from_secs(3)));
+    // Settled below its estimate, the call gives back its own tokens only.
+    first.settle(Cost::of("tokens", 200));
+    first.success();
+    assert_eq!(tokens_left(&manager, "a"), 100);
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(tokens_left(&manager, "a"), 1_000);
+    // A first call that is not made gives everything back.
+    let unsent = manager
+        .try_acquire_cost("b", Priority::HIGH, Cost::of("tokens", 700))
+        .unwrap();
+    unsent.unsent();
+    assert_eq!(tokens_left(&manager, "b"), 1_000);
+    // A first call its key refuses (no request left) takes nothing either.
+    for _ in 0..10 {
+        let batch = manager.try_acquire_cost("c", Priority::HIGH, Cost::requests(1));
+        batch.unwrap().success();
+    }
+    let refused = manager
+        .try_acquire_cost("c", Priority::HIGH, Cost::of("tokens", 300))
+        .unwrap_err();
+    assert_eq!(refused.limit_index(), None);
+    assert_eq!(tokens_left(&manager, "c"), 1_000);
+    // A key whose provider's count was read spends its burst.
+    heard(&manager, &clock, "d");
+    for _ in 0..3 {
+        manager
+            .try_acquire_cost("d", Priority::HIGH, Cost::of("tokens", 300))
+            .unwrap()
+            .success();
+    }
+    assert_eq!(tokens_left(&manager, "d"), 100);
 }
 
 #[test]
 fn a_call_refused_by_one_limit_takes_nothing_from_the_others() {
     let clock = ManualClock::new();
     let manager = metered(&clock);
+    heard(&manager, &clock, "a");
     manager
         .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 900))
         .unwrap()
@@ -104,13 +168,15 @@ fn a_call_refused_by_one_limit_takes_nothing_from_the_others() {
 
 #[test]
 fn a_bulkhead_that_refuses_gives_back_what_the_limits_took() {
+    let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(60).burst(10))
         .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
         .bulkhead(BulkheadConfig::new(1))
-        .clock(ManualClock::new())
+        .clock(clock.clone())
         .build()
         .unwrap();
+    heard(&manager, &clock, "a");
     let busy = manager
         .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 100))
         .unwrap();
@@ -126,6 +192,7 @@ fn a_bulkhead_that_refuses_gives_back_what_the_limits_took() {
 fn settling_owes_the_difference_or_gives_it_back() {
     let clock = ManualClock::new();
     let manager = metered(&clock);
+    heard(&manager, &clock, "a");
     let permit = manager
         .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 500))
         .unwrap();

@@ -37,6 +37,9 @@ fn tokens_left(manager: &ThrottleManager<String>) -> u32 {
 async fn a_cost_travels_with_the_request_and_is_settled_from_the_answer() {
     let provider = Provider::start(3).await.unwrap();
     let manager = manager();
+    // The account has heard from the provider (its count read, a full
+    // bucket): not a new key, whose first call would withhold its burst.
+    assert!(manager.observe_remaining("acct", "tokens", 2_000, None));
     let body = serde_json::json!({ "prompt": "word ".repeat(200), "max_tokens": 600 });
     let response = client(&manager)
         .post(format!("http://{}/v1/complete", provider.address))

@@ -69,4 +69,29 @@ impl RateCell {
         self.tat
             .fetch_max(now.saturating_add(owed), Ordering::AcqRel);
     }
+
+    /// Before the first call of a bucket nothing has taken from or owed to
+    /// (a new key of a metered limit, whose costs are known only from the
+    /// answers): withholds all but that call's `cost` of the burst, so that
+    /// the key earns the rest at its rate instead of spending it on
+    /// estimates before any answer. The mark of the withheld tokens, to
+    /// give them back by if the call is not made; `None` if the bucket was
+    /// not new. Two first calls at once may both find the first's room.
+    pub(crate) fn take_first_carefully(
+        &self,
+        now: Nanos,
+        cost: u32,
+        burst: u32,
+    ) -> Option<TakeMark> {
+        let shifted = self.given_back();
+        let room = u64::from(burst.saturating_sub(cost));
+        if room == 0 {
+            return None;
+        }
+        let end = now.saturating_add(gcra::interval(self.rate()).saturating_mul(room));
+        self.tat
+            .compare_exchange(0, end, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| TakeMark { end, shifted })
+    }
 }
