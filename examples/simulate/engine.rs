@@ -169,6 +169,7 @@ async fn simulate(
         REJECT_COST,
         seed ^ 0xBAC_4E4D,
     );
+    let capacity = backend.capacity_per_second(Duration::ZERO);
     let world: Shared = Arc::new(Mutex::new(World {
         backend,
         series: Series::new(buckets, scenario.priorities()),
@@ -177,7 +178,7 @@ async fn simulate(
     // the same calls arrive.
     let shedding = Arc::new(SplitMix64::new(seed ^ 0x5EED));
     let manager = strategy
-        .manager(settings.max_wait, shedding)
+        .manager(settings.max_wait, shedding, capacity)
         .expect("the strategies' configurations are valid");
     let gate = match (manager, strategy.candidate()) {
         (Some(manager), _) => Gate::Manager(manager),

@@ -1,6 +1,8 @@
 //! A deterministic overload simulator: five ways of guarding calls against
 //! nine overload scenarios, three ways of queueing against callers who
-//! give up, and learned concurrency limits against five latency shapes, on virtual time, with the real `ThrottleManager`
+//! give up, learned concurrency limits against five latency shapes, and
+//! the learned rate from five starts against three capacities, on virtual
+//! time, with the real `ThrottleManager`
 //! between the callers and a simulated backend (and, for comparison, other
 //! algorithms' limits: `candidates.rs`).
 //!
@@ -16,11 +18,12 @@
 //! - `strategy.rs`: the manager configurations compared;
 //! - `candidates.rs`: the other concurrency limiters compared;
 //! - `engine.rs`: one run, on tokio's paused clock;
-//! - `report.rs`, `shape_table.rs`, `queue_table.rs`, `plot.rs`: the
-//!   figures, tables and plots.
+//! - `report.rs`, `shape_table.rs`, `queue_table.rs`, `converge_table.rs`,
+//!   `plot.rs`: the figures, tables and plots.
 
 mod backend;
 mod candidates;
+mod converge_table;
 mod engine;
 mod plot;
 mod queue_table;
@@ -48,7 +51,8 @@ usage: cargo run --release --example simulate -- [options]
                     outage, capacity-drop, quiet-spike, priorities,
                     workers-halve, service-doubles, queue-overload,
                     shape-constant, shape-uniform, shape-exponential,
-                    shape-fast-hits or shape-rising
+                    shape-fast-hits, shape-rising, learned-rate-5,
+                    learned-rate-50 or learned-rate-500
   --out DIR         where the tables and plots go (default docs/simulation)
   --no-files        print the tables, write nothing
   --help            this text";

@@ -38,6 +38,11 @@ fn colour(strategy: Strategy) -> RGBColor {
         Strategy::QueueFifoDeadline => RGBColor(255, 127, 14),
         Strategy::QueueCodel => RGBColor(31, 119, 180),
         Strategy::QueueCodelDeadline => RGBColor(44, 160, 44),
+        Strategy::LearnedFarBelow => RGBColor(31, 119, 180),
+        Strategy::LearnedBelow => RGBColor(44, 160, 44),
+        Strategy::LearnedAtCapacity => RGBColor(127, 127, 127),
+        Strategy::LearnedAbove => RGBColor(255, 127, 14),
+        Strategy::LearnedFarAbove => RGBColor(214, 39, 40),
     }
 }
 
@@ -266,20 +271,20 @@ fn panels(runs: &[(Strategy, Series)]) -> Vec<Panel> {
         });
         return panels;
     }
-    panels.extend([
-        Panel {
-            caption: "Learned rate",
-            y_label: "calls/s",
-            y_max: 2.0 * peak_capacity,
-            lines: rate,
-        },
-        Panel {
+    panels.push(Panel {
+        caption: "Learned rate",
+        y_label: "calls/s",
+        y_max: 2.0 * peak_capacity,
+        lines: rate,
+    });
+    if runs.iter().any(|(strategy, _)| strategy.has_throttle()) {
+        panels.push(Panel {
             caption: "Throttle: probability of shedding a call",
             y_label: "probability",
             y_max: 1.0,
             lines: rejection,
-        },
-    ]);
+        });
+    }
     if several_priorities {
         panels.push(Panel {
             caption: "Share of calls served, by priority",

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::converge_table::{ConvergeFigures, converge_table};
 use crate::engine::{BUCKET, FINE, REJECT_COST, Series, Settings};
 use crate::queue_table::{QueueFigures, queue_table};
 use crate::scenario::{CAPACITY, Scenario};
@@ -56,6 +57,8 @@ pub(crate) struct Summary {
     pub(crate) shape: Option<ShapeFigures>,
     /// For scenarios whose callers give up ([`QueueFigures`]).
     pub(crate) queue: Option<QueueFigures>,
+    /// For the learned-rate scenarios ([`ConvergeFigures`]).
+    pub(crate) converge: Option<ConvergeFigures>,
 }
 
 /// How a strategy fared against a workers backend whose capacity changes.
@@ -246,6 +249,14 @@ impl Summary {
             queue: scenario
                 .caller_patience
                 .map(|patience| QueueFigures::of(series, patience)),
+            converge: scenario
+                .from_starts
+                .then(|| {
+                    let capacity = series.capacity.first().copied().unwrap_or_default();
+                    strategy.start(capacity)
+                })
+                .flatten()
+                .map(|start| ConvergeFigures::of(series, start)),
         }
     }
 }
@@ -405,6 +416,9 @@ pub(crate) fn table(scenario: &Scenario, summaries: &[Summary]) -> String {
     }
     if summaries.first().is_some_and(|s| s.shape.is_some()) {
         return shape_table(summaries);
+    }
+    if summaries.first().is_some_and(|s| s.converge.is_some()) {
+        return converge_table(summaries);
     }
     let mut header = vec!["strategy".to_string(), "goodput (of capacity)".to_string()];
     let first = &summaries[0];

@@ -42,6 +42,9 @@ pub(crate) struct Scenario {
     /// How long the callers wait for an answer, if they give up: an
     /// answer after it is work the backend did for no one.
     pub(crate) caller_patience: Option<Duration>,
+    /// Whether its strategies are the learned rate from five starts
+    /// ([`Strategy::STARTS`]): the convergence matrix.
+    pub(crate) from_starts: bool,
 }
 
 impl Scenario {
@@ -57,6 +60,9 @@ impl Scenario {
     pub(crate) fn strategies(&self) -> &'static [Strategy] {
         if self.caller_patience.is_some() {
             return &Strategy::QUEUES;
+        }
+        if self.from_starts {
+            return &Strategy::STARTS;
         }
         match self.backend {
             BackendKind::Workers { .. } => &Strategy::CONCURRENCY,
@@ -145,6 +151,51 @@ fn shapes() -> Vec<Scenario> {
         mix: MEDIUM_ONLY.to_vec(),
         settles_from: None,
         caller_patience: None,
+        from_starts: false,
+    })
+    .collect()
+}
+
+/// The learned rate's convergence matrix, one scenario per capacity `C`
+/// of 5, 50 and 500 calls a second: twice `C` offered for 20 s to a
+/// backend that answers 429 above `C` (calls of 50 ms), the rate started
+/// from five guesses of `C` (see [`Strategy::STARTS`]).
+fn learned_rates() -> Vec<Scenario> {
+    [
+        (
+            "learned-rate-5",
+            "the learned rate from five starts, 2x demand, 429 above 5 calls/s",
+            5,
+        ),
+        (
+            "learned-rate-50",
+            "the learned rate from five starts, 2x demand, 429 above 50 calls/s",
+            50,
+        ),
+        (
+            "learned-rate-500",
+            "the learned rate from five starts, 2x demand, 429 above 500 calls/s",
+            500,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, title, capacity)| Scenario {
+        name,
+        title,
+        length: secs(20),
+        backend: BackendKind::Rate {
+            per_second: capacity,
+            latency: Duration::from_millis(50),
+        },
+        plan: CapacityPlan::default(),
+        demand: vec![Phase {
+            from: Duration::ZERO,
+            per_second: 2.0 * f64::from(capacity),
+        }],
+        mix: MEDIUM_ONLY.to_vec(),
+        settles_from: None,
+        caller_patience: None,
+        from_starts: true,
     })
     .collect()
 }
@@ -172,6 +223,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(Duration::ZERO),
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "steady-concurrency",
@@ -183,6 +235,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(Duration::ZERO),
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "spike",
@@ -207,6 +260,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "outage",
@@ -221,6 +275,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "capacity-drop",
@@ -235,6 +290,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(secs(60)),
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "quiet-spike",
@@ -255,6 +311,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: Some(secs(60)),
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "priorities",
@@ -266,6 +323,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: vec![(Priority::HIGH, 0.1), (Priority::LOW, 0.9)],
             settles_from: Some(Duration::ZERO),
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "workers-halve",
@@ -280,6 +338,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "service-doubles",
@@ -294,6 +353,7 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
             caller_patience: None,
+            from_starts: false,
         },
         Scenario {
             name: "queue-overload",
@@ -305,10 +365,12 @@ pub(crate) fn defaults() -> Vec<Scenario> {
             mix: MEDIUM_ONLY.to_vec(),
             settles_from: None,
             caller_patience: Some(CALLER_PATIENCE),
+            from_starts: false,
         },
     ]
     .into_iter()
     .chain(shapes())
+    .chain(learned_rates())
     .collect()
 }
 

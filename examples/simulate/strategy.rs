@@ -63,6 +63,14 @@ pub(crate) enum Strategy {
     Gradient2,
     Aimd,
     ProbeGradient,
+    /// The learned rate with every default (`RateConfig::adaptive(start)`),
+    /// from five starts against the backend's capacity `C`: `C / 50` (at
+    /// least 1/s), `C / 5`, `C`, `2 C` and `10 C`.
+    LearnedFarBelow,
+    LearnedBelow,
+    LearnedAtCapacity,
+    LearnedAbove,
+    LearnedFarAbove,
 }
 
 /// How long the callers of the queue scenarios wait for an answer: one
@@ -110,6 +118,15 @@ impl Strategy {
         Strategy::QueueCodelDeadline,
     ];
 
+    /// The strategies of the learned-rate scenarios: one start each.
+    pub(crate) const STARTS: [Strategy; 5] = [
+        Strategy::LearnedFarBelow,
+        Strategy::LearnedBelow,
+        Strategy::LearnedAtCapacity,
+        Strategy::LearnedAbove,
+        Strategy::LearnedFarAbove,
+    ];
+
     /// The strategies of the latency-shape scenarios: the known limit,
     /// the library's learned one, and the algorithms it was chosen against.
     pub(crate) const SHAPES: [Strategy; 5] = [
@@ -138,6 +155,24 @@ impl Strategy {
             Strategy::Gradient2 => "Gradient2 (Netflix)",
             Strategy::Aimd => "AIMD (Netflix)",
             Strategy::ProbeGradient => "probe-gradient (before issue 30)",
+            Strategy::LearnedFarBelow => "learned, from C/50 (at least 1/s)",
+            Strategy::LearnedBelow => "learned, from C/5",
+            Strategy::LearnedAtCapacity => "learned, from C",
+            Strategy::LearnedAbove => "learned, from 2C",
+            Strategy::LearnedFarAbove => "learned, from 10C",
+        }
+    }
+
+    /// The learned rate's start against a backend of `capacity` calls a
+    /// second, for a strategy that starts from one.
+    pub(crate) fn start(self, capacity: f64) -> Option<f64> {
+        match self {
+            Strategy::LearnedFarBelow => Some((capacity / 50.0).max(1.0)),
+            Strategy::LearnedBelow => Some(capacity / 5.0),
+            Strategy::LearnedAtCapacity => Some(capacity),
+            Strategy::LearnedAbove => Some(2.0 * capacity),
+            Strategy::LearnedFarAbove => Some(10.0 * capacity),
+            _ => None,
         }
     }
 
@@ -181,7 +216,7 @@ impl Strategy {
         matches!(
             self,
             Strategy::RateAdditive | Strategy::RateMultiplicative | Strategy::All
-        )
+        ) || Strategy::STARTS.contains(&self)
     }
 
     /// Whether the strategy sheds by the throttle's probability.
@@ -191,13 +226,15 @@ impl Strategy {
 
     /// The manager for this strategy, on tokio's (paused) clock, calls
     /// waiting at most `max_wait` for a rate token, the throttle drawing
-    /// from `random`; `None` for no control or another algorithm's limit
-    /// ([`candidate`](Self::candidate)). Call it inside the runtime that
-    /// runs the simulation.
+    /// from `random`, a learned rate starting as [`start`](Self::start)
+    /// says against `capacity`; `None` for no control or another
+    /// algorithm's limit ([`candidate`](Self::candidate)). Call it inside
+    /// the runtime that runs the simulation.
     pub(crate) fn manager(
         self,
         max_wait: Duration,
         random: Arc<SplitMix64>,
+        capacity: f64,
     ) -> Result<Option<ThrottleManager<String>>, ConfigError> {
         // Every rate starts at 10/s, a tenth of the capacity, which it does
         // not know. A success adds 0.3/s: the rate grows 30 % a second
@@ -250,6 +287,14 @@ impl Strategy {
             Strategy::QueueFifo | Strategy::QueueFifoDeadline => builder.bulkhead(deep_queue()),
             Strategy::QueueCodel | Strategy::QueueCodelDeadline => builder
                 .bulkhead(deep_queue().codel(Duration::from_millis(5), Duration::from_millis(100))),
+            Strategy::LearnedFarBelow
+            | Strategy::LearnedBelow
+            | Strategy::LearnedAtCapacity
+            | Strategy::LearnedAbove
+            | Strategy::LearnedFarAbove => {
+                let start = self.start(capacity).unwrap_or(capacity);
+                builder.rate(RateConfig::adaptive(start))
+            }
         };
         builder.build().map(Some)
     }

@@ -227,6 +227,12 @@ mod tests {
             q.on_full(Overflow::DropLowestPriority, 0),
             OnFull::RejectNewcomer
         );
+        // A newcomer less important than every waiter displaces none.
+        let (q, _) = queue(&[0, 1]);
+        assert_eq!(
+            q.on_full(Overflow::DropLowestPriority, 3),
+            OnFull::RejectNewcomer
+        );
     }
 
     #[test]

@@ -487,7 +487,7 @@ impl RateCell {
         let before = self.last_fall();
         // A learned rate that falls again with no call served since its
         // last fall is far above what the host takes: it falls twice.
-        let unserved = settings.learned_decrease
+        let twice = settings.learned_decrease
             && before.is_some()
             && self
                 .queue
@@ -498,7 +498,7 @@ impl RateCell {
             settings.burst,
             |rate| {
                 let once = aimd::decreased(rate, settings);
-                if unserved {
+                if twice {
                     aimd::decreased(once, settings)
                 } else {
                     once
@@ -506,10 +506,9 @@ impl RateCell {
             },
         );
         let used = usage::read(self.used.load(Ordering::Acquire), now);
-        let slow_start = before.is_none();
         self.record_fall(
             LastFall {
-                from: growth::earned_at(change.from, slow_start, used),
+                from: growth::earned_at(change.from, before, used, now),
                 at: now,
                 firm: false,
             },

@@ -81,8 +81,10 @@ pub enum Decrease {
 ///   50 ms and once per round trip ("old news" below); a fall with no call
 ///   served since the last one multiplies it by 0.49, so a start ten times
 ///   above a host's capacity is down within a fraction of a second.
-/// - **After a fall, growth by time.** The rate climbs back to 95 % of the
-///   rate that earned the fall within 1.5 s, holds there for 5.5 s (or as
+/// - **After a fall, growth by time.** The rate that earned the fall is
+///   the host's measured successes a second (a host that refuses beyond
+///   its capacity serves about its capacity meanwhile), within what the
+///   rate's history allows. The rate climbs back to 95 % of it within 1.5 s, holds there for 5.5 s (or as
 ///   long as 50 calls take, if longer), then probes beyond it, `e`-fold a
 ///   second. More successes a second do not climb faster, so no success
 ///   rate can outrun the decrease.

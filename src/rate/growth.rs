@@ -9,7 +9,9 @@
 //!   each round trip by adding one segment per acknowledgement. From any
 //!   start below a host's capacity, the first fall comes after about
 //!   `ln(capacity / start)` seconds.
-//! - **After a fall** from `W` (the rate that earned it), the rate is a
+//! - **After a fall** from `W` (the rate that earned it: [`earned_at`],
+//!   mostly the host's measured use, since a host that refuses beyond
+//!   its capacity serves about its capacity meanwhile), the rate is a
 //!   function of the time `t` since the fall, CUBIC's shape in three
 //!   pieces: back from the fallen rate to [`PLATEAU`] `× W` over
 //!   [`RECOVERY`], concave (quick at first, flat on arrival); held there
@@ -30,7 +32,7 @@
 //!   a steep probe run far past before the first refusal).
 //!
 //! Where it settles against a host of capacity `C` that refuses beyond it:
-//! each cycle starts with a fall from just above `C` and lasts
+//! each cycle starts with a fall earned at about `C` and lasts
 //! `RECOVERY` plus the dwell plus the probe's fraction of a second, spent
 //! mostly at 95 % of `C`; about one call a cycle is refused, and the dwell
 //! of at least [`DWELL_CALLS`] keeps that a small share at low rates. A
@@ -89,26 +91,40 @@ pub(crate) fn grown(rate: f64, fall: Option<LastFall>, now: Nanos, settings: &Ra
     target.max(settings.lower_bound).min(settings.upper_bound)
 }
 
-/// How far above the key's measured use (successes a second) a fall after
-/// the first is taken to have been earned.
-const EARNED_OVER_USE: f64 = 1.1;
-
-/// The rate a fall from `from` was earned at, for a key whose calls
-/// succeeded `used` times a second lately: out of slow start, the rate
-/// before its last step (which was served: a step at 5/s is a fifth of the
-/// rate); after that, at most [`EARNED_OVER_USE`] times the use, since the
-/// rate may have grown past what was served while the failing call was on
-/// its way (a probe at 5/s grows a fifth between two calls). Never below
-/// half of `from`, whatever the use: a fall it earns is a fall.
-pub(crate) fn earned_at(from: f64, slow_start: bool, used: f64) -> f64 {
-    let earned = if slow_start {
-        from - SLOW_START_STEP
-    } else if used > 0.0 {
-        EARNED_OVER_USE * used
-    } else {
-        from
+/// The rate a fall from `from` at `now` was earned at, for a key whose
+/// calls succeeded `used` times a second lately and whose fall before it
+/// was `before`. A host that refuses beyond its capacity serves at about
+/// its capacity while the rate is above it, so the use is the estimate,
+/// bounded by what the rate's history says:
+///
+/// - out of slow start: the rate before its last step (which was served: a
+///   step at 5/s is a fifth of the rate);
+/// - on the probe (after the plateau held its dwell): at least the rate
+///   the fall before was earned at (the plateau below it held), at most
+///   the rate it fell from;
+/// - on the plateau: at most the rate it fell from (the plateau itself was
+///   refused, so the capacity is below it);
+/// - within [`RECOVERY`] of the fall before: the same overload may still
+///   be answered (a host that counts its calls over a window refuses until
+///   the window has passed, however far the rate has fallen meanwhile), so
+///   at least [`PLATEAU`] of the rate it fell from, at most the rate the
+///   fall before was earned at: a cascade of falls leaves the plateau near
+///   where the first found the capacity.
+///
+/// Never below half of `from`, whatever the use: a fall it earns is a fall.
+pub(crate) fn earned_at(from: f64, before: Option<LastFall>, used: f64, now: Nanos) -> f64 {
+    let Some(before) = before else {
+        return (from - SLOW_START_STEP).max(from / 2.0);
     };
-    earned.min(from).max(from / 2.0)
+    let used = if used > 0.0 { used } else { from };
+    let earned = if now.saturating_sub(before.at) < RECOVERY {
+        used.max(PLATEAU * from).min(before.from)
+    } else if before_probe(before, now) {
+        used.min(from)
+    } else {
+        used.max(before.from).min(from)
+    };
+    earned.max(from / 2.0)
 }
 
 /// The rate a fall from `from` at `now` was earned at, should the host
@@ -199,16 +215,44 @@ mod tests {
 
     #[test]
     fn a_fall_out_of_slow_start_is_earned_before_its_last_step() {
-        assert_eq!(earned_at(6.0, true, 4.0), 5.0);
-        assert_eq!(earned_at(1.5, true, 1.0), 0.75);
+        assert_eq!(earned_at(6.0, None, 4.0, 0), 5.0);
+        assert_eq!(earned_at(1.5, None, 1.0, 0), 0.75);
     }
 
     #[test]
-    fn a_later_fall_is_earned_near_the_use() {
-        assert_eq!(earned_at(6.0, false, 0.0), 6.0, "no use measured");
-        assert!((earned_at(6.0, false, 5.0) - 5.5).abs() < 1e-9);
-        assert_eq!(earned_at(6.0, false, 6.0), 6.0);
-        assert_eq!(earned_at(6.0, false, 1.0), 3.0);
+    fn a_later_fall_is_earned_at_the_use_within_what_the_rate_held() {
+        let before = Some(fall(false)); // from 100, at 10 s
+        // On the probe: at least the fall before (its plateau held), at
+        // most the rate it fell from.
+        let probing = 10 * S + RECOVERY + DWELL;
+        assert_eq!(earned_at(120.0, before, 110.0, probing), 110.0);
+        assert_eq!(earned_at(120.0, before, 80.0, probing), 100.0);
+        assert_eq!(earned_at(120.0, before, 150.0, probing), 120.0);
+        assert_eq!(
+            earned_at(120.0, before, 0.0, probing),
+            120.0,
+            "no use measured"
+        );
+        // On the plateau, refused: at most the use.
+        let dwelling = 10 * S + RECOVERY;
+        assert_eq!(earned_at(95.0, before, 80.0, dwelling), 80.0);
+        assert_eq!(
+            earned_at(95.0, before, 10.0, dwelling),
+            47.5,
+            "at least half"
+        );
+    }
+
+    #[test]
+    fn a_fall_in_the_recovery_from_the_last_is_earned_near_the_first() {
+        let soon = 10 * S + RECOVERY - 1;
+        let before = Some(fall(false)); // from 100, at 10 s
+        // A host still refusing what it refused: it served near 50 a
+        // second lately, the rate fell to 20 meanwhile.
+        assert_eq!(earned_at(20.0, before, 50.0, soon), 50.0);
+        // At most the fall before, at least the plateau of the rate.
+        assert_eq!(earned_at(20.0, before, 200.0, soon), 100.0);
+        assert_eq!(earned_at(20.0, before, 5.0, soon), 19.0);
     }
 
     #[test]

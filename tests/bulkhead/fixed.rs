@@ -305,6 +305,29 @@ async fn overflow_drop_lowest_priority() {
 }
 
 paused_test! {
+async fn overflow_drop_lowest_priority_keeps_every_waiter_from_a_less_important_newcomer() {
+    let manager = manager(
+        BulkheadConfig::new(1)
+            .queue(2)
+            .overflow(Overflow::DropLowestPriority),
+    );
+    let calls = fill(
+        &manager,
+        &[
+            ("run", Priority::HIGH),
+            ("high", Priority::HIGH),
+            ("medium", Priority::MEDIUM),
+            ("low", Priority::LOW), // outranks no waiter: rejected
+        ],
+    )
+    .await;
+    let results = outcomes(calls).await;
+    assert_eq!(results[3], ("low", Err(RejectReason::Full)));
+    assert!(results[1].1.is_ok() && results[2].1.is_ok(), "{results:?}");
+}
+}
+
+paused_test! {
 async fn a_cancelled_waiter_leaves_the_queue_at_once() {
     let manager = manager(BulkheadConfig::new(1).queue(4));
     let busy = manager.try_acquire("db", Priority::HIGH).unwrap();

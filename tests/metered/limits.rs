@@ -106,6 +106,44 @@ fn a_new_key_spends_no_burst_before_its_backend_answers() {
     assert_eq!(tokens_left(&manager, "d"), 100);
 }
 
+/// A provider's count of what remains, lower than the key's own, is
+/// believed: told 400 of 1,000 tokens and 2 of 10 requests remain, the key
+/// admits that much and no more until its limits refill.
+#[test]
+fn a_providers_count_of_what_remains_holds_the_key_to_it() {
+    let clock = ManualClock::new();
+    let manager = metered(&clock);
+    heard(&manager, &clock, "a");
+    assert!(manager.observe_remaining("a", "tokens", 400, None));
+    for _ in 0..4 {
+        let permit = manager.try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 100));
+        permit.unwrap().success();
+    }
+    let refused = manager
+        .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 100))
+        .unwrap_err();
+    assert_eq!(
+        (refused.limit_index(), refused.retry_after()),
+        (Some(0), Some(Duration::from_secs(1)))
+    );
+    // The requests: 6 of 10 left after the four calls, the provider says 2.
+    assert!(manager.observe_remaining("a", "requests", 2, None));
+    for _ in 0..2 {
+        manager
+            .try_acquire_cost("a", Priority::HIGH, Cost::requests(1))
+            .unwrap()
+            .success();
+    }
+    let refused = manager
+        .try_acquire_cost("a", Priority::HIGH, Cost::requests(1))
+        .unwrap_err();
+    assert_eq!(refused.limit_index(), None);
+    // A count above the key's own is not believed: its calls in flight are
+    // not in it yet.
+    assert!(manager.observe_remaining("a", "tokens", 1_000, None));
+    assert_eq!(tokens_left(&manager, "a"), 0);
+}
+
 #[test]
 fn a_call_refused_by_one_limit_takes_nothing_from_the_others() {
     let clock = ManualClock::new();

@@ -12,6 +12,7 @@
 //! still served near its capacity. Each run prints its figures (`cargo
 //! test --test rate converge -- --nocapture`).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +35,10 @@ struct BackendState {
     capacity: f64,
     /// The bucket's burst, in calls: `capacity / 5` unless set.
     burst: Option<f64>,
+    /// If set, the backend counts its calls over the last second instead
+    /// of a bucket: it serves while fewer than `capacity` were served in
+    /// it (their times, in seconds since start).
+    window: Option<VecDeque<f64>>,
     change: Option<(Duration, f64)>,
     /// The token bucket's theoretical arrival time, in seconds since start.
     tat: f64,
@@ -48,6 +53,7 @@ impl Backend {
             state: Mutex::new(BackendState {
                 capacity,
                 burst: None,
+                window: None,
                 change,
                 tat: 0.0,
                 served: vec![0; seconds],
@@ -71,11 +77,24 @@ impl Backend {
         let burst = state
             .burst
             .unwrap_or_else(|| (state.capacity / 5.0).max(1.0));
-        let tat = state.tat.max(t) + interval;
-        let served = tat - burst * interval <= t + 1e-9;
-        if served {
-            state.tat = tat;
-        }
+        let capacity = state.capacity;
+        let served = if let Some(window) = &mut state.window {
+            while window.front().is_some_and(|&at| at <= t - 1.0) {
+                window.pop_front();
+            }
+            let served = (window.len() as f64) < capacity;
+            if served {
+                window.push_back(t);
+            }
+            served
+        } else {
+            let tat = state.tat.max(t) + interval;
+            let served = tat - burst * interval <= t + 1e-9;
+            if served {
+                state.tat = tat;
+            }
+            served
+        };
         let second = now.as_secs() as usize;
         if let Some(count) = if served {
             state.served.get_mut(second)
@@ -85,6 +104,12 @@ impl Backend {
             *count += 1;
         }
         served
+    }
+
+    /// The same backend counting its calls over the last second.
+    fn counting_a_second(self: Arc<Self>) -> Arc<Self> {
+        self.state.lock().unwrap().window = Some(VecDeque::new());
+        self
     }
 
     /// The same backend with a bucket of `burst` calls.
@@ -227,6 +252,32 @@ async fn follows(capacity: f64, to: f64) {
         "{:.1} % refused from 30 s to 40 s, at most 3 %\n{figures}",
         100.0 * late
     );
+}
+
+/// Against a host that counts its calls over the last second (a sliding
+/// window: it refuses until a second has passed since the overload, however
+/// far the rate falls meanwhile), from `C / 5`, `C` and `10 C` at 50/s: at
+/// least 85 % of the capacity served and at most 3 % refused from the
+/// 10th second on.
+#[tokio::test(start_paused = true)]
+async fn a_host_that_counts_a_second_of_calls_is_served_near_its_capacity() {
+    for start in [10.0, 50.0, 500.0] {
+        let backend = Backend::new(50.0, None, 20).counting_a_second();
+        let title = format!("C 50/s counted over a second, start {start}/s");
+        let figures = run(RateConfig::adaptive(start), &backend, 20, &title).await;
+        let served = f64::from(backend.served(10..20)) / 10.0 / 50.0;
+        assert!(
+            served >= 0.85,
+            "{:.1} % served from the 10th second\n{figures}",
+            100.0 * served
+        );
+        let late = backend.refused_share(10..20);
+        assert!(
+            late <= 0.03,
+            "{:.1} % refused from the 10th second\n{figures}",
+            100.0 * late
+        );
+    }
 }
 
 macro_rules! matrix {

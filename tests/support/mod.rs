@@ -7,8 +7,21 @@
 pub(crate) mod latency_shape;
 pub(crate) mod slow_body;
 
+use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+/// `future`, or a failure naming `what` if it is still pending after a
+/// minute of the test's clock. On virtual time the clock jumps there as
+/// soon as nothing else can happen, so a call that waits for what never
+/// comes fails at once with the test's name, not at CI's timeout.
+pub(crate) async fn bounded<F: Future>(what: &str, future: F) -> F::Output {
+    match tokio::time::timeout(Duration::from_secs(60), future).await {
+        Ok(output) => output,
+        Err(_) => panic!("{what}: still waiting after a minute"),
+    }
+}
 
 /// Held by a test that measures real time or loads the CPU, so that no
 /// other such test of its binary runs at once.
