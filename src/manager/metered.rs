@@ -46,28 +46,38 @@ struct Taken<'m> {
 }
 
 /// The burst a new key's first call of a named limit withheld
-/// ([`RateCell::take_first_carefully`](crate::rate::RateCell)): kept by
-/// the call's part once the call is admitted, given back if dropped before.
+/// ([`RateCell::take_first_carefully`](crate::rate::RateCell)). Given back
+/// if the call's part was taken and the call is then not admitted (its key
+/// refused it); kept by the call's part once it is admitted; and kept if
+/// the call's own part was not taken: another call took the room left for
+/// it, so the key has spent what it may before an answer.
 struct WithheldRoom<'m> {
     core: &'m Core,
     state: triomphe::Arc<KeyState>,
     tokens: u32,
     mark: TakeMark,
-    kept: bool,
+    /// The call's own part was taken: dropped, the room goes back.
+    armed: bool,
 }
 
-impl WithheldRoom<'_> {
+impl<'m> WithheldRoom<'m> {
+    /// The call's own part was taken.
+    fn armed(mut self) -> Self {
+        self.armed = true;
+        self
+    }
+
     /// The call is admitted: its part keeps the room withheld, to give it
     /// back if the call is not made after all.
     fn kept(mut self) -> (u32, TakeMark) {
-        self.kept = true;
+        self.armed = false;
         (self.tokens, self.mark)
     }
 }
 
 impl Drop for WithheldRoom<'_> {
     fn drop(&mut self) {
-        if !self.kept {
+        if self.armed {
             let now = self.core.now();
             self.state.rate.give_back(now, self.tokens, self.mark);
         }
@@ -600,7 +610,7 @@ where
             state,
             tokens: burst.saturating_sub(cost),
             mark,
-            kept: false,
+            armed: false,
         })
     }
 
@@ -646,7 +656,7 @@ where
                         admitting: Some(admitting),
                         amount,
                         mark,
-                        withheld,
+                        withheld: withheld.map(WithheldRoom::armed),
                     });
                 }
                 Err(refused) if shadowed && refused.reason().is_limit() => {
