@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ThrottleManager;
+use super::withheld::WithheldRoom;
 use crate::clock::{Nanos, nanos};
-use crate::core::{Admitted, Admitting, Core, Patience, Request, Scope, StartBy};
+use crate::core::{Admitted, Admitting, Patience, Request, Scope, StartBy};
 use crate::error::{RejectReason, Rejected};
-use crate::key::KeyState;
 use crate::metered::{Cost, CostPermit, LimitPart, NamedParts, REQUESTS, SharedLimits};
 use crate::permit::{Permit, Ticket};
 use crate::priority::Priority;
@@ -43,45 +43,6 @@ struct Taken<'m> {
     admitting: Option<Admitting<'m>>,
     amount: u32,
     mark: TakeMark,
-}
-
-/// The burst a new key's first call of a named limit withheld
-/// ([`RateCell::take_first_carefully`](crate::rate::RateCell)). Given back
-/// if the call's part was taken and the call is then not admitted (its key
-/// refused it); kept by the call's part once it is admitted; and kept if
-/// the call's own part was not taken: another call took the room left for
-/// it, so the key has spent what it may before an answer.
-struct WithheldRoom<'m> {
-    core: &'m Core,
-    state: triomphe::Arc<KeyState>,
-    tokens: u32,
-    mark: TakeMark,
-    /// The call's own part was taken: dropped, the room goes back.
-    armed: bool,
-}
-
-impl<'m> WithheldRoom<'m> {
-    /// The call's own part was taken.
-    fn armed(mut self) -> Self {
-        self.armed = true;
-        self
-    }
-
-    /// The call is admitted: its part keeps the room withheld, to give it
-    /// back if the call is not made after all.
-    fn kept(mut self) -> (u32, TakeMark) {
-        self.armed = false;
-        (self.tokens, self.mark)
-    }
-}
-
-impl Drop for WithheldRoom<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let now = self.core.now();
-            self.state.rate.give_back(now, self.tokens, self.mark);
-        }
-    }
 }
 
 /// What a call's named limits took before its key admits it: each limit's
@@ -584,34 +545,6 @@ where
             end: now.saturating_add(spacing),
             shifted: state.rate.given_back(),
         }
-    }
-
-    /// Before a new key's first call of this limit takes its `cost`: the
-    /// key keeps room for that call alone and earns the rest of its burst
-    /// at the limit's rate. Its costs are known only from answers, so a
-    /// burst spent on estimates before them could go far past what the
-    /// provider's bucket holds at the real costs. The room withheld goes
-    /// back if the call is not made.
-    fn take_first_carefully<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        key: &Q,
-        cost: u32,
-    ) -> Option<WithheldRoom<'_>> {
-        if cost == 0 {
-            return None;
-        }
-        let core = self.core();
-        let now = core.now();
-        let state = self.entry(key, now).ok()?;
-        let burst = core.rate_of(&state)?.burst;
-        let mark = state.rate.take_first_carefully(now, cost, burst)?;
-        Some(WithheldRoom {
-            core,
-            state,
-            tokens: burst.saturating_sub(cost),
-            mark,
-            armed: false,
-        })
     }
 
     /// Every named limit's part of a call, taken now if every limit (and

@@ -8,6 +8,8 @@
 //!   (`core/drive.rs`), and the counting of what it decided;
 //! - `call`: `call`, `call_all` and their variants, around the driver;
 //! - `joint`: calls charged to several keys, all or nothing;
+//! - `metered`: named limits and a call's cost in each, and `withheld`: a
+//!   new key's careful first call of a named limit;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
 //! - `inspect`: snapshots for health endpoints;
 //! - `book` and `changes`: the settings by level, and changing them on a
@@ -50,6 +52,7 @@ mod server_admission;
 mod refusal_hook;
 #[cfg(feature = "status")]
 mod watch;
+mod withheld;
 
 pub(crate) use book::{Layer, SettingsBook, TierOf};
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};

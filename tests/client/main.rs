@@ -16,6 +16,7 @@ mod support;
 
 mod deadlines;
 mod paused;
+mod remaining;
 mod retry;
 mod streams;
 mod tls;
@@ -385,31 +386,6 @@ async fn a_spent_ratelimit_quota_holds_the_host_before_any_429() {
     let next = arrivals[1] - arrivals[0];
     assert!(next >= Duration::from_secs(1), "asked again after {next:?}");
     assert!(arrivals[2] - arrivals[1] < Duration::from_millis(500));
-}
-
-/// A provider's count of what remains, lower than the key's own, holds the
-/// key to it: told 2 of 10 remain, the key sends two more at once and the
-/// next only once its rate (1 a second) has refilled one.
-#[tokio::test]
-async fn a_providers_count_of_what_remains_holds_the_host_to_it() {
-    let manager = manager(RateConfig::per_second(1).burst(10));
-    let server = Server::first(
-        StatusCode::OK,
-        vec![("x-ratelimit-remaining-requests", "2".into())],
-    )
-    .await;
-    let client = client(&manager);
-    for _ in 0..4 {
-        let response = client.get(server.url()).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-    }
-    let arrivals = server.arrivals();
-    assert!(arrivals[2] - arrivals[0] < Duration::from_millis(500));
-    let next = arrivals[3] - arrivals[2];
-    assert!(
-        next >= Duration::from_millis(900),
-        "asked again after {next:?}"
-    );
 }
 
 #[tokio::test]
