@@ -575,8 +575,7 @@ where
                 Patience::Never,
                 Scope::Token,
             );
-            let shifted = manager.mark_before_taking(key, amount).shifted;
-            let withheld = manager.take_first_carefully(key, amount);
+            let (shifted, withheld) = manager.before_taking_part(key, amount);
             match manager.admit_now::<Q, Admitting<'_>>(key, &request) {
                 Ok(admitting) => {
                     // Its tokens end where its reservation put them (a

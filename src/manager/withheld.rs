@@ -5,6 +5,7 @@
 use std::hash::Hash;
 
 use super::ThrottleManager;
+use crate::clock::Nanos;
 use crate::core::Core;
 use crate::key::KeyState;
 use crate::rate::TakeMark;
@@ -54,31 +55,39 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Before a new key's first call of this limit takes its `cost`: the
-    /// key keeps room for that call alone and earns the rest of its burst
-    /// at the limit's rate. Its costs are known only from answers, so a
-    /// burst spent on estimates before them could go far past what the
-    /// provider's bucket holds at the real costs. The room withheld goes
-    /// back if the call is not made.
-    pub(super) fn take_first_carefully<Q: BorrowedKey<K> + ?Sized>(
+    /// Before a call of `key` takes its `cost` of this limit, in one look
+    /// at the key: how far give-backs have moved the limit's debt so far
+    /// (for the part's mark), and, for a new key's first call, the room it
+    /// withholds. That key keeps room for its first call alone and earns
+    /// the rest of its burst at the limit's rate: its costs are known only
+    /// from answers, so a burst spent on estimates before them could go far
+    /// past what the provider's bucket holds at the real costs. The room
+    /// withheld goes back if the call is not made.
+    pub(super) fn before_taking_part<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         cost: u32,
-    ) -> Option<WithheldRoom<'_>> {
-        if cost == 0 {
-            return None;
-        }
+    ) -> (Nanos, Option<WithheldRoom<'_>>) {
         let core = self.core();
         let now = core.now();
-        let state = self.entry(key, now).ok()?;
-        let burst = core.rate_of(&state)?.burst;
-        let mark = state.rate.take_first_carefully(now, cost, burst)?;
-        Some(WithheldRoom {
+        let Ok(state) = self.entry(key, now) else {
+            // No room for the key: it takes nothing, or waits for room.
+            return (0, None);
+        };
+        let shifted = state.rate.given_back();
+        let Some(burst) = core.rate_of(&state).map(|settings| settings.burst) else {
+            return (shifted, None);
+        };
+        let mark = (cost > 0)
+            .then(|| state.rate.take_first_carefully(now, cost, burst))
+            .flatten();
+        let withheld = mark.map(|mark| WithheldRoom {
             core,
             state,
             tokens: burst.saturating_sub(cost),
             mark,
             armed: false,
-        })
+        });
+        (shifted, withheld)
     }
 }

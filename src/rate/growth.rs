@@ -114,7 +114,7 @@ pub(crate) fn grown(rate: f64, fall: Option<LastFall>, now: Nanos, settings: &Ra
 /// Never below half of `from`, whatever the use: a fall it earns is a fall.
 pub(crate) fn earned_at(from: f64, before: Option<LastFall>, used: f64, now: Nanos) -> f64 {
     let Some(before) = before else {
-        return (from - SLOW_START_STEP).max(from / 2.0);
+        return before_last_step(from);
     };
     let used = if used > 0.0 { used } else { from };
     let earned = if now.saturating_sub(before.at) < RECOVERY {
@@ -127,6 +127,12 @@ pub(crate) fn earned_at(from: f64, before: Option<LastFall>, used: f64, now: Nan
     earned.max(from / 2.0)
 }
 
+/// A fall from `from` out of slow start: the rate before its last step
+/// (which was served), at least half of `from`.
+fn before_last_step(from: f64) -> f64 {
+    (from - SLOW_START_STEP).max(from / 2.0)
+}
+
 /// The rate a fall from `from` at `now` was earned at, should the host
 /// mark it with a pause, for a rate whose fall before it was `before`:
 /// the rate its failing call was sent at (out of slow start, before its
@@ -135,7 +141,7 @@ pub(crate) fn earned_at(from: f64, before: Option<LastFall>, used: f64, now: Nan
 /// host refused it too.
 pub(crate) fn sent_at(from: f64, before: Option<LastFall>, now: Nanos) -> f64 {
     match before {
-        None => (from - SLOW_START_STEP).max(from / 2.0),
+        None => before_last_step(from),
         Some(before) if before.firm && before_probe(before, now) => FIRM_PLATEAU * from,
         Some(_) => from,
     }

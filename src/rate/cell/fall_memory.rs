@@ -74,9 +74,8 @@ impl FallMemory {
             .last()
             .filter(|fall| now.saturating_sub(fall.at) <= PAUSE_MARKS_FALL)
         {
-            let sent = f64::from_bits(self.sent.load(Ordering::Acquire));
             self.record_only(LastFall {
-                from: if sent > 0.0 { sent } else { fall.from },
+                from: f64::from_bits(self.sent.load(Ordering::Acquire)),
                 firm: true,
                 ..fall
             });
