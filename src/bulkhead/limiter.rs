@@ -14,10 +14,11 @@
 //!   `active >= limit`).
 //!
 //! The limit is the settings' `max_concurrent`, or, for a learned limit,
-//! what [`LearnedLimit`] holds now. A learned limit that falls below the
-//! calls in flight retires the slots they give back (no hand-off) until
-//! they are under it; one that rises hands the new slots to the queue at
-//! once ([`Bulkhead::grant_waiters`]).
+//! what [`LearnedLimit`] holds now. A limit that falls below the calls in
+//! flight (a learned one, or settings changed at runtime) retires the
+//! slots they give back (no hand-off) until they are under it; one that
+//! rises hands the new slots to the queue at once
+//! ([`Bulkhead::grant_waiters`]).
 //!
 //! With CoDel ([`super::codel`]), a slot handed on while the queue is
 //! overloaded goes to the newest of the most important waiters (adaptive
@@ -98,6 +99,10 @@ struct Inner {
     queue: WaitQueue,
     decided: Vec<(WaiterId, Decision)>,
     codel: CodelState,
+    /// A fixed limit as the settings in force say: written by each call
+    /// that queues and by each change of the key's settings, read at a
+    /// hand-off (whose release carries no settings).
+    fixed_limit: u32,
 }
 
 impl Inner {
@@ -307,6 +312,7 @@ impl Bulkhead {
             {
                 Ok(_) if next == state + 1 => return Ok(SlotAnswer::Granted(active(next))),
                 Ok(_) => {
+                    inner.fixed_limit = settings.max_concurrent;
                     let since = self.joined_at(inner);
                     let id = inner.queue.push(priority, levels, since);
                     return Ok(SlotAnswer::Queued(id));
@@ -326,6 +332,7 @@ impl Bulkhead {
                 inner
                     .decided
                     .push((victim, Decision::Dropped(load, RejectReason::Dropped)));
+                inner.fixed_limit = settings.max_concurrent;
                 let since = self.joined_at(inner);
                 let id = inner.queue.push(priority, levels, since);
                 drop(guard);
@@ -429,17 +436,19 @@ impl Bulkhead {
         wakers.into_iter().for_each(Waker::wake);
     }
 
-    /// A learned limit rose: hands the new slots to the queue's head, as
-    /// many as the limit now allows.
+    /// The limit may have changed (a learned limit rose, or the key's
+    /// settings changed): the queue is served under `settings` from now
+    /// on, and the head of the queue gets the new slots, as many as the
+    /// limit now allows.
     pub(crate) fn grant_waiters(&self, settings: &BulkheadSettings) {
-        let state = self.state.load(Ordering::Acquire);
-        if queued(state) == 0 || active(state) >= self.limit(settings) {
+        if queued(self.state.load(Ordering::Acquire)) == 0 {
             return;
         }
         let mut wakers = Vec::new();
         {
             let mut guard = self.lock();
             let inner = guard.get_or_insert_with(Box::default);
+            inner.fixed_limit = settings.max_concurrent;
             while active(self.state.load(Ordering::Acquire)) < self.limit(settings) {
                 let Some((id, waker)) = self.next_waiter(inner) else {
                     break;
@@ -457,15 +466,16 @@ impl Bulkhead {
 
     /// Under the lock: the slot in hand goes to the head of the queue
     /// (returns its waker, with those of the waiters CoDel dropped), or
-    /// becomes free if nobody waits, or if a learned limit fell below the
-    /// calls in flight (the slot is retired).
+    /// becomes free if nobody waits, or if the limit fell below the calls
+    /// in flight (the slot is retired).
     fn hand_off_or_free(&self, inner: &mut Inner) -> Vec<Waker> {
-        if let Some(learned) = self.learned() {
-            let state = self.state.load(Ordering::Acquire);
-            if active(state) > learned.whole() {
-                self.state.fetch_sub(1, Ordering::AcqRel);
-                return Vec::new();
-            }
+        let limit = match self.learned() {
+            Some(learned) => learned.whole(),
+            None => inner.fixed_limit,
+        };
+        if active(self.state.load(Ordering::Acquire)) > limit {
+            self.state.fetch_sub(1, Ordering::AcqRel);
+            return Vec::new();
         }
         debug_assert_eq!(
             inner.queue.len(),

@@ -112,3 +112,47 @@ fn a_shorter_queue_keeps_its_waiters_and_takes_no_newcomer_until_below_its_lengt
         permit.unwrap().success();
     }
 }
+
+/// Issue 80: the lowered limit holds for the queue too. A slot freed while
+/// callers wait goes to one of them only while fewer than the limit in
+/// force are in flight: limit 4 with 3 waiting, lowered to 1 (by an
+/// override, or by a reload the key's next call finds), admits nobody
+/// until all 4 have ended, then one waiter at a time.
+#[test]
+fn a_limit_lowered_while_callers_wait_hands_them_no_slot_until_below_it() {
+    for by_reload in [false, true] {
+        let manager = manager(BulkheadConfig::new(4).queue(4));
+        let mut held: Vec<_> = (0..4)
+            .map(|_| manager.try_acquire("db", Priority::HIGH).unwrap())
+            .collect();
+        let mut context = Context::from_waker(Waker::noop());
+        let mut waiters = queued(&manager, 3, &mut context);
+        if by_reload {
+            let file = "[default.bulkhead]\nmax_concurrent = 1\nqueue = 4\n";
+            manager.reload(toml::from_str(file).unwrap()).unwrap();
+            let newcomer = manager.try_acquire("db", Priority::HIGH);
+            assert!(newcomer.is_err(), "the key's next call: full");
+        } else {
+            manager
+                .set_bulkhead_override("db", BulkheadConfig::new(1).queue(4))
+                .unwrap();
+        }
+        for in_flight in [4, 3, 2] {
+            held.pop().unwrap().success();
+            let snapshot = manager.snapshot("db").unwrap();
+            assert_eq!(snapshot.active, Some(in_flight - 1), "a slot handed on");
+            assert_eq!(snapshot.queued, Some(3));
+            for waiter in &mut waiters {
+                assert!(waiter.as_mut().poll(&mut context).is_pending());
+            }
+        }
+        held.pop().unwrap().success();
+        for (served, waiter) in waiters.iter_mut().enumerate() {
+            let Poll::Ready(permit) = waiter.as_mut().poll(&mut context) else {
+                panic!("waiter {served} not served with none in flight");
+            };
+            assert_eq!(manager.snapshot("db").unwrap().active, Some(1));
+            permit.unwrap().success();
+        }
+    }
+}
