@@ -231,27 +231,38 @@ impl Core {
     }
 
     /// Step 4, when the token lies ahead: sleeps until it is due, and
-    /// returns that time. A fall of the rate meanwhile makes it due later:
-    /// the calls queued at the old pace leave at the new one. (The call
-    /// holds its token in its `Admitting`, which gives it back if the call
-    /// is dropped meanwhile.)
+    /// returns that time. A change of the rate meanwhile moves it: a fall
+    /// later (the calls queued at the old pace leave at the new one), a
+    /// rise back toward where it was booked (see `rate::falls`). (The call holds its token in its `Admitting`, which
+    /// gives it back if the call is dropped meanwhile.)
     pub(crate) async fn sleep_for_token(
         &self,
         state: &KeyState,
         reservation: Reservation,
     ) -> Nanos {
         let (mut start, mut moves_seen) = (reservation.slot.start, reservation.moves_seen);
+        let moved_back = state.rate.moved_back();
         loop {
-            self.clock.sleep_until(Duration::from_nanos(start)).await;
-            // A fall of the rate while it slept moves it back, with the
-            // rest of the bucket's debt (see `rate::falls`).
+            let mut woken = std::pin::pin!(moved_back.notified());
+            woken.as_mut().enable();
             let moved = state.rate.moved_start(start, &mut moves_seen);
-            if moved == start {
-                break;
+            if moved != start {
+                start = moved;
+                continue;
             }
-            start = moved;
+            if self.now() >= start {
+                return start;
+            }
+            let mut due = self.clock.sleep_until(Duration::from_nanos(start));
+            std::future::poll_fn(|cx| {
+                let woken = woken.as_mut().poll(cx).is_ready();
+                match woken || due.as_mut().poll(cx).is_ready() {
+                    true => std::task::Poll::Ready(()),
+                    false => std::task::Poll::Pending,
+                }
+            })
+            .await;
         }
-        start
     }
 
     /// Step 5: a slot of the key's bulkhead, or (if the caller waits) a

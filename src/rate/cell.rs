@@ -1,7 +1,7 @@
 //! One key's rate, enforced: the GCRA state and the current rate in atomics.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use once_cell::race::OnceBox;
 
@@ -56,6 +56,8 @@ struct Queue {
     /// predecessors would move past it).
     moves: AtomicU64,
     falls: Mutex<QueueFalls>,
+    /// Woken by a rise that moved the waiters earlier ([`moves`]).
+    moved_back: tokio::sync::Notify,
     /// How far give-backs of settled costs have moved the bucket's debt
     /// forward, in all ([`RateCell::give_back`]).
     given_back: AtomicU64,
@@ -75,11 +77,6 @@ struct QueueFalls {
     /// with its number.
     recent: Vec<(u64, falls::Fall)>,
 }
-
-/// At most this many falls that moved calls are kept for them to find; a
-/// fall beyond them, with its calls still waiting, leaves them where they
-/// are (as falls did before they moved waiters).
-const RECENT_FALLS: usize = 64;
 
 /// When a rate last fell, in 32 bits: a stamp of about a microsecond
 /// (2^10 ns, read back at most two stamps early), plus one so that 0 says
@@ -293,27 +290,6 @@ impl RateCell {
         self.queue
             .get()
             .map_or(0, |queue| queue.moves.load(Ordering::Acquire))
-    }
-
-    /// Where a call due at `start`, which had seen `seen` falls move the
-    /// queue, is due now: later by each fall since that moved it
-    /// ([`falls::Fall::moved`]). Updates `seen`.
-    pub(crate) fn moved_start(&self, start: Nanos, seen: &mut u64) -> Nanos {
-        let Some(queue) = self.queue.get() else {
-            return start;
-        };
-        let current = queue.moves.load(Ordering::Acquire);
-        if current == *seen && current % 2 == 0 {
-            return start;
-        }
-        let falls = lock(&queue.falls);
-        let since = *seen;
-        *seen = queue.moves.load(Ordering::Acquire);
-        falls
-            .recent
-            .iter()
-            .filter(|(number, _)| *number > since)
-            .fold(start, |start, (_, fall)| fall.moved(start))
     }
 
     /// Hands back a reservation whose call will not happen, if no later one
@@ -559,7 +535,7 @@ impl RateCell {
                     if fell {
                         self.fall(now, old_interval, new_interval, burst);
                     } else {
-                        self.rescale_debt(now, old_interval, new_interval, burst);
+                        self.rise(now, old_interval, new_interval, burst);
                     }
                     let had_fallen = old_bits & FELL != 0;
                     let reversed = match (had_fallen, fell) {
@@ -578,52 +554,13 @@ impl RateCell {
         }
     }
 
-    /// The interval grew at `now`: the debt is rescaled, and calls waiting
-    /// for their tokens move with it ([`falls`]).
-    fn fall(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos, burst: u32) {
-        let tail = old_interval.saturating_mul(u64::from(burst));
-        if self.tat.load(Ordering::Acquire).saturating_sub(tail) <= now {
-            // Nobody waits: the common case, without a lock.
-            return self.rescale_debt(now, old_interval, new_interval, burst);
-        }
-        let queue = self.queue.get_or_init(Box::default);
-        let mut falls = lock(&queue.falls);
-        // Falls whose moved calls have all started are of no more use.
-        falls.recent.retain(|(_, fall)| fall.moved_until() > now);
-        // Odd while this fall is applied (see `Queue::moves`).
-        let before = queue.moves.fetch_add(1, Ordering::AcqRel);
-        let mut tat = self.tat.load(Ordering::Acquire);
-        loop {
-            let last_waiter = tat.saturating_sub(tail);
-            let moved = (last_waiter > now && falls.recent.len() < RECENT_FALLS)
-                .then(|| {
-                    falls::Fall::new(now, last_waiter, old_interval, new_interval, falls.paced)
-                })
-                .filter(|(fall, _)| fall.moves_anyone());
-            let new_tat = match moved {
-                Some((fall, _)) => fall.tat(tat, old_interval, new_interval),
-                None => gcra::rescale(tat, now, old_interval, new_interval, burst),
-            };
-            match self
-                .tat
-                .compare_exchange_weak(tat, new_tat, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    let mut after = before;
-                    if let Some((fall, paced)) = moved {
-                        after = before + 2;
-                        falls.paced = Some(paced);
-                        falls.recent.push((after, fall));
-                    }
-                    queue.moves.store(after, Ordering::Release);
-                    return;
-                }
-                Err(actual) => tat = actual,
-            }
-        }
-    }
-
-    fn rescale_debt(&self, now: Nanos, old_interval: Nanos, new_interval: Nanos, burst: u32) {
+    pub(super) fn rescale_debt(
+        &self,
+        now: Nanos,
+        old_interval: Nanos,
+        new_interval: Nanos,
+        burst: u32,
+    ) {
         // Concurrent changes each rescale by their own ratio; the ratios
         // multiply, so the debt ends up scaled from the first rate to the last.
         let _ = self
@@ -665,17 +602,9 @@ impl RateCell {
     }
 }
 
-/// The queue's lock. A panic elsewhere while it was held leaves nothing half
-/// done that a fall or a waiter could trip on (each change is one push), so
-/// a poisoned lock is used as it is.
-fn lock(falls: &Mutex<QueueFalls>) -> MutexGuard<'_, QueueFalls> {
-    falls
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 mod costs;
 mod fall_memory;
+mod moves;
 
 #[cfg(test)]
 mod tests;

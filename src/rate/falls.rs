@@ -27,12 +27,17 @@
 //! token only within a few milliseconds of it
 //! ([`line`](super::line)): calls further back wait in the key's line,
 //! take nothing, and leave at whatever pace the rate has when their turn
-//! comes. Rises do not move booked calls (they would have to wake them
-//! early, and there are few). So that a fall, a rise and a fall do not
-//! stretch the same queue twice for one net fall, the queue remembers the
-//! pace a fall set it to ([`Paced`]) for as long as the calls it moved are
-//! waiting, and a later fall stretches it only as far as its own halfway
-//! pace is below that.
+//! comes. The queue remembers the pace a fall set it to ([`Paced`]) for as
+//! long as the calls it moved are waiting: a later fall stretches it only
+//! as far as its own halfway pace is below that, so that a fall, a rise and
+//! a fall do not stretch the same queue twice for one net fall; and a rise
+//! while they wait moves them back ([`Fall::rise`]): from the time of the
+//! rise, the queue's spacing goes from its pace to the new interval, and
+//! they are woken to find it (a fall to `r` and a rise back leave them
+//! where they were booked, but for the time the dip lasted). So a dip of the rate costs the waiters the
+//! time it lasted, not the length of the queue at the bottom of it. A rise
+//! with no moved call waiting moves nobody: a call books only a few
+//! milliseconds ahead.
 //!
 //! A pause ([`RateCell::pause_until`](super::cell::RateCell::pause_until))
 //! is debt like a queue: a fall during one stretches it as it does a
@@ -50,8 +55,8 @@
 
 use crate::clock::Nanos;
 
-/// One fall of the rate while calls were waiting: the map their starts go
-/// through.
+/// One fall of the rate while calls were waiting (or a rise that moves
+/// back the calls a fall moved): the map their starts go through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fall {
     /// When the rate fell.
@@ -59,18 +64,36 @@ pub(crate) struct Fall {
     /// The start of the last call waiting then. Calls due after it were
     /// placed after the fall, and do not move.
     last_waiter: Nanos,
-    /// The waiters' spacing grows `stretch / per` times (at least 1).
+    /// The waiters' spacing grows `stretch / per` times (below 1 for a
+    /// rise).
     stretch: Nanos,
     per: Nanos,
 }
 
 /// The pace a fall set the queue to, and until when the calls it moved
 /// wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Paced {
     interval: Nanos,
     until: Nanos,
+    /// How many times, at least, the moves since each was booked have
+    /// stretched the waiters' starts (from the time of each move): the
+    /// last fall's stretch, times each rise's since. A rise moves them
+    /// back by at most this, so none earlier than it was booked.
+    stretched: f64,
 }
+
+impl Paced {
+    /// What the waiters' pace is while the calls moved wait, if they do
+    /// at `at`.
+    fn at(paced: Option<Self>, at: Nanos) -> Option<Self> {
+        paced.filter(|paced| at < paced.until)
+    }
+}
+
+/// The fixed point of a rise's ratio ([`Fall::rise`]): `stretch` over
+/// this `per`.
+const RISE_PER: Nanos = 1 << 32;
 
 impl Fall {
     /// The interval grows from `old_interval` to `new_interval` at `at`,
@@ -86,10 +109,8 @@ impl Fall {
     ) -> (Self, Paced) {
         // The slowest pace the queue holds: a fall earlier in its wait may
         // have set it slower than the rate has since risen to.
-        let queue_interval = match paced {
-            Some(paced) if at < paced.until => paced.interval.max(old_interval),
-            _ => old_interval,
-        };
+        let paced = Paced::at(paced, at);
+        let queue_interval = paced.map_or(old_interval, |paced| paced.interval.max(old_interval));
         let target = halfway(old_interval, new_interval);
         let (stretch, per) = if target > queue_interval {
             (target, queue_interval)
@@ -102,11 +123,50 @@ impl Fall {
             stretch,
             per,
         };
+        // The call booked last before this fall was moved by it alone.
         let paced = Paced {
             interval: target.max(queue_interval),
             until: fall.moved(last_waiter),
+            stretched: stretch as f64 / per as f64,
         };
         (fall, paced)
+    }
+
+    /// The interval shrinks from `old_interval` to `new_interval` at `at`,
+    /// with calls waiting until `last_waiter` (after `at`) and `paced`
+    /// what the last fall left. If calls a fall moved still wait, they move
+    /// back by the ratio of the intervals, but no further than the moves
+    /// since they were booked stretched them (so none earlier than it was
+    /// booked); returns that move. Calls booked after the last fall, at
+    /// the pace they were booked at, stay. `None` if no call moves.
+    pub(crate) fn rise(
+        at: Nanos,
+        last_waiter: Nanos,
+        old_interval: Nanos,
+        new_interval: Nanos,
+        paced: Option<Paced>,
+    ) -> Option<(Self, Paced)> {
+        let paced = Paced::at(paced, at)?;
+        let last_waiter = last_waiter.min(paced.until);
+        let ratio = (new_interval as f64 / old_interval as f64).max(1.0 / paced.stretched);
+        // Rounded up: back a little less far, never further.
+        let stretch = (ratio * RISE_PER as f64).ceil() as Nanos;
+        if stretch >= RISE_PER {
+            return None;
+        }
+        let fall = Self {
+            at,
+            last_waiter,
+            stretch,
+            per: RISE_PER,
+        };
+        let interval = u128::from(paced.interval) * u128::from(stretch);
+        let paced = Paced {
+            interval: u64::try_from(interval.div_ceil(u128::from(RISE_PER))).unwrap_or(u64::MAX),
+            until: fall.moved(last_waiter),
+            stretched: paced.stretched * stretch as f64 / RISE_PER as f64,
+        };
+        Some((fall, paced))
     }
 
     /// Where a call due at `start` is due after this fall.
@@ -124,10 +184,18 @@ impl Fall {
     /// waiters' part moves with them, the burst after the last waiter
     /// (`tat - last_waiter`) is rescaled as debt from `old_interval` to
     /// `new_interval`, rounded up.
-    pub(crate) fn tat(&self, tat: Nanos, old_interval: Nanos, new_interval: Nanos) -> Nanos {
-        let tail = u128::from(tat.saturating_sub(self.last_waiter)) * u128::from(new_interval);
+    /// `last_waiter`: the last call waiting now, which a rise may not
+    /// have moved (it moves only the calls a fall moved).
+    pub(crate) fn tat(
+        &self,
+        tat: Nanos,
+        last_waiter: Nanos,
+        old_interval: Nanos,
+        new_interval: Nanos,
+    ) -> Nanos {
+        let tail = u128::from(tat.saturating_sub(last_waiter)) * u128::from(new_interval);
         let tail = tail.div_ceil(u128::from(old_interval));
-        self.moved(self.last_waiter)
+        self.moved(last_waiter)
             .saturating_add(u64::try_from(tail).unwrap_or(u64::MAX))
     }
 
@@ -166,7 +234,10 @@ mod tests {
         let moved: Vec<Nanos> = [1_100, 1_200, 1_300].map(|s| fall.moved(s * MS)).to_vec();
         assert_eq!(moved, [1_150 * MS, 1_300 * MS, 1_450 * MS]);
         // The next call goes one new interval after the last waiter.
-        assert_eq!(fall.tat(1_400 * MS, 100 * MS, 200 * MS), 1_650 * MS);
+        assert_eq!(
+            fall.tat(1_400 * MS, 1_300 * MS, 100 * MS, 200 * MS),
+            1_650 * MS
+        );
         // A call due before the fall (a late wake), or placed after it.
         assert_eq!(fall.moved(900 * MS), 900 * MS);
         assert_eq!(fall.moved(1_700 * MS), 1_700 * MS);
@@ -189,6 +260,35 @@ mod tests {
         // Once the moved calls have all started, a fall stretches in full.
         let (later, _) = Fall::new(1_700 * MS, 1_900 * MS, 100 * MS, 200 * MS, Some(paced));
         assert_eq!(later.moved(1_900 * MS), 2_000 * MS);
+    }
+
+    #[test]
+    fn a_rise_moves_back_the_calls_a_fall_moved_from_its_own_time() {
+        // 10/s to 5/s at 1 s moves the waiters to 150 ms apart (to 1.45 s);
+        // back to 10/s at 1.15 s, they go 100 ms apart from there.
+        let (fall, paced) = Fall::new(1_000 * MS, 1_300 * MS, 100 * MS, 200 * MS, None);
+        assert_eq!(fall.moved(1_300 * MS), 1_450 * MS);
+        let (rise, back) = Fall::rise(1_150 * MS, 1_450 * MS, 200 * MS, 100 * MS, Some(paced))
+            .expect("moved calls wait");
+        let moved: Vec<Nanos> = [1_150, 1_300, 1_450].map(|s| rise.moved(s * MS)).to_vec();
+        assert_eq!(
+            moved,
+            [1_150 * MS, 1_250 * MS + 1, 1_350 * MS + 1],
+            "rounded up"
+        );
+        assert_eq!(back.until, 1_350 * MS + 1);
+        // The same rise after they have all started, or with none moved,
+        // or to a pace no faster than theirs, moves nobody.
+        let after = Fall::rise(1_500 * MS, 1_600 * MS, 200 * MS, 100 * MS, Some(paced));
+        assert_eq!(after, None);
+        assert_eq!(
+            Fall::rise(1_150 * MS, 1_450 * MS, 200 * MS, 100 * MS, None),
+            None
+        );
+        // Moved back to where they were booked, a faster rate still moves
+        // them no further.
+        let further = Fall::rise(1_200 * MS, 1_350 * MS, 100 * MS, 50 * MS, Some(back));
+        assert_eq!(further, None);
     }
 
     proptest! {
@@ -216,7 +316,7 @@ mod tests {
             for pair in moved.windows(2) {
                 prop_assert!(pair[1] >= pair[0] + pace - 1, "{pair:?} at {pace}");
             }
-            let next = gcra::slot(fall.tat(tat, old, new), at, new, burst, 1);
+            let next = gcra::slot(fall.tat(tat, last, old, new), at, new, burst, 1);
             prop_assert!(next.start >= *moved.last().unwrap() + new - 1);
         }
     }

@@ -144,7 +144,9 @@ async fn four_processes_hold_one_fixed_quota_on_a_cluster() {
 /// 4 s to 12 s, at least 90 % of it served and at most 8 % refused. (When
 /// each call booked its shared token on arrival, the 64 loops booked the
 /// store's bucket 6.4 s ahead at 10/s, and 35 to 44 % was served.) Each
-/// learning alone, they interfere: more refusals.
+/// learning alone, they keep the same bounds: a fall is earned at the use
+/// the host measured, so eight rates that each fall on the host's refusals
+/// do not overshoot it together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_processes_learn_one_rate_as_fast_as_one() {
     let _alone = crate::support::alone();
@@ -154,10 +156,8 @@ async fn eight_processes_learn_one_rate_as_fast_as_one() {
     let (length, settle) = (Duration::from_secs(12), Duration::from_secs(4));
     let (shared, _) = fleet(Some(redis.url()), Mode::Adaptive, (8, 8), length, settle).await;
     let (alone, _) = fleet(None, Mode::Adaptive, (8, 8), length, settle).await;
-    assert!(shared.refused() <= 0.08, "{shared:?}");
-    assert!(shared.goodput() >= 0.9, "{shared:?}");
-    assert!(
-        alone.refused() > shared.refused(),
-        "{alone:?} against {shared:?}"
-    );
+    for (figures, how) in [(shared, "shared"), (alone, "alone")] {
+        assert!(figures.refused() <= 0.08, "{how}: {figures:?}");
+        assert!(figures.goodput() >= 0.9, "{how}: {figures:?}");
+    }
 }

@@ -231,9 +231,9 @@ mod properties {
         started: Nanos,
     }
 
-    /// The waiters due by `now` wake, as `Core::sleep_for_token` does: each
-    /// moves by the falls it has not seen, and sleeps again if that takes
-    /// it past `now`.
+    /// The waiters look at `now`, as `Core::sleep_for_token` does when
+    /// its token is due or a rise wakes it: each moves by the changes it
+    /// has not seen, and those due by `now` start.
     fn wake(
         cell: &RateCell,
         pending: &mut Vec<(Reservation, usize, u64)>,
@@ -242,14 +242,13 @@ mod properties {
     ) {
         pending.retain_mut(|(_, index, seen)| {
             let call = &mut admitted[*index];
-            while call.started <= now {
+            loop {
                 let moved = cell.moved_start(call.started, seen);
                 if moved == call.started {
-                    return false;
+                    return call.started > now;
                 }
                 call.started = moved;
             }
-            true
         });
     }
 
@@ -320,7 +319,10 @@ mod properties {
                         let reservation = cell.reserve(now, settings.burst, 1, Nanos::MAX).unwrap();
                         prop_assert!(reservation.slot.start >= now);
                         admitted.push(TakenAt { decided: now, started: reservation.slot.start });
-                        pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
+                        // A token due now is used now; only one ahead sleeps.
+                        if reservation.slot.start > now {
+                            pending.push((reservation, admitted.len() - 1, reservation.moves_seen));
+                        }
                     }
                     CellOp::CancelLastWait => {
                         if let Some((reservation, index, _)) = pending.pop() {
@@ -331,7 +333,11 @@ mod properties {
                             }
                         }
                     }
-                    CellOp::Increase => rates.push((now, cell.increase(|| now, now, now, false, 1, &settings).to)),
+                    CellOp::Increase => {
+                        rates.push((now, cell.increase(|| now, now, now, false, 1, &settings).to));
+                        // A rise that moved waiters back wakes them.
+                        wake(&cell, &mut pending, &mut admitted, now);
+                    }
                     CellOp::Decrease => rates.push((now, cell.decrease(now, now, &settings).to)),
                     CellOp::Advance(by) => {
                         now += by;
@@ -499,6 +505,12 @@ mod concurrent_falls {
                             due.store(start, Ordering::Release);
                             while clock.load(Ordering::Acquire) < start {
                                 std::thread::yield_now();
+                                // A rise that moves it back wakes it.
+                                let moved = cell.moved_start(start, &mut seen);
+                                if moved != start {
+                                    start = moved;
+                                    due.store(start, Ordering::Release);
+                                }
                             }
                             let moved = cell.moved_start(start, &mut seen);
                             if moved == start {

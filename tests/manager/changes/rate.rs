@@ -224,3 +224,53 @@ proptest! {
         }
     }
 }
+
+/// `callers` calls of `key` waiting for their tokens; each answers how long
+/// after the start it was admitted.
+fn waiting_callers(
+    manager: &std::sync::Arc<ThrottleManager<String>>,
+    callers: usize,
+) -> Vec<tokio::task::JoinHandle<Duration>> {
+    let start = tokio::time::Instant::now();
+    (0..callers)
+        .map(|_| {
+            let manager = std::sync::Arc::clone(manager);
+            tokio::spawn(async move {
+                let permit = manager.acquire("api", Priority::HIGH).await.unwrap();
+                permit.success();
+                start.elapsed()
+            })
+        })
+        .collect()
+}
+
+/// Issue 80: a dip in the rate strands no waiter. Twenty callers wait at
+/// 1000/s (burst 1); the rate is set to 10/s and back within the same
+/// instant: they are admitted as 1000/s would admit them, the last within
+/// about 20 ms (a fall moved the booked ones later; the rise moves them
+/// back). Before, the last waited 466 ms.
+#[tokio::test(start_paused = true)]
+async fn a_dip_in_the_rate_strands_no_waiter() {
+    let manager = std::sync::Arc::new(
+        ThrottleManager::<String>::builder()
+            .rate(RateConfig::per_second(1000).burst(1))
+            .build()
+            .unwrap(),
+    );
+    let callers = waiting_callers(&manager, 20);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    manager
+        .set_rate_override("api", RateConfig::per_second(10).burst(1))
+        .unwrap();
+    manager
+        .set_rate_override("api", RateConfig::per_second(1000).burst(1))
+        .unwrap();
+    let mut last = Duration::ZERO;
+    for caller in callers {
+        let admitted = crate::support::bounded("a waiter", caller).await.unwrap();
+        last = last.max(admitted);
+    }
+    assert!(last <= Duration::from_millis(21), "the last at {last:?}");
+}
