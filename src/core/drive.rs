@@ -424,7 +424,7 @@ impl Wait<'_> {
     /// to wait, and under [`Patience::QueueOnly`] the rate does; a full key
     /// space always asks.)
     #[cold]
-    fn refused(self, core: &Core, request: &Request) -> Rejected {
+    pub(super) fn refused(self, core: &Core, request: &Request) -> Rejected {
         let priority = core.resolve(request.asked).unwrap_or(request.asked);
         match self {
             Wait::ForRoom(retry_at) => {

@@ -39,6 +39,54 @@ impl Core {
         admitted
     }
 
+    /// A shadowed key's call that would have to wait: it never does. One
+    /// whose rate is in a store asks the store as a caller that waits for
+    /// no token would (the token due now is taken, one further ahead is
+    /// refused), so that the store counts what enforcement would; any
+    /// other wait is refused for what it waits for, as `try_acquire` is.
+    /// A refusal here is what the shadowed call is counted as.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped during the store's round trip, the call takes nothing (a
+    /// token the store granted meanwhile goes back with the `Admitting`).
+    pub(crate) async fn admit_shadowed<'c, A: Admitted<'c>>(
+        &'c self,
+        request: &Request,
+        MustWait(wait): MustWait<'c>,
+    ) -> Result<A, Rejected> {
+        let Wait::ForStoreToken(mut call) = *wait else {
+            return Err(wait.refused(self, request));
+        };
+        let asking = Request {
+            patience: Patience::QueueOnly,
+            ..*request
+        };
+        let at_once = Request {
+            patience: Patience::Never,
+            ..*request
+        };
+        let asked = {
+            let c = call.call();
+            let arrived = c.times.scheduled;
+            self.take_store_token(&c.state, c.priority, &asking, c.cost, arrived)
+                .await
+        };
+        let decided = match asked {
+            StoreStep::Token(token) => {
+                call.call_mut().times.started = self.now();
+                call.call_mut().token = Some(HeldToken::Store(Box::new(token)));
+                self.take_slot(call, &at_once)
+            }
+            StoreStep::Refused(rejected) => return Err(rejected),
+            StoreStep::Local => {
+                let settings = self.settings_of(&call.call().state);
+                self.rate_then_slot(call, &at_once, settings)
+            }
+        };
+        decided.map_err(|stop| stop.refused(self, &at_once))
+    }
+
     /// Waits where `decide` stopped, and goes on with the next step, until
     /// the call is admitted or refused.
     async fn wait_then_admit<'c, A: Admitted<'c>>(

@@ -119,7 +119,7 @@ where
         let lookup = self.lookup(key);
         let mut admitted = match core.admit_at_once(&lookup, request) {
             Ok(admitted) => admitted,
-            Err(wait) if self.shadows(key) => Err(wait.refused(core, request)),
+            Err(wait) if self.shadows(key) => core.admit_shadowed(request, wait).await,
             Err(wait) => core.admit_after(&lookup, request, wait).await,
         };
         self.settle_admission(key, request, &mut admitted);

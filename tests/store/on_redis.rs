@@ -521,3 +521,36 @@ async fn a_quota_reloaded_in_every_process_moves_the_fleet_to_it() {
     // reload is still owed); far above the 12 that 10/s allows.
     assert!((28..=42).contains(&after), "{after} calls at 40/s");
 }
+
+/// Issue 80: shadow mode through a store decides as enforcement would.
+/// A fresh key at 10/s with a burst of 3 through Redis: the first three
+/// calls would go (the store is asked; none is counted a would-refuse),
+/// the fourth at once would be refused, by the store's bucket. Before, every shadowed call through a store was counted a would-refuse
+/// before the store was asked.
+#[tokio::test]
+async fn shadow_mode_through_the_store_counts_what_enforcement_would_refuse() {
+    let _alone = crate::support::alone();
+    let Some(server) = RedisServer::start("shadow_mode_through_the_store") else {
+        return;
+    };
+    let quota = RateConfig::per_second(10).burst(3);
+    let connected = RedisStore::connect(&server.url(), "test").await.unwrap();
+    let shadowed = ThrottleManager::<String>::builder()
+        .rate(quota.clone())
+        .rate_store(connected)
+        .shadow(true)
+        .build()
+        .unwrap();
+    let mut judged = Vec::new();
+    for _ in 0..4 {
+        let permit = shadowed.acquire("api", Priority::HIGH).await.unwrap();
+        judged.push(permit.would_refuse());
+        permit.success();
+    }
+    assert_eq!(judged[..3], [None, None, None], "{judged:?}");
+    assert_eq!(judged[3], Some(RejectReason::RateLimited), "{judged:?}");
+    assert!(
+        server.command(&["EXISTS", "test:api"]).starts_with(":1"),
+        "the store was asked"
+    );
+}
