@@ -75,6 +75,16 @@ where
         if let Some(error) = ConfigError::from_problems(found) {
             return Err(error);
         }
+        self.room_for_settings(self.levels_changed_by(&book))?;
+        for (limit, book) in &limits {
+            let added = limit.manager.levels_changed_by(book);
+            limit.manager.room_for_settings(added).map_err(|error| {
+                let problems = error.problems().iter().map(|problem| {
+                    ConfigProblem::new(in_limit(problem.field(), &limit.name), problem.message())
+                });
+                ConfigError::new(problems.collect())
+            })?;
+        }
         self.apply_file(book);
         for (limit, book) in limits {
             limit.manager.apply_file(book);

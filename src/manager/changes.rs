@@ -7,6 +7,7 @@
 //! every key at its next call (a new generation: see `core/settings.rs`).
 //! The rules each control keeps across a change are `Core::adopt`'s.
 
+use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
@@ -60,7 +61,7 @@ where
         let settings = checked(&path, self.core().controls.rate, "a rate", |problems| {
             config.check(problems)
         })?;
-        self.room_for_settings()?;
+        self.room_for_settings(0)?; // a key's own: resolved at once if live
         self.change_own(key, |own| own.rate = Some(settings.into()));
         Ok(())
     }
@@ -100,7 +101,7 @@ where
             "a throttle",
             |problems| config.check(problems),
         )?;
-        self.room_for_settings()?;
+        self.room_for_settings(0)?; // a key's own: resolved at once if live
         self.change_own(key, |own| own.throttle = Some(settings.into()));
         Ok(())
     }
@@ -146,7 +147,7 @@ where
             "a bulkhead",
             |problems| config.check(problems),
         )?;
-        self.room_for_settings()?;
+        self.room_for_settings(0)?; // a key's own: resolved at once if live
         self.change_own(key, |own| own.bulkhead = Some(settings.into()));
         Ok(())
     }
@@ -398,20 +399,51 @@ where
         self.resolve_live(key);
     }
 
-    /// Refuses a change that gives a key new settings once the manager
-    /// holds half the distinct settings it can: the rest is kept for the
-    /// settings its tiers and keys combine into as they are made.
-    fn room_for_settings(&self) -> Result<(), ConfigError> {
-        if self.core().settings.len() < MAX_SETTINGS / 2 {
+    /// Refuses a change that sets `added` distinct settings once the
+    /// manager would hold, or its changes would have set, half the distinct
+    /// settings it can: the rest is kept for the settings its tiers and
+    /// keys combine into as they are made. Settings are kept for the
+    /// manager's life (see `core/settings.rs`), and a key resolves its
+    /// settings only when it calls, so the settings a reload sets are
+    /// counted, not only those held. Taken, they count from now on.
+    pub(crate) fn room_for_settings(&self, added: usize) -> Result<(), ConfigError> {
+        let budget = MAX_SETTINGS / 2;
+        let changed = &self.inner.levels_changed;
+        let held = self.core().settings.len();
+        let taken = changed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |levels| {
+            let after = levels.saturating_add(added);
+            (held < budget && after <= budget).then_some(after)
+        });
+        if taken.is_ok() {
             return Ok(());
         }
+        let held = held.max(changed.load(Ordering::Acquire));
         Err(ConfigError::new(vec![ConfigProblem::new(
             "settings",
             format!(
-                "the manager already holds {} distinct settings, the most it takes by changes",
+                "the manager holds or was given {held} distinct settings and this change \
+                 sets {added} more: past {}, the most it takes by changes (settings are \
+                 kept for its life; build a new manager to start afresh)",
                 MAX_SETTINGS / 2
             ),
         )]))
+    }
+
+    /// How many distinct settings `file`'s levels (its defaults, tiers and
+    /// keys' own) that differ from the manager's now hold: about as many
+    /// new settings as applying it may intern, as keys resolve them.
+    pub(crate) fn levels_changed_by(&self, file: &SettingsBook<K>) -> usize {
+        let book = self.book();
+        let defaults = (file.defaults != book.defaults).then_some(&file.defaults);
+        let tiers = (file.tiers.iter())
+            .filter(|(name, tier)| book.tiers.get(*name) != Some(tier))
+            .map(|(_, tier)| tier);
+        let keys = (file.keys.iter())
+            .filter(|(key, own)| book.keys.get(*key) != Some(own))
+            .map(|(_, own)| own);
+        let changed = defaults.into_iter().chain(tiers).chain(keys);
+        let distinct: HashSet<String> = changed.map(|level| format!("{level:?}")).collect();
+        distinct.len()
     }
 
     /// Moves `key`, if it is live, to its settings as the book says now. A

@@ -142,6 +142,11 @@ pub(crate) struct ManagerState<K> {
     /// How many changes of one key's settings were made: a key made while
     /// one was made resolves itself again (see `changes.rs`).
     pub(crate) own_changes: AtomicU64,
+    /// How many distinct settings reloads of the live manager have set (a
+    /// key's own, a tier's, the defaults'): each may be interned as keys
+    /// resolve it, and the table keeps it for the manager's life, so
+    /// changes are refused past a budget (see `changes.rs`).
+    pub(crate) levels_changed: std::sync::atomic::AtomicUsize,
     /// How events and per-key metrics name a key; `None`: they do not.
     pub(crate) key_names: Option<KeyNamer<K>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).

@@ -56,8 +56,10 @@ struct Queue {
     /// predecessors would move past it).
     moves: AtomicU64,
     falls: Mutex<QueueFalls>,
-    /// Woken by a rise that moved the waiters earlier ([`moves`]).
-    moved_back: tokio::sync::Notify,
+    /// Woken by a rise that moved the waiters earlier ([`moves`]): made
+    /// by the first call that sleeps for a booked token, so that a key
+    /// whose queue only remembers its last fall carries no more.
+    moved_back: OnceBox<tokio::sync::Notify>,
     /// How far give-backs of settled costs have moved the bucket's debt
     /// forward, in all ([`RateCell::give_back`]).
     given_back: AtomicU64,

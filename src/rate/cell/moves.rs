@@ -43,7 +43,8 @@ impl RateCell {
     /// [`moved_start`](Self::moved_start), so that no rise is missed
     /// between the two.
     pub(crate) fn moved_back(&self) -> &tokio::sync::Notify {
-        &self.queue.get_or_init(Box::default).moved_back
+        let queue = self.queue.get_or_init(Box::default);
+        queue.moved_back.get_or_init(Box::default)
     }
 
     /// The interval grew at `now`: the debt is rescaled, and calls waiting
@@ -137,7 +138,9 @@ impl RateCell {
                     falls.recent.push((after, fall));
                     queue.moves.store(after, Ordering::Release);
                     drop(falls);
-                    queue.moved_back.notify_waiters();
+                    if let Some(sleeping) = queue.moved_back.get() {
+                        sleeping.notify_waiters();
+                    }
                     return;
                 }
                 Err(actual) => tat = actual,

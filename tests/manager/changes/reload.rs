@@ -138,3 +138,38 @@ fn retier_moves_a_key_to_the_tier_it_is_in_now() {
         "its bucket kept: the burst already spent"
     );
 }
+
+/// A plans file of `keys` per-key quotas, key `k` at `(k + offset)/s`.
+fn plans(keys: u32, offset: u32) -> ManagerConfig {
+    let mut text = String::from("[default.rate]\nquota = \"1/s\"\n");
+    for k in 0..keys {
+        let rate = k + offset;
+        text.push_str(&format!(
+            "[overrides.\"user-{k}\".rate]\nquota = \"{rate}/s\"\n"
+        ));
+    }
+    file(&text)
+}
+
+/// Issue 80: a reload that could take the settings table past what
+/// changes may fill is refused, as an override is, with its `settings`
+/// path and nothing applied; so no key is ever given another key's
+/// settings. The same file reloaded adds nothing and is always taken.
+#[test]
+fn a_reload_that_would_fill_the_settings_table_is_refused_and_keys_keep_their_own() {
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(1))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    manager.reload(plans(20_000, 100)).unwrap();
+    manager.reload(plans(20_000, 100)).unwrap(); // unchanged: nothing new
+    let refused = manager.reload(plans(20_000, 50_000)).unwrap_err();
+    assert_eq!(refused.problems()[0].field(), "settings", "{refused}");
+    for k in [0, 7_777, 19_999] {
+        let key = format!("user-{k}");
+        manager.check(&key).unwrap();
+        let own = f64::from(k + 100);
+        assert_eq!(manager.current_rate(&key), Some(own), "{key}");
+    }
+}
