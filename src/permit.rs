@@ -357,6 +357,19 @@ impl<'a> Permit<'a> {
         });
     }
 
+    /// Ends a call another layer refused, so that it was never made: its
+    /// rate tokens go back (as far as they still lie ahead; a rate in a
+    /// store keeps them), and it counts in no control, as
+    /// [`uncounted`](Self::uncounted).
+    pub(crate) fn not_made(self) {
+        let (tokens, shadowed) = (self.cost(), self.would_refuse().is_some());
+        let state = &self.ticket.state;
+        if tokens > 0 && !shadowed && self.core().store_of(state).is_none() {
+            state.rate.give_back_last(self.core().now(), tokens);
+        }
+        self.uncounted();
+    }
+
     /// Ends the call with its outcome counted by no control (its slot goes
     /// back, and a learned limit learns nothing): another layer answered
     /// it, and counted it there.

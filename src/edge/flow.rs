@@ -69,6 +69,18 @@ impl Verdict {
     }
 }
 
+/// Whose an answer is, for an edge that passes calls to an inner layer
+/// of its own kind (the server layer's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Judged {
+    /// The call's own answer: reported as the verdict says.
+    Counted(Verdict),
+    /// Another layer's answer to a call it let through, counted there.
+    Elsewhere,
+    /// Another layer refused the call: it was not made.
+    RefusedElsewhere,
+}
+
 /// How a call through an edge went.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -299,16 +311,19 @@ impl<'a> EdgeCall<'a> {
         C: FnOnce() -> F,
         F: Future<Output = Result<T, E>>,
     {
-        self.pass_judged(call, |result| Some(judge(result))).await
+        self.pass_judged(call, |result| Judged::Counted(judge(result)))
+            .await
     }
 
     /// [`pass`](Self::pass), where `judge` may find the answer is none of
-    /// the call's to count (`None`: another layer made it, and counted
-    /// it): then its controls count nothing, as if it had not been made.
+    /// the call's to count ([`Judged`]: another layer made it and counted
+    /// it, or refused it): then its controls count nothing, and a call
+    /// another layer refused gives back its rate tokens, as if it had not
+    /// been admitted.
     pub(crate) async fn pass_judged<T, E, F, C>(
         self,
         call: C,
-        judge: impl FnOnce(&Result<T, E>) -> Option<Verdict>,
+        judge: impl FnOnce(&Result<T, E>) -> Judged,
     ) -> Passage<T, E>
     where
         C: FnOnce() -> F,
@@ -359,7 +374,7 @@ impl<'a> EdgeCall<'a> {
     async fn pass_by<T, E, F, C>(
         self,
         call: C,
-        judge: impl FnOnce(&Result<T, E>) -> Option<Verdict>,
+        judge: impl FnOnce(&Result<T, E>) -> Judged,
     ) -> Passage<T, E>
     where
         C: FnOnce() -> F,
@@ -387,12 +402,22 @@ impl<'a> EdgeCall<'a> {
                 }
             },
         };
-        let Some(verdict) = judge(&result) else {
-            permit.uncounted();
-            if let Some(guard) = guard {
-                guard.uncounted();
+        let verdict = match judge(&result) {
+            Judged::Counted(verdict) => verdict,
+            Judged::Elsewhere => {
+                permit.uncounted();
+                if let Some(guard) = guard {
+                    guard.uncounted();
+                }
+                return Passage::Reported(result, Verdict::of(Outcome::Neutral));
             }
-            return Passage::Reported(result, Verdict::of(Outcome::Neutral));
+            Judged::RefusedElsewhere => {
+                permit.not_made();
+                if let Some(guard) = guard {
+                    guard.not_made();
+                }
+                return Passage::Reported(result, Verdict::of(Outcome::Neutral));
+            }
         };
         let under_deadline = deadline.is_some();
         if under_deadline && verdict.outcome == Outcome::Success {

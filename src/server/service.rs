@@ -16,7 +16,9 @@ use super::guard::under;
 use super::key::MissingKey;
 use super::layer::Settings;
 use crate::ThrottleManager;
-use crate::edge::{self, AdmitAs, EdgeCall, Passage, ResponseBody, ResponseFuture, Verdict};
+use crate::edge::{
+    self, AdmitAs, EdgeCall, Judged, Passage, ResponseBody, ResponseFuture, Verdict,
+};
 use crate::error::Rejected;
 use crate::grpc;
 use crate::outcome::Outcome;
@@ -133,12 +135,16 @@ impl Settings {
             .pass_judged(
                 || inner.call(Request::from_parts(head, body)),
                 |result| match result {
-                    // Another layer's answer: counted there.
-                    Ok(response) if response.extensions().get::<LayerAnswer>().is_some() => None,
-                    Ok(response) => {
-                        Some(Verdict::of(self.outcome_of(response, deadline.is_some())))
-                    }
-                    Err(_) => Some(Verdict::of(Outcome::Overloaded)),
+                    // Another layer's answer: counted there; a refusal
+                    // there means the request was never served.
+                    Ok(response) => match response.extensions().get::<LayerAnswer>() {
+                        Some(mark) if mark.refused_for().is_some() => Judged::RefusedElsewhere,
+                        Some(_) => Judged::Elsewhere,
+                        None => Judged::Counted(Verdict::of(
+                            self.outcome_of(response, deadline.is_some()),
+                        )),
+                    },
+                    Err(_) => Judged::Counted(Verdict::of(Outcome::Overloaded)),
                 },
             )
             .await;

@@ -302,6 +302,46 @@ async fn an_outer_layer_learns_nothing_from_an_inner_guards_refusals() {
     assert_eq!(within(busy).await.status, 200);
 }
 
+/// Issue 80: two layers work as one. A per-client quota around a service
+/// guard in a layer of its own: the 30 requests the guard refuses give
+/// back the rate tokens the outer layer took for them (the one layer with
+/// its guard takes none), so the client still has its whole burst of 40.
+/// Before, its tokens went 40 -> 10 for requests the service never served.
+#[tokio::test]
+async fn an_inner_guards_refusals_spend_no_token_of_the_outer_layer() {
+    let _alone = crate::support::alone();
+    let outer = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(1).burst(40))
+        .clock(ManualClock::new())
+        .build()
+        .unwrap();
+    let inner = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
+        .service_guard(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    let guard = inner.service_guard().unwrap().clone();
+    let gate = Arc::new(Semaphore::new(0));
+    let app = gated(&gate).layer(inner).layer(ThrottleLayer::new(
+        outer.clone(),
+        KeyExtractor::header("x-api-key"),
+    ));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+
+    let busy = sent(&url, "x", "1");
+    until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
+    for _ in 0..30 {
+        assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 503);
+    }
+    let mut left = 0;
+    while outer.try_acquire("a", portcullis::Priority::HIGH).is_ok() {
+        left += 1;
+    }
+    assert_eq!(left, 40, "the client's burst after the guard's refusals");
+    gate.add_permits(1);
+    assert_eq!(within(busy).await.status, 200);
+}
+
 /// The reverse: a service guard that learns its limit around a per-client
 /// quota in a layer of its own: the quota's 429s (overload, by the one
 /// table) leave the guard's learned limit where it was.

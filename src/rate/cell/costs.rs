@@ -62,6 +62,17 @@ impl RateCell {
             });
     }
 
+    /// Gives back `tokens` of a call that was not made, from the end of
+    /// the debt: as much of them as still lies ahead of `now`. (Tokens are
+    /// alike: the bucket owes as if the call had not been admitted.)
+    pub(crate) fn give_back_last(&self, now: Nanos, tokens: u32) {
+        let mark = TakeMark {
+            end: self.tat.load(Ordering::Acquire),
+            shifted: self.given_back(),
+        };
+        self.give_back(now, tokens, mark);
+    }
+
     /// The bucket owes at least `tokens` from `now` (what another's count
     /// of the same limit says is spent); it owes more if it already did.
     pub(crate) fn owe_at_least(&self, now: Nanos, tokens: u64) {
