@@ -122,12 +122,16 @@ pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHead
 /// - the common `X-RateLimit-Remaining: 0` with `X-RateLimit-Reset`, in
 ///   seconds from now or (from 10^9 on, as GitHub sends it) as a Unix time.
 ///
-/// Values that cannot be read are skipped, each with the error, into
-/// `invalid`.
+/// A `RateLimit` quota whose name is one of the manager's named limits
+/// (`named_limit`) is that limit's, not the key's request rate's: it moves
+/// that limit ([`observe_remaining`](crate::ThrottleManager::observe_remaining))
+/// and asks for no pause here. Values that cannot be read are skipped, each
+/// with the error, into `invalid`.
 pub(super) fn pause_in(
     status: StatusCode,
     headers: &HeaderMap,
     now: SystemTime,
+    named_limit: &dyn Fn(&str) -> bool,
     mut invalid: impl FnMut(InvalidHeader),
 ) -> Option<Duration> {
     let mut longest: Option<Duration> = None;
@@ -143,7 +147,7 @@ pub(super) fn pause_in(
     }
     for value in headers.get_all("ratelimit") {
         let Ok(value) = value.to_str() else { continue };
-        match spent_quota_reset(value) {
+        match spent_quota_reset(value, named_limit) {
             Ok(Some(pause)) => ask(pause),
             Ok(None) => {}
             Err(error) => invalid(error),
@@ -178,9 +182,10 @@ pub(super) fn requested_pause(
     key: &str,
     status: StatusCode,
     headers: &HeaderMap,
+    named_limit: &dyn Fn(&str) -> bool,
 ) -> Option<Duration> {
     crate::grpc::pushback_in(headers).or_else(|| {
-        pause_in(status, headers, SystemTime::now(), |invalid| {
+        pause_in(status, headers, SystemTime::now(), named_limit, |invalid| {
             tracing::debug!(key, %invalid, "ignored a header the client cannot read");
         })
     })
@@ -230,8 +235,12 @@ fn reset_name(name: &str) -> &'static str {
 /// value: a Structured Fields list (RFC 9651) of quota names with
 /// parameters, such as `"default";r=0;t=30, "daily";r=700;t=3600`. `r` and
 /// `t` are integers, not negative; other parameters (`pk`, ...) say
-/// nothing of a pause. `None`: no quota is spent.
-fn spent_quota_reset(value: &str) -> Result<Option<Duration>, InvalidHeader> {
+/// nothing of a pause. A quota `named_limit` names is skipped. `None`: no
+/// quota of the requests is spent.
+fn spent_quota_reset(
+    value: &str,
+    named_limit: &dyn Fn(&str) -> bool,
+) -> Result<Option<Duration>, InvalidHeader> {
     const EXPECTED: &str = "a list of quotas such as \"default\";r=0;t=30";
     let invalid = || InvalidHeader::new("RateLimit", value, EXPECTED);
     let quotas: sfv::List = sfv::Parser::new(value).parse().map_err(|_| invalid())?;
@@ -250,7 +259,15 @@ fn spent_quota_reset(value: &str) -> Result<Option<Duration>, InvalidHeader> {
         let sfv::ListEntry::Item(quota) = quota else {
             return Err(invalid());
         };
+        let name = match &quota.bare_item {
+            sfv::BareItem::String(name) => Some(name.as_str()),
+            sfv::BareItem::Token(name) => Some(name.as_str()),
+            _ => None,
+        };
         let remaining = count(quota, sfv::KeyRef::constant("r"))?;
+        if name.is_some_and(named_limit) {
+            continue;
+        }
         let reset = count(quota, sfv::KeyRef::constant("t"))?;
         if let (Some(0), Some(reset)) = (remaining, reset) {
             longest = longest.max(Some(Duration::from_secs(reset)));
@@ -341,7 +358,7 @@ mod tests {
     fn pause(status: u16, pairs: &[(&'static str, &str)]) -> (Option<Duration>, Vec<String>) {
         let mut invalid = Vec::new();
         let status = StatusCode::from_u16(status).unwrap();
-        let pause = pause_in(status, &headers(pairs), rfc_date(), |e| {
+        let pause = pause_in(status, &headers(pairs), rfc_date(), &|_| false, |e| {
             invalid.push(e.to_string())
         });
         (pause, invalid)
@@ -427,7 +444,7 @@ mod tests {
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "1800000042"),
         ]);
-        let found = pause_in(StatusCode::OK, &github, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &github, now, &|_| false, |e| panic!("{e}"));
         assert_eq!(found, Some(secs(42)));
         let fractional = [
             ("x-ratelimit-remaining", "0"),
@@ -439,13 +456,17 @@ mod tests {
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "1000000000"),
         ]);
-        let found = pause_in(StatusCode::OK, &at_the_line, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &at_the_line, now, &|_| false, |e| {
+            panic!("{e}")
+        });
         assert_eq!(found, Some(Duration::ZERO));
         let just_below = headers(&[
             ("x-ratelimit-remaining", "0"),
             ("x-ratelimit-reset", "999999999"),
         ]);
-        let found = pause_in(StatusCode::OK, &just_below, now, |e| panic!("{e}"));
+        let found = pause_in(StatusCode::OK, &just_below, now, &|_| false, |e| {
+            panic!("{e}")
+        });
         assert_eq!(found, Some(secs(999_999_999)));
         let left = [("x-ratelimit-remaining", "12"), ("x-ratelimit-reset", "7")];
         assert_eq!(pause(200, &left).0, None);
@@ -570,7 +591,7 @@ mod tests {
                 }
                 let now = UNIX_EPOCH + Duration::from_secs(now % (1 << 40));
                 let status = StatusCode::from_u16(status).unwrap();
-                let _ = pause_in(status, &map, now, |_| {});
+                let _ = pause_in(status, &map, now, &|_| false, |_| {});
                 let _ = retry_after(&values[0], now);
             }
         }

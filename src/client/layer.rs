@@ -340,7 +340,12 @@ where
                     observe_limits(&settings.manager, &key, response.headers());
                     Verdict {
                         outcome: settings.outcome_of(response, deadline.is_some()),
-                        pause: requested_pause(&key, response.status(), response.headers()),
+                        pause: requested_pause(
+                            &key,
+                            response.status(),
+                            response.headers(),
+                            &|name| settings.manager.limit(name).is_some(),
+                        ),
                     }
                 }
                 Err(_) => Verdict::of(Outcome::Overloaded),

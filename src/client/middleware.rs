@@ -489,7 +489,8 @@ impl ThrottleMiddleware {
                         outcome: self.outcome_of(result),
                         pause: result.as_ref().ok().and_then(|response| {
                             observe_limits(&self.manager, key, response.headers());
-                            requested_pause(key, response.status(), response.headers())
+                            let named = |name: &str| self.manager.limit(name).is_some();
+                            requested_pause(key, response.status(), response.headers(), &named)
                         }),
                     },
                 },

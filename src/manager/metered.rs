@@ -139,7 +139,9 @@ where
     /// remaining it waits until `reset` (as [`defer`](Self::defer), up to
     /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)). A backend
     /// that says more remains than the limit holds is not believed: the
-    /// limit's calls in flight are not in the backend's count yet.
+    /// limit's calls in flight are not in the backend's count yet. A reset
+    /// of zero (now, or a time gone by) means the limit is whole again:
+    /// the count moves nothing.
     ///
     /// ```
     /// use portcullis::{RateConfig, ThrottleManager};
@@ -173,9 +175,15 @@ where
                 None => return false,
             },
         };
-        if let (0, Some(reset)) = (remaining, reset) {
-            manager.defer(key, reset);
-            return true;
+        match (remaining, reset) {
+            // A reset now or gone by: the limit is whole again, whatever
+            // the count said before it.
+            (_, Some(Duration::ZERO)) => return true,
+            (0, Some(reset)) => {
+                manager.defer(key, reset);
+                return true;
+            }
+            _ => {}
         }
         let core = manager.core();
         let now = core.now();
