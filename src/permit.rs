@@ -243,12 +243,13 @@ impl<'a> Permit<'a> {
     }
 
     /// The call cost `tokens` fewer rate tokens than it took, those marked
-    /// by `mark`: as much of them as still lies ahead goes back.
-    pub(crate) fn give_back_tokens(&self, tokens: u32, mark: TakeMark) {
+    /// by `mark`: as much of them as still lies ahead goes back. Returns
+    /// how far that moved the bucket's debt.
+    pub(crate) fn give_back_tokens(&self, tokens: u32, mark: TakeMark) -> crate::clock::Nanos {
         self.ticket
             .state
             .rate
-            .give_back(self.core().now(), tokens, mark);
+            .give_back(self.core().now(), tokens, mark)
     }
 
     fn core(&self) -> &Core {

@@ -244,7 +244,10 @@ impl Held {
         let mut back = holds - amount;
         let from_charged = back.min(self.charged);
         if from_charged > 0 {
-            permit.give_back_tokens(from_charged, self.charged_mark);
+            let returned = permit.give_back_tokens(from_charged, self.charged_mark);
+            // Charged after the call was admitted, they lay after the
+            // tokens it took then: giving them back moved those not.
+            self.taken_mark = self.taken_mark.after_later_given_back(returned);
             self.charged -= from_charged;
             back -= from_charged;
         }

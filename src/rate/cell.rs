@@ -157,6 +157,17 @@ pub(crate) struct TakeMark {
     pub(crate) shifted: Nanos,
 }
 
+impl TakeMark {
+    /// These tokens, after a give-back that moved the debt by `returned`
+    /// from tokens that lay after them: it moved them not.
+    pub(crate) fn after_later_given_back(self, returned: Nanos) -> Self {
+        Self {
+            shifted: self.shifted.saturating_add(returned),
+            ..self
+        }
+    }
+}
+
 /// A call placed in the bucket by [`RateCell::reserve`], which may start at
 /// `slot.start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

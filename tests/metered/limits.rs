@@ -268,6 +268,34 @@ fn settling_owes_the_difference_or_gives_it_back() {
     batch.success();
 }
 
+/// Issue 80: settling again replaces the last settlement, whatever came
+/// before it, and `unsent` gives back every part: an estimate of 100
+/// settled at a huge cost and then at 0 holds nothing; one settled at 500
+/// and then never sent holds nothing. (The estimate stayed held: the
+/// give-back of the charge was counted as moving the estimate's tokens.)
+#[test]
+fn settling_again_replaces_the_last_settlement_and_unsent_gives_back_all() {
+    let clock = ManualClock::new();
+    let manager = metered(&clock);
+    heard(&manager, &clock, "a");
+    let permit = manager
+        .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 100))
+        .unwrap();
+    permit.settle(Cost::of("tokens", u32::MAX));
+    permit.settle(Cost::of("tokens", 0));
+    assert_eq!(tokens_left(&manager, "a"), 1_000);
+    permit.success();
+
+    heard(&manager, &clock, "b");
+    let permit = manager
+        .try_acquire_cost("b", Priority::HIGH, Cost::of("tokens", 100))
+        .unwrap();
+    permit.settle(Cost::of("tokens", 500));
+    assert_eq!(tokens_left(&manager, "b"), 500);
+    permit.unsent();
+    assert_eq!(tokens_left(&manager, "b"), 1_000);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_call_waits_once_for_the_latest_limit() {
     let manager = ThrottleManager::<String>::builder()

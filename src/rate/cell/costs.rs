@@ -42,15 +42,16 @@ impl RateCell {
     }
 
     /// Gives back `tokens` of a call whose tokens `mark` marks, as much of
-    /// them as still lies ahead of `now` ([`gcra::returnable`]). What is
-    /// given back is counted before the debt moves, so a later give-back
-    /// never counts on time this one moved.
-    pub(crate) fn give_back(&self, now: Nanos, tokens: u32, mark: TakeMark) {
+    /// them as still lies ahead of `now` ([`gcra::returnable`]); returns
+    /// how far that moved the debt. What is given back is counted before
+    /// the debt moves, so a later give-back never counts on time this one
+    /// moved.
+    pub(crate) fn give_back(&self, now: Nanos, tokens: u32, mark: TakeMark) -> Nanos {
         let spacing = gcra::interval(self.rate()).saturating_mul(u64::from(tokens));
         let moved = self.given_back().saturating_sub(mark.shifted);
         let returned = gcra::returnable(mark.end, moved, now, spacing);
         if returned == 0 {
-            return;
+            return 0;
         }
         let queue = self.queue.get_or_init(Box::default);
         queue.given_back.fetch_add(returned, Ordering::AcqRel);
@@ -60,6 +61,7 @@ impl RateCell {
                 let after = gcra::given_back(tat, now, returned);
                 (after != tat).then_some(after)
             });
+        returned
     }
 
     /// Gives back `tokens` of a call that was not made, from the end of
