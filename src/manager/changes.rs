@@ -34,6 +34,15 @@ where
     /// learned is clamped into the new bounds (a fixed quota's bounds are
     /// its rate). A key not live yet gets it when made.
     ///
+    /// # Memory
+    ///
+    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
+    /// or a [`reload`](Self::reload) drops them, whether the key is live or
+    /// not: 150 to 250 bytes a key, not bounded by the key space's
+    /// `max_keys`. Give them to keys the program knows (customers, hosts);
+    /// for keys that come from the network, use a tier
+    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `rate_override` (with
@@ -69,6 +78,15 @@ where
     /// Gives `key` its own throttle from now on. The key keeps its counts
     /// (a new ratio or floor applies to the counts it has), unless the
     /// window's length changed: then its counts start afresh.
+    ///
+    /// # Memory
+    ///
+    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
+    /// or a [`reload`](Self::reload) drops them, whether the key is live or
+    /// not: 150 to 250 bytes a key, not bounded by the key space's
+    /// `max_keys`. Give them to keys the program knows (customers, hosts);
+    /// for keys that come from the network, use a tier
+    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
     ///
     /// # Errors
     ///
@@ -114,6 +132,15 @@ where
     /// with (fixed or learned, with CoDel or without) until it is
     /// [forgotten](Self::forget).
     ///
+    /// # Memory
+    ///
+    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
+    /// or a [`reload`](Self::reload) drops them, whether the key is live or
+    /// not: 150 to 250 bytes a key, not bounded by the key space's
+    /// `max_keys`. Give them to keys the program knows (customers, hosts);
+    /// for keys that come from the network, use a tier
+    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `bulkhead_override`
@@ -155,6 +182,15 @@ where
     /// Shadows `key` (`true`) or enforces its decisions (`false`) from its
     /// next call, whatever its tier and the manager say: see
     /// [`set_shadow`](Self::set_shadow).
+    ///
+    /// # Memory
+    ///
+    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
+    /// or a [`reload`](Self::reload) drops them, whether the key is live or
+    /// not: 150 to 250 bytes a key, not bounded by the key space's
+    /// `max_keys`. Give them to keys the program knows (customers, hosts);
+    /// for keys that come from the network, use a tier
+    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
     ///
     /// ```
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
