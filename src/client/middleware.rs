@@ -14,10 +14,11 @@ use crate::ThrottleManager;
 use crate::deadline::{Expiry, TimeLimit};
 use crate::edge::{BodyPermit, CallBody, EdgeCall, Passage, Verdict};
 use crate::error::Rejected;
-use crate::metered::{Cost, CostSettle};
+use crate::metered::{Cost, CostSettle, NamedParts};
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 type KeyOfRequest = dyn Fn(&Request) -> String + Send + Sync;
 type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome + Send + Sync;
@@ -423,7 +424,7 @@ impl ThrottleMiddleware {
         let cost = extensions.get::<Cost>().cloned();
         let Some(cost) = cost.filter(|_| self.manager.limit_names().next().is_some()) else {
             return self
-                .attempt_call(key, priority, None, request, extensions, next)
+                .attempt_call(key, priority, None, None, request, extensions, next)
                 .await;
         };
         // A metered call: its named limits' parts first, then its key's
@@ -435,9 +436,26 @@ impl ThrottleMiddleware {
             Err(rejected) => return refused(rejected),
         };
         let rate_taken = parts.requests_taken();
+        // Dropped before the request is sent (waiting for its key's
+        // controls), the call gives its parts back: it never reached the
+        // backend.
+        let sent = AtomicBool::new(false);
+        let mut unsent_if_dropped = UnsentIfDropped {
+            parts: Some(parts),
+            sent: &sent,
+        };
         let (result, cause) = self
-            .attempt_call(key, priority, rate_taken, request, extensions, next)
+            .attempt_call(
+                key,
+                priority,
+                rate_taken,
+                Some(&sent),
+                request,
+                extensions,
+                next,
+            )
             .await;
+        let parts = unsent_if_dropped.parts.take().expect("taken once");
         match result {
             Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
                 parts.unsent();
@@ -460,12 +478,18 @@ impl ThrottleMiddleware {
 
     /// One attempt through the key's controls, as [`attempt`](Self::attempt);
     /// `rate_taken`: the requests of its key's rate the store took with the
-    /// call's named limits, which the controls do not take again.
+    /// call's named limits, which the controls do not take again; `sent`,
+    /// set when the request is handed on to be sent.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the attempt's parts, each from a different place of `attempt`"
+    )]
     async fn attempt_call(
         &self,
         key: &str,
         priority: Priority,
         rate_taken: Option<u32>,
+        sent: Option<&AtomicBool>,
         request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
@@ -479,7 +503,12 @@ impl ThrottleMiddleware {
         let own_timeout = request.timeout().copied();
         let passage = call
             .pass(
-                || next.run(request, extensions),
+                || {
+                    if let Some(sent) = sent {
+                        sent.store(true, Ordering::Release);
+                    }
+                    next.run(request, extensions)
+                },
                 |result| match own_timeout {
                     // reqwest's own timer for the request's timeout, which
                     // may fire at the deadline's instant: the caller's
@@ -523,6 +552,25 @@ impl ThrottleMiddleware {
                     _ => None,
                 };
                 (result, cause)
+            }
+        }
+    }
+}
+
+/// A metered call's parts while its request is on its way to be sent:
+/// dropped before it was (the caller gave up while the key's controls made
+/// it wait), they go back, as for a request that never reached the
+/// backend; once sent, they are the answer's to settle.
+struct UnsentIfDropped<'s> {
+    parts: Option<NamedParts<'static>>,
+    sent: &'s AtomicBool,
+}
+
+impl Drop for UnsentIfDropped<'_> {
+    fn drop(&mut self) {
+        if let Some(parts) = self.parts.take() {
+            if !self.sent.load(Ordering::Acquire) {
+                parts.unsent();
             }
         }
     }

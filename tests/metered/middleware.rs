@@ -96,3 +96,43 @@ async fn a_call_that_never_reaches_the_backend_gives_its_parts_back() {
         (RejectReason::CostAboveBurst, Some(0))
     );
 }
+
+/// Issue 80: a metered request dropped after its named limits' parts were
+/// taken, but before it was sent (here, waiting for its key's one slot
+/// while a slow request holds it), gives the parts back: it never reached
+/// the backend. The slow request's estimate stays taken.
+#[tokio::test]
+async fn a_request_dropped_before_it_is_sent_gives_its_parts_back() {
+    let slow = axum::Router::new().route(
+        "/",
+        axum::routing::get(|| async {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            "done"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, slow).await });
+    let manager = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_minute(600).burst(10))
+        .limit("tokens", RateConfig::per_minute(6_000).burst(2_000))
+        .bulkhead(portcullis::BulkheadConfig::new(1).queue(4))
+        .build()
+        .unwrap();
+    assert!(manager.observe_remaining("acct", "tokens", 2_000, None));
+    let client = client(&manager);
+    let first = client.get(&url).with_extension(Cost::of("tokens", 500));
+    let holding = tokio::spawn(first.send());
+    while manager.snapshot("acct").and_then(|s| s.active) != Some(1) {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let second = client.get(&url).with_extension(Cost::of("tokens", 700));
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(100), second.send());
+    assert!(dropped.await.is_err(), "the second waits for the slot");
+    let left = tokens_left(&manager);
+    assert!(
+        (1_500..1_600).contains(&left),
+        "{left} left: the 700 given back"
+    );
+    assert!(holding.await.unwrap().unwrap().status().is_success());
+}
