@@ -6,3 +6,4 @@ mod rate;
 mod reload;
 mod shadow;
 mod throttle;
+mod under_load;
