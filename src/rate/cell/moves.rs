@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::super::falls;
 use super::super::gcra;
-use super::{QueueFalls, RateCell};
+use super::{Queue, QueueFalls, RateCell};
 use crate::clock::Nanos;
 
 /// At most this many falls that moved calls are kept for them to find; a
@@ -56,40 +56,16 @@ impl RateCell {
             return self.rescale_debt(now, old_interval, new_interval, burst);
         }
         let queue = self.queue.get_or_init(Box::default);
-        let mut falls = lock(&queue.falls);
-        // Falls whose moved calls have all started are of no more use.
-        falls.recent.retain(|(_, fall)| fall.moved_until() > now);
-        // Odd while this fall is applied (see `Queue::moves`).
-        let before = queue.moves.fetch_add(1, Ordering::AcqRel);
-        let mut tat = self.tat.load(Ordering::Acquire);
-        loop {
-            let last_waiter = tat.saturating_sub(tail);
-            let moved = (last_waiter > now && falls.recent.len() < RECENT_FALLS)
-                .then(|| {
-                    falls::Fall::new(now, last_waiter, old_interval, new_interval, falls.paced)
-                })
-                .filter(|(fall, _)| fall.moves_anyone());
-            let new_tat = match moved {
-                Some((fall, _)) => fall.tat(tat, last_waiter, old_interval, new_interval),
-                None => gcra::rescale(tat, now, old_interval, new_interval, burst),
-            };
-            match self
-                .tat
-                .compare_exchange_weak(tat, new_tat, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    let mut after = before;
-                    if let Some((fall, paced)) = moved {
-                        after = before + 2;
-                        falls.paced = Some(paced);
-                        falls.recent.push((after, fall));
-                    }
-                    queue.moves.store(after, Ordering::Release);
-                    return;
-                }
-                Err(actual) => tat = actual,
-            }
-        }
+        self.move_waiters(
+            queue,
+            now,
+            (old_interval, new_interval),
+            burst,
+            |last, paced| {
+                let (fall, paced) = falls::Fall::new(now, last, old_interval, new_interval, paced);
+                fall.moves_anyone().then_some((fall, paced))
+            },
+        );
     }
 
     /// The interval shrank at `now`: the debt is rescaled, and calls a
@@ -106,20 +82,44 @@ impl RateCell {
             // Nobody waits, or no fall ever moved anyone: no lock.
             return self.rescale_debt(now, old_interval, new_interval, burst);
         }
+        let moved = self.move_waiters(
+            queue,
+            now,
+            (old_interval, new_interval),
+            burst,
+            |last, paced| falls::Fall::rise(now, last, old_interval, new_interval, paced),
+        );
+        if let Some(sleeping) = queue.moved_back.get().filter(|_| moved) {
+            sleeping.notify_waiters();
+        }
+    }
+
+    /// Under the queue's lock, the interval changes at `now` (`intervals`:
+    /// from, to) with calls waiting: `plan` says how the waiters up to the
+    /// last one move (given the pace the last fall left), if they do; the
+    /// debt after the last waiter is rescaled. Returns whether they moved.
+    fn move_waiters(
+        &self,
+        queue: &Queue,
+        now: Nanos,
+        (old_interval, new_interval): (Nanos, Nanos),
+        burst: u32,
+        plan: impl Fn(Nanos, Option<falls::Paced>) -> Option<(falls::Fall, falls::Paced)>,
+    ) -> bool {
+        let tail = old_interval.saturating_mul(u64::from(burst));
         let mut falls = lock(&queue.falls);
+        // Moves whose moved calls have all started are of no more use.
         falls.recent.retain(|(_, fall)| fall.moved_until() > now);
+        // Odd while this move is applied (see `Queue::moves`).
         let before = queue.moves.fetch_add(1, Ordering::AcqRel);
         let mut tat = self.tat.load(Ordering::Acquire);
         loop {
             let last_waiter = tat.saturating_sub(tail);
             let moved = (last_waiter > now && falls.recent.len() < RECENT_FALLS)
-                .then(|| {
-                    falls::Fall::rise(now, last_waiter, old_interval, new_interval, falls.paced)
-                })
+                .then(|| plan(last_waiter, falls.paced))
                 .flatten();
-            // Calls booked after the last fall keep their places: the last
-            // waiter moves only if a fall moved it, and the debt after it is
-            // rescaled.
+            // Calls a move leaves keep their places (a rise moves only
+            // those a fall moved), and the debt after the last is rescaled.
             let new_tat = match moved {
                 Some((fall, _)) => fall.tat(tat, last_waiter, old_interval, new_interval),
                 None => gcra::rescale(tat, now, old_interval, new_interval, burst),
@@ -131,17 +131,13 @@ impl RateCell {
                 Ok(_) => {
                     let Some((fall, paced)) = moved else {
                         queue.moves.store(before, Ordering::Release);
-                        return;
+                        return false;
                     };
                     let after = before + 2;
                     falls.paced = Some(paced);
                     falls.recent.push((after, fall));
                     queue.moves.store(after, Ordering::Release);
-                    drop(falls);
-                    if let Some(sleeping) = queue.moved_back.get() {
-                        sleeping.notify_waiters();
-                    }
-                    return;
+                    return true;
                 }
                 Err(actual) => tat = actual,
             }
