@@ -259,6 +259,28 @@ async fn a_client_over_its_quota_takes_nothing_from_the_guard() {
 
 // ---- Two layers stacked: each counts its own answers once ----
 
+/// A gated service behind a service guard of one slot in a layer of its
+/// own, inside a per-client layer of `outer`; the guard's slot taken by a
+/// request held at the gate. Its URL, the gate, and the held request.
+async fn around_a_busy_guard(
+    outer: &ThrottleManager<String>,
+) -> (String, Arc<Semaphore>, JoinHandle<Answer>) {
+    let inner = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
+        .service_guard(BulkheadConfig::new(1))
+        .build()
+        .unwrap();
+    let guard = inner.service_guard().unwrap().clone();
+    let gate = Arc::new(Semaphore::new(0));
+    let app = gated(&gate).layer(inner).layer(ThrottleLayer::new(
+        outer.clone(),
+        KeyExtractor::header("x-api-key"),
+    ));
+    let url = serve(app).await;
+    let busy = sent(&url, "x", "1");
+    until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
+    (url, gate, busy)
+}
+
 /// A per-client layer around a service guard in a layer of its own: the
 /// guard's 503s teach the outer layer nothing (its adaptive rate and its
 /// throttle's counts stay as they were). Without the mark on the inner
@@ -272,21 +294,8 @@ async fn an_outer_layer_learns_nothing_from_an_inner_guards_refusals() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    let inner = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
-        .service_guard(BulkheadConfig::new(1))
-        .build()
-        .unwrap();
-    let guard = inner.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let app = gated(&gate).layer(inner).layer(ThrottleLayer::new(
-        outer.clone(),
-        KeyExtractor::header("x-api-key"),
-    ));
-    let url = serve(app).await;
+    let (url, gate, busy) = around_a_busy_guard(&outer).await;
     let client = reqwest::Client::new();
-
-    let busy = sent(&url, "x", "1");
-    until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
     for _ in 0..5 {
         assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 503);
     }
@@ -315,21 +324,8 @@ async fn an_inner_guards_refusals_spend_no_token_of_the_outer_layer() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    let inner = ThrottleLayer::builder(roomy(), KeyExtractor::header("x-api-key"))
-        .service_guard(BulkheadConfig::new(1))
-        .build()
-        .unwrap();
-    let guard = inner.service_guard().unwrap().clone();
-    let gate = Arc::new(Semaphore::new(0));
-    let app = gated(&gate).layer(inner).layer(ThrottleLayer::new(
-        outer.clone(),
-        KeyExtractor::header("x-api-key"),
-    ));
-    let url = serve(app).await;
+    let (url, gate, busy) = around_a_busy_guard(&outer).await;
     let client = reqwest::Client::new();
-
-    let busy = sent(&url, "x", "1");
-    until("the guard's slot taken", || load(&guard).0 == Some(1)).await;
     for _ in 0..30 {
         assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 503);
     }
