@@ -1,5 +1,5 @@
 //! Issue 80: changes of every kind (rate and bulkhead overrides, reloads,
-//! shadow mode) interleaved at random with callers that wait, on virtual
+//! a change of tier, shadow mode) interleaved at random with callers that wait, on virtual
 //! time, against the documented bounds: an enforced admission never finds
 //! more calls in flight than the limit in force (the calls admitted before
 //! a lowering end first); without a bulkhead (whose queue lets calls that
@@ -10,9 +10,10 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, ManagerConfig, Priority, RateConfig, ThrottleManager};
+use portcullis::{BulkheadConfig, ManagerConfig, Priority, RateConfig, ThrottleManager, Tier};
 use tokio::time::Instant;
 
 const BURST: u32 = 5;
@@ -123,15 +124,27 @@ fn within_the_rates(seen: &Seen) -> Result<(), String> {
     Ok(())
 }
 
+/// The tiers the key moves between (when it has no rate of its own).
+const TIERS: [(&str, u32); 2] = [("slow", 20), ("fast", 1_000)];
+
 async fn run(seed: u64, bulkhead: bool) {
-    let mut builder =
-        ThrottleManager::<String>::builder().rate(RateConfig::per_second(RATES[0]).burst(BURST));
+    let fast = Arc::new(AtomicBool::new(false));
+    let in_fast = Arc::clone(&fast);
+    let mut builder = ThrottleManager::<String>::builder()
+        .rate(RateConfig::per_second(RATES[0]).burst(BURST))
+        .tier_of(move |_| Some(TIERS[usize::from(in_fast.load(Ordering::Relaxed))].0));
+    for (name, rate) in TIERS {
+        builder = builder.tier(
+            name,
+            Tier::new().rate(RateConfig::per_second(rate).burst(BURST)),
+        );
+    }
     if bulkhead {
         builder = builder.bulkhead(BulkheadConfig::new(LIMITS[2]).queue(64));
     }
     let manager = Arc::new(builder.build().unwrap());
     let seen = Rc::new(RefCell::new(Seen::default()));
-    seen.borrow_mut().rates.push((Instant::now(), RATES[0]));
+    seen.borrow_mut().rates.push((Instant::now(), TIERS[0].1));
     let callers: Vec<_> = (0..CALLERS as u64)
         .map(|n| {
             let (manager, seen) = (Arc::clone(&manager), Rc::clone(&seen));
@@ -145,7 +158,7 @@ async fn run(seed: u64, bulkhead: bool) {
         tokio::time::sleep(Duration::from_millis(1 + draws.next(40))).await;
         let rate = RATES[draws.next(4) as usize];
         let limit = LIMITS[draws.next(4) as usize];
-        match draws.next(6) {
+        match draws.next(7) {
             0 | 1 => {
                 let quota = RateConfig::per_second(rate).burst(BURST);
                 manager.set_rate_override("k", quota).unwrap();
@@ -164,9 +177,18 @@ async fn run(seed: u64, bulkhead: bool) {
                     .unwrap();
                 seen.borrow_mut().rates.push((Instant::now(), rate));
             }
-            _ => {
+            5 => {
                 shadowed = !shadowed;
                 manager.set_shadow(shadowed);
+            }
+            _ => {
+                // The key's tier changes: its rate, unless it has its own.
+                let to = !fast.load(Ordering::Relaxed);
+                fast.store(to, Ordering::Relaxed);
+                manager.retier("k");
+                seen.borrow_mut()
+                    .rates
+                    .push((Instant::now(), TIERS[usize::from(to)].1));
             }
         }
     }
