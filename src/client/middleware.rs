@@ -76,13 +76,13 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///
 /// # Metered calls
 ///
-/// A request with a [`Cost`] among its extensions
+/// A request with a [`Cost`](crate::Cost) among its extensions
 /// (`.with_extension(Cost::of("tokens", 700))`), through a manager with
 /// named limits ([`limit`](crate::ThrottleManagerBuilder::limit)), first
 /// waits for its part of each named limit, as
 /// [`acquire_cost`](crate::ThrottleManager::acquire_cost) does, then goes
 /// through its key's controls as above. Answered, its response carries a
-/// [`CostSettle`] among its extensions: read the answer's usage and
+/// [`CostSettle`](crate::CostSettle) among its extensions: read the answer's usage and
 /// settle it. A call answered 429, or that never reached the backend
 /// (refused by its key's controls, its connection refused), gets its parts
 /// back at once.

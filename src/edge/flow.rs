@@ -72,6 +72,7 @@ impl Verdict {
 /// Whose an answer is, for an edge that passes calls to an inner layer
 /// of its own kind (the server layer's).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
 pub(crate) enum Judged {
     /// The call's own answer: reported as the verdict says.
     Counted(Verdict),

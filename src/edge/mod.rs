@@ -66,6 +66,7 @@ mod status;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub use body::CallBody;
 pub use carried::BodyPermit;
+#[cfg(feature = "tower")]
 pub(crate) use flow::Judged;
 pub use flow::{AdmitAs, EdgeCall, Passage, Verdict};
 #[cfg(feature = "tower")]
