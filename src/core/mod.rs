@@ -8,8 +8,13 @@
 //! (`crate::manager`) finds a key's state and hands it here.
 //!
 //! This file holds the types the steps share, the `Core` and how it reads a
-//! key's controls; `admission` the steps of admitting a call, `outcomes`
-//! how a call's end is counted.
+//! key's controls. Admitting a call: `request` (what a call asks),
+//! `drive` (the one driver, as far as it goes without waiting), `steps`
+//! (each control's step, in their one order), `waiting` (the loop that
+//! waits where the driver stopped), `admitting` (a call on its way, and
+//! what it gives back if dropped), `shared_rate` (a rate kept in a store).
+//! Then `outcomes` (how a call's end is counted) and `settings` (where a
+//! key finds its settings, and how they change on a live manager).
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
 //! are defined once, in [the architecture map](crate::architecture).

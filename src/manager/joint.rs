@@ -228,8 +228,6 @@ where
     }
 }
 
-/// Refuses a list that names a key twice, naming both places. The lists
-/// are short (one key per level), so every pair is compared.
 /// # Calls charged to several keys: the one way in
 impl<K> ThrottleManager<K>
 where
@@ -291,6 +289,8 @@ where
     }
 }
 
+/// Refuses a list that names a key twice, naming both places. The lists
+/// are short (one key per level), so every pair is compared.
 fn refuse_duplicates<Q>(keys: &[&Q], priority: Priority) -> Result<(), Rejected>
 where
     Q: Eq + ?Sized,

@@ -6,12 +6,16 @@
 //! - `permits`: `acquire`, `try_acquire` and their owned forms;
 //! - `admission`: the key's `Lookup` for the core's one driver
 //!   (`core/drive.rs`), and the counting of what it decided;
-//! - `call`: `call`, `call_all` and their variants, around the driver;
+//! - `call`: `call`, `call_all` and their variants, around the driver,
+//!   and `attempt`: one logical call's attempts under the retry policy;
 //! - `joint`: calls charged to several keys, all or nothing;
 //! - `metered`: named limits and a call's cost in each, and `withheld`: a
 //!   new key's careful first call of a named limit;
 //! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
-//! - `inspect`: snapshots for health endpoints;
+//! - `inspect`: snapshots for health endpoints, and `watch`: what a
+//!   status page reads of the key space each time it samples;
+//! - `refusal_hook`: how a watcher (the status page's tally) hears of
+//!   every refusal;
 //! - `book` and `changes`: the settings by level, and changing them on a
 //!   live manager (a reloaded file is checked by the builder's
 //!   `reload.rs`, and applied here);
