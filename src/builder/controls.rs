@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use super::{ThrottleManagerBuilder, Tier};
 use crate::bulkhead::BulkheadConfig;
 use crate::clock::Nanos;
-use crate::core::{Controls, Core};
+use crate::core::{BuiltControls, Core};
 use crate::error::{ConfigProblem, Problems};
 use crate::key::KeyState;
 use crate::manager::{Layer, SettingsBook, TierOf};
@@ -77,7 +77,7 @@ impl<K> fmt::Debug for ControlParts<K> {
 /// The controls, checked: which ones the manager has, and the settings of
 /// every level (defaults, tiers, keys).
 pub(crate) struct CheckedControls<K> {
-    pub(crate) controls: Controls,
+    pub(crate) controls: BuiltControls,
     pub(crate) book: SettingsBook<K>,
     pub(crate) tier_of: Option<Arc<TierOf<K>>>,
 }
@@ -122,7 +122,7 @@ impl<K: Hash + Eq> ControlParts<K> {
             found,
             (&mut book, |layer| &mut layer.bulkhead),
         );
-        let controls = Controls {
+        let controls = BuiltControls {
             rate,
             throttle,
             bulkhead,
@@ -376,7 +376,7 @@ impl Default for ControlPaths {
 }
 
 /// Where a control's settings go in a [`Layer`].
-type Slot<S> = fn(&mut Layer) -> &mut Option<Arc<S>>;
+type LayerPlace<S> = fn(&mut Layer) -> &mut Option<Arc<S>>;
 
 /// One control from its default config, its tiers' (`of_tier` picks it
 /// from a tier) and its overrides, each checked under its own name and put
@@ -390,7 +390,7 @@ fn control<K: Hash + Eq, C, S>(
     of_tier: impl Fn(&Tier) -> Option<&C>,
     check: impl Fn(&C, &mut Problems<'_>) -> Option<S>,
     found: &mut Vec<ConfigProblem>,
-    (book, slot): (&mut SettingsBook<K>, Slot<S>),
+    (book, slot): (&mut SettingsBook<K>, LayerPlace<S>),
 ) -> bool {
     let mut tiers = tiers
         .iter()

@@ -4,7 +4,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use crate::config::{self, ManagerConfig};
-use crate::core::Controls;
+use crate::core::BuiltControls;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::manager::{Layer, NamedLimit, SettingsBook, ThrottleManager};
 
@@ -248,8 +248,8 @@ fn shown(duration: Option<Duration>) -> String {
 /// Notes each control the file sets that the manager was built without,
 /// at the first place the file sets it.
 fn refuse_new_controls<K>(
-    live: Controls,
-    file: Controls,
+    live: BuiltControls,
+    file: BuiltControls,
     book: &SettingsBook<K>,
     found: &mut Vec<ConfigProblem>,
 ) {

@@ -61,7 +61,7 @@ pub(crate) type RandomSource = dyn Fn() -> f64 + Send + Sync;
 /// defaults, a tier or an override. Fixed when the manager is built (a
 /// key's state is made for them).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Controls {
+pub(crate) struct BuiltControls {
     pub(crate) rate: bool,
     pub(crate) throttle: bool,
     pub(crate) bulkhead: bool,
@@ -197,7 +197,7 @@ impl KeyTelemetry {
 /// What every clone of a manager, and every permit, shares.
 pub(crate) struct Core {
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) controls: Controls,
+    pub(crate) controls: BuiltControls,
     /// Every key's settings, by the number its state holds.
     pub(crate) settings: SettingsTable,
     pub(crate) priorities: Priorities,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::bulkhead::BulkheadSettings;
-use crate::core::{Controls, ResolvedSettings, SettingsId};
+use crate::core::{BuiltControls, ResolvedSettings, SettingsId};
 use crate::events;
 use crate::rate::RateSettings;
 use crate::throttle::ThrottleSettings;
@@ -50,7 +50,7 @@ impl Layer {
     }
 
     /// Whether it sets every control the manager has.
-    fn covers(&self, controls: Controls) -> bool {
+    fn covers(&self, controls: BuiltControls) -> bool {
         (!controls.rate || self.rate.is_some())
             && (!controls.throttle || self.throttle.is_some())
             && (!controls.bulkhead || self.bulkhead.is_some())
@@ -119,7 +119,7 @@ impl<K: Hash + Eq> SettingsBook<K> {
     /// defaults alone and that number is known.
     pub(crate) fn resolve(
         &self,
-        controls: Controls,
+        controls: BuiltControls,
         tier_of: Option<&TierOf<K>>,
         key: &K,
     ) -> Resolved {
@@ -149,7 +149,7 @@ impl<K: Hash + Eq> SettingsBook<K> {
     /// control, and shadow mode unless no tier sets it.
     fn tier_for(
         &self,
-        controls: Controls,
+        controls: BuiltControls,
         own: Option<&Layer>,
         tier_of: Option<&TierOf<K>>,
         key: &K,

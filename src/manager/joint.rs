@@ -210,7 +210,7 @@ where
     ) -> Result<JointPermit<'_>, Rejected> {
         refuse_duplicates(keys, priority)?;
         let request = Request::new(self.core(), priority, cost, Patience::Never, Scope::Token);
-        let mut taken = Taken::new(self.core(), keys.len());
+        let mut taken = TakenByKeys::new(self.core(), keys.len());
         for (index, key) in keys.iter().enumerate() {
             let booked = self
                 .admit_now::<Q, Admitting<'_>>(key, &request)
@@ -246,7 +246,7 @@ where
             scope: Scope::Token,
             ..*request
         };
-        let mut taken = Taken::new(core, keys.len());
+        let mut taken = TakenByKeys::new(core, keys.len());
         for (index, key) in keys.iter().enumerate() {
             let booked = self
                 .admit::<Q, Admitting<'_>>(key, &booking)
@@ -305,12 +305,12 @@ where
 
 /// What the keys admitted so far gave a call charged to several: given
 /// back, uncounted, if dropped before every key admits it.
-struct Taken<'a> {
+struct TakenByKeys<'a> {
     core: &'a Core,
     held: Vec<Admitting<'a>>,
 }
 
-impl<'a> Taken<'a> {
+impl<'a> TakenByKeys<'a> {
     fn new(core: &'a Core, keys: usize) -> Self {
         Self {
             core,

@@ -33,7 +33,7 @@ pub(crate) struct NamedLimit<K> {
 
 /// What one named limit took of a call, until the call is admitted (then
 /// given back if dropped).
-struct Taken<'m> {
+struct LimitTaken<'m> {
     /// The burst the call withheld as its key's first of the limit. Before
     /// `admitting`, so that a dropped part gives it back first: it lies
     /// before the call's own tokens (see `NamedParts::unsent`).
@@ -49,7 +49,7 @@ struct Taken<'m> {
 /// part in this process, or in the store that keeps them (and, with them,
 /// the requests of the key's rate if it is in the store too).
 enum Parts<'m> {
-    Local(Vec<Taken<'m>>),
+    Local(Vec<LimitTaken<'m>>),
     Shared(SharedLimits),
 }
 
@@ -567,7 +567,7 @@ where
         requests: u32,
         amounts: &[u32],
         shadowed: bool,
-    ) -> Result<Vec<Taken<'m>>, NotNow> {
+    ) -> Result<Vec<LimitTaken<'m>>, NotNow> {
         // A shadowed key's call never waits: each limit decides now, and
         // one that would refuse is counted so and takes nothing.
         if !shadowed {
@@ -592,7 +592,7 @@ where
                         .booked_until()
                         .unwrap_or_else(|| manager.core().now());
                     let mark = TakeMark { end, shifted };
-                    parts.push(Taken {
+                    parts.push(LimitTaken {
                         admitting: Some(admitting),
                         amount,
                         mark,
@@ -602,7 +602,7 @@ where
                 Err(refused) if shadowed && refused.reason().is_limit() => {
                     manager.count_refusal_as(key, &refused, true);
                     let mark = TakeMark { end: 0, shifted };
-                    parts.push(Taken {
+                    parts.push(LimitTaken {
                         admitting: None,
                         amount: 0,
                         mark,

@@ -21,10 +21,10 @@ use triomphe::Arc;
 const SHARD_BITS: u32 = 6;
 
 /// One key and its state.
-type Slot<K, S> = (K, Arc<S>);
+type KeyEntry<K, S> = (K, Arc<S>);
 
 /// One shard: a part of the keys, under its lock.
-type Shard<K, S> = RwLock<HashTable<Slot<K, S>>>;
+type Shard<K, S> = RwLock<HashTable<KeyEntry<K, S>>>;
 
 /// A sharded hash table of keys and their states.
 pub(super) struct Table<K, S> {
@@ -59,11 +59,11 @@ where
         &self.shards[index as usize]
     }
 
-    fn read(&self, hash: u64) -> RwLockReadGuard<'_, HashTable<Slot<K, S>>> {
+    fn read(&self, hash: u64) -> RwLockReadGuard<'_, HashTable<KeyEntry<K, S>>> {
         self.shard(hash).read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self, hash: u64) -> RwLockWriteGuard<'_, HashTable<Slot<K, S>>> {
+    fn write(&self, hash: u64) -> RwLockWriteGuard<'_, HashTable<KeyEntry<K, S>>> {
         self.shard(hash).write().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -92,7 +92,7 @@ where
         then: impl FnOnce(&K, &Arc<S>) -> T,
     ) -> (Option<Arc<S>>, T) {
         let mut shard = self.write(hash);
-        let hasher = |(k, _): &Slot<K, S>| self.hasher.hash_one(k);
+        let hasher = |(k, _): &KeyEntry<K, S>| self.hasher.hash_one(k);
         match shard.entry(hash, |(k, _)| *k == key, hasher) {
             Entry::Occupied(found) => {
                 let (k, state) = found.get();
@@ -116,7 +116,7 @@ where
         hash: u64,
         state: &Arc<S>,
         remove: impl FnOnce(&Arc<S>) -> bool,
-    ) -> Option<Slot<K, S>> {
+    ) -> Option<KeyEntry<K, S>> {
         let mut shard = self.write(hash);
         let found = shard
             .find_entry(hash, |(_, held)| Arc::ptr_eq(held, state))
@@ -133,7 +133,7 @@ where
         &self,
         hash: u64,
         key: &Q,
-    ) -> Option<Slot<K, S>> {
+    ) -> Option<KeyEntry<K, S>> {
         let mut shard = self.write(hash);
         let found = shard.find_entry(hash, |(k, _)| key.names(k)).ok()?;
         Some(found.remove().0)

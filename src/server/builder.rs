@@ -10,7 +10,8 @@ use http::{Response, StatusCode};
 
 use super::guard::{ServiceGuard, WHOLE_SERVICE};
 use super::key::{KeyExtractor, MissingKey, not_a_header_name};
-use super::layer::{Settings, ThrottleLayer};
+use super::layer::ThrottleLayer;
+use super::settings::LayerSettings;
 use crate::ThrottleManager;
 use crate::bulkhead::BulkheadConfig;
 use crate::error::{ConfigError, ConfigProblem, Rejected};
@@ -50,7 +51,7 @@ use crate::priority::Priority;
 /// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct ThrottleLayerBuilder {
-    settings: Settings,
+    settings: LayerSettings,
     /// The service guard's limits: each route group's (`/` the whole
     /// service's), built into the guard's manager by `build`.
     guards: Vec<(String, BulkheadConfig)>,
@@ -79,7 +80,7 @@ impl ThrottleLayer {
         extractor: KeyExtractor,
     ) -> ThrottleLayerBuilder {
         ThrottleLayerBuilder {
-            settings: Settings::new(manager, extractor),
+            settings: LayerSettings::new(manager, extractor),
             guards: Vec::new(),
             problems: Vec::new(),
         }

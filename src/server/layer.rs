@@ -3,22 +3,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName};
-use http::{Response, StatusCode};
-
-use super::guard::ServiceGuard;
-use super::key::{KeyExtractor, MissingKey};
+use super::key::KeyExtractor;
 use super::service::ThrottleService;
+use super::settings::LayerSettings;
 use crate::ThrottleManager;
-use crate::error::Rejected;
-use crate::outcome::Outcome;
-use crate::priority::Priority;
-
-type ClassifyStatus = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
-type OnRefusal = dyn Fn(&Rejected) -> Response<Bytes> + Send + Sync;
-type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + Sync;
-type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Sync;
 
 /// A tower [`Layer`](tower_layer::Layer) that puts every request through a
 /// [`ThrottleManager`], keyed by client ([`KeyExtractor`]).
@@ -26,9 +14,9 @@ type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Syn
 /// For each request:
 /// 1. its **key** is what the extractor finds; a request without one is
 ///    answered 400 ([`on_missing_key`](super::ThrottleLayerBuilder::on_missing_key));
-/// 2. its **priority** is a [`Priority`] in its extensions (set by an
+/// 2. its **priority** is a [`Priority`](crate::Priority) in its extensions (set by an
 ///    earlier layer), else the [`priority_header`](super::ThrottleLayerBuilder::priority_header),
-///    else [`priority`](super::ThrottleLayerBuilder::priority) (default [`Priority::HIGH`]);
+///    else [`priority`](super::ThrottleLayerBuilder::priority) (default [`Priority::HIGH`](crate::Priority::HIGH));
 /// 3. it passes the key's controls in the manager's one order. A server
 ///    does not hold a connection for a rate token or for room in the key
 ///    space: a request over its key's rate is answered **429** at once,
@@ -56,7 +44,7 @@ type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Syn
 ///    answer: a handler still without an answer's head then is dropped,
 ///    counted as overload and answered **503** (a gRPC call
 ///    `DEADLINE_EXCEEDED`);
-/// 6. the inner service's answer is the call's [`Outcome`] ([`classify`](super::classify),
+/// 6. the inner service's answer is the call's [`Outcome`](crate::Outcome) ([`classify`](super::classify),
 ///    or [`classify_by`](super::ThrottleLayerBuilder::classify_by)): 5xx and timeouts lower an
 ///    adaptive key's rate, 4xx leave it alone;
 /// 7. **the call ends when its body ends**: a successful answer's body
@@ -94,30 +82,7 @@ type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Syn
 /// ```
 #[derive(Clone)]
 pub struct ThrottleLayer {
-    pub(super) settings: Arc<Settings>,
-}
-
-/// What every clone of a layer and its services share.
-#[derive(Clone)]
-pub(super) struct Settings {
-    pub(super) manager: ThrottleManager<String>,
-    /// Path prefixes with controls of their own, longest first.
-    pub(super) routes: Vec<(String, ThrottleManager<String>)>,
-    pub(super) extractor: KeyExtractor,
-    pub(super) priority: Priority,
-    pub(super) priority_header: Option<HeaderName>,
-    pub(super) priority_by: Option<Arc<PriorityBy>>,
-    /// The service guard, if the layer has one.
-    pub(super) guard: Option<ServiceGuard>,
-    /// An HTTP request's deadline, in milliseconds from its arrival.
-    pub(super) deadline_header: Option<HeaderName>,
-    pub(super) classify: Option<Arc<ClassifyStatus>>,
-    pub(super) on_refusal: Option<Arc<OnRefusal>>,
-    pub(super) on_missing_key: Option<Arc<OnMissingKey>>,
-    pub(super) rate_limit_headers: bool,
-    /// Whether a call ends when its answer's head is sent (`true`) rather
-    /// than when its body ends.
-    pub(super) release_at_headers: bool,
+    pub(super) settings: Arc<LayerSettings>,
 }
 
 impl ThrottleLayer {
@@ -145,28 +110,7 @@ impl ThrottleLayer {
             tracing::error!(%error, "ThrottleLayer::new: the key extractor was made wrong");
         }
         Self {
-            settings: Arc::new(Settings::new(manager, extractor)),
-        }
-    }
-}
-
-impl Settings {
-    /// A layer's settings with no options set.
-    pub(super) fn new(manager: ThrottleManager<String>, extractor: KeyExtractor) -> Self {
-        Self {
-            manager,
-            routes: Vec::new(),
-            extractor,
-            priority: Priority::HIGH,
-            priority_header: None,
-            priority_by: None,
-            guard: None,
-            deadline_header: None,
-            classify: None,
-            on_refusal: None,
-            on_missing_key: None,
-            rate_limit_headers: false,
-            release_at_headers: false,
+            settings: Arc::new(LayerSettings::new(manager, extractor)),
         }
     }
 }
@@ -207,25 +151,5 @@ impl<S> tower_layer::Layer<S> for ThrottleLayer {
 impl fmt::Debug for ThrottleLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.settings.fmt(f)
-    }
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let custom = |set: bool| if set { "custom" } else { "default" };
-        f.debug_struct("ThrottleLayer")
-            .field("manager", &self.manager)
-            .field("routes", &self.routes)
-            .field("extractor", &self.extractor)
-            .field("priority", &self.priority)
-            .field("priority_header", &self.priority_header)
-            .field("priority_by", &custom(self.priority_by.is_some()))
-            .field("guard", &self.guard)
-            .field("deadline_header", &self.deadline_header)
-            .field("classify", &custom(self.classify.is_some()))
-            .field("on_refusal", &custom(self.on_refusal.is_some()))
-            .field("on_missing_key", &custom(self.on_missing_key.is_some()))
-            .field("rate_limit_headers", &self.rate_limit_headers)
-            .finish()
     }
 }

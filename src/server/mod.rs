@@ -43,6 +43,7 @@ mod key;
 mod layer;
 mod proxies;
 mod service;
+mod settings;
 
 pub use answer::{LayerAnswer, classify, missing_key, refusal, status_of};
 pub use builder::ThrottleLayerBuilder;

@@ -14,7 +14,7 @@ use tower_service::Service;
 use super::answer::{self, LayerAnswer, marked, set_rate_limit, set_retry_after};
 use super::guard::under;
 use super::key::MissingKey;
-use super::layer::Settings;
+use super::settings::LayerSettings;
 use crate::ThrottleManager;
 use crate::edge::{
     self, AdmitAs, EdgeCall, Judged, Passage, ResponseBody, ResponseFuture, Verdict,
@@ -42,11 +42,11 @@ use crate::priority::Priority;
 #[derive(Debug, Clone)]
 pub struct ThrottleService<S> {
     inner: S,
-    settings: Arc<Settings>,
+    settings: Arc<LayerSettings>,
 }
 
 impl<S> ThrottleService<S> {
-    pub(super) fn new(inner: S, settings: Arc<Settings>) -> Self {
+    pub(super) fn new(inner: S, settings: Arc<LayerSettings>) -> Self {
         Self { inner, settings }
     }
 }
@@ -84,7 +84,7 @@ where
     }
 }
 
-impl Settings {
+impl LayerSettings {
     /// Answers `request`: the layer's own answer, or the inner service's
     /// once the key's controls admit it.
     async fn answer<S, ReqBody, ResBody>(
