@@ -206,7 +206,7 @@ where
             tier_of: controls.tier_of,
             changes: std::sync::Mutex::new(()),
             own_changes: std::sync::atomic::AtomicU64::new(0),
-            levels_changed: std::sync::atomic::AtomicUsize::new(0),
+            settings_set_by_reloads: std::sync::atomic::AtomicUsize::new(0),
             key_names: telemetry.key_names,
             metrics_per_key: telemetry.metrics_per_key,
             name: telemetry.name,

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::Extensions;
 use reqwest::{Request, Response, ResponseBuilderExt};
@@ -17,7 +18,6 @@ use crate::error::Rejected;
 use crate::outcome::{Outcome, transport_overload};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 mod metered_call;
 

@@ -233,8 +233,9 @@ impl Core {
     /// Step 4, when the token lies ahead: sleeps until it is due, and
     /// returns that time. A change of the rate meanwhile moves it: a fall
     /// later (the calls queued at the old pace leave at the new one), a
-    /// rise back toward where it was booked (see `rate::falls`). (The call holds its token in its `Admitting`, which
-    /// gives it back if the call is dropped meanwhile.)
+    /// rise back toward where it was booked, waking it (see `rate::falls`).
+    /// (The call holds its token in its `Admitting`, which gives it back if
+    /// the call is dropped meanwhile.)
     pub(crate) async fn sleep_for_token(
         &self,
         state: &KeyState,

@@ -405,17 +405,12 @@ impl<'a> EdgeCall<'a> {
         };
         let verdict = match judge(&result) {
             Judged::Counted(verdict) => verdict,
-            Judged::Elsewhere => {
-                permit.uncounted();
-                if let Some(guard) = guard {
-                    guard.uncounted();
-                }
-                return Passage::Reported(result, Verdict::of(Outcome::Neutral));
-            }
-            Judged::RefusedElsewhere => {
-                permit.not_made();
-                if let Some(guard) = guard {
-                    guard.not_made();
+            elsewhere => {
+                for permit in std::iter::once(permit).chain(guard) {
+                    match elsewhere {
+                        Judged::RefusedElsewhere => permit.not_made(),
+                        _ => permit.uncounted(),
+                    }
                 }
                 return Passage::Reported(result, Verdict::of(Outcome::Neutral));
             }

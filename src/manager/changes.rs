@@ -70,7 +70,7 @@ where
         let settings = checked(&path, self.core().controls.rate, "a rate", |problems| {
             config.check(problems)
         })?;
-        self.room_for_settings(0)?; // a key's own: resolved at once if live
+        self.room_for_settings(0)?; // a key's own: interned at once if live
         self.change_own(key, |own| own.rate = Some(settings.into()));
         Ok(())
     }
@@ -81,12 +81,8 @@ where
     ///
     /// # Memory
     ///
-    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](Self::reload) drops them, whether the key is live or
-    /// not: 150 to 250 bytes a key, not bounded by the key space's
-    /// `max_keys`. Give them to keys the program knows (customers, hosts);
-    /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// "Memory"): not bounded by the key space.
     ///
     /// # Errors
     ///
@@ -119,7 +115,7 @@ where
             "a throttle",
             |problems| config.check(problems),
         )?;
-        self.room_for_settings(0)?; // a key's own: resolved at once if live
+        self.room_for_settings(0)?; // a key's own: interned at once if live
         self.change_own(key, |own| own.throttle = Some(settings.into()));
         Ok(())
     }
@@ -134,12 +130,8 @@ where
     ///
     /// # Memory
     ///
-    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](Self::reload) drops them, whether the key is live or
-    /// not: 150 to 250 bytes a key, not bounded by the key space's
-    /// `max_keys`. Give them to keys the program knows (customers, hosts);
-    /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// "Memory"): not bounded by the key space.
     ///
     /// # Errors
     ///
@@ -174,7 +166,7 @@ where
             "a bulkhead",
             |problems| config.check(problems),
         )?;
-        self.room_for_settings(0)?; // a key's own: resolved at once if live
+        self.room_for_settings(0)?; // a key's own: interned at once if live
         self.change_own(key, |own| own.bulkhead = Some(settings.into()));
         Ok(())
     }
@@ -185,12 +177,8 @@ where
     ///
     /// # Memory
     ///
-    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](Self::reload) drops them, whether the key is live or
-    /// not: 150 to 250 bytes a key, not bounded by the key space's
-    /// `max_keys`. Give them to keys the program knows (customers, hosts);
-    /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// "Memory"): not bounded by the key space.
     ///
     /// ```
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
@@ -444,16 +432,16 @@ where
     /// counted, not only those held. Taken, they count from now on.
     pub(crate) fn room_for_settings(&self, added: usize) -> Result<(), ConfigError> {
         let budget = MAX_SETTINGS / 2;
-        let changed = &self.inner.levels_changed;
+        let set = &self.inner.settings_set_by_reloads;
         let held = self.core().settings.len();
-        let taken = changed.fetch_update(Ordering::AcqRel, Ordering::Acquire, |levels| {
-            let after = levels.saturating_add(added);
+        let taken = set.fetch_update(Ordering::AcqRel, Ordering::Acquire, |before| {
+            let after = before.saturating_add(added);
             (held < budget && after <= budget).then_some(after)
         });
         if taken.is_ok() {
             return Ok(());
         }
-        let held = held.max(changed.load(Ordering::Acquire));
+        let held = held.max(set.load(Ordering::Acquire));
         Err(ConfigError::new(vec![ConfigProblem::new(
             "settings",
             format!(

@@ -150,7 +150,7 @@ pub(crate) struct ManagerState<K> {
     /// key's own, a tier's, the defaults'): each may be interned as keys
     /// resolve it, and the table keeps it for the manager's life, so
     /// changes are refused past a budget (see `changes.rs`).
-    pub(crate) levels_changed: std::sync::atomic::AtomicUsize,
+    pub(crate) settings_set_by_reloads: std::sync::atomic::AtomicUsize,
     /// How events and per-key metrics name a key; `None`: they do not.
     pub(crate) key_names: Option<KeyNamer<K>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).

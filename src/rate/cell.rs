@@ -392,8 +392,8 @@ impl RateCell {
     /// The host asked for a pause at `now` (`Retry-After`): for a learned
     /// rate, where its capacity lies. The fall its refusal caused (reported
     /// just before) is marked firm: earned at the rate its refused call was
-    /// sent at, it dwells longer below it ([`growth::FIRM_DWELL`]). A pause with no fall just before
-    /// it only pauses.
+    /// sent at, it dwells longer below it ([`growth::FIRM_DWELL`]). A pause
+    /// with no fall just before it only pauses.
     pub(crate) fn learn_from_pause(&self, now: Nanos, settings: &RateSettings) {
         if let Some(queue) = self.queue.get().filter(|_| settings.learns) {
             queue.fall.mark_paused(now);

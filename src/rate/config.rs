@@ -84,9 +84,9 @@ pub enum Decrease {
 /// - **After a fall, growth by time.** The rate that earned the fall is
 ///   the host's measured successes a second (a host that refuses beyond
 ///   its capacity serves about its capacity meanwhile), within what the
-///   rate's history allows. The rate climbs back to 95 % of it within 1.5 s, holds there for 5.5 s (or as
-///   long as 50 calls take, if longer), then probes beyond it, `e`-fold a
-///   second. More successes a second do not climb faster, so no success
+///   rate's history allows. The rate climbs back to 95 % of it within
+///   1.5 s, holds there for 5.5 s (or as long as 50 calls take, if
+///   longer), then probes beyond it, `e`-fold a second. More successes a second do not climb faster, so no success
 ///   rate can outrun the decrease.
 /// - **After a pause.** A fall the host marks with a pause
 ///   ([`defer`](crate::ThrottleManager::defer), which the client layer

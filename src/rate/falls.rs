@@ -32,12 +32,11 @@
 //! as far as its own halfway pace is below that, so that a fall, a rise and
 //! a fall do not stretch the same queue twice for one net fall; and a rise
 //! while they wait moves them back ([`Fall::rise`]): from the time of the
-//! rise, the queue's spacing goes from its pace to the new interval, and
-//! they are woken to find it (a fall to `r` and a rise back leave them
-//! where they were booked, but for the time the dip lasted). So a dip of the rate costs the waiters the
-//! time it lasted, not the length of the queue at the bottom of it. A rise
-//! with no moved call waiting moves nobody: a call books only a few
-//! milliseconds ahead.
+//! rise, the queue's spacing goes from its pace to the new interval (never
+//! back further than the falls stretched it), and they are woken to find
+//! it. So a dip of the rate costs the waiters the time it lasted, not the
+//! length of the queue at the bottom of it. A rise with no moved call
+//! waiting moves nobody: a call books only a few milliseconds ahead.
 //!
 //! A pause ([`RateCell::pause_until`](super::cell::RateCell::pause_until))
 //! is debt like a queue: a fall during one stretches it as it does a

@@ -84,7 +84,7 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// | answer | outcome |
 /// |---|---|
 /// | a `grpc-status` in the head (a gRPC call that failed before any message) | by [`grpc::outcome_of`](crate::grpc::outcome_of) |
-/// | an answer a `ThrottleLayer` inside this one made ([`LayerAnswer`]) | counted by no control of this layer: that layer counted it (and a refusal there gives back this layer's rate token) |
+/// | an answer a `ThrottleLayer` inside this one made ([`LayerAnswer`]) | counted by no control of this layer: that layer counted it (a refusal there gives this layer's rate token back) |
 /// | any other | by its status, as [`status_outcome`](crate::edge::status_outcome) reads it for a server: 429, 502, 503, 504 and 408 (tower-http's `TimeoutLayer`) are [`Overloaded`](Outcome::Overloaded), a 500 or any other 4xx or 5xx [`Neutral`](Outcome::Neutral), the rest [`Success`](Outcome::Success) |
 ///
 /// An error from the inner service (rather than an answer) is

@@ -1,30 +1,33 @@
 //! A provider's count of what remains, read from its headers by the
 //! middleware, holds a host to it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use portcullis::RateConfig;
 
 use crate::{Server, client, manager};
 
-/// A provider's count of what remains, lower than the key's own, holds the
-/// key to it: told 2 of 10 remain, the key sends two more at once and the
-/// next only once its rate (1 a second) has refilled one.
-#[tokio::test]
-async fn a_providers_count_of_what_remains_holds_the_host_to_it() {
+/// When four requests in turn reached a host whose first answer carried
+/// `headers`, through a key at 1 a second with a burst of 10.
+async fn four_requests_after(headers: Vec<(&'static str, String)>) -> Vec<Instant> {
     let manager = manager(RateConfig::per_second(1).burst(10));
-    let server = Server::first(
-        StatusCode::OK,
-        vec![("x-ratelimit-remaining-requests", "2".into())],
-    )
-    .await;
+    let server = Server::first(StatusCode::OK, headers).await;
     let client = client(&manager);
     for _ in 0..4 {
         let response = client.get(server.url()).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
     }
-    let arrivals = server.arrivals();
+    server.arrivals()
+}
+
+/// A provider's count of what remains, lower than the key's own, holds the
+/// key to it: told 2 of 10 remain, the key sends two more at once and the
+/// next only once its rate (1 a second) has refilled one.
+#[tokio::test]
+async fn a_providers_count_of_what_remains_holds_the_host_to_it() {
+    let told = vec![("x-ratelimit-remaining-requests", "2".into())];
+    let arrivals = four_requests_after(told).await;
     assert!(arrivals[2] - arrivals[0] < Duration::from_millis(500));
     let next = arrivals[3] - arrivals[2];
     assert!(
@@ -39,23 +42,13 @@ async fn a_providers_count_of_what_remains_holds_the_host_to_it() {
 /// 10. (Before, the key owed 9 of its 10 and stalled.)
 #[tokio::test]
 async fn a_reset_in_the_past_means_the_limit_is_whole_again() {
-    let manager = manager(RateConfig::per_second(1).burst(10));
     let past = "2001-01-01T00:00:00Z".to_owned();
-    let server = Server::first(
-        StatusCode::OK,
-        vec![
-            ("anthropic-ratelimit-requests-remaining", "1".into()),
-            ("anthropic-ratelimit-requests-limit", "50".into()),
-            ("anthropic-ratelimit-requests-reset", past),
-        ],
-    )
-    .await;
-    let client = client(&manager);
-    for _ in 0..4 {
-        let response = client.get(server.url()).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-    }
-    let arrivals = server.arrivals();
+    let told = vec![
+        ("anthropic-ratelimit-requests-remaining", "1".into()),
+        ("anthropic-ratelimit-requests-limit", "50".into()),
+        ("anthropic-ratelimit-requests-reset", past),
+    ];
+    let arrivals = four_requests_after(told).await;
     let took = arrivals[3] - arrivals[0];
     assert!(
         took < Duration::from_millis(500),

@@ -109,8 +109,6 @@ fn is_refusal(error: &reqwest_middleware::Error) -> bool {
 /// Whether a call that ended in `error` never reached its backend: its
 /// key's controls refused it, or its connection failed.
 fn never_sent(error: &reqwest_middleware::Error) -> bool {
-    match error {
-        reqwest_middleware::Error::Middleware(error) => error.downcast_ref::<Rejected>().is_some(),
-        reqwest_middleware::Error::Reqwest(error) => error.is_connect(),
-    }
+    is_refusal(error)
+        || matches!(error, reqwest_middleware::Error::Reqwest(error) if error.is_connect())
 }
