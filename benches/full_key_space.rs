@@ -177,8 +177,8 @@ fn deferring_flooder() {
             let mut i = 0u64;
             while flooding.load(Ordering::Relaxed) {
                 let key = format!("flood-{i}");
-                manager.defer(&key, Duration::from_secs(2));
-                if manager.current_rate(&key).is_none() {
+                manager.key(&key).defer(Duration::from_secs(2));
+                if manager.key(&key).rate().is_none() {
                     flood_refused.fetch_add(1, Ordering::Relaxed);
                 }
                 i += 1;

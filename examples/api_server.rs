@@ -277,8 +277,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "400 (no key)"
     );
     print_tallies(&tallies.lock().unwrap(), seconds);
-    println!("\nkeys held by the manager: {}", manager.len());
-    if let Some(whole) = guard.snapshot("/") {
+    println!("\nkeys held by the manager: {}", manager.keys().len());
+    if let Some(whole) = guard.key("/").snapshot() {
         let limit = whole.concurrency_limit.unwrap_or_default();
         println!(
             "service guard: a learned limit of {limit} requests in flight for the whole service"

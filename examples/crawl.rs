@@ -209,7 +209,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             if history.len() > 21 {
                 history.pop_front();
             }
-            let rate = manager.current_rate(&key(host)).unwrap_or(0.0);
+            let rate = manager.key(&key(host)).rate().unwrap_or(0.0);
             let used = (history[history.len() - 1] - history[0]) as f64 / 2.0;
             if history.len() == 21 && rate > STARTING_RATE && used > 0.0 {
                 let peak = above_use.entry(host).or_default();
@@ -224,7 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 (Instant::now(), ok.collect())
             });
             for (host, _) in HOSTS {
-                let rate = manager.current_rate(&key(host)).unwrap_or(0.0);
+                let rate = manager.key(&key(host)).rate().unwrap_or(0.0);
                 let entry = learned.entry(host).or_default();
                 *entry = (entry.0 + rate, entry.1 + 1);
             }
@@ -236,7 +236,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let ok = stats[host].ok.load(Ordering::Relaxed);
                     let per_second = ok - last_ok.insert(host, ok).unwrap_or(0);
                     let name = host.trim_end_matches(".test");
-                    let rate = manager.current_rate(&key(host)).unwrap_or(0.0);
+                    let rate = manager.key(&key(host)).rate().unwrap_or(0.0);
                     format!("{name} {rate:>5.1}/s ok {per_second:>3}/s")
                 })
                 .collect();

@@ -93,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         println!(
             " {:>3} s | {:>9.1}/s | {:>4} | {:>4} | {:>4}",
             started.elapsed().as_secs(),
-            per_host.current_rate(key).unwrap_or(0.0),
+            per_host.key(key).rate().unwrap_or(0.0),
             now.0 - last.0,
             now.1 - last.1,
             now.2 - last.2,
@@ -109,7 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .await?
         .into_inner();
     watch.message().await?;
-    let server_side = per_client.snapshot("127.0.0.1");
+    let server_side = per_client.key("127.0.0.1").snapshot();
     println!(
         "\nwith a Watch stream open, the server's bulkhead for this client holds {:?} of 2",
         server_side.and_then(|s| s.active).unwrap_or(0)

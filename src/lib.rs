@@ -60,7 +60,7 @@
 //! let took_one: bool = manager.check("example.com").is_ok();
 //! manager.increment("example.com"); // the call succeeded
 //! manager.decrement("example.com"); // the backend was overloaded
-//! let current: Option<f64> = manager.current_rate("example.com");
+//! let current: Option<f64> = manager.key("example.com").rate();
 //! # assert!(took_one);
 //! # assert_eq!(current, Some(5.5));
 //! # Ok(())
@@ -216,10 +216,15 @@ pub mod guide {
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-/// What a manager knows about a key, for health endpoints:
-/// [`ThrottleManager::snapshot`] and [`ThrottleManager::snapshots`].
+/// One key, the key space and the manager's settings as the manager shows
+/// them: the handles of [`ThrottleManager::key`], [`ThrottleManager::keys`]
+/// and [`ThrottleManager::settings`], and what a key's snapshot holds
+/// ([`KeyHandle::snapshot`](snapshot::KeyHandle::snapshot),
+/// [`ThrottleManager::snapshots`]).
 pub mod snapshot {
-    pub use crate::manager::{KeySnapshot, PrioritySnapshot, RateRemaining};
+    pub use crate::manager::{
+        KeyHandle, KeySnapshot, KeySpace, ManagerSettings, PrioritySnapshot, RateRemaining,
+    };
 }
 
 pub use builder::{ThrottleManagerBuilder, Tier};

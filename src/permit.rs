@@ -63,7 +63,7 @@ pub struct Permit<'a> {
 ///     permit.success();
 /// })
 /// .await?;
-/// assert_eq!(manager.current_rate("api"), Some(11.0));
+/// assert_eq!(manager.key("api").rate(), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```
@@ -265,7 +265,7 @@ impl<'a> Permit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).increase_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().success();
-    /// assert_eq!(manager.current_rate("api"), Some(11.0));
+    /// assert_eq!(manager.key("api").rate(), Some(11.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -283,7 +283,7 @@ impl<'a> Permit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().overloaded();
-    /// assert_eq!(manager.current_rate("api"), Some(9.0));
+    /// assert_eq!(manager.key("api").rate(), Some(9.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -308,7 +308,7 @@ impl<'a> Permit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire("api", Priority::HIGH).unwrap().report(Outcome::Neutral);
-    /// assert_eq!(manager.current_rate("api"), Some(10.0));
+    /// assert_eq!(manager.key("api").rate(), Some(10.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     #[inline]
@@ -459,8 +459,8 @@ impl fmt::Debug for Permit<'_> {
 /// let [tenant, user]: [_; 2] = permit.into_permits().try_into().unwrap();
 /// tenant.overloaded(); // the tenant's backend was over capacity
 /// user.report(Outcome::Neutral); // the user did nothing wrong
-/// assert_eq!(manager.current_rate("tenant-a"), Some(9.0));
-/// assert_eq!(manager.current_rate("user-7"), Some(10.0));
+/// assert_eq!(manager.key("tenant-a").rate(), Some(9.0));
+/// assert_eq!(manager.key("user-7").rate(), Some(10.0));
 /// # Ok(())
 /// # }
 /// ```
@@ -486,7 +486,7 @@ impl<'a> JointPermit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).increase_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().success();
-    /// assert_eq!((manager.current_rate("tenant-a"), manager.current_rate("user-7")), (Some(11.0), Some(11.0)));
+    /// assert_eq!((manager.key("tenant-a").rate(), manager.key("user-7").rate()), (Some(11.0), Some(11.0)));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn success(self) {
@@ -501,7 +501,7 @@ impl<'a> JointPermit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(1.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().overloaded();
-    /// assert_eq!((manager.current_rate("tenant-a"), manager.current_rate("user-7")), (Some(9.0), Some(9.0)));
+    /// assert_eq!((manager.key("tenant-a").rate(), manager.key("user-7").rate()), (Some(9.0), Some(9.0)));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn overloaded(self) {
@@ -525,7 +525,7 @@ impl<'a> JointPermit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).clock(clock::ManualClock::new()).build()?;
     /// manager.try_acquire_all(&["tenant-a", "user-7"], Priority::HIGH).unwrap().report(Outcome::Neutral);
-    /// assert_eq!(manager.current_rate("user-7"), Some(10.0));
+    /// assert_eq!(manager.key("user-7").rate(), Some(10.0));
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn report(self, outcome: Outcome) {

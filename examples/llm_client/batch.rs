@@ -176,7 +176,8 @@ impl Call<'_> {
         {
             let (limit, left, reset) = (reading.name(), reading.remaining(), reading.reset());
             self.manager
-                .observe_remaining(self.account, limit, left, reset);
+                .key(self.account)
+                .observe_remaining(limit, left, reset);
         }
         if response.status() == reqwest::StatusCode::TOO_MANY_REQUESTS {
             tally.refused.fetch_add(1, Ordering::Relaxed);
@@ -186,7 +187,8 @@ impl Call<'_> {
                 .and_then(|value| value.to_str().ok());
             if let Some(seconds) = retry_after.and_then(|value| value.parse().ok()) {
                 self.manager
-                    .defer(self.account, Duration::from_secs(seconds));
+                    .key(self.account)
+                    .defer(Duration::from_secs(seconds));
             }
             // Refused, nothing was spent: nothing is owed.
             permit.settle(Cost::of("tokens", 0));

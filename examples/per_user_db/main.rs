@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let guarded = app::serve(app::router(pool.clone(), Some(guards.clone()))).await?;
     let report = load::run(&guarded, &noisy).await;
     load::print("phase 2: a noisy user, with the manager", &report, &noisy);
-    if let Some(rate) = guards.database.current_rate(app::DATABASE) {
+    if let Some(rate) = guards.database.key(app::DATABASE).rate() {
         println!("the database key's rate after phase 2: {rate:.0} queries/s");
     }
     Ok(())

@@ -244,8 +244,7 @@ impl Sampler {
             let end = FINE * (self.sampled + 1);
             tokio::time::sleep_until(self.start + end).await;
             if let Gate::Manager(manager) = &self.gate {
-                lock(&self.world).series.fine_rate[self.sampled as usize] =
-                    manager.current_rate(KEY);
+                lock(&self.world).series.fine_rate[self.sampled as usize] = manager.key(KEY).rate();
             }
             self.sampled += 1;
             if self.sampled % FINE_PER_BUCKET == 0 {
@@ -268,10 +267,10 @@ impl Sampler {
             }
             Gate::Manager(manager) => manager,
         };
-        series.rate[index] = manager.current_rate(KEY);
-        series.limit[index] = manager.concurrency_limit(KEY).map(f64::from);
+        series.rate[index] = manager.key(KEY).rate();
+        series.limit[index] = manager.key(KEY).concurrency_limit().map(f64::from);
         for (i, &priority) in series.priorities.iter().enumerate() {
-            series.rejection[i][index] = manager.rejection_probability(KEY, priority);
+            series.rejection[i][index] = manager.key(KEY).rejection_probability(priority);
         }
     }
 }

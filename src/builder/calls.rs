@@ -304,7 +304,7 @@ where
     ///     .rate(RateConfig::adaptive(10.0))
     ///     .max_defer(Duration::from_secs(60))
     ///     .build()?;
-    /// assert_eq!(manager.defer("api", Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
+    /// assert_eq!(manager.key("api").defer(Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_defer(mut self, max: Duration) -> Self {

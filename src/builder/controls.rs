@@ -328,7 +328,7 @@ where
     /// use portcullis::{ThrottleConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
-    /// assert_eq!(manager.rejection_probability("api", portcullis::Priority::LOW), None); // not live yet
+    /// assert_eq!(manager.key("api").rejection_probability(portcullis::Priority::LOW), None); // not live yet
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn throttle(mut self, config: ThrottleConfig) -> Self {

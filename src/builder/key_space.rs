@@ -195,9 +195,9 @@ where
     ///     .max_hold(Duration::from_secs(30))
     ///     .clock(ManualClock::new())
     ///     .build()?;
-    /// manager.defer("slow.example", Duration::from_secs(300)); // Retry-After: 300
+    /// manager.key("slow.example").defer(Duration::from_secs(300)); // Retry-After: 300
     /// manager.check("other.example").unwrap(); // room made: the pause was too long to hold it
-    /// assert_eq!(manager.current_rate("slow.example"), None);
+    /// assert_eq!(manager.key("slow.example").rate(), None);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn max_hold(mut self, hold: Duration) -> Self {
@@ -221,8 +221,8 @@ where
     ///     .build()?;
     /// manager.increment("api");
     /// clock.advance(Duration::from_secs(86_400));
-    /// assert_eq!(manager.evict_idle(), 0);
-    /// assert_eq!(manager.current_rate("api"), Some(11.0)); // still learned
+    /// assert_eq!(manager.keys().evict_idle(), 0);
+    /// assert_eq!(manager.key("api").rate(), Some(11.0)); // still learned
     ///
     /// let both = ThrottleManager::<String>::builder()
     ///     .idle_ttl(Duration::from_secs(60))

@@ -60,8 +60,8 @@ use telemetry::TelemetryParts;
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");
-/// assert_eq!(manager.current_rate("api.github.com"), Some(6.0));
-/// assert_eq!(manager.current_rate("premium-42"), Some(101.0));
+/// assert_eq!(manager.key("api.github.com").rate(), Some(6.0));
+/// assert_eq!(manager.key("premium-42").rate(), Some(101.0));
 /// # Ok::<(), portcullis::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {
@@ -104,7 +104,7 @@ where
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<u64>::builder().rate(RateConfig::adaptive(5.0)).build()?;
-    /// assert!(manager.is_empty());
+    /// assert!(manager.keys().is_empty());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn builder() -> ThrottleManagerBuilder<K> {

@@ -39,7 +39,7 @@ where
     ///     .build()?;
     /// manager.wait("example.com").await?;
     /// manager.increment("example.com");
-    /// let _shared_rate: Option<f64> = manager.current_rate("example.com");
+    /// let _shared_rate: Option<f64> = manager.key("example.com").rate();
     /// # Ok(())
     /// # }
     /// ```

@@ -45,9 +45,9 @@ where
     /// manager.check("api").unwrap();
     /// let config: ManagerConfig = toml::from_str("[default.rate]\nquota = \"20/s\"\nburst = 5\n")?;
     /// manager.reload(config)?;
-    /// assert_eq!(manager.current_rate("api"), Some(10.0)); // until its next call
+    /// assert_eq!(manager.key("api").rate(), Some(10.0)); // until its next call
     /// let _ = manager.check("api");
-    /// assert_eq!(manager.current_rate("api"), Some(20.0));
+    /// assert_eq!(manager.key("api").rate(), Some(20.0));
     ///
     /// let config: ManagerConfig = toml::from_str("priority_levels = 8")?;
     /// let error = manager.reload(config).unwrap_err();

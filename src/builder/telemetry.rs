@@ -131,7 +131,7 @@ where
     ///     .rate(RateConfig::adaptive(10.0))
     ///     .name("hosts")
     ///     .build()?;
-    /// assert_eq!(hosts.name(), Some("hosts"));
+    /// assert_eq!(hosts.settings().name(), Some("hosts"));
     /// let refused = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
     ///     .name("")

@@ -77,9 +77,9 @@ impl Tier {
     ///     .tier_of(|account: &String| account.starts_with("scale-").then_some("scale"))
     ///     .build()?;
     /// let tokens = manager.limit("tokens").unwrap();
-    /// assert_eq!(tokens.current_rate("scale-1"), None); // not seen yet
+    /// assert_eq!(tokens.key("scale-1").rate(), None); // not seen yet
     /// tokens.check("scale-1").unwrap();
-    /// assert!(tokens.current_rate("scale-1").unwrap() > 33_000.0);
+    /// assert!(tokens.key("scale-1").rate().unwrap() > 33_000.0);
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[must_use]

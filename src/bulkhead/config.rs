@@ -199,7 +199,7 @@ impl BulkheadConfig {
     ///     .bulkhead(BulkheadConfig::adaptive().bounds(1, 200).queue(32))
     ///     .build()?;
     /// let permit = manager.acquire("db", Priority::HIGH).await?;
-    /// assert_eq!(manager.concurrency_limit("db"), Some(1)); // probing first, at its lower bound
+    /// assert_eq!(manager.key("db").concurrency_limit(), Some(1)); // probing first, at its lower bound
     /// permit.success();
     /// # Ok(())
     /// # }

@@ -188,7 +188,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///     },
 ///     Err(e) => return Err(e.into()),
 /// }
-/// println!("example.com's rate: {:?}", manager.current_rate("example.com"));
+/// println!("example.com's rate: {:?}", manager.key("example.com").rate());
 /// # Ok(())
 /// # }
 /// ```
@@ -389,7 +389,7 @@ impl ThrottleMiddleware {
             .copied()
             .or_else(Priority::current)
             .unwrap_or(self.priority);
-        let mut retries = self.manager.retries(key.as_str(), first);
+        let mut retries = self.manager.key(key.as_str()).retries(first);
         let may_retry = retries.may_retry(is_idempotent(request.method()));
         let mut request = request;
         loop {

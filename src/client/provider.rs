@@ -166,7 +166,7 @@ pub(super) fn observe_limits(manager: &ThrottleManager<String>, key: &str, heade
         match reading {
             Ok(reading) => {
                 let (name, left, reset) = (reading.name(), reading.remaining(), reading.reset());
-                manager.observe_remaining(key, name, left, reset);
+                manager.key(key).observe_remaining(name, left, reset);
             }
             Err(invalid) => {
                 tracing::debug!(key, %invalid, "ignored a header the client cannot read")

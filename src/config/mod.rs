@@ -18,43 +18,7 @@ pub use quota::Quota;
 pub use sections::{BulkheadSection, RateSection, ThrottleSection};
 
 /// # Configuration from a file
-impl<K> ThrottleManager<K>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-{
-    /// A manager configured entirely by `config` (see
-    /// [`ThrottleManagerBuilder::config`](crate::ThrottleManagerBuilder::config) to add what a file cannot say,
-    /// such as a classifier).
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming every problem by its
-    /// path in the file, e.g.
-    /// `overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0`.
-    ///
-    /// ```
-    /// use portcullis::{ManagerConfig, ThrottleManager};
-    ///
-    /// let config: ManagerConfig = toml::from_str(r#"
-    ///     [default.bulkhead]
-    ///     max_concurrent = 8
-    ///     [overrides."api.github.com".bulkhead]
-    ///     max_concurrent = 0
-    /// "#)?;
-    /// let err = ThrottleManager::<String>::from_config(config).unwrap_err();
-    /// assert_eq!(
-    ///     err.problems()[0].to_string(),
-    ///     r#"overrides."api.github.com".bulkhead.max_concurrent: must be at least 1, got 0"#
-    /// );
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn from_config(config: ManagerConfig) -> Result<Self, ConfigError>
-    where
-        K: From<String>,
-    {
-        Self::builder().config(config).build()
-    }
-}
+impl<K> ThrottleManager<K> where K: Hash + Eq + Send + Sync + 'static {}
 
 /// A whole manager's configuration, as read from a file.
 ///
@@ -86,7 +50,7 @@ where
 ///     queue = 16
 ///     queue_timeout = "250ms"
 /// "#)?;
-/// let manager = ThrottleManager::<String>::from_config(config)?;
+/// let manager = ThrottleManager::<String>::builder().config(config).build()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

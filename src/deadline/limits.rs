@@ -79,7 +79,7 @@ impl fmt::Display for TimeLimit {
 /// assert_eq!(expiry.limit(), TimeLimit::Deadline);
 /// assert_eq!(expiry.after(), Duration::from_millis(300));
 /// assert_eq!(expiry.to_string(), "no answer before the caller's deadline, 300ms into the call");
-/// assert_eq!(manager.current_rate("api"), Some(10.0)); // the caller's budget: not the backend's fault
+/// assert_eq!(manager.key("api").rate(), Some(10.0)); // the caller's budget: not the backend's fault
 /// # Ok(())
 /// # }
 /// ```

@@ -175,7 +175,7 @@ mod tests {
             let _ = body.frame().await;
         }
         drop(body);
-        let snapshot = manager.snapshot("k").unwrap();
+        let snapshot = manager.key("k").snapshot().unwrap();
         let high = snapshot.priorities[0];
         let rate = snapshot.rate.unwrap();
         match (high.requests, high.accepts) {

@@ -25,7 +25,7 @@ use crate::permit::OwnedPermit;
 /// let Passage::Carried(_stream, permit) = passage else { panic!() };
 /// // ... the stream broke off midway:
 /// permit.report(Outcome::Overloaded);
-/// assert!(manager.current_rate("feed").unwrap() < 10.0);
+/// assert!(manager.key("feed").rate().unwrap() < 10.0);
 /// # Ok(())
 /// # }
 /// ```

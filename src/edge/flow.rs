@@ -136,7 +136,7 @@ pub enum Passage<T, E> {
 ///     Passage::Reported(Ok(text), _) => assert_eq!(text, "jobs: done"),
 ///     other => panic!("{other:?}"),
 /// }
-/// assert_eq!(manager.current_rate("jobs"), Some(11.0)); // the success was reported
+/// assert_eq!(manager.key("jobs").rate(), Some(11.0)); // the success was reported
 /// # Ok(())
 /// # }
 /// ```
@@ -389,7 +389,9 @@ impl<'a> EdgeCall<'a> {
             Ok(permits) => permits,
             Err(rejected) => return Passage::Refused(rejected),
         };
-        let result = match deadline::call_bound(manager.call_timeout(), deadline, || core.now()) {
+        let result = match deadline::call_bound(manager.settings().call_timeout(), deadline, || {
+            core.now()
+        }) {
             None => call().await,
             Some((bound, until)) => match core.before(until, call()).await {
                 Some(result) => result,
@@ -439,7 +441,7 @@ impl<'a> EdgeCall<'a> {
             guard.report(verdict.outcome);
         }
         if let Some(pause) = verdict.pause {
-            let deferred = manager.defer(key, pause);
+            let deferred = manager.key(key).defer(pause);
             tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
         }
         Passage::Reported(result, verdict)

@@ -85,7 +85,7 @@ pub enum RejectReason {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(600).burst(20))
     ///     .build()?;
-    /// let refused = manager.check_n("tenant-a", 21).unwrap_err();
+    /// let refused = manager.key("tenant-a").check(21).unwrap_err();
     /// assert_eq!(refused.reason(), RejectReason::CostAboveBurst);
     /// assert_eq!(refused.retry_after(), None); // never
     /// assert_eq!(

@@ -45,7 +45,7 @@ where
         // otherwise replace it: every attempt runs under its own.
         let first = Priority::current().unwrap_or(priority);
         let mut retries = match keys.first() {
-            Some(key) => self.retries(key, first),
+            Some(key) => self.key(key).retries(first),
             None => Retries::new(self.core(), None, None, first),
         };
         loop {

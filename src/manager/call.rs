@@ -12,7 +12,7 @@ use super::ThrottleManager;
 use super::attempt::Charged;
 use crate::error::CallError;
 use crate::outcome::CallFailure;
-use crate::priority::Priority;
+use crate::priority::{CallOptions, Priority};
 use crate::registry::BorrowedKey;
 use crate::retry::Retries;
 
@@ -92,7 +92,7 @@ where
     ///     })
     ///     .await?;
     /// assert_eq!(body, "status 200");
-    /// assert_eq!(manager.current_rate("api.example.com"), Some(11.0));
+    /// assert_eq!(manager.key("api.example.com").rate(), Some(11.0));
     ///
     /// let failed = manager
     ///     .call("api.example.com", Priority::MEDIUM, || async {
@@ -100,7 +100,7 @@ where
     ///     })
     ///     .await;
     /// assert!(matches!(failed, Err(CallError::Inner(_))));
-    /// assert_eq!(manager.current_rate("api.example.com"), Some(5.5));
+    /// assert_eq!(manager.key("api.example.com").rate(), Some(5.5));
     /// # Ok(())
     /// # }
     /// ```
@@ -109,7 +109,7 @@ where
     pub fn call<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         key: &Q,
-        priority: Priority,
+        options: impl Into<CallOptions>,
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
@@ -117,203 +117,10 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        self.call_within(key, priority, 1, self.core().call_timeout, call)
-    }
-
-    /// [`call`](Self::call) for a call that costs `cost` rate tokens, taken
-    /// as [`acquire_n`](Self::acquire_n) takes them.
-    ///
-    /// # Errors
-    ///
-    /// As [`call`](Self::call); a cost above the key's burst is refused
-    /// at once, as [`CallError::Rejected`] with
-    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst), and the
-    /// call is never made.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`call`](Self::call).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// // An LLM endpoint's 10,000 tokens a minute, 4,000 at once.
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(10_000).burst(4_000))
-    ///     .build()?;
-    /// let prompt = "summarise this page";
-    /// let tokens = 1_200; // the caller's estimate of the request's size
-    /// let answer = manager
-    ///     .call_n("llm", Priority::HIGH, tokens, || async move {
-    ///         Ok::<_, std::io::Error>(format!("summary of {prompt:?}"))
-    ///     })
-    ///     .await?;
-    /// assert!(answer.starts_with("summary"));
-    /// assert_eq!(manager.peek("llm").unwrap().remaining, 2_800);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn call_n<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        self.call_within(key, priority, cost, self.core().call_timeout, call)
-    }
-
-    /// [`call`](Self::call) with its own timeout instead of the manager's.
-    ///
-    /// How this limit meets the other six (what each bounds, on which
-    /// clock, what its expiry counts as): the [time
-    /// limits](crate::guide::getting_started#time-limits).
-    ///
-    /// # Errors
-    ///
-    /// As [`call`](Self::call).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`call`](Self::call).
-    ///
-    /// ```
-    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(5.0)).build()?;
-    /// let hung = manager
-    ///     .call_with_timeout("db", Priority::HIGH, Duration::from_secs(2), || async {
-    ///         std::future::pending::<Result<(), std::io::Error>>().await
-    ///     })
-    ///     .await;
-    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
-    /// assert_eq!(manager.current_rate("db"), Some(5.0)); // a timeout is a capacity failure
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn call_with_timeout<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        timeout: Duration,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        self.call_within(key, priority, 1, Some(timeout), call)
-    }
-
-    /// [`call_n`](Self::call_n) with its own timeout instead of the
-    /// manager's: a call of `cost` tokens, bounded by `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// As [`call_n`](Self::call_n).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`call`](Self::call).
-    ///
-    /// ```
-    /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(100)).build()?;
-    /// let hung = manager
-    ///     .call_n_with_timeout("export", Priority::HIGH, 40, Duration::from_secs(2), || async {
-    ///         std::future::pending::<Result<(), std::io::Error>>().await
-    ///     })
-    ///     .await;
-    /// assert!(matches!(hung, Err(CallError::TimedOut(_))));
-    /// assert_eq!(manager.peek("export").unwrap().remaining, 100); // 40 taken, refilled in the 2 s
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn call_n_with_timeout<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-        timeout: Duration,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        self.call_within(key, priority, cost, Some(timeout), call)
-    }
-
-    /// [`call`](Self::call), and when it does not return a value, `fallback`
-    /// instead: given the [`CallError`], whose
-    /// [`is_local`](CallError::is_local) tells a local rejection from a
-    /// failed call, it can degrade gracefully (a cached value, a default).
-    ///
-    /// # Errors
-    ///
-    /// Whatever `fallback` returns.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`call`](Self::call) while the call runs; the fallback is the
-    /// caller's own code.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
-    /// let _busy = manager.try_acquire("recommendations", Priority::HIGH).unwrap();
-    /// let shown = manager
-    ///     .call_with_fallback(
-    ///         "recommendations",
-    ///         Priority::LOW,
-    ///         || async { Ok::<_, std::io::Error>(vec!["fresh picks"]) },
-    ///         |error| async move {
-    ///             assert!(error.is_local()); // the bulkhead was full: nothing was sent
-    ///             Ok(vec!["bestsellers"])
-    ///         },
-    ///     )
-    ///     .await?;
-    /// assert_eq!(shown, ["bestsellers"]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn call_with_fallback<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via, G, GFut>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        call: F,
-        fallback: G,
-    ) -> Result<T, CallError<E>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-        G: FnOnce(CallError<E>) -> GFut,
-        GFut: Future<Output = Result<T, CallError<E>>>,
-    {
-        match self.call(key, priority, call).await {
-            Ok(value) => Ok(value),
-            Err(error) => fallback(error).await,
-        }
+        let options = options.into();
+        let admit = options.admit();
+        let timeout = options.run_timeout().or(self.core().call_timeout);
+        self.call_within(key, admit.priority(), admit.tokens(), timeout, call)
     }
 
     /// Runs `call` under every control of every key of `keys`, as
@@ -358,7 +165,7 @@ where
     pub fn call_all<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         keys: &[&Q],
-        priority: Priority,
+        options: impl Into<CallOptions>,
         call: F,
     ) -> impl Future<Output = Result<T, CallError<E>>>
     where
@@ -366,11 +173,14 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
+        let options = options.into();
+        let admit = options.admit();
+        let timeout = options.run_timeout().or(self.core().call_timeout);
         self.call_charged(
             Charged::All(keys),
-            priority,
-            1,
-            self.core().call_timeout,
+            admit.priority(),
+            admit.tokens(),
+            timeout,
             call,
         )
     }
@@ -391,25 +201,12 @@ where
         self.call_charged(Charged::One(key), priority, cost, timeout, call)
     }
 
-    /// One logical call's retries under the manager's
-    /// [`RetryPolicy`](crate::retry::RetryPolicy), its first attempt at
-    /// `priority`: the way [`call`](Self::call) and the client middleware
-    /// retry, for edges of your own (see [`Retries`]). Counts the call in
-    /// the key's retry budget. Without a policy, it never retries.
-    ///
-    /// ```
-    /// use portcullis::retry::{GaveUp, RetryCause};
-    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
-    /// let mut retries = manager.retries("api", Priority::HIGH);
-    /// assert_eq!(retries.after(RetryCause::Overloaded { pause: None }).await, Err(GaveUp::NoPolicy));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn retries<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, priority: Priority) -> Retries<'_> {
+    /// The work of [`KeyHandle::retries`](super::KeyHandle::retries).
+    pub(crate) fn key_retries<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        priority: Priority,
+    ) -> Retries<'_> {
         let core = self.core();
         let key_state = match &core.retry {
             Some(_) => self.key_state(key, core.now()).ok(),

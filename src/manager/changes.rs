@@ -28,41 +28,12 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Gives `key` its own rate from now on, in place of its tier's or the
-    /// default, keeping what the key's rate holds: its bucket is kept (no
-    /// fresh burst, its debt rescaled to the new rate) and a rate it
-    /// learned is clamped into the new bounds (a fixed quota's bounds are
-    /// its rate). A key not live yet gets it when made.
-    ///
-    /// # Memory
-    ///
-    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](Self::reload) drops them, whether the key is live or
-    /// not: 150 to 250 bytes a key, not bounded by the key space's
-    /// `max_keys`. Give them to keys the program knows (customers, hosts);
-    /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `rate_override` (with
-    /// the key, if the manager names keys: `rate_override["KEY"]`); that
-    /// the manager was built without a rate (a control cannot be added to a
-    /// live manager); or, under `settings`, that it already holds half the
-    /// 65,536 distinct settings it can.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10).burst(5))
-    ///     .build()?;
-    /// manager.check("acme").unwrap(); // a live key: 10/s
-    /// manager.set_rate_override("acme", RateConfig::per_second(50).burst(10))?;
-    /// assert_eq!(manager.current_rate("acme"), Some(50.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn set_rate_override<Q>(&self, key: &Q, config: RateConfig) -> Result<(), ConfigError>
+    /// The work of [`KeyHandle::set_rate`](super::KeyHandle::set_rate).
+    pub(crate) fn key_set_rate_override<Q>(
+        &self,
+        key: &Q,
+        config: RateConfig,
+    ) -> Result<(), ConfigError>
     where
         Q: BorrowedKey<K> + ?Sized,
     {
@@ -75,32 +46,8 @@ where
         Ok(())
     }
 
-    /// Gives `key` its own throttle from now on. The key keeps its counts
-    /// (a new ratio or floor applies to the counts it has), unless the
-    /// window's length changed: then its counts start afresh.
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `throttle_override`
-    /// (with the key, if the manager names keys), or as
-    /// [`set_rate_override`](Self::set_rate_override) for a manager without
-    /// a throttle or with too many distinct settings.
-    ///
-    /// ```
-    /// use portcullis::{ThrottleConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .throttle(ThrottleConfig::new())
-    ///     .build()?;
-    /// manager.set_throttle_override("flaky.example", ThrottleConfig::new().ratio(3.0))?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn set_throttle_override<Q>(
+    /// The work of [`KeyHandle::set_throttle`](super::KeyHandle::set_throttle).
+    pub(crate) fn key_set_throttle_override<Q>(
         &self,
         key: &Q,
         config: ThrottleConfig,
@@ -120,38 +67,8 @@ where
         Ok(())
     }
 
-    /// Gives `key` its own bulkhead from now on. Lowered, the calls in
-    /// flight finish and none is admitted until fewer than the new limit
-    /// remain; raised, waiters are admitted at once. A shorter queue keeps
-    /// the waiters it has (none is dropped) and takes no newcomer until it
-    /// is below its new length. A key keeps the kind of limit it was made
-    /// with (fixed or learned, with CoDel or without) until it is
-    /// [forgotten](Self::forget).
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `bulkhead_override`
-    /// (with the key, if the manager names keys), or as
-    /// [`set_rate_override`](Self::set_rate_override) for a manager without
-    /// a bulkhead or with too many distinct settings.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .bulkhead(BulkheadConfig::new(8))
-    ///     .build()?;
-    /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
-    /// manager.set_bulkhead_override("db", BulkheadConfig::new(1))?;
-    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one in flight already
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn set_bulkhead_override<Q>(
+    /// The work of [`KeyHandle::set_bulkhead`](super::KeyHandle::set_bulkhead).
+    pub(crate) fn key_set_bulkhead_override<Q>(
         &self,
         key: &Q,
         config: BulkheadConfig,
@@ -171,90 +88,29 @@ where
         Ok(())
     }
 
-    /// Shadows `key` (`true`) or enforces its decisions (`false`) from its
-    /// next call, whatever its tier and the manager say: see
-    /// [`set_shadow`](Self::set_shadow).
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(1))
-    ///     .build()?;
-    /// manager.set_shadow_override("trial", true);
-    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok());
-    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok()); // would refuse: counted, let through
-    /// assert!(manager.try_acquire("other", Priority::HIGH).is_ok());
-    /// assert!(manager.try_acquire("other", Priority::HIGH).is_err());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn set_shadow_override<Q>(&self, key: &Q, shadow: bool)
+    /// The work of [`KeyHandle::set_shadow`](super::KeyHandle::set_shadow).
+    pub(crate) fn key_set_shadow_override<Q>(&self, key: &Q, shadow: bool)
     where
         Q: BorrowedKey<K> + ?Sized,
     {
         self.change_own(key, |own| own.shadow = Some(shadow));
     }
 
-    /// Takes away every setting `key` was given for itself (in code or in
-    /// the file): from its next call it has its tier's, else the defaults,
-    /// kept across as any change keeps them.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10))
-    ///     .rate_override("acme", RateConfig::per_second(50))
-    ///     .build()?;
-    /// manager.check("acme").unwrap();
-    /// assert_eq!(manager.current_rate("acme"), Some(50.0));
-    /// manager.remove_overrides("acme");
-    /// assert_eq!(manager.current_rate("acme"), Some(10.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn remove_overrides<Q>(&self, key: &Q)
+    /// The work of [`KeyHandle::remove_overrides`](super::KeyHandle::remove_overrides).
+    pub(crate) fn key_remove_overrides<Q>(&self, key: &Q)
     where
         Q: BorrowedKey<K> + ?Sized,
     {
         self.change_own(key, |own| *own = Layer::default());
     }
 
-    /// Asks [`tier_of`](crate::ThrottleManagerBuilder::tier_of) again which
-    /// tier `key` is in, and moves the key there now (a customer changed
-    /// plans), keeping its state as any change does; its named limits
-    /// move with it. `tier_of` is asked
-    /// when a key is made, by `retier`, and after a
-    /// [`reload`](Self::reload) or [`set_shadow`](Self::set_shadow), at the
-    /// key's next call.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager, Tier};
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    ///
-    /// static PREMIUM: AtomicBool = AtomicBool::new(false);
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10))
-    ///     .tier("premium", Tier::new().rate(RateConfig::per_second(100)))
-    ///     .tier_of(|_| PREMIUM.load(Ordering::Relaxed).then_some("premium"))
-    ///     .build()?;
-    /// manager.check("acme").unwrap();
-    /// assert_eq!(manager.current_rate("acme"), Some(10.0));
-    /// PREMIUM.store(true, Ordering::Relaxed); // acme upgraded
-    /// manager.retier("acme");
-    /// assert_eq!(manager.current_rate("acme"), Some(100.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn retier<Q>(&self, key: &Q)
+    /// The work of [`KeyHandle::retier`](super::KeyHandle::retier).
+    pub(crate) fn key_retier<Q>(&self, key: &Q)
     where
         Q: BorrowedKey<K> + ?Sized,
     {
         for limit in self.named_limits() {
-            limit.manager.retier(key);
+            limit.manager.key_retier(key);
         }
         let _serial = self.serialize_changes();
         self.resolve_live(key);

@@ -24,7 +24,7 @@ use crate::registry::BorrowedKey;
 ///     .build()?;
 /// manager.try_acquire("db", Priority::HIGH).unwrap().success();
 /// manager.try_acquire("db", Priority::LOW).unwrap().overloaded();
-/// let snapshot = manager.snapshot("db").unwrap();
+/// let snapshot = manager.key("db").snapshot().unwrap();
 /// assert_eq!(snapshot.priorities[0].requests, 1);
 /// assert_eq!(snapshot.priorities[0].accepts, 1);
 /// assert_eq!(snapshot.priorities[3].requests, 1);
@@ -60,7 +60,7 @@ pub struct KeySnapshot {
 /// # use portcullis::*;
 /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
 /// manager.decrement("db");
-/// let high = &manager.snapshot("db").unwrap().priorities[0];
+/// let high = &manager.key("db").snapshot().unwrap().priorities[0];
 /// assert_eq!((high.requests, high.accepts), (1, 0));
 /// # Ok::<(), ConfigError>(())
 /// ```
@@ -119,19 +119,8 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Everything `key`'s controls know now ([`KeySnapshot`]), or `None` if
-    /// the key is not live. Does not create the key.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert!(manager.snapshot("api").is_none());
-    /// manager.increment("api");
-    /// assert_eq!(manager.snapshot("api").unwrap().rate, Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn snapshot<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<KeySnapshot> {
+    /// The work of [`KeyHandle::snapshot`](super::KeyHandle::snapshot).
+    pub(crate) fn key_snapshot<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<KeySnapshot> {
         let state = self.inner.keys.state(key)?;
         Some(self.snapshot_of(&state))
     }
@@ -167,24 +156,8 @@ where
         })
     }
 
-    /// How many of `key`'s calls may be in flight now: its bulkhead's fixed
-    /// limit, or what an adaptive one has learned. `None` if the key is not
-    /// live or has no bulkhead. Does not create the key. A `u32`, as the
-    /// snapshot's [`concurrency_limit`](KeySnapshot::concurrency_limit) and
-    /// [`BulkheadConfig::new`](crate::BulkheadConfig::new) are.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .bulkhead(BulkheadConfig::adaptive().bounds(2, 50))
-    ///     .build()?;
-    /// assert_eq!(manager.concurrency_limit("db"), None); // not seen yet
-    /// drop(manager.try_acquire("db", Priority::HIGH).unwrap());
-    /// assert_eq!(manager.concurrency_limit("db"), Some(2)); // probing first, at 2
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn concurrency_limit<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<u32> {
+    /// The work of [`KeyHandle::concurrency_limit`](super::KeyHandle::concurrency_limit).
+    pub(crate) fn key_concurrency_limit<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<u32> {
         let state = self.inner.keys.state(key)?;
         let (bulkhead, settings) = self.core().bulkhead_of(&state)?;
         Some(bulkhead.limit(settings))
@@ -210,7 +183,7 @@ where
     where
         K: Clone,
     {
-        let mut all = Vec::with_capacity(self.len());
+        let mut all = Vec::with_capacity(self.keys().len());
         self.inner
             .keys
             .for_each(|key, state| all.push((key.clone(), self.snapshot_of(state))));
@@ -249,25 +222,8 @@ where
         }
     }
 
-    /// The probability that `key`'s throttle rejects a call at `priority`
-    /// right now, or `None` if the manager has no throttle or the key is not
-    /// live. Does not create the key.
-    ///
-    /// ```
-    /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
-    /// for _ in 0..100 {
-    ///     manager.decrement("db"); // 100 capacity failures
-    /// }
-    /// // 100 requests, 0 accepts, ratio 2, min_rate 1/s over 60 s: 100 / 160.
-    /// assert_eq!(manager.rejection_probability("db", Priority::LOW), Some(0.625));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn rejection_probability<Q: BorrowedKey<K> + ?Sized>(
+    /// The work of [`KeyHandle::rejection_probability`](super::KeyHandle::rejection_probability).
+    pub(crate) fn key_rejection_probability<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         priority: Priority,

@@ -16,7 +16,7 @@ use crate::core::Admitted;
 use crate::core::{Admitting, Core, Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::permit::{JointPermit, Permit, Ticket};
-use crate::priority::Priority;
+use crate::priority::{AdmitOptions, Priority};
 use crate::registry::BorrowedKey;
 
 /// # Admission: calls charged to several keys
@@ -75,8 +75,8 @@ where
     ///     .bulkhead(BulkheadConfig::new(2))
     ///     .build()?;
     /// let permit = manager.acquire_all(&["tenant-a", "user-7"], Priority::HIGH).await?;
-    /// assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(1));
-    /// assert_eq!(manager.snapshot("user-7").unwrap().active, Some(1));
+    /// assert_eq!(manager.key("tenant-a").snapshot().unwrap().active, Some(1));
+    /// assert_eq!(manager.key("user-7").snapshot().unwrap().active, Some(1));
     /// permit.success(); // both keys learn the outcome, and free their slots
     ///
     /// // The tenant's two slots are busy: a call for another of its users
@@ -85,65 +85,18 @@ where
     /// let refused = manager.acquire_all(&["user-8", "tenant-a"], Priority::HIGH).await.unwrap_err();
     /// assert_eq!((refused.reason(), refused.key_index()), (RejectReason::Full, Some(1)));
     /// assert_eq!(manager.peek("user-8").unwrap().remaining, 10); // its token is back
-    /// assert_eq!(manager.snapshot("user-8").unwrap().active, Some(0));
+    /// assert_eq!(manager.key("user-8").snapshot().unwrap().active, Some(0));
     /// # Ok(())
     /// # }
     /// ```
     pub async fn acquire_all<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<JointPermit<'_>, Rejected> {
-        self.acquire_all_n(keys, priority, 1).await
-    }
-
-    /// [`acquire_all`](Self::acquire_all) for a call that costs `cost` rate
-    /// tokens of every key (as [`acquire_n`](Self::acquire_n) for one key).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire_all`](Self::acquire_all), and
-    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) from the
-    /// first key whose burst is below `cost`.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire_all`](Self::acquire_all).
-    ///
-    /// # Panics
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager, Tier};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// // Each user may send 100 rows a second; the tenant, all its users together, 150.
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(100))
-    ///     .tier("tenant", Tier::new().rate(RateConfig::per_second(150)))
-    ///     .tier_of(|key: &String| key.starts_with("tenant-").then_some("tenant"))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.acquire_all_n(&["tenant-a", "user-7"], Priority::HIGH, 100).await?.success();
-    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 50);
-    /// // user-7 has no rows left: the tenant takes 40, then gives them back.
-    /// let refused = manager.try_acquire_all_n(&["tenant-a", "user-7"], Priority::HIGH, 40).unwrap_err();
-    /// assert_eq!((refused.reason(), refused.key_index()), (RejectReason::RateLimited, Some(1)));
-    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 50);
-    /// // Another user still fits the tenant's 50.
-    /// manager.acquire_all_n(&["tenant-a", "user-8"], Priority::HIGH, 50).await?.success();
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire_all_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        keys: &[&Q],
-        priority: Priority,
-        cost: u32,
-    ) -> Result<JointPermit<'_>, Rejected> {
-        let request = self.permit_request(priority, cost, Patience::AsConfigured);
+        let options = options.into();
+        let request =
+            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
         self.admit_all(keys, &request).await
     }
 
@@ -171,43 +124,10 @@ where
     pub fn try_acquire_all<Q: BorrowedKey<K> + ?Sized>(
         &self,
         keys: &[&Q],
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<JointPermit<'_>, Rejected> {
-        self.try_acquire_all_n(keys, priority, 1)
-    }
-
-    /// [`acquire_all_n`](Self::acquire_all_n) that never waits, as
-    /// [`try_acquire_n`](Self::try_acquire_n) for one key: every key admits
-    /// the call now, or it is refused and every key gets back what it gave.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire_n`](Self::try_acquire_n), from the first key that
-    /// refuses ([`key_index`](Rejected::key_index) names it), and
-    /// [`DuplicateKey`](crate::RejectReason::DuplicateKey).
-    ///
-    /// # Panics
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(60).burst(5))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.try_acquire_all_n(&["host-a", "crawl"], Priority::HIGH, 2).unwrap().success();
-    /// assert_eq!(manager.peek("host-a").unwrap().remaining, 3);
-    /// assert_eq!(manager.peek("crawl").unwrap().remaining, 3);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn try_acquire_all_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        keys: &[&Q],
-        priority: Priority,
-        cost: u32,
-    ) -> Result<JointPermit<'_>, Rejected> {
+        let options = options.into();
+        let (priority, cost) = (options.priority(), options.tokens());
         refuse_duplicates(keys, priority)?;
         let request = Request::new(self.core(), priority, cost, Patience::Never, Scope::Token);
         let mut taken = TakenByKeys::new(self.core(), keys.len());

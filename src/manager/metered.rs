@@ -109,59 +109,13 @@ where
         &self.inner.limits
     }
 
-    /// The names of the manager's named limits, in the order declared.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(60))
-    ///     .limit("input_tokens", RateConfig::per_minute(30_000))
-    ///     .limit("output_tokens", RateConfig::per_minute(8_000))
-    ///     .build()?;
-    /// assert_eq!(manager.limit_names().collect::<Vec<_>>(), ["input_tokens", "output_tokens"]);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn limit_names(&self) -> impl Iterator<Item = &str> {
+    /// The work of the handles' `limit_names`.
+    pub(crate) fn named_limit_names(&self) -> impl Iterator<Item = &str> {
         self.inner.limits.iter().map(|limit| &*limit.name)
     }
 
-    /// What the backend says remains of one of `key`'s limits (`limit`: a
-    /// named limit, or [`"requests"`](crate::metered::REQUESTS) for the
-    /// key's rate), as a metered API's headers say it after each answer
-    /// ([`limit_readings`](crate::client::limit_readings) reads them; the
-    /// reqwest middleware and the tower client layer apply them
-    /// themselves). Returns whether the manager has such a limit.
-    ///
-    /// The limit is moved to match when the backend counts more spent than
-    /// it does: it owes `burst − remaining` from now (calls of other
-    /// processes on the same account, calls it never saw), and with nothing
-    /// remaining it waits until `reset` (as [`defer`](Self::defer), up to
-    /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)). A backend
-    /// that says more remains than the limit holds is not believed: the
-    /// limit's calls in flight are not in the backend's count yet. A reset
-    /// of zero (now, or a time gone by) means the limit is whole again:
-    /// the count moves nothing.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(60).burst(10))
-    ///     .limit("tokens", RateConfig::per_minute(6_000).burst(1_000))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// // Another process on the account spent most of the tokens.
-    /// assert!(manager.observe_remaining("model-a", "tokens", 150, Some(Duration::from_secs(9))));
-    /// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 150);
-    /// // Nothing left of the requests until the reset: the key waits for it.
-    /// assert!(manager.observe_remaining("model-a", "requests", 0, Some(Duration::from_secs(20))));
-    /// assert_eq!(manager.peek("model-a").unwrap().next_in, Duration::from_secs(20));
-    /// assert!(!manager.observe_remaining("model-a", "images", 0, None));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn observe_remaining<Q: BorrowedKey<K> + ?Sized>(
+    /// The work of [`KeyHandle::observe_remaining`](super::KeyHandle::observe_remaining).
+    pub(crate) fn key_observe_remaining<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         limit: &str,
@@ -180,7 +134,7 @@ where
             // the count said before it.
             (_, Some(Duration::ZERO)) => return true,
             (0, Some(reset)) => {
-                manager.defer(key, reset);
+                manager.key(key).defer(reset);
                 return true;
             }
             _ => {}
@@ -263,7 +217,7 @@ where
         let mark = self.mark_before_taking(key, requests);
         let permit = match taken.took_requests() {
             true => self.acquire_rate_taken(key, priority, requests).await?,
-            false => self.acquire_n(key, priority, requests).await?,
+            false => self.acquire(key, priority.cost(requests)).await?,
         };
         let named = self.named_parts(taken, |limit, ticket| {
             Permit::borrowed(limit.core(), ticket)
@@ -411,7 +365,7 @@ where
         match self.take_limits(key, priority, requests, &amounts, self.shadowed(key)) {
             Ok(taken) => {
                 let mark = self.mark_before_taking(key, requests);
-                let permit = self.try_acquire_n(key, priority, requests)?;
+                let permit = self.try_acquire(key, priority.cost(requests))?;
                 let named = self.named_parts(Parts::Local(taken), |limit, ticket| {
                     Permit::borrowed(limit.core(), ticket)
                 });
@@ -435,7 +389,7 @@ where
         {
             tracing::warn!(
                 limit = unknown,
-                known = ?self.limit_names().collect::<Vec<_>>(),
+                known = ?self.settings().limit_names().collect::<Vec<_>>(),
                 "a call's cost names a limit the manager does not have"
             );
             return Err(Rejected::new(RejectReason::UnknownLimit, priority, None));

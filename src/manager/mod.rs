@@ -43,6 +43,8 @@ mod attempt;
 mod book;
 mod call;
 mod changes;
+mod deprecated;
+mod handles;
 mod inspect;
 mod joint;
 mod keys;
@@ -59,6 +61,7 @@ mod watch;
 mod withheld;
 
 pub(crate) use book::{Layer, SettingsBook, TierOf};
+pub use handles::{KeyHandle, KeySpace, ManagerSettings};
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
 pub(crate) use keys::{KeyNamer, KeyNames};
 pub(crate) use metered::NamedLimit;
@@ -123,7 +126,7 @@ pub(crate) use watch::KeyLoad;
 ///     })
 ///     .await?;
 /// assert_eq!(status, 200);
-/// assert_eq!(manager.current_rate("example.com"), Some(11.0));
+/// assert_eq!(manager.key("example.com").rate(), Some(11.0));
 /// # Ok(())
 /// # }
 /// ```
@@ -197,147 +200,35 @@ where
         &self.inner.core
     }
 
-    /// How many priority levels the manager tells apart
-    /// ([`priority_levels`](crate::ThrottleManagerBuilder::priority_levels)):
-    /// priorities 0 to `priority_levels() - 1` are in range. For an edge
-    /// that reads a priority from a request and must refuse one out of
-    /// range as the client's mistake.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .priority_levels(2)
-    ///     .build()?;
-    /// assert_eq!(manager.priority_levels(), 2);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn priority_levels(&self) -> u8 {
+    /// The work of the handles' `priority_levels`.
+    pub(crate) fn levels(&self) -> u8 {
         self.core().priorities.levels
     }
 
-    /// How long a call may run before it is dropped and counted as
-    /// overload ([`call_timeout`](crate::ThrottleManagerBuilder::call_timeout));
-    /// `None`: no limit. `call` applies it; an edge that runs the call
-    /// itself (the client middleware) applies it too.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .call_timeout(Duration::from_secs(5))
-    ///     .build()?;
-    /// assert_eq!(manager.call_timeout(), Some(Duration::from_secs(5)));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn call_timeout(&self) -> Option<std::time::Duration> {
+    /// The work of the handles' `call_timeout`.
+    pub(crate) fn configured_call_timeout(&self) -> Option<std::time::Duration> {
         self.core().call_timeout
     }
 
-    /// The manager's [`name`](crate::ThrottleManagerBuilder::name), if it
-    /// has one.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
-    /// assert_eq!(manager.name(), None);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn name(&self) -> Option<&str> {
+    /// The work of the handles' `name`.
+    pub(crate) fn manager_name(&self) -> Option<&str> {
         self.inner.name.as_deref()
     }
 
-    /// The number of live keys.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// manager.increment("a");
-    /// manager.increment("b");
-    /// assert_eq!(manager.len(), 2);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn len(&self) -> usize {
+    /// The work of the handles' `len`.
+    pub(crate) fn key_count(&self) -> usize {
         self.inner.keys.len()
     }
 
-    /// True when no key is live.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert!(manager.is_empty());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Forgets `key` now: its next call starts afresh, as a new key's does
-    /// (a full bucket, its rate at its start, an empty throttle window, an
-    /// empty bulkhead, its tier read again). Returns whether the key was
-    /// live. Its room in the key space is free at once. Its named limits
-    /// ([`limit`](crate::ThrottleManagerBuilder::limit)) are forgotten
-    /// with it.
-    ///
-    /// Calls already admitted, and callers waiting, end on the state they
-    /// started with: their outcomes count there and are neither lost nor
-    /// applied to the new state. So for as long as they run, they are not
-    /// counted against the new state's bulkhead: the key may have up to
-    /// twice its limit in flight. A rate shared through a store is the
-    /// fleet's and stays (see `RedisStore::reset`
-    /// for that). Forgetting loosens the key's limits: it is for the
-    /// program's own decisions (a tenant's plan changed, an operator's
-    /// reset), not for input from the network.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(1))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.try_acquire("acme", Priority::HIGH).unwrap().success();
-    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_err()); // a minute to wait
-    /// assert!(manager.forget("acme"));
-    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_ok()); // afresh
-    /// assert!(!manager.forget("nobody"));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn forget<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
+    /// The work of [`KeyHandle::forget`](KeyHandle::forget).
+    pub(crate) fn key_forget<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
         let limits = self.inner.limits.iter();
-        let in_limits = limits.fold(false, |live, limit| limit.manager.forget(key) | live);
+        let in_limits = limits.fold(false, |live, limit| limit.manager.key_forget(key) | live);
         self.inner.keys.remove(key) | in_limits
     }
 
-    /// Forgets every key that has been quiet for the idle TTL now, instead of
-    /// waiting for the next new key to trigger a sweep. Returns how many keys
-    /// went. Does nothing without an idle TTL.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .idle_ttl(Duration::from_secs(60))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// manager.check("api").unwrap();
-    /// clock.advance(Duration::from_secs(61));
-    /// assert_eq!(manager.evict_idle(), 1);
-    /// assert!(manager.is_empty());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn evict_idle(&self) -> usize {
+    /// The work of the handles' `evict_idle`.
+    pub(crate) fn evict_idle_keys(&self) -> usize {
         self.inner.keys.evict_idle(self.core().now())
     }
 }

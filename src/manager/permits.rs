@@ -7,7 +7,7 @@ use super::ThrottleManager;
 use crate::core::Patience;
 use crate::error::Rejected;
 use crate::permit::{OwnedPermit, Permit};
-use crate::priority::Priority;
+use crate::priority::AdmitOptions;
 use crate::registry::BorrowedKey;
 
 /// # Admission: permits for calls
@@ -93,70 +93,12 @@ where
     pub async fn acquire<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<Permit<'_>, Rejected> {
-        let ticket = self
-            .admit(
-                key,
-                &self.permit_request(priority, 1, Patience::AsConfigured),
-            )
-            .await?;
-        Ok(Permit::borrowed(self.core(), ticket))
-    }
-
-    /// [`acquire`](Self::acquire) for a call that costs `cost` rate tokens
-    /// (a batch of rows, a request's bytes, an LLM's tokens): it waits
-    /// until all of them are there and takes them at once, then passes the
-    /// throttle and the bulkhead as one call. A cost of 0 takes no token.
-    /// Refused or cancelled before it is admitted, the call gives its
-    /// tokens back as `acquire` does.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire), and
-    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) at once,
-    /// counted by no control, when `cost` is above the key's burst (no
-    /// wait would ever admit it).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire): dropped while waiting, it takes no
-    /// token.
-    ///
-    /// # Panics
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    /// use tokio::time::{Duration, Instant};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(600).burst(20))
-    ///     .build()?;
-    /// let start = Instant::now();
-    /// manager.acquire_n("tenant-a", Priority::HIGH, 15).await?.success();
-    /// manager.acquire_n("tenant-a", Priority::HIGH, 10).await?.success();
-    /// assert_eq!(start.elapsed(), Duration::from_millis(500)); // 5 tokens at 10 a second
-    /// let refused = manager.acquire_n("tenant-a", Priority::HIGH, 21).await.unwrap_err();
-    /// assert_eq!(refused.reason(), RejectReason::CostAboveBurst);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-    ) -> Result<Permit<'_>, Rejected> {
-        let ticket = self
-            .admit(
-                key,
-                &self.permit_request(priority, cost, Patience::AsConfigured),
-            )
-            .await?;
+        let options = options.into();
+        let request =
+            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
+        let ticket = self.admit(key, &request).await?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -187,63 +129,19 @@ where
     ///     permit.success();
     /// });
     /// task.await?;
-    /// assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+    /// assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
     /// # Ok(())
     /// # }
     /// ```
     pub async fn acquire_owned<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<OwnedPermit, Rejected> {
-        let ticket = self
-            .admit(
-                key,
-                &self.permit_request(priority, 1, Patience::AsConfigured),
-            )
-            .await?;
-        Ok(Permit::owned(&self.inner.core, ticket))
-    }
-
-    /// [`acquire_n`](Self::acquire_n), for a permit that can move into a
-    /// spawned task on its own ([`OwnedPermit`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire_n`](Self::acquire_n).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Panics
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(100)).build()?;
-    /// let permit = manager.acquire_owned_n("export", Priority::HIGH, 60).await?;
-    /// tokio::spawn(async move { permit.success() }).await?;
-    /// assert_eq!(manager.peek("export").unwrap().remaining, 40);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn acquire_owned_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-    ) -> Result<OwnedPermit, Rejected> {
-        let ticket = self
-            .admit(
-                key,
-                &self.permit_request(priority, cost, Patience::AsConfigured),
-            )
-            .await?;
+        let options = options.into();
+        let request =
+            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
+        let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 
@@ -285,46 +183,11 @@ where
     pub fn try_acquire<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<Permit<'_>, Rejected> {
-        let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
-        Ok(Permit::borrowed(self.core(), ticket))
-    }
-
-    /// [`try_acquire`](Self::try_acquire) for a call that costs `cost` rate
-    /// tokens: all of them now, or none. A cost of 0 takes no token.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire), and
-    /// [`CostAboveBurst`](crate::RejectReason::CostAboveBurst) when `cost`
-    /// is above the key's burst.
-    ///
-    /// # Panics
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(100).burst(10))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.try_acquire_n("tenant-a", Priority::HIGH, 8).unwrap().success();
-    /// let refused = manager.try_acquire_n("tenant-a", Priority::HIGH, 3).unwrap_err(); // 2 left
-    /// assert_eq!(refused.reason(), RejectReason::RateLimited);
-    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 2); // the refusal took nothing
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn try_acquire_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-    ) -> Result<Permit<'_>, Rejected> {
-        let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
+        let options = options.into();
+        let request = self.permit_request(options.priority(), options.tokens(), Patience::Never);
+        let ticket = self.admit_now(key, &request)?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
 
@@ -345,50 +208,18 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
     /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert_eq!(manager.current_rate("api"), Some(11.0));
+    /// assert_eq!(manager.key("api").rate(), Some(11.0));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[inline(always)]
     pub fn try_acquire_owned<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
-        priority: Priority,
+        options: impl Into<AdmitOptions>,
     ) -> Result<OwnedPermit, Rejected> {
-        let ticket = self.admit_now(key, &self.permit_request(priority, 1, Patience::Never))?;
-        Ok(Permit::owned(&self.inner.core, ticket))
-    }
-
-    /// [`try_acquire_n`](Self::try_acquire_n), for a permit that can move
-    /// into a spawned task on its own ([`OwnedPermit`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire_n`](Self::try_acquire_n).
-    ///
-    /// # Panics
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(100))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// let permit = manager.try_acquire_owned_n("export", Priority::HIGH, 60).unwrap();
-    /// std::thread::spawn(move || permit.success()).join().unwrap();
-    /// assert!(manager.try_acquire_owned_n("export", Priority::HIGH, 60).is_err()); // 40 left
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    #[inline(always)]
-    pub fn try_acquire_owned_n<Q: BorrowedKey<K> + ?Sized>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-    ) -> Result<OwnedPermit, Rejected> {
-        let ticket = self.admit_now(key, &self.permit_request(priority, cost, Patience::Never))?;
+        let options = options.into();
+        let request = self.permit_request(options.priority(), options.tokens(), Patience::Never);
+        let ticket = self.admit_now(key, &request)?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
 }

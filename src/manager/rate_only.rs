@@ -67,50 +67,11 @@ where
     /// # }
     /// ```
     pub async fn wait<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Result<(), Rejected> {
-        self.wait_n(key, 1).await
+        self.key(key).wait(1).await
     }
 
-    /// [`wait`](Self::wait) for a call that costs `cost` tokens (bytes,
-    /// rows, an LLM's tokens): resolves when all of them are there, and
-    /// takes them at once. A cost of 0 takes nothing. Without a rate
-    /// configured, resolves at once.
-    ///
-    /// # Errors
-    ///
-    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) at once, taking nothing, when
-    /// `cost` is above the key's burst: the bucket never holds that many;
-    /// [`RejectReason::Deadline`](crate::RejectReason::Deadline) as for [`wait`](Self::wait).
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`wait`](Self::wait): dropped before it resolves, it takes no
-    /// token.
-    ///
-    /// # Panics
-    ///
-    /// As [`wait`](Self::wait).
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use tokio::time::{Duration, Instant};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// // 1 MB a second, 256 kB at once.
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(1_000_000).burst(256_000))
-    ///     .build()?;
-    /// let start = Instant::now();
-    /// for _ in 0..3 {
-    ///     manager.wait_n("mirror.example", 200_000).await?;
-    /// }
-    /// // 600 kB: the first 256 kB at once, the rest at 1 MB a second.
-    /// assert_eq!(start.elapsed(), Duration::from_millis(344));
-    /// assert!(manager.wait_n("mirror.example", 300_000).await.is_err());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub async fn wait_n<Q: BorrowedKey<K> + ?Sized>(
+    /// The work of [`KeyHandle::wait`](super::KeyHandle::wait).
+    pub(crate) async fn key_wait_n<Q: BorrowedKey<K> + ?Sized>(
         &self,
         key: &Q,
         cost: u32,
@@ -140,35 +101,15 @@ where
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn check<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Result<(), Rejected> {
-        self.check_n(key, 1)
+        self.key(key).check(1)
     }
 
-    /// [`check`](Self::check) for a call that costs `cost` tokens: takes
-    /// all of them if they are all there now, else none. A cost of 0 takes
-    /// nothing. Without a rate configured, always `Ok`.
-    ///
-    /// # Errors
-    ///
-    /// As [`check`](Self::check), and
-    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) (no
-    /// [`retry_after`](Rejected::retry_after): never) when `cost` is above
-    /// the key's burst.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(600).burst(20))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.check_n("tenant-a", 15)?;
-    /// assert_eq!(manager.peek("tenant-a").unwrap().remaining, 5);
-    /// let refused = manager.check_n("tenant-a", 6).unwrap_err(); // takes nothing
-    /// assert_eq!(refused.retry_after(), Some(std::time::Duration::from_millis(100)));
-    /// manager.check_n("tenant-a", 5)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn check_n<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, cost: u32) -> Result<(), Rejected> {
+    /// The work of [`KeyHandle::check`](super::KeyHandle::check).
+    pub(crate) fn key_check_n<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        cost: u32,
+    ) -> Result<(), Rejected> {
         let request = Request::new(
             self.core(),
             Priority::HIGH,
@@ -270,49 +211,19 @@ where
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }
 
-    /// `key`'s current rate in calls per second, or `None` if the key is not
-    /// live (never seen, or evicted). Does not create the key.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert_eq!(manager.current_rate("api"), None);
-    /// manager.increment("api");
-    /// assert_eq!(manager.current_rate("api"), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
-    pub fn current_rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
+    /// The work of [`KeyHandle::rate`](super::KeyHandle::rate).
+    pub(crate) fn key_current_rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         let state = self.inner.keys.state(key)?;
         let core = self.core();
         core.rate_of(&state).map(|_| core.rate_in_force(&state))
     }
 
-    /// Pauses `key`'s rate for `pause`, as a server's `Retry-After` asks:
-    /// no call of the key starts before then (`wait` and `acquire` wait,
-    /// `check` and `try_acquire` are refused with that `retry_after`), and
-    /// the rate resumes after it with an empty bucket. Pauses longer than
-    /// the manager's [maximum](crate::ThrottleManagerBuilder::max_defer) are
-    /// cut to it. Returns the pause applied, or `None` if the manager has no
-    /// rate or the key space had no room for the key.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(100.0)).build()?;
-    /// // The server answered 429 with `Retry-After: 30`.
-    /// assert_eq!(manager.defer("api", Duration::from_secs(30)), Some(Duration::from_secs(30)));
-    /// assert_eq!(manager.check("api").unwrap_err().retry_after(), Some(Duration::from_secs(30)));
-    /// let start = tokio::time::Instant::now();
-    /// manager.wait("api").await?;
-    /// assert_eq!(start.elapsed(), Duration::from_secs(30));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn defer<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q, pause: Duration) -> Option<Duration> {
+    /// The work of [`KeyHandle::defer`](super::KeyHandle::defer).
+    pub(crate) fn key_defer<Q: BorrowedKey<K> + ?Sized>(
+        &self,
+        key: &Q,
+        pause: Duration,
+    ) -> Option<Duration> {
         let core = self.core();
         let pause = pause.min(core.max_defer);
         let now = core.now();
@@ -340,11 +251,11 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// manager.increment("api");
-    /// assert_eq!(manager.rate("api"), manager.current_rate("api"));
+    /// assert_eq!(manager.rate("api"), manager.key("api").rate());
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     #[deprecated(since = "0.3.0", note = "a key's rate now is `current_rate(key)`")]
     pub fn rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
-        self.current_rate(key)
+        self.key(key).rate()
     }
 }

@@ -184,7 +184,7 @@ impl<'a> CostPermit<'a> {
     /// # use portcullis::*;
     /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).limit("tokens", RateConfig::adaptive(1_000.0).burst(100)).build()?;
     /// manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokens", 10)).unwrap().overloaded();
-    /// assert!(manager.limit("tokens").unwrap().current_rate("model-a").unwrap() < 1_000.0);
+    /// assert!(manager.limit("tokens").unwrap().key("model-a").rate().unwrap() < 1_000.0);
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn overloaded(self) {

@@ -192,17 +192,17 @@ pub enum Decrease {
 /// let key = "example.com";
 /// manager.increment(key);
 /// manager.increment(key);
-/// assert_eq!(manager.current_rate(key), Some(12.0));
+/// assert_eq!(manager.key(key).rate(), Some(12.0));
 /// manager.decrement(key);
-/// assert_eq!(manager.current_rate(key), Some(2.0));
+/// assert_eq!(manager.key(key).rate(), Some(2.0));
 /// for _ in 0..20 {
 ///     manager.increment(key);
 /// }
-/// assert_eq!(manager.current_rate(key), Some(20.0)); // capped at the upper bound
+/// assert_eq!(manager.key(key).rate(), Some(20.0)); // capped at the upper bound
 /// for _ in 0..20 {
 ///     manager.decrement(key);
 /// }
-/// assert_eq!(manager.current_rate(key), Some(1.0)); // floored at the lower bound
+/// assert_eq!(manager.key(key).rate(), Some(1.0)); // floored at the lower bound
 /// # Ok(())
 /// # }
 /// ```
@@ -315,7 +315,7 @@ impl RateConfig {
     /// # }
     /// let manager = manager(RateConfig::per_minute(600).burst(20));
     /// assert_eq!((0..30).filter(|_| manager.check("tenant-a").is_ok()).count(), 20);
-    /// assert_eq!(manager.current_rate("tenant-a"), Some(10.0)); // 600 a minute, 10 a second
+    /// assert_eq!(manager.key("tenant-a").rate(), Some(10.0)); // 600 a minute, 10 a second
     /// ```
     pub fn per_minute(calls: u32) -> Self {
         Self::per(calls, Duration::from_secs(60))
@@ -411,7 +411,7 @@ impl RateConfig {
     /// for _ in 0..3 {
     ///     manager.increment("api");
     /// }
-    /// assert_eq!(manager.current_rate("api"), Some(50.0));
+    /// assert_eq!(manager.key("api").rate(), Some(50.0));
     /// assert_eq!(manager.decrement("api"), Some(2.0));
     /// ```
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {

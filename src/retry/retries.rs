@@ -99,7 +99,7 @@ impl fmt::Display for GaveUp {
 ///     .bulkhead(BulkheadConfig::new(8))
 ///     .retry(RetryPolicy::new().max_retries(2))
 ///     .build()?;
-/// let mut retries = manager.retries("api", Priority::HIGH);
+/// let mut retries = manager.key("api").retries(Priority::HIGH);
 /// let mut sent = Vec::new();
 /// loop {
 ///     let permit = manager.acquire("api", retries.priority()).await?;
@@ -184,7 +184,7 @@ impl<'m> Retries<'m> {
     /// ```
     /// # use portcullis::{retry::RetryPolicy, *};
     /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).retry(RetryPolicy::new()).build()?;
-    /// let retries = manager.retries("api", Priority::HIGH);
+    /// let retries = manager.key("api").retries(Priority::HIGH);
     /// assert_eq!(retries.priority(), Priority::HIGH); // no retry yet
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -208,7 +208,7 @@ impl<'m> Retries<'m> {
     /// ```
     /// # use portcullis::{retry::RetryPolicy, *};
     /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).retry(RetryPolicy::new()).build()?;
-    /// let retries = manager.retries("api", Priority::HIGH);
+    /// let retries = manager.key("api").retries(Priority::HIGH);
     /// assert!(retries.may_retry(true)); // a GET
     /// assert!(!retries.may_retry(false)); // a POST, by default
     /// # Ok::<(), ConfigError>(())
@@ -224,7 +224,7 @@ impl<'m> Retries<'m> {
     /// ```
     /// # use portcullis::{retry::RetryPolicy, *};
     /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).retry(RetryPolicy::new()).build()?;
-    /// assert_eq!(manager.retries("api", Priority::HIGH).made(), 0);
+    /// assert_eq!(manager.key("api").retries(Priority::HIGH).made(), 0);
     /// # Ok::<(), ConfigError>(())
     /// ```
     pub fn made(&self) -> u32 {
@@ -240,7 +240,7 @@ impl<'m> Retries<'m> {
     /// # use std::time::Duration;
     /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new())
     /// #     .retry(RetryPolicy::new().deadline(Duration::from_secs(30))).build()?;
-    /// let retries = manager.retries("api", Priority::HIGH);
+    /// let retries = manager.key("api").retries(Priority::HIGH);
     /// assert_eq!(retries.deadline(), Some(Duration::from_secs(30)));
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -257,7 +257,7 @@ impl<'m> Retries<'m> {
     /// # use std::time::Duration;
     /// # let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).clock(clock::ManualClock::new())
     /// #     .retry(RetryPolicy::new().deadline(Duration::from_secs(30))).build()?;
-    /// let retries = manager.retries("api", Priority::HIGH);
+    /// let retries = manager.key("api").retries(Priority::HIGH);
     /// assert_eq!(retries.remaining(), Some(Duration::from_secs(30)));
     /// # Ok::<(), ConfigError>(())
     /// ```
@@ -285,7 +285,7 @@ impl<'m> Retries<'m> {
     ///     .throttle(ThrottleConfig::new())
     ///     .retry(RetryPolicy::new().deadline(Duration::from_secs(1)))
     ///     .build()?;
-    /// let retries = manager.retries("api", Priority::HIGH);
+    /// let retries = manager.key("api").retries(Priority::HIGH);
     /// let slow = retries.within(tokio::time::sleep(Duration::from_secs(2))).await;
     /// assert_eq!(slow, None);
     /// # Ok(())
@@ -345,7 +345,7 @@ impl<'m> Retries<'m> {
     ///     .throttle(ThrottleConfig::new())
     ///     .retry(RetryPolicy::new().deadline(Duration::from_secs(10)))
     ///     .build()?;
-    /// let mut retries = manager.retries("api", Priority::HIGH);
+    /// let mut retries = manager.key("api").retries(Priority::HIGH);
     /// // The server asked for 30 s: past the deadline, so no wait at all.
     /// let start = tokio::time::Instant::now();
     /// let cause = RetryCause::Overloaded { pause: Some(Duration::from_secs(30)) };

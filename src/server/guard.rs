@@ -60,7 +60,7 @@ impl ServiceGuard {
         let clock: Arc<dyn Clock> = Arc::clone(&clients.core().clock);
         let manager = ThrottleManager::<String>::builder()
             .bulkhead(by_priority(first))
-            .priority_levels(clients.priority_levels())
+            .priority_levels(clients.settings().priority_levels())
             .name("service_guard")
             .key_names(String::clone)
             .shared_clock(clock)
@@ -68,7 +68,8 @@ impl ServiceGuard {
             .expect("the guard's limits were checked");
         for (prefix, config) in &groups[1..] {
             manager
-                .set_bulkhead_override(prefix.as_str(), by_priority(config))
+                .key(prefix.as_str())
+                .set_bulkhead(by_priority(config))
                 .expect("a checked limit, on a manager with a bulkhead");
         }
         // Longest first; `/` is the shortest of all.

@@ -132,7 +132,7 @@ impl ThrottleLayer {
     ///     .service_guard(BulkheadConfig::new(64).queue(128))
     ///     .build()?;
     /// let guard = layer.service_guard().unwrap();
-    /// assert_eq!(guard.name(), Some("service_guard"));
+    /// assert_eq!(guard.settings().name(), Some("service_guard"));
     /// # Ok::<(), portcullis::ConfigError>(())
     /// ```
     pub fn service_guard(&self) -> Option<&ThrottleManager<String>> {

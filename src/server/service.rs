@@ -198,7 +198,7 @@ impl LayerSettings {
         let Some(value) = head.headers.get(name) else {
             return Ok(self.priority);
         };
-        let levels = self.manager.priority_levels();
+        let levels = self.manager.settings().priority_levels();
         value
             .to_str()
             .ok()

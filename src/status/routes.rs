@@ -166,8 +166,8 @@ where
         sampled_at_ms,
         sample_every_ms: shared.settings.sample_every.as_millis() as u64,
         totals: Totals {
-            manager: shared.manager.name().map(str::to_owned),
-            keys_live: shared.manager.len(),
+            manager: shared.manager.settings().name().map(str::to_owned),
+            keys_live: shared.manager.keys().len(),
             max_keys,
             evicted,
             refusals: shared.refusals.totals().into_iter().collect(),

@@ -85,7 +85,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// // 100 failures: (100 - 2 * 0) / (100 + 1/s * 60 s)
     /// assert_eq!(after(ThrottleConfig::new(), 100, 0), 0.625);
@@ -111,7 +111,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// // 100 requests, 40 accepted: (100 - 1.5 * 40) / (100 + 60)
     /// assert_eq!(after(ThrottleConfig::new().ratio(1.5), 60, 40), 0.25);
@@ -132,7 +132,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// // 100 failures: 100 / (100 + 0.5/s * 60 s)
     /// assert_eq!(after(ThrottleConfig::new().min_rate(0.5), 100, 0), 100.0 / 130.0);
@@ -155,7 +155,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// use std::time::Duration;
     /// // 100 failures: 100 / (100 + 1/s * 10 s)
@@ -177,7 +177,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// assert_eq!(after(ThrottleConfig::new().min_requests(20), 19, 0), 0.0);
     /// assert!(after(ThrottleConfig::new().min_requests(20), 20, 0) > 0.0);
@@ -197,7 +197,7 @@ impl ThrottleConfig {
     /// #     let manager = ThrottleManager::<String>::builder().throttle(config).build().unwrap();
     /// #     (0..failures).for_each(|_| { manager.decrement("db"); });
     /// #     (0..successes).for_each(|_| { manager.increment("db"); });
-    /// #     manager.rejection_probability("db", Priority::HIGH).unwrap()
+    /// #     manager.key("db").rejection_probability(Priority::HIGH).unwrap()
     /// # }
     /// // 1,000 failures would give 1000 / 1060
     /// assert_eq!(after(ThrottleConfig::new().max_rejection(0.9), 1_000, 0), 0.9);

@@ -82,7 +82,7 @@ async fn run_with(
             }
         }
         if start.elapsed() > warm_up {
-            limits.push(manager.concurrency_limit("db").unwrap());
+            limits.push(manager.key("db").concurrency_limit().unwrap());
         }
     }
     let mut latencies = Vec::new();
@@ -170,8 +170,8 @@ async fn the_limit_grows_when_every_slot_is_taken_with_nobody_queued() {
     for task in tasks {
         task.await.unwrap();
     }
-    let learned = manager.concurrency_limit("db").unwrap();
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    let learned = manager.key("db").concurrency_limit().unwrap();
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(0));
     // A hundred callers, a backend that never slows: the limit climbs
     // toward them.
     assert!(learned >= 50, "the limit stayed at {learned}");
@@ -198,7 +198,7 @@ async fn a_neutral_outcome_frees_its_slot_on_a_learned_limit() {
         for permit in permits {
             permit.report(portcullis::Outcome::Neutral);
         }
-        assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+        assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
     }
 }
 
@@ -210,7 +210,7 @@ async fn learned() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .build()?;
     let permit = manager.acquire("db", Priority::HIGH).await?;
     permit.success();
-    let _limit: Option<u32> = manager.concurrency_limit("db");
+    let _limit: Option<u32> = manager.key("db").concurrency_limit();
     Ok(())
 }
 
@@ -238,7 +238,7 @@ async fn a_limit_its_calls_never_fill_does_not_grow() {
         backend.call().await;
         permit.success();
     }
-    let learned = manager.concurrency_limit("db").unwrap();
+    let learned = manager.key("db").concurrency_limit().unwrap();
     assert!(
         learned <= 2,
         "one caller at a time took the limit to {learned}"
@@ -283,7 +283,7 @@ async fn probes_come_as_often_and_as_long_as_tuned() {
     let mut probing = Vec::new();
     while start.elapsed() < length {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        if manager.concurrency_limit("db") == Some(1) {
+        if manager.key("db").concurrency_limit() == Some(1) {
             probing.push(start.elapsed().as_millis() as u64);
         }
     }

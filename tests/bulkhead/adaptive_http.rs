@@ -84,7 +84,7 @@ async fn run(
     Counted {
         ok: ok.load(Ordering::Relaxed),
         unavailable: unavailable.load(Ordering::Relaxed),
-        limit: manager.concurrency_limit("server"),
+        limit: manager.key("server").concurrency_limit(),
     }
 }
 

@@ -395,7 +395,7 @@ async fn a_newcomer_to_an_overloaded_queue_waits_the_target_even_while_no_slot_f
         tokio::time::sleep(10 * MS).await;
     }
     tokio::time::sleep(25 * MS).await;
-    let snapshot = manager.snapshot("svc").unwrap();
+    let snapshot = manager.key("svc").snapshot().unwrap();
     assert_eq!(snapshot.active, Some(1), "the slot is held for a second");
     let arrived = Instant::now();
     let refused = manager.acquire("svc", Priority::HIGH).await.unwrap_err();

@@ -73,7 +73,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
     for _ in 0..10 {
         busy.push(manager.acquire("payments", Priority::LOW).await?);
     }
-    assert_eq!(manager.snapshot("payments").unwrap().active, Some(10));
+    assert_eq!(manager.key("payments").snapshot().unwrap().active, Some(10));
     // All 10 are busy: the next call waits in the queue, and the first slot
     // released goes to it.
     let waiter = tokio::spawn({
@@ -86,11 +86,11 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
         }
     });
     settle().await;
-    assert_eq!(manager.snapshot("payments").unwrap().queued, Some(1));
+    assert_eq!(manager.key("payments").snapshot().unwrap().queued, Some(1));
     tokio::time::sleep(Duration::from_millis(100)).await; // within the 200 ms queue timeout
     busy.pop().unwrap().success();
     waiter.await??;
-    assert_eq!(manager.snapshot("payments").unwrap().active, Some(9));
+    assert_eq!(manager.key("payments").snapshot().unwrap().active, Some(9));
     Ok(())
 }
 }
@@ -112,7 +112,7 @@ async fn waiters_go_by_priority_then_arrival_and_newcomers_never_overtake() {
         calls.push(spawn_call(&manager, name, priority, hold, &order));
         settle().await;
     }
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(5));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(5));
     // A newcomer with try_acquire finds no free slot: it never jumps the queue.
     assert_eq!(
         manager
@@ -128,7 +128,7 @@ async fn waiters_go_by_priority_then_arrival_and_newcomers_never_overtake() {
         *order.lock().unwrap(),
         ["first", "high-1", "medium-1", "medium-2", "low-1", "low-2"]
     );
-    let status = manager.snapshot("db").unwrap();
+    let status = manager.key("db").snapshot().unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
 }
 }
@@ -150,7 +150,7 @@ async fn a_released_slot_goes_straight_to_the_head_of_the_queue() {
     drop(permit);
     // The slot now belongs to the waiter, even before it runs: a newcomer
     // cannot take it.
-    assert_eq!(manager.snapshot("db").unwrap().active, Some(1));
+    assert_eq!(manager.key("db").snapshot().unwrap().active, Some(1));
     assert!(manager.try_acquire("db", Priority::HIGH).is_err());
     assert_eq!(waiter.await.unwrap().unwrap(), Priority::LOW);
 }
@@ -183,7 +183,7 @@ async fn a_waiter_is_rejected_after_the_queue_timeout() {
     assert_eq!(start.elapsed(), Duration::from_millis(200));
     assert_eq!(rejected.reason(), RejectReason::QueueTimeout);
     assert_eq!((rejected.active(), rejected.queued()), (Some(1), Some(1)));
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(0));
 }
 }
 
@@ -336,13 +336,13 @@ async fn a_cancelled_waiter_leaves_the_queue_at_once() {
         tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
     };
     settle().await;
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(1));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(1));
     waiter.abort();
     let _ = waiter.await;
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(0));
     drop(busy);
     assert_eq!(
-        manager.snapshot("db").unwrap().active,
+        manager.key("db").snapshot().unwrap().active,
         Some(0),
         "no slot went to the gone waiter"
     );
@@ -372,7 +372,7 @@ async fn a_slot_handed_to_a_waiter_as_it_is_cancelled_passes_on() {
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
     assert!(second.await.unwrap());
-    let status = manager.snapshot("db").unwrap();
+    let status = manager.key("db").snapshot().unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
 }
 }
@@ -388,7 +388,7 @@ async fn a_panic_inside_the_call_releases_the_slot() {
         })
     };
     assert!(task.await.unwrap_err().is_panic());
-    assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
     assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
 }
 }
@@ -399,7 +399,7 @@ async fn try_acquire_never_queues() {
     let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
     let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::Full);
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(0));
 }
 }
 
@@ -441,7 +441,7 @@ async fn a_waiter_given_up_in_the_queue_gives_the_rate_token_back() {
         tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
     };
     settle().await;
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(1));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(1));
     assert_eq!(manager.peek("db").unwrap().remaining, 0);
     waiter.abort();
     let _ = waiter.await;
@@ -480,7 +480,7 @@ async fn a_rate_rejection_in_try_acquire_frees_the_slot() {
     drop(manager.try_acquire("db", Priority::HIGH).unwrap());
     let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::RateLimited);
-    assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
 }
 }
 
@@ -499,7 +499,7 @@ async fn the_rate_is_waited_for_before_a_slot_is_taken() {
         tokio::spawn(async move { manager.acquire("db", Priority::HIGH).await.is_ok() })
     };
     settle().await;
-    assert_eq!(manager.snapshot("db").unwrap().active, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
     assert!(sleeper.await.unwrap());
 }
 }
@@ -578,7 +578,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
     );
     let _a = manager.try_acquire("example.com", Priority::HIGH).unwrap();
     let _b = manager.try_acquire("example.com", Priority::HIGH).unwrap();
-    assert_eq!(manager.snapshot("example.com").unwrap().active, None);
+    assert_eq!(manager.key("example.com").snapshot().unwrap().active, None);
 
     let err = ThrottleManager::<String>::builder()
         .bulkhead_override("api", BulkheadConfig::new(0))
@@ -654,7 +654,7 @@ paused_test! {
         let mut waiting = Box::pin(owned_acquire(&manager));
         let mut elsewhere = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(waiting.as_mut().poll(&mut elsewhere).is_pending());
-        assert_eq!(manager.snapshot("db").unwrap().queued, Some(1));
+        assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(1));
         // ...then runs in a task of its own: the slot given back wakes that
         // task, not the waker it was first polled with.
         let task = tokio::spawn(waiting);

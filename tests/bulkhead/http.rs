@@ -57,7 +57,7 @@ async fn with_the_bulkhead_at_the_servers_limit_nothing_gets_503() {
         .build()
         .unwrap();
     assert_eq!(send_all(&url, Some(manager.clone())).await, 0);
-    let status = manager.snapshot("server").unwrap();
+    let status = manager.key("server").snapshot().unwrap();
     assert_eq!((status.active, status.queued), (Some(0), Some(0)));
     // The same load without the bulkhead overloads the server.
     assert!(

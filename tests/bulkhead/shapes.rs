@@ -97,7 +97,7 @@ async fn run(shape: Shape, config: BulkheadConfig) -> Settled {
     while start.elapsed() < LENGTH {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if start.elapsed() > half {
-            limits.push(manager.concurrency_limit("api").unwrap());
+            limits.push(manager.key("api").concurrency_limit().unwrap());
         }
     }
     for task in tasks {

@@ -123,7 +123,7 @@ async fn run(overflow: Overflow) {
             .unwrap();
     }
     for (k, key) in KEYS.iter().enumerate() {
-        let status = manager.snapshot(*key).unwrap();
+        let status = manager.key(*key).snapshot().unwrap();
         assert_eq!(
             status.active,
             Some(0),

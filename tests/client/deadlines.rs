@@ -43,7 +43,7 @@ async fn healthy_host_run(server: &Server, timeout: Option<Duration>) -> (usize,
     for request in requests {
         answered += usize::from(request.await.unwrap());
     }
-    (answered, manager.current_rate(&server.key()).unwrap())
+    (answered, manager.key(&server.key()).rate().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +159,7 @@ async fn a_request_cut_short_by_its_own_timeout_is_neutral_and_says_so() {
         "{timed_out}"
     );
     assert_eq!(
-        manager.current_rate(&server.key()),
+        manager.key(&server.key()).rate(),
         Some(50.0),
         "not overload"
     );

@@ -200,11 +200,11 @@ async fn a_host_that_refuses_everything_does_not_slow_a_healthy_one() {
     // The sick host's rate fell (halved once a second, the cooldown);
     // the healthy one's rose from
     // 20/s, and it was served at least what 20/s for 2 s allows.
-    assert!(manager.current_rate(&sick.key()).unwrap() <= 5.0);
-    assert!(manager.current_rate(&healthy.key()).unwrap() > 20.0);
+    assert!(manager.key(&sick.key()).rate().unwrap() <= 5.0);
+    assert!(manager.key(&healthy.key()).rate().unwrap() > 20.0);
     let served = healthy.arrivals().len();
     assert!(served >= 40, "the healthy host served {served} in 2 s");
-    let snapshot = manager.snapshot(healthy.key().as_str()).unwrap();
+    let snapshot = manager.key(healthy.key().as_str()).snapshot().unwrap();
     assert_eq!(snapshot.priorities[0].rejection_probability, 0.0);
 }
 
@@ -274,7 +274,7 @@ async fn a_failure_does_not_stretch_the_pause_its_own_response_set() {
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let held = manager.peek(limited.key().as_str()).unwrap();
     assert!(
-        manager.current_rate(limited.key().as_str()).unwrap() < 20.0,
+        manager.key(limited.key().as_str()).rate().unwrap() < 20.0,
         "the failure counted"
     );
     assert!(
@@ -318,7 +318,7 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
             timed_out.to_string(),
             "no answer within the call timeout of 200ms"
         );
-        let snapshot = manager.snapshot(&server.key()).unwrap();
+        let snapshot = manager.key(&server.key()).snapshot().unwrap();
         assert_eq!(
             snapshot.active,
             Some(0),
@@ -327,7 +327,7 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
     }
     assert_eq!(server.arrivals().len(), 2, "both requests were sent");
     assert_eq!(
-        manager.current_rate(&server.key()),
+        manager.key(&server.key()).rate(),
         Some(50.0),
         "a timeout is overload"
     );
@@ -407,25 +407,25 @@ async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
         .await
         .unwrap_err();
     assert!(error.is_connect(), "{error}");
-    assert_eq!(manager.current_rate(&closed.to_string()), Some(5.0));
+    assert_eq!(manager.key(&closed.to_string()).rate(), Some(5.0));
 
     // Slower than the client's 500 ms timeout.
     let slow = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(5))).await;
     let error = client.get(slow.url()).send().await.unwrap_err();
     assert!(error.is_timeout(), "{error}");
-    assert_eq!(manager.current_rate(&slow.key()), Some(5.0));
+    assert_eq!(manager.key(&slow.key()).rate(), Some(5.0));
 
     let missing = Server::always(StatusCode::NOT_FOUND).await;
     let response = client.get(missing.url()).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
-    assert_eq!(manager.current_rate(&missing.key()), Some(10.0));
+    assert_eq!(manager.key(&missing.key()).rate(), Some(10.0));
 
     // A success counts when its body has been read: the call ends there.
     let fine = Server::always(StatusCode::OK).await;
     let response = client.get(fine.url()).send().await.unwrap();
-    assert_eq!(manager.current_rate(&fine.key()), Some(10.0));
+    assert_eq!(manager.key(&fine.key()).rate(), Some(10.0));
     response.bytes().await.unwrap();
-    assert_eq!(manager.current_rate(&fine.key()), Some(11.0));
+    assert_eq!(manager.key(&fine.key()).rate(), Some(11.0));
 }
 
 #[tokio::test]
@@ -574,7 +574,7 @@ async fn sixteen_callers_against_a_50_per_second_server(read_bodies: bool) -> (f
          {:.1}/s",
         100.0 * refused_share,
         100.0 * goodput,
-        manager.current_rate(&server.key()).unwrap()
+        manager.key(&server.key()).rate().unwrap()
     );
     assert_eq!((other, errors), (0, 0));
     (goodput, refused_share)
@@ -603,7 +603,7 @@ async fn callers_that_read_only_the_status_still_learn_the_servers_capacity() {
 /// What one call taught a key whose rate starts at 1/s: the throttle's
 /// counts (requests, accepts) and whether the rate rose, fell or stayed.
 fn learned(manager: &ThrottleManager<String>, key: &str) -> ((u64, u64), std::cmp::Ordering) {
-    let snapshot = manager.snapshot(key).unwrap();
+    let snapshot = manager.key(key).snapshot().unwrap();
     let high = snapshot.priorities[0];
     let rate = snapshot.rate.unwrap();
     ((high.requests, high.accepts), rate.total_cmp(&1.0))
@@ -626,9 +626,15 @@ async fn a_body_dropped_after_a_200_head_is_a_success() {
     let manager = learning_manager();
     let response = client(&manager).get(server.url()).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(1));
+    assert_eq!(
+        manager.key(&server.key()).snapshot().unwrap().active,
+        Some(1)
+    );
     drop(response);
-    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(0));
+    assert_eq!(
+        manager.key(&server.key()).snapshot().unwrap().active,
+        Some(0)
+    );
     assert_eq!(
         learned(&manager, &server.key()),
         ((1, 1), std::cmp::Ordering::Greater)
@@ -643,7 +649,10 @@ async fn a_body_dropped_after_a_503_head_is_overload() {
     let response = client(&manager).get(server.url()).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     drop(response);
-    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(0));
+    assert_eq!(
+        manager.key(&server.key()).snapshot().unwrap().active,
+        Some(0)
+    );
     assert_eq!(
         learned(&manager, &server.key()),
         ((1, 0), std::cmp::Ordering::Less)

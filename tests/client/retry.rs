@@ -39,7 +39,7 @@ fn through(manager: &ThrottleManager<String>) -> ClientWithMiddleware {
 }
 
 fn retry_tokens(manager: &ThrottleManager<String>, key: &str) -> f64 {
-    manager.snapshot(key).unwrap().retry_tokens.unwrap()
+    manager.key(key).snapshot().unwrap().retry_tokens.unwrap()
 }
 
 // ---- What is sent again ----
@@ -132,7 +132,7 @@ async fn a_retry_goes_in_one_priority_level_lower() {
         .build()
         .unwrap();
     through(&manager).get(server.url()).send().await.unwrap();
-    let counted = manager.snapshot(&server.key()).unwrap().priorities;
+    let counted = manager.key(&server.key()).snapshot().unwrap().priorities;
     // The first attempt (503) at HIGH, the retry (200) one level lower.
     let at = |level: usize| (counted[level].requests, counted[level].accepts);
     assert_eq!((at(0), at(1)), ((1, 0), (1, 1)));
@@ -185,7 +185,10 @@ async fn a_request_still_in_flight_at_the_deadline_is_dropped_there() {
         Some(Duration::from_secs(1))
     );
     // Its slot is free again: the bulkhead holds no call.
-    assert_eq!(manager.snapshot(&server.key()).unwrap().active, Some(0));
+    assert_eq!(
+        manager.key(&server.key()).snapshot().unwrap().active,
+        Some(0)
+    );
 }
 
 // ---- The retry storm, against reqwest-retry ----

@@ -72,7 +72,7 @@ async fn a_download_holds_its_slot_until_its_body_is_read() {
         streams.most()
     );
     // Each download was a success, counted when its body ended.
-    let snapshot = manager.snapshot(&addr.to_string()).unwrap();
+    let snapshot = manager.key(&addr.to_string()).snapshot().unwrap();
     let high = snapshot.priorities[0];
     assert_eq!((high.requests, high.accepts), (8, 8));
     assert_eq!(snapshot.active, Some(0));
@@ -104,7 +104,7 @@ async fn a_body_that_breaks_off_is_overload_and_one_dropped_unread_is_its_heads_
     let client = client(ThrottleMiddleware::new(manager.clone()));
     let key = addr.to_string();
     let counted = || {
-        let snapshot = manager.snapshot(&key).unwrap();
+        let snapshot = manager.key(&key).snapshot().unwrap();
         let high = snapshot.priorities[0];
         (high.requests, high.accepts, snapshot.active)
     };

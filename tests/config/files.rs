@@ -22,7 +22,9 @@ queue_timeout = "250ms"
 
 fn problems(toml_text: &str) -> Vec<String> {
     let config: ManagerConfig = toml::from_str(toml_text).unwrap();
-    ThrottleManager::<String>::from_config(config)
+    ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
         .unwrap_err()
         .problems()
         .iter()
@@ -33,10 +35,13 @@ fn problems(toml_text: &str) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn the_issue_example_builds_a_working_manager() {
     let config: ManagerConfig = toml::from_str(ISSUE_EXAMPLE).unwrap();
-    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
+        .unwrap();
     // The rate: 10/s, burst 5, +1 on success.
     manager.increment("example.com");
-    assert_eq!(manager.current_rate("example.com"), Some(11.0));
+    assert_eq!(manager.key("example.com").rate(), Some(11.0));
     // The override: api.github.com has a bulkhead of 4; other keys none.
     let permits: Vec<_> = (0..4)
         .map(|_| {
@@ -50,11 +55,13 @@ async fn the_issue_example_builds_a_working_manager() {
         .try_acquire("api.github.com", Priority::HIGH)
         .unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::Full);
-    assert_eq!(manager.snapshot("example.com").unwrap().active, None);
+    assert_eq!(manager.key("example.com").snapshot().unwrap().active, None);
     drop(permits);
     // The throttle is there for every key.
     assert_eq!(
-        manager.rejection_probability("example.com", Priority::LOW),
+        manager
+            .key("example.com")
+            .rejection_probability(Priority::LOW),
         Some(0.0)
     );
 }
@@ -67,7 +74,12 @@ fn the_shipped_example_file_is_valid() {
     ))
     .unwrap();
     let config: ManagerConfig = toml::from_str(&text).unwrap();
-    assert!(ThrottleManager::<String>::from_config(config).is_ok());
+    assert!(
+        ThrottleManager::<String>::builder()
+            .config(config)
+            .build()
+            .is_ok()
+    );
 }
 
 #[test]
@@ -147,7 +159,10 @@ async fn max_wait_from_a_file_bounds_how_long_acquire_waits() {
         "#,
     )
     .unwrap();
-    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
+        .unwrap();
     for _ in 0..2 {
         drop(manager.acquire("k", Priority::LOW).await.unwrap()); // neutral: the rate stays 10/s
     }
@@ -206,7 +221,8 @@ fn a_control_set_in_code_survives_a_file_without_it() {
     throttle.decrement("api");
     assert!(
         throttle
-            .rejection_probability("api", Priority::LOW)
+            .key("api")
+            .rejection_probability(Priority::LOW)
             .is_some(),
         "the throttle set in code"
     );
@@ -301,17 +317,20 @@ fn an_override_may_add_a_control_the_default_lacks() {
         "[default.rate]\nstarting_rate = 10\n[overrides.db.bulkhead]\nmax_concurrent = 2",
     )
     .unwrap();
-    let manager = ThrottleManager::<String>::from_config(config).unwrap();
-    assert_eq!(manager.snapshot("db").map(|s| s.active), None);
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
+        .unwrap();
+    assert_eq!(manager.key("db").snapshot().map(|s| s.active), None);
     let _held = manager
         .try_acquire("db", portcullis::Priority::HIGH)
         .unwrap();
-    assert_eq!(manager.snapshot("db").unwrap().active, Some(1));
+    assert_eq!(manager.key("db").snapshot().unwrap().active, Some(1));
     let other = manager
         .try_acquire("web", portcullis::Priority::HIGH)
         .unwrap();
     drop(other);
-    assert_eq!(manager.snapshot("web").unwrap().active, None);
+    assert_eq!(manager.key("web").snapshot().unwrap().active, None);
 }
 
 // ---- Tiers ----
@@ -346,17 +365,17 @@ fn tiered() -> ThrottleManager<String> {
 #[test]
 fn a_tier_gives_its_keys_every_control_it_sets() {
     let manager = tiered();
-    assert_eq!(manager.current_rate("premium-1"), None); // not live yet
+    assert_eq!(manager.key("premium-1").rate(), None); // not live yet
     let held: Vec<_> = (0..3)
         .map(|_| manager.try_acquire("premium-1", Priority::HIGH).unwrap())
         .collect();
-    let snapshot = manager.snapshot("premium-1").unwrap();
+    let snapshot = manager.key("premium-1").snapshot().unwrap();
     assert_eq!(snapshot.rate, Some(100.0));
     assert_eq!(snapshot.concurrency_limit, Some(3));
     assert!(!snapshot.priorities.is_empty(), "the tier's throttle");
     drop(held);
     manager.check("free-1").unwrap();
-    let free = manager.snapshot("free-1").unwrap();
+    let free = manager.key("free-1").snapshot().unwrap();
     assert_eq!((free.rate, free.concurrency_limit), (Some(10.0), Some(1)));
     assert!(free.priorities.is_empty(), "no throttle outside the tier");
 }
@@ -365,7 +384,7 @@ fn a_tier_gives_its_keys_every_control_it_sets() {
 fn an_exact_override_wins_over_the_tier() {
     let manager = tiered();
     manager.check("premium-vip").unwrap();
-    let vip = manager.snapshot("premium-vip").unwrap();
+    let vip = manager.key("premium-vip").snapshot().unwrap();
     assert_eq!(vip.rate, Some(500.0));
     // The override is the rate's alone: the tier's bulkhead still applies.
     assert_eq!(vip.concurrency_limit, Some(3));
@@ -375,7 +394,7 @@ fn an_exact_override_wins_over_the_tier() {
 fn a_tier_no_one_declared_gets_the_defaults() {
     let manager = tiered();
     manager.check("gold-1").unwrap();
-    let gold = manager.snapshot("gold-1").unwrap();
+    let gold = manager.key("gold-1").snapshot().unwrap();
     assert_eq!((gold.rate, gold.concurrency_limit), (Some(10.0), Some(1)));
 }
 
@@ -445,7 +464,7 @@ fn a_quota_in_a_file_is_a_fixed_rate() {
         (0..30).filter(|_| manager.check("tenant").is_ok()).count(),
         20
     );
-    assert_eq!(manager.current_rate("tenant"), Some(10.0));
+    assert_eq!(manager.key("tenant").rate(), Some(10.0));
     assert_eq!(manager.decrement("tenant"), Some(10.0)); // fixed
     // The override's burst is its calls: 100 at once, at 10 a second.
     assert_eq!(
@@ -523,11 +542,14 @@ fn tiers_from_a_file_give_the_keys_code_puts_in_them_their_controls() {
             .count(),
         5
     );
-    assert_eq!(manager.current_rate("pro-carol"), Some(50.0));
-    assert_eq!(manager.snapshot("pro-carol").unwrap().active, Some(0)); // its bulkhead
-    assert_eq!(manager.snapshot("free-bob").unwrap().active, None); // none by default
+    assert_eq!(manager.key("pro-carol").rate(), Some(50.0));
+    assert_eq!(manager.key("pro-carol").snapshot().unwrap().active, Some(0)); // its bulkhead
+    assert_eq!(manager.key("free-bob").snapshot().unwrap().active, None); // none by default
     // Without code to say which key is in which tier, the file is refused.
-    let err = ThrottleManager::<String>::from_config(config).unwrap_err();
+    let err = ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("call .tier_of(...)"), "{err}");
 }
 
@@ -579,13 +601,16 @@ fn a_file_may_ask_for_a_learned_concurrency_limit() {
     // Written back, it reads the same.
     let written = toml::to_string(&config).unwrap();
     assert_eq!(toml::from_str::<ManagerConfig>(&written).unwrap(), config);
-    let manager = ThrottleManager::<String>::from_config(config).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config)
+        .build()
+        .unwrap();
     // A learned limit starts by probing at its probe limit (2 by default);
     // the override is fixed.
     drop(manager.try_acquire("api", Priority::HIGH).unwrap());
     drop(manager.try_acquire("db", Priority::HIGH).unwrap());
-    assert_eq!(manager.concurrency_limit("api"), Some(2));
-    assert_eq!(manager.concurrency_limit("db"), Some(4));
+    assert_eq!(manager.key("api").concurrency_limit(), Some(2));
+    assert_eq!(manager.key("db").concurrency_limit(), Some(4));
 }
 
 #[test]

@@ -160,7 +160,7 @@ proptest! {
             Ok(config) => config,
             Err(error) => return assert_named(&error),
         };
-        match ThrottleManager::<String>::from_config(config) {
+        match ThrottleManager::<String>::builder().config(config).build() {
             Ok(manager) => {
                 // Whatever it allowed, it works: a call, an outcome, a look.
                 let runtime = tokio::runtime::Builder::new_current_thread()
@@ -173,7 +173,7 @@ proptest! {
                         permit.overloaded();
                     }
                     let _ = manager.try_acquire("web", Priority::LOW);
-                    let _ = manager.snapshot("api");
+                    let _ = manager.key("api").snapshot();
                 });
             }
             Err(error) => assert_named(&error)?,

@@ -74,7 +74,7 @@ fn run(
         result: result.unwrap(),
         events: captured.take(),
         counters,
-        snapshot: manager.snapshot("key"),
+        snapshot: manager.key("key").snapshot(),
     }
 }
 

@@ -64,8 +64,8 @@ fn a_per_key_rule_may_call_the_manager() {
         )
         .tier_of(move |key: &String| {
             if let Some(manager) = inside.get() {
-                let _ = manager.current_rate(key.as_str());
-                let _ = manager.current_rate("other");
+                let _ = manager.key(key.as_str()).rate();
+                let _ = manager.key("other").rate();
             }
             None
         })
@@ -103,10 +103,10 @@ fn a_panicking_key_name_names_the_key_unnamed_and_leaks_nothing() {
     for _ in 0..3 {
         let permit = manager.try_acquire("bad", Priority::HIGH).unwrap();
         // The key's one slot is held, and its shard is not locked.
-        assert_eq!(manager.snapshot("bad").unwrap().active, Some(1));
+        assert_eq!(manager.key("bad").snapshot().unwrap().active, Some(1));
         assert!(manager.try_acquire("bad", Priority::HIGH).is_err());
         permit.success();
-        assert_eq!(manager.snapshot("bad").unwrap().active, Some(0));
+        assert_eq!(manager.key("bad").snapshot().unwrap().active, Some(0));
     }
     assert!(manager.try_acquire("good", Priority::HIGH).is_ok());
     let lines = events.lines();
@@ -138,11 +138,11 @@ fn a_panicking_random_source_counts_nothing_and_holds_no_slot() {
             manager.decrement("db");
         }
     }));
-    let before = manager.snapshot("db").unwrap();
+    let before = manager.key("db").snapshot().unwrap();
     assert!(panics(|| {
         let _ = manager.try_acquire("db", Priority::LOW);
     }));
-    let after = manager.snapshot("db").unwrap();
+    let after = manager.key("db").snapshot().unwrap();
     assert_eq!(after.active, Some(0));
     assert_eq!(
         after.priorities[3].requests, before.priorities[3].requests,
@@ -170,7 +170,7 @@ async fn a_panicking_classifier_frees_the_slot_and_counts_the_call_once() {
             .await
     });
     assert!(task.await.unwrap_err().is_panic());
-    let snapshot = manager.snapshot("db").unwrap();
+    let snapshot = manager.key("db").snapshot().unwrap();
     assert_eq!(snapshot.active, Some(0));
     // The call was made: it counts once, as an outcome that says nothing.
     assert_eq!(snapshot.priorities[0].requests, 1);

@@ -80,7 +80,7 @@ async fn a_local_refusal_is_a_grpc_status_and_reaches_no_server() {
     assert_eq!(refused.message(), "rate limited");
     assert!(refused.metadata().get("grpc-retry-pushback-ms").is_some());
     assert!(
-        per_host.snapshot(HEALTH).is_some(),
+        per_host.key(HEALTH).snapshot().is_some(),
         "keyed by the gRPC service"
     );
 }
@@ -256,7 +256,7 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
          ({:.1} %), goodput {:.1} % of 50/s, learned rate {:.1}/s",
         100.0 * refused_share,
         100.0 * goodput,
-        per_host.current_rate(HEALTH).unwrap()
+        per_host.key(HEALTH).rate().unwrap()
     );
     assert!(refused_share <= 0.05, "refused {refused_share:.3}");
     assert!(goodput >= 0.8, "goodput {goodput:.3}");
@@ -292,12 +292,12 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
             status.message(),
             "no answer within the call timeout of 200ms"
         );
-        let active = per_host.snapshot(HEALTH).unwrap().active;
+        let active = per_host.key(HEALTH).snapshot().unwrap().active;
         assert_eq!(active, Some(0), "attempt {attempt}: the slot is free");
     }
     assert_eq!(arrived.load(Ordering::Relaxed), 2, "both calls were sent");
     assert!(
-        per_host.current_rate(HEALTH).unwrap() < 100.0,
+        per_host.key(HEALTH).rate().unwrap() < 100.0,
         "a timeout is overload"
     );
 }
@@ -334,7 +334,7 @@ async fn the_call_timeout_runs_on_the_managers_clock() {
         .unwrap()
         .unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded);
-    assert_eq!(per_host.snapshot(HEALTH).unwrap().active, Some(0));
+    assert_eq!(per_host.key(HEALTH).snapshot().unwrap().active, Some(0));
 }
 
 /// An HTTP request through the client layer that has no answer within the
@@ -362,7 +362,10 @@ async fn an_http_request_past_the_call_timeout_is_a_request_timed_out_error() {
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     let timed_out = error.downcast_ref::<RequestTimedOut>().expect("a timeout");
     assert_eq!(timed_out.after(), Duration::from_secs(2));
-    assert_eq!(per_host.snapshot("backend.test").unwrap().active, Some(0));
+    assert_eq!(
+        per_host.key("backend.test").snapshot().unwrap().active,
+        Some(0)
+    );
 }
 
 /// A caller's deadline (`with_deadline`) goes on to the server as the

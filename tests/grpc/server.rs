@@ -53,7 +53,7 @@ async fn a_call_over_the_rate_is_resource_exhausted_with_a_pushback() {
     // The next token is about an hour away.
     assert!((3_500_000..=3_600_000).contains(&pushback), "{pushback} ms");
     // Keyed by the peer's address, from tonic's TcpConnectInfo.
-    assert!(manager.snapshot("127.0.0.1").is_some());
+    assert!(manager.key("127.0.0.1").snapshot().is_some());
 }
 
 /// A `Watch` is a stream that stays open: it holds the client's one slot
@@ -69,12 +69,12 @@ async fn an_open_stream_holds_its_slot_and_a_full_bulkhead_is_unavailable() {
     let mut watch = client.watch(check()).await.unwrap().into_inner();
     assert!(watch.message().await.unwrap().is_some(), "the first status");
     assert_eq!(status_of(&mut client).await, Code::Unavailable);
-    assert_eq!(manager.snapshot("127.0.0.1").unwrap().active, Some(1));
+    assert_eq!(manager.key("127.0.0.1").snapshot().unwrap().active, Some(1));
     drop(watch);
     // The server learns that the stream was dropped when the client's
     // reset arrives: bounded polling, not a fixed sleep.
     for _ in 0..500 {
-        if manager.snapshot("127.0.0.1").unwrap().active == Some(0) {
+        if manager.key("127.0.0.1").snapshot().unwrap().active == Some(0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -127,8 +127,8 @@ async fn an_inner_unavailable_lowers_the_clients_rate_and_counts_as_a_failure() 
     tokio::spawn(server);
     let mut client = HealthClient::new(channel(addr).await);
     assert_eq!(status_of(&mut client).await, Code::Unavailable);
-    assert!(manager.current_rate("127.0.0.1").unwrap() < 10.0);
-    let high = manager.snapshot("127.0.0.1").unwrap().priorities[0];
+    assert!(manager.key("127.0.0.1").rate().unwrap() < 10.0);
+    let high = manager.key("127.0.0.1").snapshot().unwrap().priorities[0];
     assert_eq!((high.requests, high.accepts), (1, 0));
 }
 
@@ -142,7 +142,7 @@ async fn a_successful_call_counts_as_a_success() {
         .unwrap();
     let mut client = HealthClient::new(channel(serve(per_client(&manager)).await).await);
     assert_eq!(status_of(&mut client).await, Code::Ok);
-    assert_eq!(manager.current_rate("127.0.0.1"), Some(11.0));
+    assert_eq!(manager.key("127.0.0.1").rate(), Some(11.0));
 }
 
 /// One client's calls with a 1 ms `grpc-timeout`, against a service that
@@ -174,7 +174,7 @@ async fn short_grpc_timeouts_never_make_a_key_shed() {
             "{status:?}"
         );
     }
-    let key = manager.snapshot("127.0.0.1").unwrap();
+    let key = manager.key("127.0.0.1").snapshot().unwrap();
     for level in &key.priorities {
         assert_eq!(level.rejection_probability, 0.0, "{key:?}");
         assert_eq!(level.requests, level.accepts, "nothing counted as overload");

@@ -56,10 +56,12 @@ mod runtime_limits {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::per_second(10).burst(5))
             .build()?;
-        manager.set_rate_override("acme", RateConfig::per_second(50).burst(10))?;
+        manager
+            .key("acme")
+            .set_rate(RateConfig::per_second(50).burst(10))?;
         manager.acquire("acme", Priority::HIGH).await?.success();
-        manager.remove_overrides("acme");
-        manager.forget("acme");
+        manager.key("acme").remove_overrides();
+        manager.key("acme").forget();
         let config: ManagerConfig =
             toml::from_str("[default.rate]\nquota = \"20/s\"\nburst = 5\n")?;
         manager.reload(config)?;
@@ -92,15 +94,17 @@ async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {
     // /etc/hostname may be missing in a container: then the call's own
     // error comes back through `?`, and is neutral for the rate.
     match fetch(&manager).await {
-        Ok(_) => assert_eq!(manager.current_rate("example.com"), Some(11.0)),
+        Ok(_) => assert_eq!(manager.key("example.com").rate(), Some(11.0)),
         Err(error) => {
             assert!(error.downcast_ref::<CallError<anyhow::Error>>().is_some());
-            assert_eq!(manager.current_rate("example.com"), Some(10.0));
+            assert_eq!(manager.key("example.com").rate(), Some(10.0));
         }
     }
     // A key paused for longer than the call would wait is refused: the
     // closure never runs.
-    manager.defer("example.com", std::time::Duration::from_secs(60));
+    manager
+        .key("example.com")
+        .defer(std::time::Duration::from_secs(60));
     let rejected = manager
         .call("example.com", Priority::MEDIUM, || async {
             Ok::<_, anyhow::Error>(())
@@ -132,7 +136,7 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert!(matches!(refused, Err(CallError::Inner(_))));
-    assert_eq!(manager.current_rate("a"), Some(5.0));
+    assert_eq!(manager.key("a").rate(), Some(5.0));
     // A boxed error that is not an overload: neutral.
     let missing = manager
         .call("b", Priority::HIGH, || async {
@@ -140,7 +144,7 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert_eq!(missing.unwrap_err().to_string(), "404 Not Found");
-    assert_eq!(manager.current_rate("b"), Some(10.0));
+    assert_eq!(manager.key("b").rate(), Some(10.0));
     // The overloaded mark works for every error type it wraps.
     let marked = manager
         .call("c", Priority::HIGH, || async {
@@ -148,7 +152,7 @@ async fn anyhow_and_boxed_errors_are_classified_like_any_other() {
         })
         .await;
     assert!(marked.is_err());
-    assert_eq!(manager.current_rate("c"), Some(5.0));
+    assert_eq!(manager.key("c").rate(), Some(5.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -160,9 +164,9 @@ async fn arc_str_keys_are_looked_up_by_str() {
         .unwrap();
     manager.increment("example.com");
     let key: Arc<str> = Arc::from("example.com");
-    assert_eq!(manager.current_rate(&*key), Some(11.0));
-    assert_eq!(manager.current_rate("example.com"), Some(11.0));
-    assert_eq!(manager.len(), 1);
+    assert_eq!(manager.key(&*key).rate(), Some(11.0));
+    assert_eq!(manager.key("example.com").rate(), Some(11.0));
+    assert_eq!(manager.keys().len(), 1);
 }
 
 #[path = "../support/memory_store.rs"]

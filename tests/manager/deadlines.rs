@@ -87,7 +87,7 @@ async fn wait_and_wait_n_are_refused_by_the_deadline_and_otherwise_wait() {
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::Deadline);
     assert_eq!(start.elapsed(), Duration::ZERO);
-    with_deadline(start + Duration::from_secs(1), manager.wait_n("api", 1))
+    with_deadline(start + Duration::from_secs(1), manager.key("api").wait(1))
         .await
         .unwrap();
     assert_eq!(start.elapsed(), 500 * MS);
@@ -187,7 +187,7 @@ async fn a_place_in_the_queue_ends_at_the_deadline_or_the_queue_timeout_whicheve
         "it waited in the queue until its deadline"
     );
     assert_eq!(
-        manager.snapshot("db").unwrap().queued,
+        manager.key("db").snapshot().unwrap().queued,
         Some(0),
         "and left it"
     );
@@ -239,7 +239,7 @@ async fn hung_call_under_a_deadline(
         }),
     )
     .await;
-    let rate = manager.current_rate("db").unwrap();
+    let rate = manager.key("db").rate().unwrap();
     (hung.unwrap_err(), start.elapsed(), rate)
 }
 
@@ -338,7 +338,7 @@ async fn healthy_backend_run(deadline: Option<Duration>) -> (usize, f64) {
     for call in calls {
         succeeded += usize::from(call.await.unwrap());
     }
-    (succeeded, manager.current_rate("api").unwrap())
+    (succeeded, manager.key("api").rate().unwrap())
 }
 
 #[tokio::test(start_paused = true)]
@@ -489,7 +489,7 @@ async fn a_place_in_the_queue_ends_when_an_answer_would_no_longer_fit_before_the
     // It left the queue 30 ms (the quickest answer) before its deadline
     // (less a tick, which tokio's millisecond timer rounds up).
     assert_eq!(start.elapsed(), 220 * MS);
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(0));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(0));
     busy.success();
 }
 
@@ -520,5 +520,5 @@ async fn a_call_ended_by_its_callers_deadline_is_not_retried() {
     assert_eq!(expiry.limit(), TimeLimit::Deadline);
     assert_eq!(attempts.get(), 1);
     assert_eq!(start.elapsed(), 300 * MS);
-    assert_eq!(manager.current_rate("api"), Some(100.0));
+    assert_eq!(manager.key("api").rate(), Some(100.0));
 }

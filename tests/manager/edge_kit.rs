@@ -82,7 +82,7 @@ async fn an_edge_of_ones_own_admits_judges_and_reports_through_the_public_kit() 
         panic!("{passage:?}");
     };
     assert_eq!((reply.as_str(), verdict.outcome), ("OK", Outcome::Success));
-    assert_eq!(manager.current_rate(&addr), Some(11.0));
+    assert_eq!(manager.key(&addr).rate(), Some(11.0));
 
     let passage = EdgeCall::new(&manager, &addr)
         .pass(|| ask(&addr, "GET"), judge)
@@ -93,7 +93,7 @@ async fn an_edge_of_ones_own_admits_judges_and_reports_through_the_public_kit() 
     assert_eq!(reply, "BUSY 2");
     assert_eq!(verdict.pause, Some(Duration::from_secs(2)));
     assert_eq!(
-        manager.current_rate(&addr),
+        manager.key(&addr).rate(),
         Some(5.5),
         "overload lowers the rate"
     );

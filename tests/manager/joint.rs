@@ -14,7 +14,7 @@ use portcullis::{
 use proptest::prelude::*;
 
 fn requests(manager: &ThrottleManager<String>, key: &str) -> u64 {
-    let snapshot = manager.snapshot(key).expect("the key exists");
+    let snapshot = manager.key(key).snapshot().expect("the key exists");
     snapshot.priorities.iter().map(|level| level.requests).sum()
 }
 
@@ -33,7 +33,7 @@ async fn a_call_its_second_key_refuses_leaves_the_first_as_it_was() {
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::Full);
     assert_eq!(refused.key_index(), Some(1));
-    let user = manager.snapshot("user-7").unwrap();
+    let user = manager.key("user-7").snapshot().unwrap();
     assert_eq!((user.active, user.queued), (Some(0), Some(0)));
     assert_eq!(manager.peek("user-7").unwrap().remaining, 10);
     assert_eq!(
@@ -47,12 +47,12 @@ async fn a_call_its_second_key_refuses_leaves_the_first_as_it_was() {
         .acquire_all(&["user-7", "tenant-a"], Priority::HIGH)
         .await
         .unwrap();
-    assert_eq!(manager.snapshot("user-7").unwrap().active, Some(1));
-    assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(1));
+    assert_eq!(manager.key("user-7").snapshot().unwrap().active, Some(1));
+    assert_eq!(manager.key("tenant-a").snapshot().unwrap().active, Some(1));
     permit.overloaded();
     assert_eq!(requests(&manager, "user-7"), 1);
     assert_eq!(requests(&manager, "tenant-a"), 2);
-    assert_eq!(manager.snapshot("tenant-a").unwrap().active, Some(0));
+    assert_eq!(manager.key("tenant-a").snapshot().unwrap().active, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -62,9 +62,9 @@ async fn without_a_bulkhead_the_keys_before_a_refusal_get_their_tokens_back() {
         .clock(ManualClock::new())
         .build()
         .unwrap();
-    manager.check_n("user-7", 4).unwrap();
+    manager.key("user-7").check(4).unwrap();
     let refused = manager
-        .try_acquire_all_n(&["tenant-a", "crawl", "user-7"], Priority::HIGH, 2)
+        .try_acquire_all(&["tenant-a", "crawl", "user-7"], Priority::HIGH.cost(2))
         .unwrap_err();
     assert_eq!(
         (refused.reason(), refused.key_index()),
@@ -95,14 +95,14 @@ async fn a_slot_given_back_goes_to_the_head_of_its_queue() {
         }
     });
     tokio::task::yield_now().await;
-    assert_eq!(manager.snapshot("tenant-b").unwrap().active, Some(1));
+    assert_eq!(manager.key("tenant-b").snapshot().unwrap().active, Some(1));
     // ... and another call queues for tenant-b behind it.
     let waiter = tokio::spawn({
         let manager = manager.clone();
         async move { manager.acquire("tenant-b", Priority::HIGH).await.map(drop) }
     });
     tokio::task::yield_now().await;
-    assert_eq!(manager.snapshot("tenant-b").unwrap().queued, Some(1));
+    assert_eq!(manager.key("tenant-b").snapshot().unwrap().queued, Some(1));
     // Cancelled, the joint call hands tenant-b's slot to that waiter.
     joint.abort();
     assert!(joint.await.unwrap_err().is_cancelled());
@@ -111,9 +111,9 @@ async fn a_slot_given_back_goes_to_the_head_of_its_queue() {
         .expect("the waiter never had the slot")
         .unwrap()
         .unwrap();
-    let tenant = manager.snapshot("tenant-b").unwrap();
+    let tenant = manager.key("tenant-b").snapshot().unwrap();
     assert_eq!((tenant.active, tenant.queued), (Some(0), Some(0)));
-    assert_eq!(manager.snapshot("user-7").unwrap().queued, Some(0));
+    assert_eq!(manager.key("user-7").snapshot().unwrap().queued, Some(0));
     drop((user, busy));
 }
 
@@ -141,7 +141,7 @@ async fn a_key_named_twice_is_refused_before_any_key_counts_the_call() {
         .build()
         .unwrap();
     let refused = manager
-        .acquire_all_n(&["user-7", "tenant-a", "user-7"], Priority::HIGH, 2)
+        .acquire_all(&["user-7", "tenant-a", "user-7"], Priority::HIGH.cost(2))
         .await
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::DuplicateKey);
@@ -149,8 +149,8 @@ async fn a_key_named_twice_is_refused_before_any_key_counts_the_call() {
         refused.to_string().contains("keys[0] and keys[2]"),
         "{refused}"
     );
-    assert!(manager.snapshot("user-7").is_none());
-    assert!(manager.snapshot("tenant-a").is_none());
+    assert!(manager.key("user-7").snapshot().is_none());
+    assert!(manager.key("tenant-a").snapshot().is_none());
     let refused = manager
         .try_acquire_all(&["a", "b", "b"], Priority::HIGH)
         .unwrap_err();
@@ -223,11 +223,11 @@ proptest! {
         let mut context = Context::from_waker(Waker::noop());
         for step in steps {
             let keys: Vec<&str> = step.keys.iter().map(|&key| names[key].as_str()).collect();
-            let mut call = Box::pin(manager.acquire_all_n(&keys, Priority::HIGH, step.cost));
+            let mut call = Box::pin(manager.acquire_all(&keys, Priority::HIGH.cost(step.cost)));
             let polled = if step.waits {
                 call.as_mut().poll(&mut context)
             } else {
-                Poll::Ready(manager.try_acquire_all_n(&keys, Priority::HIGH, step.cost))
+                Poll::Ready(manager.try_acquire_all(&keys, Priority::HIGH.cost(step.cost)))
             };
             match polled {
                 Poll::Ready(Ok(permit)) => {
@@ -254,14 +254,14 @@ proptest! {
             for key in 0..KEYS {
                 let Some(rate) = manager.peek(names[key].as_str()) else { continue };
                 prop_assert_eq!(rate.remaining, BURST - taken[key], "tokens of key {}", key);
-                let snapshot = manager.snapshot(names[key].as_str()).unwrap();
+                let snapshot = manager.key(names[key].as_str()).snapshot().unwrap();
                 prop_assert_eq!(snapshot.active, Some(held[key]), "slots of key {}", key);
                 prop_assert_eq!(snapshot.queued, Some(0), "queue of key {}", key);
             }
         }
         drop(kept);
         for name in &names {
-            if let Some(snapshot) = manager.snapshot(name.as_str()) {
+            if let Some(snapshot) = manager.key(name.as_str()).snapshot() {
                 prop_assert_eq!(snapshot.active, Some(0));
             }
         }
@@ -319,7 +319,10 @@ async fn joint_calls_given_up_at_random_never_leak_a_slot() {
         task.await.unwrap();
     }
     for key in 0..KEYS {
-        let snapshot = manager.snapshot(format!("key-{key}").as_str()).unwrap();
+        let snapshot = manager
+            .key(format!("key-{key}").as_str())
+            .snapshot()
+            .unwrap();
         assert_eq!(
             (snapshot.active, snapshot.queued),
             (Some(0), Some(0)),
@@ -340,7 +343,7 @@ async fn a_joint_call_waiting_for_its_second_keys_token_holds_no_slot_of_the_fir
         .build()
         .unwrap();
     manager
-        .try_acquire_n("user-7", Priority::HIGH, 2)
+        .try_acquire("user-7", Priority::HIGH.cost(2))
         .unwrap()
         .success();
     let waiting = {
@@ -355,13 +358,13 @@ async fn a_joint_call_waiting_for_its_second_keys_token_holds_no_slot_of_the_fir
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "user-7 has no token for a second");
-    assert_eq!(manager.snapshot("database").unwrap().active, Some(0));
+    assert_eq!(manager.key("database").snapshot().unwrap().active, Some(0));
     let other = manager.try_acquire("database", Priority::HIGH).unwrap();
-    assert_eq!(manager.snapshot("database").unwrap().active, Some(1));
+    assert_eq!(manager.key("database").snapshot().unwrap().active, Some(1));
     other.success();
     waiting.await.unwrap();
-    assert_eq!(manager.snapshot("database").unwrap().active, Some(0));
-    assert_eq!(manager.snapshot("user-7").unwrap().active, Some(0));
+    assert_eq!(manager.key("database").snapshot().unwrap().active, Some(0));
+    assert_eq!(manager.key("user-7").snapshot().unwrap().active, Some(0));
 }
 
 /// `call_all`'s outcome reaches every key (an overload lowers each key's
@@ -387,8 +390,8 @@ async fn call_all_reports_to_every_key_and_its_refusal_takes_nothing() {
         })
         .await;
     assert!(failed.is_err());
-    assert_eq!(manager.current_rate("user-7"), Some(5.0));
-    assert_eq!(manager.current_rate("database"), Some(5.0));
+    assert_eq!(manager.key("user-7").rate(), Some(5.0));
+    assert_eq!(manager.key("database").rate(), Some(5.0));
 
     let busy = manager.try_acquire("database", Priority::HIGH).unwrap();
     let user_tokens = manager.peek("user-7").unwrap().remaining;
@@ -407,6 +410,6 @@ async fn call_all_reports_to_every_key_and_its_refusal_takes_nothing() {
     assert_eq!(refused.key_index(), Some(1));
     assert_eq!(ran.load(Ordering::Relaxed), 0);
     assert_eq!(manager.peek("user-7").unwrap().remaining, user_tokens);
-    assert_eq!(manager.snapshot("user-7").unwrap().active, Some(0));
+    assert_eq!(manager.key("user-7").snapshot().unwrap().active, Some(0));
     busy.success();
 }

@@ -48,7 +48,7 @@ async fn at_full_failure_a_key_retries_no_more_than_its_budget() {
         retries >= CALLS / 10,
         "the budget went unused: {retries} retries"
     );
-    assert!(manager.snapshot("api").unwrap().retry_tokens.unwrap() < 1.0);
+    assert!(manager.key("api").snapshot().unwrap().retry_tokens.unwrap() < 1.0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -74,7 +74,7 @@ async fn a_healthy_key_retries_a_rare_failure_and_returns_its_answer() {
         .unwrap();
     assert_eq!((answer, attempts.get()), ("fine", 2));
     // The bucket was full (10), and the retry took one token.
-    let tokens = manager.snapshot("api").unwrap().retry_tokens.unwrap();
+    let tokens = manager.key("api").snapshot().unwrap().retry_tokens.unwrap();
     assert!((9.0..9.1).contains(&tokens), "{tokens} tokens");
 }
 
@@ -138,7 +138,7 @@ async fn retries_go_in_one_priority_level_lower() {
     let (high, lower) = (Some(Priority::HIGH), Some(Priority::MEDIUM_HIGH));
     assert_eq!(*seen.borrow(), [high, lower, lower]);
     // Never below the manager's lowest level.
-    let lowest = manager.retries("api", Priority::LOW);
+    let lowest = manager.key("api").retries(Priority::LOW);
     assert_eq!(lowest.priority(), Priority::LOW);
 }
 

@@ -83,7 +83,7 @@ fn on_real_time_with_rates_changing_underneath_the_bound_holds() {
     });
     let elapsed = started.elapsed().as_secs_f64();
     let admitted = admitted.load(Ordering::Relaxed) as f64;
-    let rate = manager.current_rate("shared").unwrap();
+    let rate = manager.key("shared").rate().unwrap();
     assert!((100.0..=UPPER).contains(&rate));
     // Each race between a check and a rate change may count one call at the
     // old rate: bounded by the burst's slack, far below this margin.

@@ -173,7 +173,11 @@ fn a_cost_settled_down_then_back_up_counts_its_rise_in_the_bound() {
         .unwrap();
     // The key has heard from its provider: not new, its burst whole.
     clock.advance(Duration::from_millis(1));
-    assert!(manager.observe_remaining("k", "tokens", u64::from(TOKENS.1), None));
+    assert!(
+        manager
+            .key("k")
+            .observe_remaining("tokens", u64::from(TOKENS.1), None)
+    );
     let at = clock.now_nanos();
     let first = manager
         .try_acquire_cost("k", Priority::HIGH, Cost::of("tokens", 400))

@@ -174,7 +174,7 @@ fn retier_moves_a_keys_named_limits_with_it() {
         .unwrap();
     assert_eq!(burst(&manager, "acct-1"), 5_000);
     SCALE.store(true, Ordering::Relaxed); // acct-1 upgraded
-    manager.retier("acct-1");
+    manager.key("acct-1").retier();
     let tokens = manager.limit("tokens").unwrap();
     assert_eq!(tokens.peek("acct-1").unwrap().burst, 200_000);
 }

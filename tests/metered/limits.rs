@@ -23,7 +23,7 @@ fn metered(clock: &ManualClock) -> ThrottleManager<String> {
 /// a millisecond first, since a count read at its very start is none.
 fn heard(manager: &ThrottleManager<String>, clock: &ManualClock, key: &str) {
     clock.advance(Duration::from_millis(1));
-    assert!(manager.observe_remaining(key, "tokens", 1_000, None));
+    assert!(manager.key(key).observe_remaining("tokens", 1_000, None));
 }
 
 fn tokens_left(manager: &ThrottleManager<String>, key: &str) -> u32 {
@@ -114,7 +114,7 @@ fn a_providers_count_of_what_remains_holds_the_key_to_it() {
     let clock = ManualClock::new();
     let manager = metered(&clock);
     heard(&manager, &clock, "a");
-    assert!(manager.observe_remaining("a", "tokens", 400, None));
+    assert!(manager.key("a").observe_remaining("tokens", 400, None));
     for _ in 0..4 {
         let permit = manager.try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 100));
         permit.unwrap().success();
@@ -127,7 +127,7 @@ fn a_providers_count_of_what_remains_holds_the_key_to_it() {
         (Some(0), Some(Duration::from_secs(1)))
     );
     // The requests: 6 of 10 left after the four calls, the provider says 2.
-    assert!(manager.observe_remaining("a", "requests", 2, None));
+    assert!(manager.key("a").observe_remaining("requests", 2, None));
     for _ in 0..2 {
         manager
             .try_acquire_cost("a", Priority::HIGH, Cost::requests(1))
@@ -140,7 +140,7 @@ fn a_providers_count_of_what_remains_holds_the_key_to_it() {
     assert_eq!(refused.limit_index(), None);
     // A count above the key's own is not believed: its calls in flight are
     // not in it yet.
-    assert!(manager.observe_remaining("a", "tokens", 1_000, None));
+    assert!(manager.key("a").observe_remaining("tokens", 1_000, None));
     assert_eq!(tokens_left(&manager, "a"), 0);
 }
 
@@ -389,7 +389,7 @@ fn forgetting_a_key_forgets_its_named_limits() {
         .try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 900))
         .unwrap()
         .success();
-    assert!(manager.forget("a"));
+    assert!(manager.key("a").forget());
     assert_eq!(tokens_left(&manager, "a"), 1_000);
     assert!(manager.limit("tokens").unwrap().peek("a").is_none());
 }

@@ -39,7 +39,7 @@ async fn a_cost_travels_with_the_request_and_is_settled_from_the_answer() {
     let manager = manager();
     // The account has heard from the provider (its count read, a full
     // bucket): not a new key, whose first call would withhold its burst.
-    assert!(manager.observe_remaining("acct", "tokens", 2_000, None));
+    assert!(manager.key("acct").observe_remaining("tokens", 2_000, None));
     let body = serde_json::json!({ "prompt": "word ".repeat(200), "max_tokens": 600 });
     let response = client(&manager)
         .post(format!("http://{}/v1/complete", provider.address))
@@ -119,11 +119,11 @@ async fn a_request_dropped_before_it_is_sent_gives_its_parts_back() {
         .bulkhead(portcullis::BulkheadConfig::new(1).queue(4))
         .build()
         .unwrap();
-    assert!(manager.observe_remaining("acct", "tokens", 2_000, None));
+    assert!(manager.key("acct").observe_remaining("tokens", 2_000, None));
     let client = client(&manager);
     let first = client.get(&url).with_extension(Cost::of("tokens", 500));
     let holding = tokio::spawn(first.send());
-    while manager.snapshot("acct").and_then(|s| s.active) != Some(1) {
+    while manager.key("acct").snapshot().and_then(|s| s.active) != Some(1) {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     let second = client.get(&url).with_extension(Cost::of("tokens", 700));

@@ -23,7 +23,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
     let may_go_now: bool = manager.check("example.com").is_ok();
     manager.increment("example.com");
     manager.decrement("example.com");
-    let current: Option<f64> = manager.current_rate("example.com");
+    let current: Option<f64> = manager.key("example.com").rate();
 
     assert!(may_go_now);
     assert_eq!(current, Some(11.0));
@@ -143,7 +143,7 @@ async fn a_rate_change_keeps_the_bucket_state() {
     assert_eq!(limited.retry_after(), Some(Duration::from_millis(80)));
     // A decrease keeps the debt: now 100 ms away again.
     manager.decrement("k");
-    assert_eq!(manager.current_rate("k"), Some(10.0));
+    assert_eq!(manager.key("k").rate(), Some(10.0));
     assert_eq!(
         manager.check("k").unwrap_err().retry_after(),
         Some(Duration::from_millis(100))
@@ -317,11 +317,11 @@ fn the_go_seeds_worked_example() {
     for _ in 0..4 {
         manager.increment(key);
     }
-    assert_eq!(manager.current_rate(key), Some(20.0));
+    assert_eq!(manager.key(key).rate(), Some(20.0));
     for _ in 0..20 {
         manager.decrement(key);
     }
-    assert_eq!(manager.current_rate(key), Some(1.0));
+    assert_eq!(manager.key(key).rate(), Some(1.0));
 }
 
 #[test]
@@ -435,10 +435,10 @@ async fn multiplicative_decrease_with_cooldown_survives_a_burst_of_failures() {
     for _ in 0..30 {
         manager.decrement("k");
     }
-    assert_eq!(manager.current_rate("k"), Some(32.0));
+    assert_eq!(manager.key("k").rate(), Some(32.0));
     tokio::time::advance(Duration::from_millis(500)).await;
     manager.decrement("k");
-    assert_eq!(manager.current_rate("k"), Some(16.0));
+    assert_eq!(manager.key("k").rate(), Some(16.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -460,19 +460,19 @@ async fn outcomes_of_calls_scheduled_before_a_decrease_do_not_move_the_rate_agai
     );
     let (a, b, c) = (a.unwrap(), b.unwrap(), c.unwrap());
     a.overloaded();
-    assert_eq!(manager.current_rate("k"), Some(5.0));
+    assert_eq!(manager.key("k").rate(), Some(5.0));
     // Paced at 10/s like the first: old news.
     b.overloaded();
     c.success();
-    assert_eq!(manager.current_rate("k"), Some(5.0));
+    assert_eq!(manager.key("k").rate(), Some(5.0));
     // A call scheduled since the decrease is news, either way.
     manager.acquire("k", priority).await.unwrap().success();
-    assert_eq!(manager.current_rate("k"), Some(6.0));
+    assert_eq!(manager.key("k").rate(), Some(6.0));
     manager.acquire("k", priority).await.unwrap().overloaded();
-    assert_eq!(manager.current_rate("k"), Some(3.0));
+    assert_eq!(manager.key("k").rate(), Some(3.0));
     // `decrement` carries no schedule: it always counts.
     manager.decrement("k");
-    assert_eq!(manager.current_rate("k"), Some(1.5));
+    assert_eq!(manager.key("k").rate(), Some(1.5));
 }
 
 #[tokio::test(start_paused = true)]
@@ -544,7 +544,7 @@ fn failures_at_the_same_instant_lower_the_rate_once() {
             }
         });
         assert_eq!(
-            manager.current_rate(&key),
+            manager.key(&key).rate(),
             Some(32.0),
             "round {round}: {THREADS} simultaneous failures must halve the rate once"
         );
@@ -570,7 +570,7 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
     // rate, so it raises the rate one step; the successes after it show 4/s
     // used, which validates no more than the starting rate, and bring the
     // rate back to it.
-    assert_eq!(manager.current_rate("quiet"), Some(10.0));
+    assert_eq!(manager.key("quiet").rate(), Some(10.0));
 
     // Calls back to back: each waits for its token, so the rate limits them,
     // and rises with every success (never above 1.5x the use).
@@ -581,7 +581,7 @@ async fn a_rate_rises_only_while_it_limits_the_calls() {
         manager.increment("busy");
         calls += 1;
     }
-    let rate = manager.current_rate("busy").unwrap();
+    let rate = manager.key("busy").rate().unwrap();
     let used = f64::from(calls) / 5.0;
     assert!(rate > 50.0, "rate {rate}/s after 5 s of back-to-back calls");
     assert!(rate <= 1.5 * used * 2.0, "rate {rate}/s for {used}/s used");
@@ -602,7 +602,7 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
         manager.wait("host").await.unwrap();
         manager.increment("host");
     }
-    let learned = manager.current_rate("host").unwrap();
+    let learned = manager.key("host").rate().unwrap();
     assert!(learned > 50.0, "learned {learned}/s");
 
     // Five seconds at 20/s: at most 1.5x that, and still above it.
@@ -611,7 +611,7 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
         manager.increment("host");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let rate = manager.current_rate("host").unwrap();
+    let rate = manager.key("host").rate().unwrap();
     assert!(
         (20.0..=1.5 * 20.0 * 1.1).contains(&rate),
         "rate {rate}/s at 20/s used"
@@ -623,7 +623,7 @@ async fn a_rate_falls_back_to_what_its_calls_use() {
         manager.increment("host");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(manager.current_rate("host"), Some(10.0));
+    assert_eq!(manager.key("host").rate(), Some(10.0));
 }
 
 /// Calls waiting in line when the rate falls leave at the new pace: a
@@ -727,8 +727,8 @@ async fn a_call_that_waited_for_its_token_lets_the_rate_climb_further() {
         measured.increment("host");
     }
     let (limited, measured) = (
-        limited.current_rate("host").unwrap(),
-        measured.current_rate("host").unwrap(),
+        limited.key("host").rate().unwrap(),
+        measured.key("host").rate().unwrap(),
     );
     assert!(limited > 1.25 * measured, "{limited}/s and {measured}/s");
 }

@@ -197,7 +197,7 @@ async fn run(config: RateConfig, backend: &Arc<Backend>, seconds: u64, title: &s
                     })
                     .await;
                 if let (Err(CallError::Inner(_)), Some(pause)) = (answer, backend.pause()) {
-                    manager.defer("host", pause);
+                    manager.key("host").defer(pause);
                 }
             }
         }));
@@ -207,7 +207,7 @@ async fn run(config: RateConfig, backend: &Arc<Backend>, seconds: u64, title: &s
     }
     let figures = format!(
         "{title}: rate {:.1}/s at {seconds} s\n{}",
-        manager.current_rate("host").unwrap(),
+        manager.key("host").rate().unwrap(),
         backend.per_second()
     );
     println!("{figures}\n");

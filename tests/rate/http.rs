@@ -79,7 +79,7 @@ async fn settled_figures(config: RateConfig, name: &str) -> (f64, f64) {
         late.requests,
         100.0 * late.refused(),
         100.0 * late.goodput(),
-        manager.current_rate("server").unwrap()
+        manager.key("server").rate().unwrap()
     );
     (late.refused(), late.goodput())
 }
@@ -147,7 +147,7 @@ async fn quiet_then_spike(config: RateConfig, step: f64, name: &str) {
         tick.tick().await;
         fetch(&manager, &client, &url).await;
     }
-    let learned = manager.current_rate("server").unwrap();
+    let learned = manager.key("server").rate().unwrap();
     // What was used, as the server saw it over the last 2 s (rate
     // validation's window is 1 to 2 s): 5/s on a quiet machine.
     let quiet_end = Instant::now();

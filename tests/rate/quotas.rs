@@ -13,8 +13,8 @@ async fn quotas() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(600).burst(20))
         .build()?;
-    manager.check_n("tenant-a", 5)?;
-    let permit = manager.acquire_n("tenant-a", Priority::HIGH, 5).await?;
+    manager.key("tenant-a").check(5)?;
+    let permit = manager.acquire("tenant-a", Priority::HIGH.cost(5)).await?;
     permit.success();
     let _ = RateConfig::per_second(50);
     let _ = RateConfig::per_hour(1000).burst(100);
@@ -69,23 +69,23 @@ async fn nothing_moves_a_quota() {
             .unwrap()
             .overloaded();
     }
-    assert_eq!(manager.current_rate("tenant"), Some(10.0));
+    assert_eq!(manager.key("tenant").rate(), Some(10.0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn check_n_takes_all_its_tokens_or_none() {
     let manager = manager(RateConfig::per_minute(600).burst(20));
-    manager.check_n("tenant", 5).unwrap();
+    manager.key("tenant").check(5).unwrap();
     assert_eq!(manager.peek("tenant").unwrap().remaining, 15);
-    manager.check_n("tenant", 15).unwrap();
-    let refused = manager.check_n("tenant", 2).unwrap_err();
+    manager.key("tenant").check(15).unwrap();
+    let refused = manager.key("tenant").check(2).unwrap_err();
     assert_eq!(refused.reason(), RejectReason::RateLimited);
     // Two tokens are 200 ms away; the refusal took none.
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(200)));
     tokio::time::advance(Duration::from_millis(200)).await;
-    manager.check_n("tenant", 2).unwrap();
+    manager.key("tenant").check(2).unwrap();
     // Cost 0 takes nothing.
-    manager.check_n("tenant", 0).unwrap();
+    manager.key("tenant").check(0).unwrap();
     assert_eq!(manager.peek("tenant").unwrap().remaining, 0);
 }
 
@@ -98,19 +98,23 @@ async fn a_cost_above_the_burst_is_refused_at_once_by_every_way_in() {
         .unwrap();
     let start = Instant::now();
     let is_cost = |reason: RejectReason| reason == RejectReason::CostAboveBurst;
-    assert!(is_cost(manager.check_n("t", 21).unwrap_err().reason()));
-    assert!(is_cost(manager.wait_n("t", 21).await.unwrap_err().reason()));
-    let refused = manager.try_acquire_n("t", Priority::HIGH, 21).unwrap_err();
+    assert!(is_cost(manager.key("t").check(21).unwrap_err().reason()));
+    assert!(is_cost(
+        manager.key("t").wait(21).await.unwrap_err().reason()
+    ));
+    let refused = manager
+        .try_acquire("t", Priority::HIGH.cost(21))
+        .unwrap_err();
     assert!(is_cost(refused.reason()));
     assert_eq!(refused.retry_after(), None);
     let refused = manager
-        .acquire_n("t", Priority::HIGH, 21)
+        .acquire("t", Priority::HIGH.cost(21))
         .await
         .unwrap_err();
     assert!(is_cost(refused.reason()));
     let made = std::cell::Cell::new(false);
     let called = manager
-        .call_n("t", Priority::HIGH, 21, || async {
+        .call("t", Priority::HIGH.cost(21), || async {
             made.set(true);
             Ok::<_, std::io::Error>(())
         })
@@ -119,12 +123,12 @@ async fn a_cost_above_the_burst_is_refused_at_once_by_every_way_in() {
     assert!(!made.get(), "the call was never made");
     // At once, and counted by no control: the bucket is full, nothing in flight.
     assert_eq!(start.elapsed(), Duration::ZERO);
-    let snapshot = manager.snapshot("t").unwrap();
+    let snapshot = manager.key("t").snapshot().unwrap();
     assert_eq!(snapshot.active, Some(0));
     assert_eq!(manager.peek("t").unwrap().remaining, 20);
     // The burst itself fits.
     manager
-        .acquire_n("t", Priority::HIGH, 20)
+        .acquire("t", Priority::HIGH.cost(20))
         .await
         .unwrap()
         .success();
@@ -133,11 +137,11 @@ async fn a_cost_above_the_burst_is_refused_at_once_by_every_way_in() {
 #[tokio::test(start_paused = true)]
 async fn acquire_n_waits_for_all_its_tokens_and_a_dropped_one_takes_none() {
     let manager = manager(RateConfig::per_second(10).burst(10));
-    manager.check_n("t", 10).unwrap();
+    manager.key("t").check(10).unwrap();
     // Four tokens are 400 ms away.
     let start = Instant::now();
     manager
-        .acquire_n("t", Priority::HIGH, 4)
+        .acquire("t", Priority::HIGH.cost(4))
         .await
         .unwrap()
         .success();
@@ -145,7 +149,7 @@ async fn acquire_n_waits_for_all_its_tokens_and_a_dropped_one_takes_none() {
     // A waiter dropped before its tokens are due hands them all back.
     let dropped = tokio::time::timeout(
         Duration::from_millis(300),
-        manager.acquire_n("t", Priority::HIGH, 6),
+        manager.acquire("t", Priority::HIGH.cost(6)),
     )
     .await;
     assert!(dropped.is_err(), "still waiting at 300 ms");
@@ -161,8 +165,10 @@ async fn a_call_its_bulkhead_refuses_takes_no_tokens() {
         .bulkhead(BulkheadConfig::new(1))
         .build()
         .unwrap();
-    let _busy = manager.try_acquire_n("t", Priority::HIGH, 1).unwrap();
-    let refused = manager.try_acquire_n("t", Priority::HIGH, 5).unwrap_err();
+    let _busy = manager.try_acquire("t", Priority::HIGH.cost(1)).unwrap();
+    let refused = manager
+        .try_acquire("t", Priority::HIGH.cost(5))
+        .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::Full);
     assert_eq!(manager.peek("t").unwrap().remaining, 9);
 }
@@ -180,11 +186,11 @@ async fn an_adaptive_rate_counts_its_use_in_tokens() {
     );
     for _ in 0..40 {
         manager
-            .acquire_n("t", Priority::HIGH, 5)
+            .acquire("t", Priority::HIGH.cost(5))
             .await
             .unwrap()
             .success();
     }
-    let rate = manager.current_rate("t").unwrap();
+    let rate = manager.key("t").rate().unwrap();
     assert!(rate > 25.0, "rate {rate}");
 }

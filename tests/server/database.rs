@@ -68,7 +68,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     .await;
     let client = reqwest::Client::new();
     assert_eq!(read(&client, &service, &fresh_user()).await, 200);
-    let before = service.guards.database.current_rate(DATABASE).unwrap();
+    let before = service.guards.database.key(DATABASE).rate().unwrap();
 
     // Someone else holds every connection: the query's permit is free, but
     // the pool has nothing to give within its timeout.
@@ -77,7 +77,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
         service.pool.acquire().await.unwrap(),
     ];
     assert_eq!(read(&client, &service, &fresh_user()).await, 503);
-    let lowered = service.guards.database.current_rate(DATABASE).unwrap();
+    let lowered = service.guards.database.key(DATABASE).rate().unwrap();
     assert!(lowered < before, "{before} -> {lowered}");
     drop(held);
 
@@ -89,7 +89,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
         let (client, url) = (client.clone(), service.url.clone());
         let manager = service.guards.database.clone();
         loops.push(tokio::spawn(async move {
-            while Instant::now() < deadline && manager.current_rate(DATABASE).unwrap() < before {
+            while Instant::now() < deadline && manager.key(DATABASE).rate().unwrap() < before {
                 let answer = client
                     .get(format!("{url}/summary"))
                     .header(USER_HEADER, fresh_user())
@@ -103,7 +103,7 @@ async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
     for task in loops {
         task.await.unwrap();
     }
-    let recovered = service.guards.database.current_rate(DATABASE).unwrap();
+    let recovered = service.guards.database.key(DATABASE).rate().unwrap();
     assert!(
         recovered >= before,
         "{lowered} -> {recovered}, not back to {before}"
@@ -127,7 +127,7 @@ async fn a_locked_database_lowers_the_database_rate() {
             .send()
     };
     assert_eq!(write().await.unwrap().status(), 201);
-    let before = manager.current_rate(DATABASE).unwrap();
+    let before = manager.key(DATABASE).rate().unwrap();
 
     // Another process's connection holds the write lock.
     let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -140,7 +140,7 @@ async fn a_locked_database_lowers_the_database_rate() {
     let locked = write().await.unwrap();
     assert_eq!(locked.status(), 503);
     assert!(locked.text().await.unwrap().contains("database is locked"));
-    let lowered = manager.current_rate(DATABASE).unwrap();
+    let lowered = manager.key(DATABASE).rate().unwrap();
     assert!(lowered < before, "{before} -> {lowered}");
 
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
@@ -195,7 +195,13 @@ async fn a_refused_request_never_takes_a_pool_connection() {
     }
     assert_eq!(refused, 5, "all but the one in flight refused at once");
     assert_eq!(
-        service.guards.database.snapshot(DATABASE).unwrap().active,
+        service
+            .guards
+            .database
+            .key(DATABASE)
+            .snapshot()
+            .unwrap()
+            .active,
         Some(1)
     );
 
@@ -224,10 +230,10 @@ async fn a_user_named_database_takes_nothing_of_the_databases_key() {
     }
     // A user's burst of 2, then its quota's refusal.
     assert_eq!(statuses, [200, 200, 429]);
-    let database = service.guards.database.snapshot(DATABASE).unwrap();
+    let database = service.guards.database.key(DATABASE).snapshot().unwrap();
     assert_eq!(database.active, Some(0), "every query's slot given back");
     assert_eq!(
-        service.guards.users.current_rate(DATABASE),
+        service.guards.users.key(DATABASE).rate(),
         Some(10.0),
         "the header's `database` is a user, at a user's quota"
     );

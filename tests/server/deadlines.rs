@@ -61,7 +61,7 @@ async fn one_clients_short_deadlines_never_make_its_tenant_shed_for_the_others()
             assert!(body.contains("caller's deadline"), "{body}");
         }
     }
-    let acme = manager.snapshot("acme").unwrap();
+    let acme = manager.key("acme").snapshot().unwrap();
     for level in &acme.priorities {
         assert_eq!(level.rejection_probability, 0.0, "{acme:?}");
         assert_eq!(level.requests, level.accepts, "nothing counted as overload");
@@ -92,6 +92,6 @@ async fn a_deadline_already_past_is_answered_408_without_running_the_handler() {
         response.text().await.unwrap(),
         "408 Request Timeout: past the caller's deadline\n"
     );
-    let acme = manager.snapshot("acme").unwrap();
+    let acme = manager.key("acme").snapshot().unwrap();
     assert_eq!(acme.priorities[0].requests, 0, "no call was made");
 }

@@ -84,7 +84,7 @@ async fn within(request: JoinHandle<Answer>) -> Answer {
 
 /// The guard's figures for the whole service: (in flight, queued).
 fn load(guard: &ThrottleManager<String>) -> (Option<u32>, Option<u32>) {
-    let snapshot = guard.snapshot("/");
+    let snapshot = guard.key("/").snapshot();
     snapshot.map_or((None, None), |s| (s.active, s.queued))
 }
 
@@ -211,7 +211,7 @@ async fn a_request_the_guard_refuses_takes_nothing_from_its_client() {
         assert_eq!(refused.status, 503, "{refused:?}");
         assert!(refused.body.contains("bulkhead full"), "{refused:?}");
     }
-    let a = clients.snapshot("a").unwrap();
+    let a = clients.key("a").snapshot().unwrap();
     assert_eq!(clients.peek("a").unwrap().remaining, 10);
     assert!(
         a.priorities
@@ -224,7 +224,7 @@ async fn a_request_the_guard_refuses_takes_nothing_from_its_client() {
     let served = send(&client, &url, &[("x-api-key", "a")]).await;
     assert_eq!(served.status, 200);
     assert_eq!(clients.peek("a").unwrap().remaining, 9);
-    let a = clients.snapshot("a").unwrap();
+    let a = clients.key("a").snapshot().unwrap();
     assert_eq!(a.priorities.iter().map(|p| p.accepts).sum::<u64>(), 1);
     assert_eq!(load(&guard), (Some(0), Some(0)));
 }
@@ -248,11 +248,11 @@ async fn a_client_over_its_quota_takes_nothing_from_the_guard() {
     .await;
     let client = reqwest::Client::new();
     assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 200);
-    let before = guard.snapshot("/").unwrap();
+    let before = guard.key("/").snapshot().unwrap();
     for _ in 0..5 {
         assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 429);
     }
-    let after = guard.snapshot("/").unwrap();
+    let after = guard.key("/").snapshot().unwrap();
     assert_eq!(after.concurrency_limit, before.concurrency_limit);
     assert_eq!((after.active, after.queued), (Some(0), Some(0)));
 }
@@ -299,7 +299,7 @@ async fn an_outer_layer_learns_nothing_from_an_inner_guards_refusals() {
     for _ in 0..5 {
         assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 503);
     }
-    let a = outer.snapshot("a").unwrap();
+    let a = outer.key("a").snapshot().unwrap();
     assert_eq!(a.rate, Some(10.0));
     assert!(
         a.priorities
@@ -357,11 +357,11 @@ async fn an_outer_guard_learns_nothing_from_an_inner_quotas_refusals() {
     let url = serve(app).await;
     let client = reqwest::Client::new();
     assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 200);
-    let before = guard.snapshot("/").unwrap().concurrency_limit;
+    let before = guard.key("/").snapshot().unwrap().concurrency_limit;
     for _ in 0..20 {
         assert_eq!(send(&client, &url, &[("x-api-key", "a")]).await.status, 429);
     }
-    assert_eq!(guard.snapshot("/").unwrap().concurrency_limit, before);
+    assert_eq!(guard.key("/").snapshot().unwrap().concurrency_limit, before);
 }
 
 // ---- Across the wire ----
@@ -393,7 +393,7 @@ async fn a_client_slows_down_on_the_guards_503() {
         .unwrap();
     assert_eq!(answer.status(), 503);
     let host = url.trim_start_matches("http://");
-    assert!(hosts.current_rate(host).unwrap() < 10.0);
+    assert!(hosts.key(host).rate().unwrap() < 10.0);
     gate.add_permits(1);
     assert_eq!(within(busy).await.status, 200);
 }

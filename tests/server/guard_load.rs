@@ -197,7 +197,7 @@ async fn under_three_times_its_capacity_the_guard_serves_every_critical_request(
     // The same with a limit the guard learns, printed beside it.
     let (url, learning) = guarded(BulkheadConfig::adaptive().queue(64)).await;
     let learned = offer(&url).await;
-    let limit = learning.concurrency_limit("/");
+    let limit = learning.key("/").concurrency_limit();
 
     let shed = tower::ServiceBuilder::new()
         .layer(HandleErrorLayer::new(|_: tower::BoxError| async {

@@ -69,7 +69,10 @@ fn worst_excess(answers: &[(Duration, bool)], from: Duration, rate: f64, burst: 
 async fn limits_reloaded_mid_run_are_what_clients_see_from_the_next_request() {
     let _alone = crate::support::alone();
     let config = |text: &str| toml::from_str::<ManagerConfig>(text).unwrap();
-    let manager = ThrottleManager::<String>::from_config(config(BEFORE)).unwrap();
+    let manager = ThrottleManager::<String>::builder()
+        .config(config(BEFORE))
+        .build()
+        .unwrap();
     let layer = ThrottleLayer::builder(manager.clone(), KeyExtractor::header("x-api-key"))
         .build()
         .unwrap();

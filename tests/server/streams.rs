@@ -75,7 +75,7 @@ async fn a_streamed_body_holds_its_slot_until_it_ends() {
         streams.most()
     );
     // Every stream that ended was a success, and its slot is free again.
-    let snapshot = manager.snapshot("k").unwrap();
+    let snapshot = manager.key("k").snapshot().unwrap();
     assert_eq!(snapshot.active, Some(0));
     let high = snapshot.priorities[0];
     assert_eq!((high.requests, high.accepts), (whole as u64, whole as u64));
@@ -114,7 +114,7 @@ async fn a_body_that_breaks_off_midway_is_overload() {
         .unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.bytes().await.is_err(), "the body broke off");
-    let snapshot = manager.snapshot("k").unwrap();
+    let snapshot = manager.key("k").snapshot().unwrap();
     let high = snapshot.priorities[0];
     assert_eq!((high.requests, high.accepts), (1, 0));
     assert_eq!(snapshot.active, Some(0));

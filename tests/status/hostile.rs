@@ -180,8 +180,8 @@ async fn every_method_s_refusals_reach_the_page() {
     for _ in 0..3 {
         manager.check("checked").unwrap_err();
     }
-    manager.check_n("costly", 3).unwrap_err();
-    manager.wait_n("costly", 3).await.unwrap_err();
+    manager.key("costly").check(3).unwrap_err();
+    manager.key("costly").wait(3).await.unwrap_err();
     manager.try_acquire("checked", Priority::HIGH).unwrap_err();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (status, body) = ask(&router, "/keys?sort=refusals").await;

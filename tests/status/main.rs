@@ -90,7 +90,7 @@ async fn until(client: &reqwest::Client, url: &str, ready: impl Fn(&Value) -> bo
 /// `key`'s snapshot as JSON, read back as the page's answers are (the
 /// same text parses to the same numbers).
 fn snapshot_json(manager: &ThrottleManager<String>, key: &str) -> Value {
-    let text = serde_json::to_string(&manager.snapshot(key).unwrap()).unwrap();
+    let text = serde_json::to_string(&manager.key(key).snapshot().unwrap()).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -115,7 +115,7 @@ async fn the_page_ranks_the_shedding_and_the_queued_keys_and_its_json_is_the_sna
             tokio::spawn(async move { manager.acquire("busy", Priority::HIGH).await.map(drop) })
         })
         .collect();
-    while manager.snapshot("busy").unwrap().queued != Some(2) {
+    while manager.key("busy").snapshot().unwrap().queued != Some(2) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 
@@ -302,7 +302,7 @@ async fn the_totals_show_the_key_spaces_cap_and_its_evictions() {
         drop(manager.try_acquire(key, Priority::HIGH).unwrap());
     }
     clock.advance(Duration::from_secs(61));
-    assert_eq!(manager.evict_idle(), 2);
+    assert_eq!(manager.keys().evict_idle(), 2);
     let (_, body) = get(&client, &format!("{base}/keys")).await;
     assert_eq!(totals(&body), (3.into(), 2.into(), 0.into()), "{body}");
 }

@@ -62,17 +62,17 @@ async fn an_overload_one_manager_sees_lowers_the_rate_for_all() {
     let other = manager(&store, config);
     seeing.wait("host").await.unwrap();
     other.wait("host").await.unwrap();
-    assert_eq!(other.current_rate("host"), Some(40.0));
+    assert_eq!(other.key("host").rate(), Some(40.0));
     seeing.decrement("host");
     reports_arrive().await;
     assert_eq!(store.rate("host"), Some(20.0));
     assert_eq!(
-        seeing.current_rate("host"),
+        seeing.key("host").rate(),
         Some(20.0),
         "the report brought it back"
     );
     other.wait("host").await.unwrap(); // each decision brings the shared rate back
-    assert_eq!(other.current_rate("host"), Some(20.0));
+    assert_eq!(other.key("host").rate(), Some(20.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,7 +134,7 @@ async fn a_pause_reaches_the_store_and_holds_every_manager() {
     let paused = manager(&store, config.clone());
     let other = manager(&store, config);
     other.wait("host").await.unwrap();
-    paused.defer("host", Duration::from_secs(3));
+    paused.key("host").defer(Duration::from_secs(3));
     reports_arrive().await;
     let start = Instant::now();
     other.wait("host").await.unwrap();
@@ -174,7 +174,7 @@ async fn an_unavailable_store_falls_back_to_the_local_rate() {
     }
     assert!(start.elapsed() < Duration::from_secs(1), "paced locally");
     assert_eq!(store.rate("host"), Some(10.3), "the store saw none of it");
-    let local = manager.current_rate("host").unwrap();
+    let local = manager.key("host").rate().unwrap();
     assert!(local > 10.3, "the local rate is in force: {local}");
     store.set_available(true);
     manager
@@ -184,7 +184,7 @@ async fn an_unavailable_store_falls_back_to_the_local_rate() {
         .success();
     reports_arrive().await;
     assert_eq!(
-        manager.current_rate("host"),
+        manager.key("host").rate(),
         store.rate("host"),
         "back on the store"
     );
@@ -248,13 +248,13 @@ async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_b
     let manager = manager(&store, RateConfig::per_second(10).burst(10));
     let start = Instant::now();
     manager
-        .acquire_n("api", Priority::HIGH, 8)
+        .acquire("api", Priority::HIGH.cost(8))
         .await
         .unwrap()
         .success();
     // Five more: two are left, three are 300 ms away.
     manager
-        .acquire_n("api", Priority::HIGH, 5)
+        .acquire("api", Priority::HIGH.cost(5))
         .await
         .unwrap()
         .success();
@@ -262,7 +262,7 @@ async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_b
     // Six more would wait 600 ms; dropped at 100 ms, all six go back.
     let dropped = tokio::time::timeout(
         Duration::from_millis(100),
-        manager.acquire_n("api", Priority::HIGH, 6),
+        manager.acquire("api", Priority::HIGH.cost(6)),
     )
     .await;
     assert!(dropped.is_err());
@@ -272,7 +272,7 @@ async fn a_call_takes_its_cost_from_the_store_and_a_cancelled_one_gives_it_all_b
     assert_eq!(store.reports(2), 1, "the six tokens handed back");
     let before = Instant::now();
     manager
-        .acquire_n("api", Priority::HIGH, 6)
+        .acquire("api", Priority::HIGH.cost(6))
         .await
         .unwrap()
         .success();
@@ -331,7 +331,7 @@ async fn a_store_with_only_the_required_methods_is_available_and_its_rate_shown(
         .success();
     reports_arrive().await;
     // The default `is_available` is true: the shared rate is the one shown.
-    assert_eq!(manager.current_rate("api"), Some(7.0));
+    assert_eq!(manager.key("api").rate(), Some(7.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -344,7 +344,7 @@ async fn a_rate_from_a_store_that_is_no_rate_is_ignored() {
             .unwrap()
             .success();
         reports_arrive().await;
-        let shown = manager.current_rate("api").unwrap();
+        let shown = manager.key("api").rate().unwrap();
         assert!(
             shown.is_finite() && shown > 0.0,
             "{nonsense} shown as {shown}"

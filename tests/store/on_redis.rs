@@ -69,19 +69,19 @@ async fn a_failure_one_manager_sees_lowers_the_rate_for_all() {
     let other = manager(&server.url(), config).await;
     seeing.wait("host").await.unwrap();
     other.wait("host").await.unwrap();
-    assert_eq!(other.current_rate("host"), Some(40.0));
+    assert_eq!(other.key("host").rate(), Some(40.0));
     seeing.decrement("host"); // sent in the background
     let deadline = Instant::now() + Duration::from_secs(2);
-    while other.current_rate("host") != Some(20.0) {
+    while other.key("host").rate() != Some(20.0) {
         assert!(
             Instant::now() < deadline,
             "rate {:?}",
-            other.current_rate("host")
+            other.key("host").rate()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
         other.wait("host").await.unwrap(); // each decision brings the shared rate back
     }
-    assert_eq!(seeing.current_rate("host"), Some(20.0));
+    assert_eq!(seeing.key("host").rate(), Some(20.0));
 }
 
 #[tokio::test]
@@ -127,7 +127,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
     assert!(server.command(&["EXISTS", "test:host"]).starts_with(":1"));
     // Once the reports on their way have landed, the shared rate stays.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let shared = manager.current_rate("host").unwrap();
+    let shared = manager.key("host").rate().unwrap();
 
     server.kill();
     // Calls go on, paced by the local rate, and no error reaches them.
@@ -141,7 +141,7 @@ async fn redis_killed_mid_run_falls_back_then_rejoins() {
         "{:?}",
         start.elapsed()
     );
-    let local = manager.current_rate("host").unwrap();
+    let local = manager.key("host").rate().unwrap();
     assert!(
         local > 50.0,
         "the local rate learned from the successes: {local}"
@@ -450,14 +450,14 @@ async fn a_call_takes_its_cost_from_the_shared_bucket() {
         .unwrap();
     let other = manager_with(&server.url(), RateConfig::per_minute(6).burst(10), |s| s).await;
     manager
-        .acquire_n("api", Priority::HIGH, 8)
+        .acquire("api", Priority::HIGH.cost(8))
         .await
         .unwrap()
         .success();
     // Two tokens are left in Redis, for every manager: three are 10 s
     // away (one token each 10 s, so no slow machine sees one come back).
     let refused = manager
-        .acquire_n("api", Priority::HIGH, 3)
+        .acquire("api", Priority::HIGH.cost(3))
         .await
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::RateLimited);
@@ -467,12 +467,12 @@ async fn a_call_takes_its_cost_from_the_shared_bucket() {
         "{wait:?}"
     );
     other
-        .acquire_n("api", Priority::HIGH, 2)
+        .acquire("api", Priority::HIGH.cost(2))
         .await
         .unwrap()
         .success();
     let refused = manager
-        .acquire_n("api", Priority::HIGH, 1)
+        .acquire("api", Priority::HIGH.cost(1))
         .await
         .unwrap_err();
     assert_eq!(refused.reason(), RejectReason::RateLimited);

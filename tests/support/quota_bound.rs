@@ -30,8 +30,8 @@ impl Entry {
         cost: u32,
     ) -> bool {
         match self {
-            Entry::Wait => manager.wait_n(key, cost).await.is_ok(),
-            Entry::Acquire => match manager.acquire_n(key, Priority::HIGH, cost).await {
+            Entry::Wait => manager.key(key).wait(cost).await.is_ok(),
+            Entry::Acquire => match manager.acquire(key, Priority::HIGH.cost(cost)).await {
                 Ok(permit) => {
                     permit.success();
                     true
@@ -39,7 +39,7 @@ impl Entry {
                 Err(_) => false,
             },
             Entry::Call => manager
-                .call_n(key, Priority::HIGH, cost, || async {
+                .call(key, Priority::HIGH.cost(cost), || async {
                     Ok::<_, std::io::Error>(())
                 })
                 .await

@@ -194,7 +194,12 @@ async fn a_window_without_calls_forgets_a_real_server_s_failures() {
         clock.advance(idle - gap); // from the last call
         let probabilities: Vec<f64> = PRIORITIES
             .iter()
-            .map(|&priority| manager.rejection_probability("server", priority).unwrap())
+            .map(|&priority| {
+                manager
+                    .key("server")
+                    .rejection_probability(priority)
+                    .unwrap()
+            })
             .collect();
         if forgotten {
             assert_eq!(probabilities, [0.0; 4]);

@@ -80,7 +80,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
             panic!("a healthy key sheds nothing");
         }
     }
-    let low = &manager.snapshot("db-7").unwrap().priorities[3];
+    let low = &manager.key("db-7").snapshot().unwrap().priorities[3];
     assert_eq!(
         (low.requests, low.accepts),
         (1, 1),
@@ -101,7 +101,10 @@ async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_i
     }
     // K = 2, window 60 s, min_rate 1/s: 100 / (100 + 60).
     for priority in [Priority::HIGH, Priority::MEDIUM_HIGH, Priority::LOW] {
-        assert_eq!(manager.rejection_probability("db", priority), Some(0.625));
+        assert_eq!(
+            manager.key("db").rejection_probability(priority),
+            Some(0.625)
+        );
     }
     // 10 LOW successes: the backend accepts calls whatever their priority,
     // so they are the budget of every level, K × 10 = 20. HIGH asks 100 of
@@ -115,11 +118,11 @@ async fn a_hundred_failures_give_the_formulas_probability_and_lower_priorities_i
             .success();
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(0.5)
     );
     assert_eq!(
-        manager.rejection_probability("db", Priority::LOW),
+        manager.key("db").rejection_probability(Priority::LOW),
         Some(0.6)
     );
 }
@@ -152,12 +155,12 @@ async fn an_outcome_counts_for_nine_tenths_of_a_window_at_least_and_never_past_o
     }
     let p = Some(100.0 / 160.0);
     tokio::time::advance(Duration::from_secs(54)).await; // 84 s
-    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p);
+    assert_eq!(manager.key("db").rejection_probability(Priority::HIGH), p);
     tokio::time::advance(Duration::from_millis(5_999)).await;
-    assert_eq!(manager.rejection_probability("db", Priority::HIGH), p);
+    assert_eq!(manager.key("db").rejection_probability(Priority::HIGH), p);
     tokio::time::advance(Duration::from_millis(1)).await; // 90 s
     for priority in [Priority::HIGH, Priority::LOW] {
-        assert_eq!(manager.rejection_probability("db", priority), Some(0.0));
+        assert_eq!(manager.key("db").rejection_probability(priority), Some(0.0));
     }
 }
 
@@ -183,7 +186,13 @@ async fn a_recovered_backend_gets_its_traffic_back_at_every_priority() {
         }
         tokio::time::advance(Duration::from_millis(10)).await;
     }
-    assert!(manager.rejection_probability("db", Priority::LOW).unwrap() > 0.9);
+    assert!(
+        manager
+            .key("db")
+            .rejection_probability(Priority::LOW)
+            .unwrap()
+            > 0.9
+    );
     // Recovery: every call that gets through succeeds. With K = 2 the share
     // let through about doubles per window, and each priority inherits the
     // unanswered calls (shed ones included) of those above it, so priorities
@@ -199,7 +208,7 @@ async fn a_recovered_backend_gets_its_traffic_back_at_every_priority() {
                 }
             }
             if recovered_at[i].is_none()
-                && manager.rejection_probability("db", priority) == Some(0.0)
+                && manager.key("db").rejection_probability(priority) == Some(0.0)
             {
                 recovered_at[i] = Some(step / 100); // seconds since recovery
             }
@@ -274,7 +283,7 @@ async fn dropped_permits_never_cause_shedding() {
         drop(permit); // cancelled, or a panic unwound through it
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::LOW),
+        manager.key("db").rejection_probability(Priority::LOW),
         Some(0.0)
     );
 }
@@ -289,11 +298,11 @@ async fn a_neutral_outcome_counts_as_a_request_and_an_accept() {
     let manager = manager_with_draw(0.99); // nothing is shed: every call counts
     let permit = manager.try_acquire("db", Priority::MEDIUM).unwrap();
     permit.report(Outcome::Neutral);
-    let medium = manager.snapshot("db").unwrap().priorities[2];
+    let medium = manager.key("db").snapshot().unwrap().priorities[2];
     assert_eq!((medium.requests, medium.accepts), (1, 1));
 
     drop(manager.try_acquire("db", Priority::MEDIUM).unwrap());
-    let medium = manager.snapshot("db").unwrap().priorities[2];
+    let medium = manager.key("db").snapshot().unwrap().priorities[2];
     assert_eq!((medium.requests, medium.accepts), (2, 2));
 
     // 100 failures alone: (100 - 2 * 0) / (100 + 60) = 0.625. With 100
@@ -305,7 +314,7 @@ async fn a_neutral_outcome_counts_as_a_request_and_an_accept() {
             .overloaded();
     }
     assert_eq!(
-        manager.rejection_probability("failing", Priority::HIGH),
+        manager.key("failing").rejection_probability(Priority::HIGH),
         Some(0.625)
     );
     for _ in 0..100 {
@@ -313,7 +322,7 @@ async fn a_neutral_outcome_counts_as_a_request_and_an_accept() {
         permit.report(Outcome::Neutral);
     }
     assert_eq!(
-        manager.rejection_probability("failing", Priority::HIGH),
+        manager.key("failing").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
 }
@@ -329,7 +338,7 @@ async fn a_call_rejected_by_one_control_leaves_no_trace_in_the_other() {
         assert_eq!(rejected.reason(), RejectReason::RateLimited);
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
 
@@ -358,13 +367,19 @@ async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
     for _ in 0..10 {
         manager.decrement("db"); // failures: the throttle sheds from now on
     }
-    let shedding = manager.rejection_probability("db", Priority::HIGH).unwrap();
+    let shedding = manager
+        .key("db")
+        .rejection_probability(Priority::HIGH)
+        .unwrap();
     assert!(shedding > 0.0);
     // A token is there: the call is shed, and counted.
     tokio::time::advance(Duration::from_secs(1)).await;
     let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
     assert_eq!(rejected.reason(), RejectReason::Throttled);
-    let counted = manager.rejection_probability("db", Priority::HIGH).unwrap();
+    let counted = manager
+        .key("db")
+        .rejection_probability(Priority::HIGH)
+        .unwrap();
     assert!(counted > shedding);
     // The token is gone: calls the throttle would shed go to the rate, which
     // refuses them with its wait; the throttle counts none of them.
@@ -378,7 +393,7 @@ async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
         assert_eq!(rejected.reason(), RejectReason::RateLimited);
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(counted)
     );
     // Within its wait, `acquire` is judged by the throttle as before.
@@ -419,7 +434,7 @@ async fn a_cancelled_acquire_counts_nothing() {
         assert!(gave_up.is_err());
     }
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
     tokio::time::advance(Duration::from_secs(1)).await;
@@ -439,7 +454,7 @@ async fn the_task_priority_overrides_the_call_site() {
     permit.overloaded();
     // The failure was counted at HIGH: HIGH sees it as its own.
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(1.0 / 61.0)
     );
 }
@@ -516,7 +531,7 @@ fn concurrent_acquires_and_reports_lose_no_counts() {
     assert_eq!(admitted.load(Ordering::Relaxed), 10_000);
     // 10,000 requests, 2,000 accepts: (10,000 - 4,000) / (10,000 + 60).
     assert_eq!(
-        manager.rejection_probability("db", Priority::HIGH),
+        manager.key("db").rejection_probability(Priority::HIGH),
         Some(6_000.0 / 10_060.0)
     );
 }
@@ -538,11 +553,11 @@ async fn one_key_can_have_its_own_throttle() {
     // 20 requests, 10 accepts. Default (K = 2, m = 60): 0. Strict (K = 1,
     // m = 30): (20 - 10) / (20 + 30).
     assert_eq!(
-        manager.rejection_probability("default", Priority::HIGH),
+        manager.key("default").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
     assert_eq!(
-        manager.rejection_probability("strict", Priority::HIGH),
+        manager.key("strict").rejection_probability(Priority::HIGH),
         Some(0.2)
     );
 }

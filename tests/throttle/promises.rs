@@ -157,7 +157,8 @@ fn probabilities(sim: &Simulation) -> Vec<f64> {
         .iter()
         .map(|&priority| {
             sim.manager
-                .rejection_probability("backend", priority)
+                .key("backend")
+                .rejection_probability(priority)
                 .unwrap()
         })
         .collect()

@@ -27,7 +27,8 @@ impl ThrottleMiddleware {
         next: Next<'_>,
     ) -> (reqwest_middleware::Result<Response>, Option<RetryCause>) {
         let cost = extensions.get::<Cost>().cloned();
-        let Some(cost) = cost.filter(|_| self.manager.limit_names().next().is_some()) else {
+        let Some(cost) = cost.filter(|_| self.manager.settings().limit_names().next().is_some())
+        else {
             return self
                 .attempt_call(key, priority, None, None, request, extensions, next)
                 .await;

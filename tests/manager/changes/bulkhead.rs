@@ -39,10 +39,11 @@ fn a_limit_lowered_lets_the_calls_in_flight_finish_and_admits_none_until_below_i
         .map(|_| manager.try_acquire("db", Priority::HIGH).unwrap())
         .collect();
     manager
-        .set_bulkhead_override("db", BulkheadConfig::new(2))
+        .key("db")
+        .set_bulkhead(BulkheadConfig::new(2))
         .unwrap();
     assert_eq!(
-        manager.snapshot("db").unwrap().active,
+        manager.key("db").snapshot().unwrap().active,
         Some(5),
         "none cut off"
     );
@@ -69,10 +70,11 @@ fn a_limit_raised_admits_the_waiters_at_once() {
     let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
     let mut context = Context::from_waker(Waker::noop());
     let mut waiters = queued(&manager, 3, &mut context);
-    assert_eq!(manager.snapshot("db").unwrap().queued, Some(3));
+    assert_eq!(manager.key("db").snapshot().unwrap().queued, Some(3));
 
     manager
-        .set_bulkhead_override("db", BulkheadConfig::new(4).queue(4))
+        .key("db")
+        .set_bulkhead(BulkheadConfig::new(4).queue(4))
         .unwrap();
     for waiter in &mut waiters {
         let Poll::Ready(permit) = waiter.as_mut().poll(&mut context) else {
@@ -89,10 +91,11 @@ fn a_shorter_queue_keeps_its_waiters_and_takes_no_newcomer_until_below_its_lengt
     let mut context = Context::from_waker(Waker::noop());
     let mut waiters = queued(&manager, 3, &mut context);
     manager
-        .set_bulkhead_override("db", BulkheadConfig::new(1).queue(1))
+        .key("db")
+        .set_bulkhead(BulkheadConfig::new(1).queue(1))
         .unwrap();
     assert_eq!(
-        manager.snapshot("db").unwrap().queued,
+        manager.key("db").snapshot().unwrap().queued,
         Some(3),
         "none dropped"
     );
@@ -134,12 +137,13 @@ fn a_limit_lowered_while_callers_wait_hands_them_no_slot_until_below_it() {
             assert!(newcomer.is_err(), "the key's next call: full");
         } else {
             manager
-                .set_bulkhead_override("db", BulkheadConfig::new(1).queue(4))
+                .key("db")
+                .set_bulkhead(BulkheadConfig::new(1).queue(4))
                 .unwrap();
         }
         for in_flight in [4, 3, 2] {
             held.pop().unwrap().success();
-            let snapshot = manager.snapshot("db").unwrap();
+            let snapshot = manager.key("db").snapshot().unwrap();
             assert_eq!(snapshot.active, Some(in_flight - 1), "a slot handed on");
             assert_eq!(snapshot.queued, Some(3));
             for waiter in &mut waiters {
@@ -151,7 +155,7 @@ fn a_limit_lowered_while_callers_wait_hands_them_no_slot_until_below_it() {
             let Poll::Ready(permit) = waiter.as_mut().poll(&mut context) else {
                 panic!("waiter {served} not served with none in flight");
             };
-            assert_eq!(manager.snapshot("db").unwrap().active, Some(1));
+            assert_eq!(manager.key("db").snapshot().unwrap().active, Some(1));
             permit.unwrap().success();
         }
     }

@@ -40,9 +40,10 @@ fn a_rate_raised_under_overload_gives_no_fresh_burst_and_keeps_both_bounds() {
     assert!((24..=25).contains(&admitted), "{admitted} by t1");
 
     manager
-        .set_rate_override("acme", RateConfig::per_second(50).burst(5))
+        .key("acme")
+        .set_rate(RateConfig::per_second(50).burst(5))
         .unwrap();
-    assert_eq!(manager.current_rate("acme"), Some(50.0));
+    assert_eq!(manager.key("acme").rate(), Some(50.0));
     assert_eq!(drain(&manager, "acme"), 0, "no fresh burst at the change");
 
     for _ in 0..2_000 {
@@ -62,7 +63,8 @@ fn a_rate_lowered_keeps_the_debt_it_owes_rescaled() {
     // Ten calls owed at 50/s (200 ms) are owed at 10/s (a second): the
     // bucket refills a call every 100 ms from the change on.
     manager
-        .set_rate_override("acme", RateConfig::per_second(10).burst(10))
+        .key("acme")
+        .set_rate(RateConfig::per_second(10).burst(10))
         .unwrap();
     assert_eq!(drain(&manager, "acme"), 0, "no fresh burst");
     for _ in 0..5 {
@@ -85,25 +87,19 @@ fn an_adaptive_rate_keeps_what_it_learned_unless_the_new_bounds_exclude_it() {
     for _ in 0..3 {
         manager.increment("acme");
     }
-    assert_eq!(manager.current_rate("acme"), Some(13.0));
+    assert_eq!(manager.key("acme").rate(), Some(13.0));
     // A live key's rate is what it learned: the new starting rate is for
     // keys made from now on.
     let adaptive = |lower: f64, upper| RateConfig::adaptive(lower).bounds(lower, upper);
-    manager
-        .set_rate_override("acme", adaptive(1.0, 50.0))
-        .unwrap();
-    assert_eq!(manager.current_rate("acme"), Some(13.0), "kept");
-    manager
-        .set_rate_override("acme", adaptive(20.0, 50.0))
-        .unwrap();
-    assert_eq!(manager.current_rate("acme"), Some(20.0), "clamped up");
-    manager
-        .set_rate_override("acme", adaptive(1.0, 5.0))
-        .unwrap();
-    assert_eq!(manager.current_rate("acme"), Some(5.0), "clamped down");
-    manager.remove_overrides("acme");
+    manager.key("acme").set_rate(adaptive(1.0, 50.0)).unwrap();
+    assert_eq!(manager.key("acme").rate(), Some(13.0), "kept");
+    manager.key("acme").set_rate(adaptive(20.0, 50.0)).unwrap();
+    assert_eq!(manager.key("acme").rate(), Some(20.0), "clamped up");
+    manager.key("acme").set_rate(adaptive(1.0, 5.0)).unwrap();
+    assert_eq!(manager.key("acme").rate(), Some(5.0), "clamped down");
+    manager.key("acme").remove_overrides();
     assert_eq!(
-        manager.current_rate("acme"),
+        manager.key("acme").rate(),
         Some(5.0),
         "inside the default bounds again: kept"
     );
@@ -114,9 +110,10 @@ fn an_override_set_before_the_key_is_made_applies_when_it_is() {
     let clock = ManualClock::new();
     let manager = quota(10, 1, &clock);
     manager
-        .set_rate_override("acme", RateConfig::per_second(50).burst(3))
+        .key("acme")
+        .set_rate(RateConfig::per_second(50).burst(3))
         .unwrap();
-    assert_eq!(manager.current_rate("acme"), None, "not live yet");
+    assert_eq!(manager.key("acme").rate(), None, "not live yet");
     assert_eq!(drain(&manager, "acme"), 3, "its own burst");
     assert_eq!(drain(&manager, "other"), 1);
 }
@@ -129,7 +126,8 @@ fn an_override_names_its_key_as_the_manager_names_keys() {
         .build()
         .unwrap();
     let error = manager
-        .set_rate_override("acme", RateConfig::per_second(10).burst(0))
+        .key("acme")
+        .set_rate(RateConfig::per_second(10).burst(0))
         .unwrap_err();
     assert_eq!(
         error.problems()[0].field(),
@@ -141,11 +139,13 @@ fn an_override_names_its_key_as_the_manager_names_keys() {
 fn a_bad_override_or_a_control_the_manager_lacks_is_refused_by_name() {
     let manager = quota(10, 1, &ManualClock::new());
     let error = manager
-        .set_rate_override("acme", RateConfig::per_second(10).burst(0))
+        .key("acme")
+        .set_rate(RateConfig::per_second(10).burst(0))
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "rate_override.burst");
     let error = manager
-        .set_bulkhead_override("acme", portcullis::BulkheadConfig::new(2))
+        .key("acme")
+        .set_bulkhead(portcullis::BulkheadConfig::new(2))
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "bulkhead_override");
     assert!(
@@ -202,7 +202,7 @@ proptest! {
                 }
             }
             let config = RateConfig::per_second(change.per_second).burst(change.burst);
-            manager.set_rate_override("acme", config).unwrap();
+            manager.key("acme").set_rate(config).unwrap();
             let next = changes.get(index + 1).map_or(1_000, |next| next.at);
             let mut admitted = 0u64;
             for elapsed in 0..=next {
@@ -262,10 +262,12 @@ async fn a_dip_in_the_rate_strands_no_waiter() {
         tokio::task::yield_now().await;
     }
     manager
-        .set_rate_override("api", RateConfig::per_second(10).burst(1))
+        .key("api")
+        .set_rate(RateConfig::per_second(10).burst(1))
         .unwrap();
     manager
-        .set_rate_override("api", RateConfig::per_second(1000).burst(1))
+        .key("api")
+        .set_rate(RateConfig::per_second(1000).burst(1))
         .unwrap();
     let mut last = Duration::ZERO;
     for caller in callers {

@@ -26,7 +26,7 @@ fn a_reloaded_tier_moves_its_keys_at_their_next_call() {
     for key in ["premium-1", "free-1"] {
         manager.check(key).unwrap();
     }
-    assert_eq!(manager.current_rate("premium-1"), Some(100.0));
+    assert_eq!(manager.key("premium-1").rate(), Some(100.0));
 
     manager
         .reload(file(
@@ -34,16 +34,16 @@ fn a_reloaded_tier_moves_its_keys_at_their_next_call() {
         ))
         .unwrap();
     assert_eq!(
-        manager.current_rate("premium-1"),
+        manager.key("premium-1").rate(),
         Some(100.0),
         "not before its next call"
     );
     let _ = manager.check("premium-1");
     let _ = manager.check("free-1");
-    assert_eq!(manager.current_rate("premium-1"), Some(200.0));
-    assert_eq!(manager.current_rate("free-1"), Some(10.0));
+    assert_eq!(manager.key("premium-1").rate(), Some(200.0));
+    assert_eq!(manager.key("free-1").rate(), Some(10.0));
     let _ = manager.check("premium-2");
-    assert_eq!(manager.current_rate("premium-2"), Some(200.0), "a new key");
+    assert_eq!(manager.key("premium-2").rate(), Some(200.0), "a new key");
 }
 
 #[test]
@@ -55,14 +55,15 @@ fn a_reload_replaces_the_overrides_and_keeps_what_the_file_leaves_out() {
         .build()
         .unwrap();
     manager
-        .set_rate_override("globex", RateConfig::per_second(70))
+        .key("globex")
+        .set_rate(RateConfig::per_second(70))
         .unwrap();
     manager
         .reload(file("[overrides.initech.rate]\nquota = \"30/s\"\n"))
         .unwrap();
     for (key, rate) in [("acme", 10.0), ("globex", 10.0), ("initech", 30.0)] {
         let _ = manager.check(key);
-        assert_eq!(manager.current_rate(key), Some(rate), "{key}");
+        assert_eq!(manager.key(key).rate(), Some(rate), "{key}");
     }
 }
 
@@ -86,7 +87,7 @@ fn what_a_live_manager_cannot_change_is_refused_by_path_and_nothing_is_applied()
     );
     let _ = manager.check("free-1");
     assert_eq!(
-        manager.current_rate("free-1"),
+        manager.key("free-1").rate(),
         Some(10.0),
         "the valid rate was not applied either"
     );
@@ -130,9 +131,9 @@ fn retier_moves_a_key_to_the_tier_it_is_in_now() {
         .unwrap();
     assert!(manager.try_acquire("acme", Priority::HIGH).is_ok());
     UPGRADED.store(true, Ordering::Relaxed);
-    assert_eq!(manager.current_rate("acme"), Some(10.0), "asked once");
-    manager.retier("acme");
-    assert_eq!(manager.current_rate("acme"), Some(100.0));
+    assert_eq!(manager.key("acme").rate(), Some(10.0), "asked once");
+    manager.key("acme").retier();
+    assert_eq!(manager.key("acme").rate(), Some(100.0));
     assert!(
         manager.try_acquire("acme", Priority::HIGH).is_err(),
         "its bucket kept: the burst already spent"
@@ -170,6 +171,6 @@ fn a_reload_that_would_fill_the_settings_table_is_refused_and_keys_keep_their_ow
         let key = format!("user-{k}");
         manager.check(&key).unwrap();
         let own = f64::from(k + 100);
-        assert_eq!(manager.current_rate(&key), Some(own), "{key}");
+        assert_eq!(manager.key(&key).rate(), Some(own), "{key}");
     }
 }

@@ -147,6 +147,6 @@ fn a_tier_and_a_key_may_be_shadowed_apart_from_the_manager() {
     assert!(second_call("trial-1"), "the tier's keys are shadowed");
     assert!(!second_call("trial-strict"), "a key's own setting wins");
     assert!(!second_call("paying"), "the manager enforces");
-    manager.set_shadow_override("paying", true);
+    manager.key("paying").set_shadow(true);
     assert!(second_call("paying"));
 }

@@ -31,19 +31,22 @@ fn failing_manager() -> ThrottleManager<String> {
 fn a_new_ratio_applies_to_the_counts_the_key_has() {
     let manager = failing_manager();
     let before = manager
-        .rejection_probability("acme", Priority::HIGH)
+        .key("acme")
+        .rejection_probability(Priority::HIGH)
         .unwrap();
     assert!(before > 0.5, "{before}");
     manager
-        .set_throttle_override("acme", ThrottleConfig::new().ratio(4.0).min_rate(0.1))
+        .key("acme")
+        .set_throttle(ThrottleConfig::new().ratio(4.0).min_rate(0.1))
         .unwrap();
     let after = manager
-        .rejection_probability("acme", Priority::HIGH)
+        .key("acme")
+        .rejection_probability(Priority::HIGH)
         .unwrap();
     // 50 requests, 10 accepts, m = 6: (50 - 4·10) / 56 with the counts kept.
     assert!((after - 10.0 / 56.0).abs() < 1e-9, "{after}");
     assert_eq!(
-        manager.rejection_probability("fresh", Priority::HIGH),
+        manager.key("fresh").rejection_probability(Priority::HIGH),
         Some(before),
         "another key keeps the default"
     );
@@ -56,9 +59,9 @@ fn a_new_window_length_starts_the_counts_afresh() {
         .ratio(2.0)
         .min_rate(0.1)
         .window(Duration::from_secs(30));
-    manager.set_throttle_override("acme", window).unwrap();
+    manager.key("acme").set_throttle(window).unwrap();
     assert_eq!(
-        manager.rejection_probability("acme", Priority::HIGH),
+        manager.key("acme").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
     assert!(manager.try_acquire("acme", Priority::HIGH).is_ok());

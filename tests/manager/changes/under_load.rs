@@ -63,14 +63,15 @@ fn file(rate: u32, limit: Option<u32>) -> ManagerConfig {
 async fn caller(manager: Arc<ThrottleManager<String>>, seen: Rc<RefCell<Seen>>, seed: u64) {
     let mut draws = Draws(seed);
     let end = Instant::now() + CHANGING;
-    let limit = |manager: &ThrottleManager<String>| manager.concurrency_limit("k").unwrap_or(0);
+    let limit =
+        |manager: &ThrottleManager<String>| manager.key("k").concurrency_limit().unwrap_or(0);
     while Instant::now() < end {
         let asked = Instant::now();
         let permit = manager.acquire("k", Priority::HIGH).await.unwrap();
         if permit.would_refuse().is_none() {
             let mut seen = seen.borrow_mut();
             seen.admitted.push(Instant::now());
-            if let Some(active) = manager.snapshot("k").unwrap().active {
+            if let Some(active) = manager.key("k").snapshot().unwrap().active {
                 let ends = seen.limits_at_ends.iter().rev();
                 let while_waiting = ends.take_while(|(at, _)| *at >= asked);
                 let handed = while_waiting.map(|(_, limit)| *limit).max();
@@ -161,12 +162,12 @@ async fn run(seed: u64, bulkhead: bool) {
         match draws.next(7) {
             0 | 1 => {
                 let quota = RateConfig::per_second(rate).burst(BURST);
-                manager.set_rate_override("k", quota).unwrap();
+                manager.key("k").set_rate(quota).unwrap();
                 seen.borrow_mut().rates.push((Instant::now(), rate));
             }
             2 | 3 if bulkhead => {
                 let config = BulkheadConfig::new(limit).queue(64);
-                manager.set_bulkhead_override("k", config).unwrap();
+                manager.key("k").set_bulkhead(config).unwrap();
             }
             2 | 3 => {}
             4 => {
@@ -185,7 +186,7 @@ async fn run(seed: u64, bulkhead: bool) {
                 // The key's tier changes: its rate, unless it has its own.
                 let to = !fast.load(Ordering::Relaxed);
                 fast.store(to, Ordering::Relaxed);
-                manager.retier("k");
+                manager.key("k").retier();
                 seen.borrow_mut()
                     .rates
                     .push((Instant::now(), TIERS[usize::from(to)].1));
@@ -206,7 +207,7 @@ async fn run(seed: u64, bulkhead: bool) {
     );
     if bulkhead {
         assert_eq!(seen.over_limit, Vec::<String>::new(), "seed {seed}");
-        let snapshot = manager.snapshot("k").unwrap();
+        let snapshot = manager.key("k").snapshot().unwrap();
         assert_eq!((snapshot.active, snapshot.queued), (Some(0), Some(0)));
     } else {
         let within = within_the_rates(&seen);

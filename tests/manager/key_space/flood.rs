@@ -49,19 +49,19 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
         manager.check(key.as_str()).unwrap();
         clock.advance(Duration::from_micros(2));
         if i % 997 == 0 {
-            max_len = max_len.max(manager.len());
+            max_len = max_len.max(manager.keys().len());
         }
     }
     let after = resident_bytes();
 
     assert!(max_len <= CAP, "live keys reached {max_len}");
-    assert!(manager.len() <= CAP);
+    assert!(manager.keys().len() <= CAP);
     assert!(
-        manager.len() > CAP / 2,
+        manager.keys().len() > CAP / 2,
         "the cap should be used, not emptied"
     );
     // The flood did not reset the victim's limit.
-    assert_eq!(manager.current_rate("victim"), Some(0.001));
+    assert_eq!(manager.key("victim").rate(), Some(0.001));
     assert!(manager.check("victim").unwrap_err().retry_after() > Some(Duration::from_secs(990)));
     if let (Some(before), Some(after)) = (before, after) {
         // 10,000 keys take about 2 MB; 1,000,000 would take over 100 MB.
@@ -95,8 +95,8 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
         (CAP - 1, 2_001),
         "every room but the victim's was taken, then new keys were refused"
     );
-    assert_eq!(manager.len(), CAP);
-    assert_eq!(manager.current_rate("victim"), Some(0.001));
+    assert_eq!(manager.keys().len(), CAP);
+    assert_eq!(manager.key("victim").rate(), Some(0.001));
     assert!(manager.check("victim").unwrap_err().retry_after() > Some(Duration::from_secs(990)));
 }
 
@@ -134,6 +134,6 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     // 16,000 of the 20,000 quiet keys made room; none of the new keys, which
     // still owe, did.
     assert_eq!((flood, legitimate), (0, 0), "new keys refused");
-    assert_eq!(manager.len(), QUIET);
-    assert!(manager.current_rate("flood-0").is_some() && manager.current_rate("legit-0").is_some());
+    assert_eq!(manager.keys().len(), QUIET);
+    assert!(manager.key("flood-0").rate().is_some() && manager.key("legit-0").rate().is_some());
 }

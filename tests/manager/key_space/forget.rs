@@ -38,7 +38,7 @@ fn a_forgotten_key_starts_afresh() {
             .overloaded();
     }
     assert_eq!(
-        manager.current_rate("acme"),
+        manager.key("acme").rate(),
         Some(5.0),
         "halved once in its cooldown"
     );
@@ -49,24 +49,20 @@ fn a_forgotten_key_starts_afresh() {
         "the burst spent"
     );
 
-    assert!(manager.forget("acme"));
+    assert!(manager.key("acme").forget());
     assert_eq!(
-        manager.current_rate("acme"),
+        manager.key("acme").rate(),
         None,
         "not live until its next call"
     );
     let permit = manager.try_acquire("acme", Priority::HIGH).unwrap();
-    assert_eq!(
-        manager.current_rate("acme"),
-        Some(10.0),
-        "its starting rate"
-    );
+    assert_eq!(manager.key("acme").rate(), Some(10.0), "its starting rate");
     permit.success();
     assert!(
         manager.try_acquire("acme", Priority::HIGH).is_ok(),
         "a full bucket"
     );
-    assert!(!manager.forget("nobody"), "a key that is not live");
+    assert!(!manager.key("nobody").forget(), "a key that is not live");
 }
 
 #[test]
@@ -74,20 +70,20 @@ fn a_call_in_flight_ends_on_the_state_it_started_with() {
     let clock = ManualClock::new();
     let manager = manager(&clock);
     let before = manager.try_acquire("acme", Priority::HIGH).unwrap();
-    assert!(manager.forget("acme"));
+    assert!(manager.key("acme").forget());
     // The new state has a bulkhead of its own: its one slot is free.
     let after = manager.try_acquire("acme", Priority::HIGH).unwrap();
-    assert_eq!(manager.snapshot("acme").unwrap().active, Some(1));
+    assert_eq!(manager.key("acme").snapshot().unwrap().active, Some(1));
     // The old call's overload counts on the old state, not the new one.
     before.report(Outcome::Overloaded);
-    assert_eq!(manager.current_rate("acme"), Some(10.0));
+    assert_eq!(manager.key("acme").rate(), Some(10.0));
     assert_eq!(
-        manager.snapshot("acme").unwrap().active,
+        manager.key("acme").snapshot().unwrap().active,
         Some(1),
         "the new call's slot"
     );
     after.success();
-    assert_eq!(manager.snapshot("acme").unwrap().active, Some(0));
+    assert_eq!(manager.key("acme").snapshot().unwrap().active, Some(0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -102,7 +98,7 @@ async fn a_waiter_of_a_forgotten_key_is_served_by_the_state_it_waits_on() {
         tokio::spawn(async move { manager.acquire("acme", Priority::HIGH).await.map(drop) })
     };
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(manager.forget("acme"));
+    assert!(manager.key("acme").forget());
     drop(held);
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(1), waiting)
@@ -126,9 +122,9 @@ fn forgetting_a_key_gives_its_room_at_once() {
     // "a" owes a minute: it cannot be evicted, and the key space is full.
     let full = manager.check("b").unwrap_err();
     assert_eq!(full.reason(), RejectReason::KeySpaceFull);
-    assert!(manager.forget("a"));
+    assert!(manager.key("a").forget());
     assert!(manager.check("b").is_ok());
-    assert_eq!(manager.len(), 1);
+    assert_eq!(manager.keys().len(), 1);
 }
 
 /// Keys forgotten while calls hold them, then made again, many times over
@@ -153,17 +149,21 @@ fn forgetting_at_the_cap_again_and_again_keeps_the_count() {
             held.push(permit);
         }
         if round % 2 == 0 {
-            manager.forget(&key);
+            manager.key(&key).forget();
         }
         if held.len() > 4 {
             held.remove(0).success();
         }
         clock.advance(Duration::from_millis(700));
-        assert!(manager.len() <= 3, "round {round}: {} live", manager.len());
+        assert!(
+            manager.keys().len() <= 3,
+            "round {round}: {} live",
+            manager.keys().len()
+        );
     }
     drop(held);
     clock.advance(Duration::from_secs(2));
-    manager.evict_idle();
+    manager.keys().evict_idle();
     for key in ["x", "y", "z"] {
         assert!(manager.check(key).is_ok(), "room for {key}");
     }

@@ -45,15 +45,15 @@ fn idle_keys_are_swept_when_new_keys_arrive() {
     for i in 0..100 {
         manager.check(&format!("old-{i}")).unwrap();
     }
-    assert_eq!(manager.len(), 100);
+    assert_eq!(manager.keys().len(), 100);
     clock.advance(Duration::from_secs(61));
     manager.check("new").unwrap();
-    assert_eq!(manager.len(), 100 - 64 + 1, "the oldest 64 went");
-    assert_eq!(manager.current_rate("old-0"), None);
-    assert_eq!(manager.current_rate("old-63"), None);
-    assert_eq!(manager.current_rate("old-64"), Some(10.0));
+    assert_eq!(manager.keys().len(), 100 - 64 + 1, "the oldest 64 went");
+    assert_eq!(manager.key("old-0").rate(), None);
+    assert_eq!(manager.key("old-63").rate(), None);
+    assert_eq!(manager.key("old-64").rate(), Some(10.0));
     manager.check("newer").unwrap();
-    assert_eq!(manager.len(), 2, "the other 36 went");
+    assert_eq!(manager.keys().len(), 2, "the other 36 went");
 }
 
 /// The sweep moves on past keys that are not idle, so a key in constant
@@ -71,8 +71,12 @@ fn the_idle_sweep_moves_past_keys_in_use() {
     for i in 0..2 {
         manager.check(&format!("new-{i}")).unwrap();
     }
-    assert_eq!(manager.current_rate("busy"), Some(10.0));
-    assert_eq!(manager.len(), 3, "every idle key went, the busy one stayed");
+    assert_eq!(manager.key("busy").rate(), Some(10.0));
+    assert_eq!(
+        manager.keys().len(),
+        3,
+        "every idle key went, the busy one stayed"
+    );
 }
 
 #[test]
@@ -84,17 +88,17 @@ fn a_key_that_still_owes_tokens_is_not_idle() {
     for _ in 0..9 {
         manager.decrement("busy");
     }
-    assert_eq!(manager.current_rate("busy"), Some(0.01));
+    assert_eq!(manager.key("busy").rate(), Some(0.01));
     manager.check("busy").unwrap(); // owes 100 s now
     manager.check("quiet").unwrap();
     clock.advance(Duration::from_secs(90));
-    assert_eq!(manager.evict_idle(), 1); // "quiet", not "busy"
-    assert_eq!(manager.current_rate("busy"), Some(0.01));
+    assert_eq!(manager.keys().evict_idle(), 1); // "quiet", not "busy"
+    assert_eq!(manager.key("busy").rate(), Some(0.01));
     assert!(manager.check("busy").is_err());
     clock.advance(Duration::from_secs(60)); // 150 s: the debt was paid at 100 s
-    assert_eq!(manager.evict_idle(), 0); // idle from 160 s on
+    assert_eq!(manager.keys().evict_idle(), 0); // idle from 160 s on
     clock.advance(Duration::from_secs(10));
-    assert_eq!(manager.evict_idle(), 1);
+    assert_eq!(manager.keys().evict_idle(), 1);
 }
 
 #[test]
@@ -108,19 +112,15 @@ fn at_the_cap_least_recently_used_quiet_keys_make_room() {
     clock.advance(Duration::from_secs(1)); // every bucket full again
     manager.check("k0").unwrap(); // k0 is now the most recently used
     manager.check("newcomer").unwrap();
-    assert_eq!(manager.len(), 32); // one went, one came
+    assert_eq!(manager.keys().len(), 32); // one went, one came
     // The least recently quiet of the oldest keys went, not k0.
-    assert_eq!(manager.current_rate("k1"), None);
-    assert_eq!(manager.current_rate("k0"), Some(10.0));
-    assert_eq!(manager.current_rate("k2"), Some(10.0));
-    assert_eq!(manager.current_rate("newcomer"), Some(10.0));
+    assert_eq!(manager.key("k1").rate(), None);
+    assert_eq!(manager.key("k0").rate(), Some(10.0));
+    assert_eq!(manager.key("k2").rate(), Some(10.0));
+    assert_eq!(manager.key("newcomer").rate(), Some(10.0));
     manager.check("second").unwrap();
-    assert_eq!(
-        manager.current_rate("k2"),
-        None,
-        "the next oldest went next"
-    );
-    assert_eq!(manager.current_rate("k0"), Some(10.0));
+    assert_eq!(manager.key("k2").rate(), None, "the next oldest went next");
+    assert_eq!(manager.key("k0").rate(), Some(10.0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -137,14 +137,14 @@ async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     let refused = manager.check("c").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(70)));
-    assert_eq!(manager.len(), 2);
+    assert_eq!(manager.keys().len(), 2);
 
     let start = tokio::time::Instant::now();
     manager.wait("c").await.unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(70));
-    assert_eq!(manager.current_rate("a"), None); // "a" made room
-    assert_eq!(manager.current_rate("b"), Some(10.0));
-    assert_eq!(manager.current_rate("c"), Some(10.0));
+    assert_eq!(manager.key("a").rate(), None); // "a" made room
+    assert_eq!(manager.key("b").rate(), Some(10.0));
+    assert_eq!(manager.key("c").rate(), Some(10.0));
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn outcomes_for_a_new_key_at_a_full_cap_report_none() {
     let manager = manager(&clock, 1, None);
     manager.check("a").unwrap();
     assert_eq!(manager.increment("b"), None);
-    assert_eq!(manager.len(), 1);
+    assert_eq!(manager.keys().len(), 1);
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     let refused = manager.check("newcomer").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
-    assert_eq!(manager.current_rate("newcomer"), None);
+    assert_eq!(manager.key("newcomer").rate(), None);
     let still_limited = manager.check("victim").unwrap_err();
     assert_ne!(
         still_limited.reason(),
@@ -191,8 +191,8 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     // Once its debt is paid, it is the one that makes room.
     clock.advance(Duration::from_millis(500));
     manager.check("newcomer").unwrap();
-    assert_eq!(manager.current_rate("victim"), None);
-    assert_eq!(manager.current_rate("b"), Some(0.1));
+    assert_eq!(manager.key("victim").rate(), None);
+    assert_eq!(manager.key("b").rate(), Some(0.1));
 }
 
 #[test]
@@ -209,11 +209,11 @@ fn a_key_with_a_call_in_flight_is_never_evicted() {
     // "a" kept its state: its one slot is still taken.
     let busy = manager.try_acquire("a", Priority::HIGH).unwrap_err();
     assert_eq!(busy.reason(), RejectReason::Full);
-    assert_eq!(manager.snapshot("a").unwrap().active, Some(1));
+    assert_eq!(manager.key("a").snapshot().unwrap().active, Some(1));
     // Once the call ends, "a" can make room.
     drop(in_flight);
     assert!(manager.try_acquire("b", Priority::HIGH).is_ok());
-    assert!(manager.snapshot("a").is_none());
+    assert!(manager.key("a").snapshot().is_none());
 }
 
 /// A key space of one key, whose throttle sheds at any probability above
@@ -244,7 +244,13 @@ fn a_key_that_is_shedding_is_never_evicted() {
     // "a" kept its window: it still sheds.
     let shed = manager.try_acquire("a", Priority::LOW).unwrap_err();
     assert_eq!(shed.reason(), RejectReason::Throttled);
-    assert!(manager.rejection_probability("a", Priority::LOW).unwrap() > 0.5);
+    assert!(
+        manager
+            .key("a")
+            .rejection_probability(Priority::LOW)
+            .unwrap()
+            > 0.5
+    );
 }
 
 /// Shedding at any priority keeps the key: a healthy highest priority
@@ -265,7 +271,7 @@ fn a_key_shedding_only_its_least_important_calls_is_never_evicted() {
         }
     }
     assert_eq!(
-        manager.rejection_probability("a", Priority::HIGH),
+        manager.key("a").rejection_probability(Priority::HIGH),
         Some(0.0)
     );
     let shed = manager.try_acquire("a", Priority::LOW).unwrap_err();
@@ -307,12 +313,12 @@ fn an_idle_ttl_below_a_second_is_refused() {
 fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let clock = ManualClock::new();
     let manager = manager(&clock, 2, None);
-    manager.defer("a", Duration::from_secs(300));
-    manager.defer("b", Duration::from_secs(300));
+    manager.key("a").defer(Duration::from_secs(300));
+    manager.key("b").defer(Duration::from_secs(300));
     manager.check("c").unwrap();
-    assert_eq!(manager.len(), 2);
+    assert_eq!(manager.keys().len(), 2);
     assert_eq!(
-        [manager.current_rate("a"), manager.current_rate("b")]
+        [manager.key("a").rate(), manager.key("b").rate()]
             .iter()
             .flatten()
             .count(),
@@ -322,22 +328,22 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
 
     // Within the bound, a pause holds its place until it ends.
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
-    manager.defer("a", Duration::from_secs(45));
+    manager.key("a").defer(Duration::from_secs(45));
     let refused = manager.check("b").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert!(refused.retry_after().unwrap() <= Duration::from_secs(45));
-    assert_eq!(manager.current_rate("a"), Some(10.0));
+    assert_eq!(manager.key("a").rate(), Some(10.0));
 
     // "Longer than `max_hold`": a pause of exactly `max_hold` still holds.
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
-    manager.defer("a", Duration::from_secs(60));
+    manager.key("a").defer(Duration::from_secs(60));
     let refused = manager.check("b").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
-    assert_eq!(manager.current_rate("a"), Some(10.0));
+    assert_eq!(manager.key("a").rate(), Some(10.0));
 
     // Never forgiving is a choice: then the pause holds for all its 300 s.
     let manager = manager_with_hold(&clock, 1, Duration::MAX);
-    manager.defer("a", Duration::from_secs(300));
+    manager.key("a").defer(Duration::from_secs(300));
     let refused = manager.check("b").unwrap_err();
     assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
     assert!(refused.retry_after().unwrap() > Duration::from_secs(290));
@@ -373,15 +379,15 @@ fn keys_that_learned_a_rate_are_evicted_last() {
     clock.advance(Duration::from_secs(1)); // every bucket full again
     manager.check("newcomer").unwrap();
     // One went: the oldest of those that learned nothing.
-    assert_eq!(manager.len(), 32);
+    assert_eq!(manager.keys().len(), 32);
     for learned in ["k0", "k1", "k2", "k3"] {
         assert!(
-            manager.current_rate(learned).unwrap() > 10.0,
+            manager.key(learned).rate().unwrap() > 10.0,
             "{learned} was evicted"
         );
     }
-    assert_eq!(manager.current_rate("k4"), None);
-    assert_eq!(manager.current_rate("k5"), Some(10.0));
+    assert_eq!(manager.key("k4").rate(), None);
+    assert_eq!(manager.key("k5").rate(), Some(10.0));
 }
 
 /// Shedding holds a key's place as a pause does: within `max_hold`, until
@@ -409,7 +415,7 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
     );
     // A ten-minute window of failures: far beyond the 60 s bound.
     assert!(manager.try_acquire("other", Priority::LOW).is_ok());
-    assert!(manager.snapshot("failing").is_none());
+    assert!(manager.key("failing").snapshot().is_none());
 }
 
 /// A new key waiting for room wakes when the call that held the only
@@ -432,7 +438,7 @@ async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
     // Without the wake-up it waited for its retry (10 ms when no key's end
     // is known).
     assert_eq!(start.elapsed(), Duration::from_millis(3));
-    assert!(manager.snapshot("a").is_none());
+    assert!(manager.key("a").snapshot().is_none());
 }
 
 /// `max_wait` bounds the wait for room in a full key space, as it bounds
@@ -448,7 +454,9 @@ async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
         .build()
         .unwrap();
     for host in 0..10 {
-        manager.defer(&format!("host-{host}"), Duration::from_secs(3));
+        manager
+            .key(&format!("host-{host}"))
+            .defer(Duration::from_secs(3));
     }
     let start = tokio::time::Instant::now();
     let refused = manager
@@ -482,9 +490,9 @@ fn at_the_cap_idle_keys_make_room() {
     clock.advance(Duration::from_secs(61));
     manager.check("c").unwrap();
     manager.check("d").unwrap();
-    assert_eq!(manager.len(), 2);
+    assert_eq!(manager.keys().len(), 2);
     assert_eq!(
-        (manager.current_rate("a"), manager.current_rate("b")),
+        (manager.key("a").rate(), manager.key("b").rate()),
         (None, None)
     );
 }
@@ -525,7 +533,7 @@ fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
     clock.advance(Duration::from_secs(1));
     manager.check("new-3").unwrap();
     assert_eq!(
-        manager.current_rate("slow-0"),
+        manager.key("slow-0").rate(),
         Some(0.1),
         "a key in debt stayed"
     );

@@ -21,7 +21,7 @@ use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleMan
 /// "paused" by a server's pause of 30 s. A new key is refused, and the
 /// refusal remembers that no key can go before 30 s.
 fn full_and_remembered(manager: &ThrottleManager<String>, clock: &ManualClock) {
-    manager.defer("paused", Duration::from_secs(30));
+    manager.key("paused").defer(Duration::from_secs(30));
     clock.advance(Duration::from_millis(500)); // "in-use"'s token is paid for
     let refused = manager.check("refused").unwrap_err();
     assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
@@ -48,11 +48,11 @@ fn manager(clock: &ManualClock) -> ThrottleManager<String> {
 fn a_new_key_is_let_in(manager: &ThrottleManager<String>) {
     manager.check("new").expect("room was given back");
     assert!(
-        manager.snapshot("in-use").is_none(),
+        manager.key("in-use").snapshot().is_none(),
         "the quiet key made room"
     );
     assert!(
-        manager.snapshot("paused").is_some(),
+        manager.key("paused").snapshot().is_some(),
         "the paused key kept its place"
     );
 }
@@ -85,9 +85,9 @@ fn a_key_evicted_as_idle_gives_its_place_back_at_once() {
     full_and_remembered(&manager, &clock);
     drop(permit);
     clock.advance(Duration::from_secs(2));
-    assert_eq!(manager.evict_idle(), 1);
+    assert_eq!(manager.keys().evict_idle(), 1);
     manager.check("new").expect("room was given back");
-    assert_eq!(manager.len(), 2);
+    assert_eq!(manager.keys().len(), 2);
 }
 
 /// A call whose future panics drops its permit while unwinding.
@@ -146,7 +146,7 @@ async fn a_cancelled_waiter_holds_no_place() {
         async move { manager.acquire("in-use", Priority::HIGH).await.map(drop) }
     });
     tokio::task::yield_now().await;
-    assert_eq!(manager.snapshot("in-use").unwrap().queued, Some(1));
+    assert_eq!(manager.key("in-use").snapshot().unwrap().queued, Some(1));
     full_and_remembered(&manager, &clock);
     waiting.abort();
     let _ = waiting.await;
@@ -170,7 +170,7 @@ fn a_key_whose_creation_panics_takes_no_place() {
     let panicked =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| manager.check("broken")));
     assert!(panicked.is_err());
-    assert_eq!(manager.len(), 0);
+    assert_eq!(manager.keys().len(), 0);
     manager.check("next").expect("the broken key took no place");
 }
 

@@ -58,12 +58,14 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
                             }
                         }
                         6 => {
-                            manager.defer(&key, Duration::from_millis(next(&mut rng) % 5));
+                            manager
+                                .key(&key)
+                                .defer(Duration::from_millis(next(&mut rng) % 5));
                         }
                         _ => {
                             if !held.is_empty() {
                                 let (key, permit) = held.swap_remove(0);
-                                let active = manager.snapshot(&key).and_then(|s| s.active);
+                                let active = manager.key(&key).snapshot().and_then(|s| s.active);
                                 assert!(
                                     active >= Some(1),
                                     "{key} was evicted with a call in flight"
@@ -80,7 +82,7 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
                     // other threads fail too rather than wait).
                     if op % 1_000 == 999 {
                         let _stopped = stop_all.write().unwrap();
-                        let live = manager.len();
+                        let live = manager.keys().len();
                         assert!(live <= CAP, "{live} live keys");
                         if thread == 0 {
                             // Every key not held goes idle: new keys at the
@@ -93,7 +95,7 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
                     }
                 }
                 for (key, _permit) in &held {
-                    assert!(manager.snapshot(key).and_then(|s| s.active) >= Some(1));
+                    assert!(manager.key(key).snapshot().and_then(|s| s.active) >= Some(1));
                 }
             });
         }
@@ -102,10 +104,10 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
     // Every live key is within eviction's reach: once all are idle, the
     // owner's sweep finds every one.
     clock.advance(Duration::from_secs(2));
-    let live = manager.len();
+    let live = manager.keys().len();
     assert!(live > 0);
-    assert_eq!(manager.evict_idle(), live);
-    assert_eq!(manager.len(), 0);
+    assert_eq!(manager.keys().evict_idle(), live);
+    assert_eq!(manager.keys().len(), 0);
 
     // No room was lost or made up: exactly the cap's worth of new keys fit.
     for i in 0..CAP {

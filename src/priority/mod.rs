@@ -4,6 +4,10 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod options;
+
+pub use options::{AdmitOptions, CallOptions};
+
 /// How important a call is: 0 is the most important.
 ///
 /// Under overload, the throttle sheds the least important calls first: a
