@@ -39,7 +39,7 @@ fn single_thread_flood() {
     const KEYS: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     // The worst check while the key space fills (its tables grow), and
@@ -68,7 +68,7 @@ fn nothing_evictable() {
     // One call a minute: every key owes its token for a minute.
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0 / 60.0))
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -138,7 +138,7 @@ fn flood_beside_quiet_keys() {
     const CAP: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -161,7 +161,7 @@ fn deferring_flooder() {
     const CAP: usize = 100_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).burst(1000))
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     let started = Instant::now();

@@ -61,7 +61,7 @@ fn portcullis_starting_at(
                 .burst(rate)
                 .bounds(1.0, f64::from(RATE)),
         )
-        .max_keys(keys.len().max(1))
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(keys.len().max(1)))
         .build()
         .unwrap();
     for key in keys {

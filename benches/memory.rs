@@ -45,7 +45,7 @@ fn measure(which: &str) {
             };
             let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::adaptive(10.0).burst(burst))
-                .max_keys(KEYS);
+                .key_space(portcullis::config::KeySpaceConfig::new().max_keys(KEYS));
             let builder = match which {
                 "portcullis" => builder,
                 "portcullis+throttle" => builder.throttle(ThrottleConfig::new()),
@@ -101,7 +101,7 @@ fn measure(which: &str) {
                 .throttle(ThrottleConfig::new())
                 .bulkhead(BulkheadConfig::new(10).queue(50))
                 .clock(clock.clone())
-                .max_keys(KEYS)
+                .key_space(portcullis::config::KeySpaceConfig::new().max_keys(KEYS))
                 .build()
                 .unwrap();
             let region = Region::new(ALLOCATOR);

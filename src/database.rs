@@ -18,10 +18,10 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .rate_override("db", RateConfig::adaptive(500.0).bounds(20.0, 5_000.0))
-//!     .bulkhead_override("db", BulkheadConfig::new(4).queue(64).queue_timeout(Duration::from_millis(250)))
+//!     .key_override("db", portcullis::Tier::new().rate(RateConfig::adaptive(500.0).bounds(20.0, 5_000.0)))
+//!     .key_override("db", portcullis::Tier::new().bulkhead(BulkheadConfig::new(4).queue(64).queue_timeout(Duration::from_millis(250))))
 //!     .classifier(portcullis::database::classify_error)
-//!     .max_wait(Duration::from_millis(250))
+//!     .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(250)))
 //!     .build()?;
 //! # async fn query() -> Result<i64, sqlx::Error> { Ok(1) }
 //! let rows: Result<i64, _> = manager.call("db", Priority::HIGH, query).await;

@@ -145,7 +145,7 @@ pub(crate) fn guards(settings: &Settings) -> Guards {
                 .queue_timeout(Duration::from_millis(500)),
         )
         .classifier(portcullis::database::classify_error)
-        .max_wait(Duration::from_millis(250))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(250)))
         .build()
         .expect("a valid configuration");
     Guards { users, database }

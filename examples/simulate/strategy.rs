@@ -257,7 +257,7 @@ impl Strategy {
         let throttle = ThrottleConfig::new().window(THROTTLE_WINDOW);
         let builder = ThrottleManager::<String>::builder()
             .clock(TokioClock::new())
-            .max_wait(max_wait)
+            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(max_wait))
             .random_source(move || random.next_f64());
         let builder = match self {
             Strategy::None | Strategy::Gradient2 | Strategy::Aimd | Strategy::ProbeGradient => {
@@ -277,7 +277,10 @@ impl Strategy {
                         .queue_timeout(Duration::from_secs(1)),
                 )
                 // LOW calls give up sooner, so HIGH ones find a short queue.
-                .max_wait_for(Priority::LOW, max_wait / 5),
+                .time_limits(
+                    portcullis::deadline::TimeLimits::new()
+                        .max_wait_for(Priority::LOW, max_wait / 5),
+                ),
             Strategy::BulkheadSmall => builder.bulkhead(queued(BulkheadConfig::new(4))),
             Strategy::BulkheadLarge => builder.bulkhead(queued(BulkheadConfig::new(40))),
             Strategy::BulkheadKnown => builder.bulkhead(queued(BulkheadConfig::new(10))),

@@ -20,6 +20,11 @@ const DEFAULT_PRIORITY_LEVELS: u8 = 4;
 /// The most priority levels a manager may have.
 const MAX_PRIORITY_LEVELS: u8 = 16;
 
+/// The wait to be admitted when the builder sets none: long enough for a
+/// burst to queue behind a slow backend, short enough that a service's call
+/// never hangs on a key that will not admit it.
+const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
+
 /// How calls are judged and how long they may wait, as set.
 pub(super) struct CallParts {
     pub(super) priority_levels: u8,
@@ -106,7 +111,8 @@ impl CallParts {
                 );
             }
         }
-        let mut max_wait = vec![self.max_wait; usize::from(levels)];
+        let max_wait_default = self.max_wait.unwrap_or(DEFAULT_MAX_WAIT);
+        let mut max_wait = vec![Some(max_wait_default); usize::from(levels)];
         for (priority, max) in self.max_wait_for {
             if let Some(wait) = max_wait.get_mut(usize::from(priority.level())) {
                 *wait = Some(max);
@@ -259,159 +265,41 @@ where
         self
     }
 
-    /// Every [`call`](crate::ThrottleManager::call) still running after `timeout`
-    /// is dropped and counted as a capacity failure (default: none). Above 0.
-    /// The edges apply it to each request too, so a host that never
-    /// answers frees its bulkhead slots.
-    ///
-    /// How this limit meets the other six (what each bounds, on which
-    /// clock, what its expiry counts as): the [time
-    /// limits](crate::guide::getting_started#time-limits).
-    ///
-    /// It is the one time limit the backend is judged by, counted from
-    /// the call's admission, so no time spent waiting here counts against
-    /// it. A caller's deadline ([`with_deadline`](crate::with_deadline), a
-    /// request's own timeout) that ends a call sooner counts as neutral:
-    /// the caller's budget, not the backend's overload (see [whose time
-    /// ran out](crate::deadline#whose-time-ran-out)). Without a call
-    /// timeout, a slow backend is never counted as overloaded for its
-    /// slowness alone.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .call_timeout(Duration::from_secs(10))
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `time_limits(TimeLimits::new().call_timeout(timeout))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `time_limits(TimeLimits::new().call_timeout(timeout))`"
+    )]
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.calls.call_timeout = Some(timeout);
         self
     }
 
-    /// The longest pause [`defer`](crate::ThrottleManager::defer) applies (default
-    /// 5 minutes): a server asking for an absurd `Retry-After`
-    /// gets this instead.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .max_defer(Duration::from_secs(60))
-    ///     .build()?;
-    /// assert_eq!(manager.key("api").defer(Duration::from_secs(86_400)), Some(Duration::from_secs(60)));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `time_limits(TimeLimits::new().max_defer(max))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `time_limits(TimeLimits::new().max_defer(max))`"
+    )]
     pub fn max_defer(mut self, max: Duration) -> Self {
         self.calls.max_defer = max;
         self
     }
 
-    /// The longest [`acquire`](crate::ThrottleManager::acquire) and
-    /// [`call`](crate::ThrottleManager::call) wait for a rate token (default: no
-    /// limit). A call whose token lies further ahead is rejected at once
-    /// with [`RateLimited`](crate::RejectReason::RateLimited) and the wait it
-    /// would have had as its `retry_after`, and takes no token. A new key
-    /// in a full key space waits for room no longer either: past it, it is
-    /// refused with [`KeySpaceFull`](crate::RejectReason::KeySpaceFull) and
-    /// the time until room as its `retry_after`. (The bulkhead's queue has
-    /// its own bound, `queue_timeout`.)
-    ///
-    /// How this limit meets the other six (what each bounds, on which
-    /// clock, what its expiry counts as): the [time
-    /// limits](crate::guide::getting_started#time-limits).
-    ///
-    /// Set it when demand can outrun the rate for long (a service answering
-    /// users, rather than a crawler working through a list): unbounded, the
-    /// queue of waiters and their latency grow without end. A timeout
-    /// around `acquire` also bounds a wait, but only after the caller has
-    /// waited it out; `max_wait` refuses at once a call that would wait too
-    /// long. `Duration::ZERO` never waits (as
-    /// [`try_acquire`](crate::ThrottleManager::try_acquire)). [`wait`](crate::ThrottleManager::wait)
-    /// always waits.
-    ///
-    /// Calls whose tokens lie more than a few milliseconds ahead wait in the
-    /// key's line, first come first served, and take their tokens in turn
-    /// (so a change of the rate reaches all of them at once). A call joins
-    /// the line if its expected wait, at the rate then, is within the
-    /// bound; if the rate falls while it waits and its token would then
-    /// start more than the bound after it came, it is refused then, with
-    /// [`RateLimited`](crate::RejectReason::RateLimited).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0)) // a token every 100 ms
-    ///     .max_wait(Duration::from_millis(150))
-    ///     .build()?;
-    /// // (Permits dropped unreported are neutral: the rate stays 10/s.)
-    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
-    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // after 100 ms
-    /// // The next token would be 100 ms away, then one 200 ms away: too far.
-    /// let a = manager.acquire("api", Priority::LOW);
-    /// let b = manager.acquire("api", Priority::LOW);
-    /// let (a, b) = tokio::join!(a, b);
-    /// assert!(a.is_ok());
-    /// let rejected = b.unwrap_err();
-    /// assert_eq!(rejected.reason(), RejectReason::RateLimited);
-    /// assert_eq!(rejected.retry_after(), Some(Duration::from_millis(200)));
-    /// # Ok(())
-    /// # }
-    /// ```
+    /// `time_limits(TimeLimits::new().max_wait(max))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `time_limits(TimeLimits::new().max_wait(max))`"
+    )]
     pub fn max_wait(mut self, max: Duration) -> Self {
         self.calls.max_wait = Some(max);
         self
     }
 
-    /// The longest a call at `priority` waits for a rate token, in place of
-    /// [`max_wait`](Self::max_wait) for that priority.
-    ///
-    /// How this limit meets the other six (what each bounds, on which
-    /// clock, what its expiry counts as): the [time
-    /// limits](crate::guide::getting_started#time-limits).
-    ///
-    /// The rate's queue is first come, first served, whatever the priority.
-    /// Under sustained overload it fills with whatever arrives most, and an
-    /// important call gives up as often as any other. A shorter wait for
-    /// less important calls keeps the queue shallow enough for the important
-    /// ones: they wait behind at most that much, and the others take the
-    /// tokens they leave. The priority must be one of the manager's levels
-    /// (checked by [`build`](Self::build)).
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0)) // a token every 100 ms
-    ///     .max_wait(Duration::from_secs(1))
-    ///     .max_wait_for(Priority::LOW, Duration::from_millis(150))
-    ///     .build()?;
-    /// drop(manager.acquire("api", Priority::LOW).await.unwrap()); // at once
-    /// let (low, high) = tokio::join!(
-    ///     async {
-    ///         let first = manager.acquire("api", Priority::LOW).await; // waits 100 ms
-    ///         let second = manager.acquire("api", Priority::LOW).await; // would wait 200 ms
-    ///         (first.is_ok(), second.map(drop).map_err(|r| r.reason()))
-    ///     },
-    ///     manager.acquire("api", Priority::HIGH), // waits 200 ms: within its 1 s
-    /// );
-    /// assert_eq!(low, (true, Err(RejectReason::RateLimited)));
-    /// assert!(high.is_ok());
-    /// # Ok(())
-    /// # }
-    /// ```
+    /// `time_limits(TimeLimits::new().max_wait_for(priority, max))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `time_limits(TimeLimits::new().max_wait_for(priority, max))`"
+    )]
     pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
         self.calls.max_wait_for.push((priority, max));
         self

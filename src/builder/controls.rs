@@ -207,20 +207,11 @@ where
         self
     }
 
-    /// `key` gets its own rate settings. Checked by `build` like the default,
-    /// under the name `rate_override[KEY]`.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .rate_override("slow.example", RateConfig::adaptive(1.0).bounds(0.5, 2.0).increase_by(0.25))
-    ///     .build()?;
-    /// assert_eq!(manager.increment("slow.example"), Some(1.25));
-    /// assert_eq!(manager.increment("fast.example"), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_override(key, Tier::new().rate(config))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_override(key, Tier::new().rate(config))`"
+    )]
     pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
     where
         K: fmt::Debug,
@@ -231,20 +222,11 @@ where
         self
     }
 
-    /// `key` gets its own throttle settings (a throttle even if other keys
-    /// have none). Checked by `build` like the default, under the name
-    /// `throttle_override[KEY]`.
-    ///
-    /// ```
-    /// use portcullis::{ThrottleConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .throttle(ThrottleConfig::new())
-    ///     .throttle_override("flaky.example", ThrottleConfig::new().window(Duration::from_secs(10)))
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_override(key, Tier::new().throttle(config))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_override(key, Tier::new().throttle(config))`"
+    )]
     pub fn throttle_override(mut self, key: impl Into<K>, config: ThrottleConfig) -> Self
     where
         K: fmt::Debug,
@@ -255,22 +237,11 @@ where
         self
     }
 
-    /// `key` gets its own bulkhead settings (a bulkhead even if other keys
-    /// have none). Checked by `build` like the default, under the name
-    /// `bulkhead_override[KEY]`.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .bulkhead(BulkheadConfig::new(100))
-    ///     .bulkhead_override("api.github.com", BulkheadConfig::new(1))
-    ///     .build()?;
-    /// let _one = manager.try_acquire("api.github.com", Priority::HIGH).unwrap();
-    /// assert!(manager.try_acquire("api.github.com", Priority::HIGH).is_err());
-    /// assert!(manager.try_acquire("example.com", Priority::HIGH).is_ok());
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_override(key, Tier::new().bulkhead(config))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_override(key, Tier::new().bulkhead(config))`"
+    )]
     pub fn bulkhead_override(mut self, key: impl Into<K>, config: BulkheadConfig) -> Self
     where
         K: fmt::Debug,
@@ -302,20 +273,11 @@ where
         self
     }
 
-    /// Shadow mode for `key` alone (`true`), or enforcement for it
-    /// (`false`) whatever the manager's and its tier's.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(1))
-    ///     .shadow_override("new-customer", true)
-    ///     .build()?;
-    /// assert!(manager.try_acquire("new-customer", Priority::HIGH).is_ok());
-    /// assert!(manager.try_acquire("new-customer", Priority::HIGH).is_ok()); // would refuse
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_override(key, Tier::new().shadow(shadow))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_override(key, Tier::new().shadow(shadow))`"
+    )]
     pub fn shadow_override(mut self, key: impl Into<K>, shadow: bool) -> Self {
         self.controls.shadow_overrides.push((key.into(), shadow));
         self

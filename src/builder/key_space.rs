@@ -120,118 +120,41 @@ impl<K> ThrottleManagerBuilder<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// At most this many keys are live at once (default 1,000,000). At the
-    /// cap, a new key is refused with
-    /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull)
-    /// while no live key can be evicted (each still limits someone);
-    /// [`retry_after`](crate::Rejected::retry_after) is then the time until
-    /// the first of them can be.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<u32>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .max_keys(2)
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// manager.check(&1).unwrap();
-    /// manager.check(&2).unwrap();
-    /// assert_eq!(manager.check(&3).unwrap_err().reason(), portcullis::RejectReason::KeySpaceFull); // 1 and 2 still owe tokens
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_space(KeySpaceConfig::new().max_keys(max_keys))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_space(KeySpaceConfig::new().max_keys(max_keys))`"
+    )]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.key_space.max_keys = max_keys;
         self
     }
 
-    /// A key whose bucket has been full for `ttl` (no call admitted, no debt
-    /// left) is forgotten, learned rate included (default 10 minutes, at
-    /// least 1 s). Each new key evicts, in passing, up to 64 idle keys, the
-    /// longest unvisited first, so no call pays for a sweep of the whole key
-    /// space; [`ThrottleManager::evict_idle`](crate::ThrottleManager::evict_idle)
-    /// sweeps it all at once.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .idle_ttl(Duration::from_secs(30))
-    ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_space(KeySpaceConfig::new().idle_ttl(ttl))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_space(KeySpaceConfig::new().idle_ttl(ttl))`"
+    )]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.key_space.idle_ttl = Some(ttl);
         self
     }
 
-    /// In a full key space, the longest a pause or shedding may hold a
-    /// key's place (default 60 s): a key whose debt is paid, but whose
-    /// pause ([`defer`](crate::ThrottleManager::defer), a server's
-    /// `Retry-After`) or throttle's shedding would last longer than this
-    /// from now, may be evicted to make room, and goes first. So hosts that
-    /// answer every request with `Retry-After: 300` cannot hold the key
-    /// space for minutes. Forgetting a pause costs one more request to a
-    /// host that will ask again; forgetting shedding, a few calls to a
-    /// backend that fails them. `Duration::MAX`: never.
-    ///
-    /// Debt is never forgiven this way: calls a key's rate admitted hold it
-    /// until paid, at most `burst` intervals of its rate. (A server with
-    /// quotas per day therefore holds a key per active client for a day:
-    /// size `max_keys` for them.) Among the keys that may go, those whose
-    /// rate never moved go before those that learned one.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .max_keys(1)
-    ///     .max_hold(Duration::from_secs(30))
-    ///     .clock(ManualClock::new())
-    ///     .build()?;
-    /// manager.key("slow.example").defer(Duration::from_secs(300)); // Retry-After: 300
-    /// manager.check("other.example").unwrap(); // room made: the pause was too long to hold it
-    /// assert_eq!(manager.key("slow.example").rate(), None);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_space(KeySpaceConfig::new().max_hold(hold))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_space(KeySpaceConfig::new().max_hold(hold))`"
+    )]
     pub fn max_hold(mut self, hold: Duration) -> Self {
         self.key_space.max_hold = hold;
         self
     }
 
-    /// Keeps keys until the key cap needs their room: no idle TTL. Not
-    /// with [`idle_ttl`](Self::idle_ttl): `build()` names both.
-    ///
-    /// ```
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .keep_idle_keys()
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// manager.increment("api");
-    /// clock.advance(Duration::from_secs(86_400));
-    /// assert_eq!(manager.keys().evict_idle(), 0);
-    /// assert_eq!(manager.key("api").rate(), Some(11.0)); // still learned
-    ///
-    /// let both = ThrottleManager::<String>::builder()
-    ///     .idle_ttl(Duration::from_secs(60))
-    ///     .keep_idle_keys()
-    ///     .build()
-    ///     .unwrap_err();
-    /// assert!(both.to_string().contains("idle_ttl: set one of idle_ttl"));
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_space(KeySpaceConfig::new().keep_idle_keys())`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_space(KeySpaceConfig::new().keep_idle_keys())`"
+    )]
     pub fn keep_idle_keys(mut self) -> Self {
         self.key_space.keep_idle_keys = true;
         self

@@ -98,14 +98,14 @@ where
             let mut builder = ThrottleManager::<K>::builder()
                 .rate(config)
                 .shared_clock(Arc::clone(home.clock))
-                .max_keys(home.max_keys)
+                .key_space(crate::config::KeySpaceConfig::new().max_keys(home.max_keys))
                 .name(match home.name {
                     Some(manager) => format!("{manager}.{name}"),
                     None => format!("limit.{name}"),
                 });
             builder = match home.idle_ttl {
-                Some(ttl) => builder.idle_ttl(ttl),
-                None => builder.keep_idle_keys(),
+                Some(ttl) => builder.key_space(crate::config::KeySpaceConfig::new().idle_ttl(ttl)),
+                None => builder.key_space(crate::config::KeySpaceConfig::new().keep_idle_keys()),
             };
             for (tier, settings) in home.tiers {
                 let Some((_, config)) = settings.limits.iter().find(|(limit, _)| *limit == name)
@@ -239,30 +239,11 @@ where
         self
     }
 
-    /// `key`'s own settings of the named limit `limit`, in place of its
-    /// tier's or the default's (as [`rate_override`](Self::rate_override)
-    /// for its rate). On a live manager:
-    /// [`limit`](ThrottleManager::limit)`(name)` and its
-    /// [`set_rate_override`](ThrottleManager::set_rate_override).
-    ///
-    /// # Errors (at `build`)
-    ///
-    /// A limit the builder does not declare, and a bad `config`, named
-    /// `limit_override["limit"]`.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(500))
-    ///     .limit("tokens", RateConfig::per_minute(30_000).burst(5_000))
-    ///     .limit_override("acct-big".to_owned(), "tokens", RateConfig::per_minute(300_000).burst(50_000))
-    ///     .build()?;
-    /// let tokens = manager.limit("tokens").unwrap();
-    /// tokens.check("acct-big").unwrap();
-    /// assert_eq!(tokens.peek("acct-big").unwrap().burst, 50_000);
-    /// # Ok::<(), portcullis::ConfigError>(())
-    /// ```
+    /// `key_override(key, Tier::new().limit(limit, config))`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `key_override(key, Tier::new().limit(limit, config))`"
+    )]
     pub fn limit_override(mut self, key: K, limit: impl Into<String>, config: RateConfig) -> Self {
         let limit = limit.into();
         let path = format!("limit_override[{limit:?}]");

@@ -13,6 +13,7 @@
 mod calls;
 pub(crate) mod controls;
 mod from_file;
+mod groups;
 mod key_space;
 mod limits;
 mod rate_store;
@@ -20,6 +21,7 @@ mod reload;
 mod telemetry;
 mod tiers;
 
+pub use groups::{KeySpaceConfig, TimeLimits};
 pub use tiers::Tier;
 
 use std::fmt;
@@ -52,11 +54,11 @@ use telemetry::TelemetryParts;
 /// let premium = Tier::new().rate(RateConfig::adaptive(100.0).bounds(10.0, 1_000.0));
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
-///     .rate_override("api.github.com", RateConfig::adaptive(5.0).bounds(1.0, 10.0))
+///     .key_override("api.github.com", portcullis::Tier::new().rate(RateConfig::adaptive(5.0).bounds(1.0, 10.0)))
 ///     .tier("premium", premium)
 ///     .tier_of(|key: &String| key.starts_with("premium-").then_some("premium"))
-///     .max_keys(10_000)
-///     .idle_ttl(Duration::from_secs(300))
+///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(10_000))
+///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(300)))
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");

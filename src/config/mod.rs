@@ -14,6 +14,7 @@ use crate::manager::ThrottleManager;
 mod quota;
 mod sections;
 
+pub use crate::builder::KeySpaceConfig;
 pub use quota::Quota;
 pub use sections::{BulkheadSection, RateSection, ThrottleSection};
 

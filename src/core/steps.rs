@@ -353,7 +353,7 @@ impl Core {
         state: &KeyState,
         priority: Priority,
         id: WaiterId,
-        since: Nanos,
+        (arrived, since): (Nanos, Nanos),
         request: &Request,
         telemetry: &KeyTelemetry,
     ) -> Result<(), Rejected> {
@@ -367,11 +367,21 @@ impl Core {
         // timeout or its caller's deadline, whichever comes first.
         // While CoDel finds the queue overloaded, a newcomer waits its
         // target at most.
-        let (bound, bound_reason) = match bulkhead.overloaded_wait() {
+        let (bound, mut bound_reason) = match bulkhead.overloaded_wait() {
             Some(target) => (Some(target), RejectReason::QueueOverloaded),
             None => (settings.queue_timeout, RejectReason::QueueTimeout),
         };
-        let timed_out = bound.map(|bound| since.saturating_add(bound));
+        let mut timed_out = bound.map(|bound| since.saturating_add(bound));
+        // The wait to be admitted is one budget: what the call waited for
+        // its token is spent from it, and the queue has the rest.
+        let patience = self.configured_patience(priority, request.patience);
+        if matches!(request.patience, Patience::AsConfigured) && patience < Nanos::MAX {
+            let budget_end = arrived.saturating_add(patience);
+            if timed_out.is_none_or(|end| budget_end < end) {
+                timed_out = Some(budget_end);
+                bound_reason = RejectReason::QueueTimeout;
+            }
+        }
         let now = self.now();
         let caller = match request.start_by(now, || state.quickest_answer()) {
             StartBy::Whenever => None,

@@ -157,8 +157,8 @@ impl Core {
                 Wait::InQueue(mut call, id) => {
                     let waited = {
                         let c = call.call();
-                        let since = c.times.started;
-                        self.wait_in_queue(&c.state, c.priority, id, since, request, &c.telemetry)
+                        let times = (c.times.scheduled, c.times.started);
+                        self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
                             .await
                     };
                     waits.add(WaitReason::Queue, || self.since(began));
@@ -265,8 +265,8 @@ impl Core {
             return Ok(());
         };
         let c = call.call();
-        let since = c.times.started;
-        self.wait_in_queue(&c.state, c.priority, id, since, request, &c.telemetry)
+        let times = (c.times.scheduled, c.times.started);
+        self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
             .await?;
         let c = call.call_mut();
         c.holds_slot = true;

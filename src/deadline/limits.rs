@@ -68,7 +68,7 @@ impl fmt::Display for TimeLimit {
 /// # async fn main() -> Result<(), portcullis::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0))
-///     .call_timeout(Duration::from_secs(5))
+///     .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(5)))
 ///     .build()?;
 /// let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
 /// let slow = manager.call("api", Priority::HIGH, || async {

@@ -39,6 +39,7 @@ use tokio::time::Instant;
 mod answer_time;
 mod limits;
 
+pub use crate::builder::TimeLimits;
 pub(crate) use answer_time::AnswerTime;
 pub(crate) use limits::call_bound;
 pub use limits::{Expiry, TimeLimit};

@@ -64,7 +64,7 @@ impl<E> CallError<E> {
     /// # async fn main() -> Result<(), portcullis::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(2.0))
-    ///     .max_wait(Duration::ZERO)
+    ///     .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
     ///     .build()?;
     /// manager.check("api").unwrap(); // the one token
     /// let refused = manager

@@ -54,7 +54,7 @@ impl ConfigError {
     ///
     /// let err = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0).burst(0))
-    ///     .max_keys(0)
+    ///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
     ///     .build()
     ///     .unwrap_err();
     /// let fields: Vec<&str> = err.problems().iter().map(|p| p.field()).collect();

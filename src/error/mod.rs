@@ -40,7 +40,7 @@ pub enum RejectReason {
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(1.0))
-    ///     .max_keys(1)
+    ///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
     ///     .clock(ManualClock::new())
     ///     .build()?;
     /// manager.check("first").unwrap(); // owes its token for one second
@@ -451,7 +451,7 @@ impl Rejected {
     ///
     /// ```
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).max_keys(1).clock(clock::ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).key_space(portcullis::config::KeySpaceConfig::new().max_keys(1)).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("b", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::KeySpaceFull);

@@ -510,7 +510,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_second(10))
-    ///     .rate_override("acme", RateConfig::per_second(50))
+    ///     .key_override("acme", portcullis::Tier::new().rate(RateConfig::per_second(50)))
     ///     .build()?;
     /// manager.check("acme").unwrap();
     /// assert_eq!(manager.key("acme").rate(), Some(50.0));
@@ -643,7 +643,7 @@ where
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
-    ///     .idle_ttl(Duration::from_secs(60))
+    ///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
     ///     .clock(clock.clone())
     ///     .build()?;
     /// manager.check("api").unwrap();
@@ -718,7 +718,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
-    ///     .call_timeout(Duration::from_secs(5))
+    ///     .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(5)))
     ///     .build()?;
     /// assert_eq!(manager.settings().call_timeout(), Some(Duration::from_secs(5)));
     /// # Ok::<(), portcullis::ConfigError>(())

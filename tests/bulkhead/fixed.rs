@@ -540,7 +540,10 @@ fn bad_bulkhead_configs_are_named() {
 fn one_key_can_have_its_own_bulkhead() {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(3))
-        .bulkhead_override("api.github.com", BulkheadConfig::new(1))
+        .key_override(
+            "api.github.com",
+            portcullis::Tier::new().bulkhead(BulkheadConfig::new(1)),
+        )
         .build()
         .unwrap();
     let _github = manager
@@ -563,7 +566,10 @@ fn one_key_can_have_its_own_bulkhead() {
 fn an_override_alone_gives_only_that_key_a_bulkhead() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0).burst(10))
-        .bulkhead_override("api.github.com", BulkheadConfig::new(1))
+        .key_override(
+            "api.github.com",
+            portcullis::Tier::new().bulkhead(BulkheadConfig::new(1)),
+        )
         .build()
         .unwrap();
     let _github = manager
@@ -581,7 +587,10 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
     assert_eq!(manager.key("example.com").snapshot().unwrap().active, None);
 
     let err = ThrottleManager::<String>::builder()
-        .bulkhead_override("api", BulkheadConfig::new(0))
+        .key_override(
+            "api",
+            portcullis::Tier::new().bulkhead(BulkheadConfig::new(0)),
+        )
         .build()
         .unwrap_err();
     assert_eq!(
@@ -599,7 +608,7 @@ async fn a_full_bulkhead_refuses_before_the_rate_on_every_path() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).burst(1))
         .bulkhead(BulkheadConfig::new(1))
-        .max_wait(Duration::ZERO)
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
         .build()
         .unwrap();
     let _held = manager.try_acquire("db", Priority::HIGH).unwrap();

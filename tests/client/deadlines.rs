@@ -18,7 +18,7 @@ use crate::{Server, support};
 async fn healthy_host_run(server: &Server, timeout: Option<Duration>) -> (usize, f64) {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(50.0))
-        .max_wait(Duration::from_millis(100))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
         .build()
         .unwrap();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
@@ -133,7 +133,7 @@ async fn a_request_cut_short_by_its_own_timeout_is_neutral_and_says_so() {
     let server = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(60))).await;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(50.0).decrease_by(10.0))
-        .call_timeout(Duration::from_secs(10))
+        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(10)))
         .build()
         .unwrap();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())

@@ -189,7 +189,10 @@ fn max_wait_for_a_priority_the_manager_lacks_is_an_error() {
     let err = ThrottleManager::<String>::builder()
         .rate(portcullis::RateConfig::adaptive(10.0))
         .priority_levels(2)
-        .max_wait_for(Priority::LOW, Duration::from_millis(100))
+        .time_limits(
+            portcullis::deadline::TimeLimits::new()
+                .max_wait_for(Priority::LOW, Duration::from_millis(100)),
+        )
         .build()
         .unwrap_err();
     assert_eq!(
@@ -341,7 +344,10 @@ fn tiered() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(1))
-        .rate_override("premium-vip", RateConfig::adaptive(500.0))
+        .key_override(
+            "premium-vip",
+            portcullis::Tier::new().rate(RateConfig::adaptive(500.0)),
+        )
         .tier(
             "premium",
             Tier::new()
@@ -437,7 +443,7 @@ fn problems_in_the_keys_section_are_named_with_it() {
     // Set in code, they keep the builder's names.
     let error = ThrottleManager::<String>::builder()
         .rate(portcullis::RateConfig::adaptive(1.0))
-        .max_keys(0)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "max_keys");

@@ -44,11 +44,11 @@ fn a_rate_given_both_ways_down_is_refused_naming_both() {
 fn an_idle_ttl_and_keeping_idle_keys_are_refused_together() {
     let both = [
         ThrottleManager::<String>::builder()
-            .idle_ttl(Duration::from_secs(60))
-            .keep_idle_keys(),
+            .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
+            .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys()),
         ThrottleManager::<String>::builder()
-            .keep_idle_keys()
-            .idle_ttl(Duration::from_secs(60)),
+            .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+            .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60))),
     ];
     for builder in both {
         let error = build_error(builder);
@@ -65,7 +65,11 @@ fn an_idle_ttl_and_keeping_idle_keys_are_refused_together() {
 #[test]
 fn a_file_s_idle_ttl_and_code_that_keeps_idle_keys_are_refused_together() {
     let file: ManagerConfig = toml::from_str("[keys]\nidle_ttl = \"5m\"").unwrap();
-    let error = build_error(ThrottleManager::builder().config(file).keep_idle_keys());
+    let error = build_error(
+        ThrottleManager::builder()
+            .config(file)
+            .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys()),
+    );
     assert!(
         error.contains("keys.idle_ttl: set one of idle_ttl"),
         "{error}"

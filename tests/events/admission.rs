@@ -132,7 +132,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
             Box::new(|| {
                 ThrottleManager::builder()
                     .rate(RateConfig::adaptive(10.0))
-                    .max_wait(Duration::ZERO)
+                    .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
             }),
             Box::new(|manager| {
                 manager.check("key").unwrap(); // the next token is 100 ms away

@@ -34,7 +34,7 @@ fn a_panicking_per_key_rule_gives_its_room_back() {
             let _prefix = &key[..8];
             None
         })
-        .max_keys(100)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(100))
         .build()
         .unwrap();
     for i in 0..100 {

@@ -17,7 +17,7 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .max_keys(1_000)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1_000))
         .clock(clock.clone())
         .build()
         .unwrap();

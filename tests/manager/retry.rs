@@ -147,7 +147,7 @@ async fn a_refusal_that_ends_past_the_deadline_gives_up_at_once() {
     let manager = |deadline| {
         ThrottleManager::<String>::builder()
             .rate(RateConfig::per_second(1))
-            .max_wait(Duration::ZERO)
+            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
             .retry(RetryPolicy::new().deadline(deadline))
             .build()
             .unwrap()

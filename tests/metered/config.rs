@@ -52,10 +52,9 @@ fn code_sets_a_limit_for_a_tier_and_one_key() {
             Tier::new().limit("tokens", RateConfig::per_minute(2_000_000).burst(200_000)),
         )
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
-        .limit_override(
+        .key_override(
             "acct-big".to_owned(),
-            "tokens",
-            RateConfig::per_minute(300_000).burst(50_000),
+            portcullis::Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(50_000)),
         )
         .build()
         .unwrap();
@@ -99,12 +98,14 @@ fn every_bad_limit_is_named_by_its_place() {
             Tier::new().limit("images", RateConfig::per_minute(10)),
         )
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
-        .limit_override(
+        .key_override(
             "acct-big".to_owned(),
-            "tokens",
-            RateConfig::per_minute(300_000).burst(0),
+            portcullis::Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(0)),
         )
-        .limit_override("acct-big".to_owned(), "imgs", RateConfig::per_minute(10))
+        .key_override(
+            "acct-big".to_owned(),
+            portcullis::Tier::new().limit("imgs", RateConfig::per_minute(10)),
+        )
         .build();
     let found = problems(built);
     let fields: Vec<&str> = found

@@ -352,7 +352,7 @@ async fn a_wait_past_max_wait_or_the_deadline_is_refused_at_once() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(100).burst(100))
         .limit("tokens", RateConfig::per_second(100).burst(1_000))
-        .max_wait(Duration::from_secs(3))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3)))
         .build()
         .unwrap();
     manager

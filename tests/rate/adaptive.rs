@@ -271,7 +271,7 @@ async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
     // 30 calls a second against a rate of 10, for 20 s.
     let bounded = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
-        .max_wait(Duration::from_secs(1))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
         .build()
         .unwrap();
     let (admitted, took) = admitted_under_overload(bounded, 30, 20, false).await;
@@ -373,7 +373,7 @@ fn bad_configs_are_reported_with_field_and_value() {
     assert_eq!(err.problems()[0].field(), "controls");
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .max_keys(0)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -382,7 +382,10 @@ fn bad_configs_are_reported_with_field_and_value() {
     );
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .rate_override("api", RateConfig::adaptive(1.0).burst(0))
+        .key_override(
+            "api",
+            portcullis::Tier::new().rate(RateConfig::adaptive(1.0).burst(0)),
+        )
         .build()
         .unwrap_err();
     assert_eq!(
@@ -401,9 +404,10 @@ fn per_key_settings_from_overrides_and_a_tier() {
                 .bounds(1.0, 100.0)
                 .increase_by(1.0),
         )
-        .rate_override(
+        .key_override(
             "slow.example",
-            RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0),
+            portcullis::Tier::new()
+                .rate(RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0)),
         )
         .tier("premium", portcullis::Tier::new().rate(premium))
         .tier_of({
@@ -483,8 +487,10 @@ async fn a_shorter_max_wait_for_low_priority_keeps_room_for_high() {
     let run = |low_wait: Duration| async move {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
-            .max_wait(Duration::from_secs(1))
-            .max_wait_for(Priority::LOW, low_wait)
+            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
+            .time_limits(
+                portcullis::deadline::TimeLimits::new().max_wait_for(Priority::LOW, low_wait),
+            )
             .build()
             .unwrap();
         let admitted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);

@@ -237,7 +237,7 @@ async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
-        .max_keys(1)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -548,7 +548,7 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
             portcullis::Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
         )
         .tier_of(|key: &String| (key == "debtor").then_some("debtor"))
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -675,7 +675,9 @@ async fn the_call_timeout_bounds_the_handler_and_frees_its_slot() {
                 .decrease_factor(0.5),
         )
         .bulkhead(BulkheadConfig::new(1))
-        .call_timeout(Duration::from_millis(200))
+        .time_limits(
+            portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_millis(200)),
+        )
         .build()
         .unwrap();
     let stuck = tower::service_fn(|_: http::Request<axum::body::Body>| async {
@@ -837,7 +839,7 @@ async fn the_call_timeout_runs_on_the_managers_clock() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .call_timeout(Duration::from_secs(30))
+        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(30)))
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -17,7 +17,7 @@ use crate::redis_server::{RedisCluster, RedisServer};
 fn hourly(store: RedisStore) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::per_hour(1))
-        .max_wait(Duration::ZERO)
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
         .rate_store(store.recheck_every(Duration::from_millis(100)))
         .build()
         .unwrap()

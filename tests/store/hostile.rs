@@ -87,8 +87,8 @@ fn manager(store: RedisStore) -> ThrottleManager<String> {
                 .bounds(LOWER, UPPER)
                 .increase_by(1.0),
         )
-        .max_wait(Duration::from_millis(100))
-        .max_defer(MAX_DEFER)
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_defer(MAX_DEFER))
         .rate_store(store)
         .build()
         .unwrap()

@@ -445,7 +445,7 @@ async fn a_call_takes_its_cost_from_the_shared_bucket() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(6).burst(10))
         .rate_store(connected)
-        .max_wait(Duration::ZERO) // refused at once, with the wait
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO)) // refused at once, with the wait
         .build()
         .unwrap();
     let other = manager_with(&server.url(), RateConfig::per_minute(6).burst(10), |s| s).await;

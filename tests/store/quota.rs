@@ -32,7 +32,9 @@ fn fleet(
             ThrottleManager::<String>::builder()
                 .rate(quota.clone())
                 .rate_store(Arc::clone(&store))
-                .max_wait(Duration::from_secs(3_600))
+                .time_limits(
+                    portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)),
+                )
                 .build()
                 .unwrap()
         })
@@ -112,7 +114,7 @@ async fn processes_that_join_and_leave_mid_run_keep_the_quota() {
 fn alone(quota: &RateConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(quota.clone())
-        .max_wait(Duration::from_secs(3_600))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)))
         .build()
         .unwrap()
 }

@@ -361,7 +361,7 @@ async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
         .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0) // shed whenever the probability is above 0
-        .max_wait(Duration::from_millis(500))
+        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(500)))
         .build()
         .unwrap();
     for _ in 0..10 {
@@ -540,7 +540,10 @@ fn concurrent_acquires_and_reports_lose_no_counts() {
 async fn one_key_can_have_its_own_throttle() {
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
-        .throttle_override("strict", ThrottleConfig::new().ratio(1.0).min_rate(0.5))
+        .key_override(
+            "strict",
+            portcullis::Tier::new().throttle(ThrottleConfig::new().ratio(1.0).min_rate(0.5)),
+        )
         .random_source(|| 0.99)
         .build()
         .unwrap();

@@ -185,7 +185,7 @@ impl RedisStore {
     ///
     /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
     ///     .await?
-    ///     .idle_ttl(Duration::from_secs(3600));
+    ///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(3600)));
     /// # Ok(()) }
     /// ```
     #[must_use]

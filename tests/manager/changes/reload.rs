@@ -50,7 +50,10 @@ fn a_reloaded_tier_moves_its_keys_at_their_next_call() {
 fn a_reload_replaces_the_overrides_and_keeps_what_the_file_leaves_out() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(10))
-        .rate_override("acme", RateConfig::per_second(50))
+        .key_override(
+            "acme",
+            portcullis::Tier::new().rate(RateConfig::per_second(50)),
+        )
         .clock(ManualClock::new())
         .build()
         .unwrap();

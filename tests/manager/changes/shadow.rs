@@ -112,7 +112,7 @@ async fn a_shadowed_call_never_waits() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1))
         .bulkhead(BulkheadConfig::new(1).queue(4))
-        .shadow_override("trial", true)
+        .key_override("trial", portcullis::Tier::new().shadow(true))
         .build()
         .unwrap();
     let started = tokio::time::Instant::now();
@@ -136,7 +136,7 @@ fn a_tier_and_a_key_may_be_shadowed_apart_from_the_manager() {
         .rate(RateConfig::per_second(1))
         .tier("trial", portcullis::Tier::new().shadow(true))
         .tier_of(|key: &String| key.starts_with("trial-").then_some("trial"))
-        .shadow_override("trial-strict", false)
+        .key_override("trial-strict", portcullis::Tier::new().shadow(false))
         .clock(ManualClock::new())
         .build()
         .unwrap();

@@ -30,7 +30,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
                 .bounds(0.001, 1_000.0)
                 .decrease_by(999.999),
         )
-        .max_keys(CAP)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -111,7 +111,7 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes its token for 1 ms
-        .max_keys(QUIET)
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(QUIET))
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -36,9 +36,9 @@ fn manager(clock: &ManualClock) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(4))
-        .max_keys(2)
-        .idle_ttl(Duration::from_secs(1))
-        .max_hold(Duration::from_secs(60))
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(2))
+        .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+        .key_space(portcullis::config::KeySpaceConfig::new().max_hold(Duration::from_secs(60)))
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -135,8 +135,8 @@ async fn a_cancelled_waiter_holds_no_place() {
                 .queue(4)
                 .queue_timeout(Duration::from_secs(3_600)),
         )
-        .max_keys(2)
-        .keep_idle_keys()
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(2))
+        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -163,8 +163,8 @@ fn a_key_whose_creation_panics_takes_no_place() {
         .rate(RateConfig::adaptive(10.0))
         .tier("vip", Tier::new().rate(RateConfig::adaptive(100.0)))
         .tier_of(tier_of)
-        .max_keys(1)
-        .keep_idle_keys()
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
         .build()
         .unwrap();
     let panicked =
@@ -189,8 +189,8 @@ fn a_refusal_after_an_eviction_judges_the_keys_held_now() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1).burst(1))
-        .max_keys(2)
-        .idle_ttl(Duration::from_secs(60))
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(2))
+        .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -31,8 +31,8 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes a token for 1 ms
         .bulkhead(BulkheadConfig::new(4))
-        .max_keys(CAP)
-        .idle_ttl(Duration::from_secs(1))
+        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
         .clock(clock.clone())
         .build()
         .unwrap();
