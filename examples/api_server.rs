@@ -18,7 +18,9 @@
 //! clients at once for 5 s, each sending at its own steady rate whatever
 //! the answers, and prints per key what it offered and what came back: 429
 //! for requests over the key's rate, 503 for requests that found the key's
-//! 4 slots and queue taken for 100 ms, 400 for requests without a key.
+//! 4 slots and queue taken for 100 ms, 401 for requests without a key or
+//! with one the server never issued (an unknown key gets no plan, not the
+//! free one).
 //!
 //! Behind each key's quota, a service guard protects the whole service:
 //! a concurrency limit it learns, which under overload sheds the slow
@@ -45,13 +47,14 @@ mod observe;
 
 /// Each client: its API key, the path it calls, and how many requests a
 /// second it sends.
-const CLIENTS: [(&str, &str, f64); 6] = [
+const CLIENTS: [(&str, &str, f64); 7] = [
     ("free-alice", "/v1/report", 20.0), // four times her quota
     ("free-bob", "/v1/report", 4.0),    // within his
     ("pro-carol", "/v1/report", 80.0),  // over hers
     ("pro-dave", "/v1/report", 30.0),   // within his
     ("pro-erin", "/v1/export", 40.0),   // within her rate, but each call is slow
     ("", "/v1/report", 5.0),            // no key at all
+    ("guessed-key", "/v1/report", 5.0), // a key the server never issued
 ];
 const RUN: Duration = Duration::from_secs(5);
 
@@ -59,6 +62,13 @@ const RUN: Duration = Duration::from_secs(5);
 const PLANS: &str = include_str!("api_plans.toml");
 const FREE_BEFORE: &str = "quota = \"5/s\"";
 const FREE_AFTER: &str = "quota = \"10/s\"";
+
+/// Whether the server issued `key`: the plans' tiers name its keys by
+/// their prefix, and a key it never issued has no plan.
+fn is_issued(key: &str) -> bool {
+    CLIENTS.iter().any(|&(issued, _, _)| issued == key)
+        && (key.starts_with("free-") || key.starts_with("pro-"))
+}
 
 /// A key's quota: calls a second, before the reload and after it.
 fn tier(key: &str) -> (u32, u32) {
@@ -114,7 +124,17 @@ fn masked(key: &str) -> String {
 fn api(
     manager: ThrottleManager<String>,
 ) -> Result<(Router, ThrottleManager<String>), portcullis::ConfigError> {
-    let layer = ThrottleLayer::builder(manager, KeyExtractor::header("x-api-key"))
+    // Only keys the server issued have a plan: any other, or none, is 401.
+    let issued = KeyExtractor::from_fn(|request| {
+        let key = request.headers.get("x-api-key")?.to_str().ok()?;
+        is_issued(key).then(|| key.to_owned())
+    });
+    let layer = ThrottleLayer::builder(manager, issued)
+        .on_missing_key(|_| {
+            let mut answer = http::Response::new("an issued API key is required\n".into());
+            *answer.status_mut() = http::StatusCode::UNAUTHORIZED;
+            answer
+        })
         .rate_limit_headers(true)
         // Exports can wait; reports are what users look at.
         .priority_by(|request| (request.uri.path() == "/v1/export").then_some(Priority::LOW))
@@ -151,7 +171,7 @@ struct Tally {
     ok: u32,
     too_many: u32,
     unavailable: u32,
-    bad_request: u32,
+    unknown_key: u32,
     /// One refusal's headers, to show.
     sample: Option<String>,
 }
@@ -232,7 +252,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         200 => tally.ok += 1,
                         429 => tally.too_many += 1,
                         503 => tally.unavailable += 1,
-                        400 => tally.bad_request += 1,
+                        401 => tally.unknown_key += 1,
                         _ => {}
                     }
                     if response.status() == 429 && tally.sample.is_none() {
@@ -274,7 +294,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "admitted",
         "429",
         "503",
-        "400 (no key)"
+        "401 (no/unknown key)"
     );
     print_tallies(&tallies.lock().unwrap(), seconds);
     println!("\nkeys held by the manager: {}", manager.keys().len());
@@ -293,7 +313,7 @@ fn print_tallies(tallies: &BTreeMap<&str, Tally>, seconds: f64) {
     for (key, path, _) in CLIENTS {
         let tally = tallies.get(key).cloned().unwrap_or_default();
         let quota = match tier(key) {
-            _ if key.is_empty() => "-".to_owned(),
+            _ if !is_issued(key) => "-".to_owned(),
             (before, after) if before != after => format!("{before}->{after}"),
             (rate, _) => rate.to_string(),
         };
@@ -307,7 +327,7 @@ fn print_tallies(tallies: &BTreeMap<&str, Tally>, seconds: f64) {
             tally.ok,
             tally.too_many,
             tally.unavailable,
-            tally.bad_request,
+            tally.unknown_key,
         );
     }
     if let Some(sample) = tallies.get("free-alice").and_then(|t| t.sample.clone()) {

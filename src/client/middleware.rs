@@ -182,11 +182,10 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///     .await;
 /// match response {
 ///     Ok(response) => println!("{}", response.status()),
-///     Err(reqwest_middleware::Error::Middleware(e)) => match e.downcast_ref::<Rejected>() {
+///     Err(error) => match portcullis::client::refusal(&error) {
 ///         Some(rejected) => println!("not sent: {rejected}"),
-///         None => return Err(e.into()),
+///         None => return Err(error.into()),
 ///     },
-///     Err(e) => return Err(e.into()),
 /// }
 /// println!("example.com's rate: {:?}", manager.key("example.com").rate());
 /// # Ok(())
@@ -604,6 +603,37 @@ pub fn classify(result: &reqwest_middleware::Result<Response>) -> Outcome {
 fn rejected(error: &reqwest_middleware::Error) -> Option<&crate::Rejected> {
     match error {
         reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<crate::Rejected>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+/// The refusal in a middleware's error, if [`ThrottleMiddleware`] refused
+/// the request locally (it was never sent): its reason and when to come
+/// back, without downcasting the middleware's `anyhow::Error` by hand.
+/// `None` for a request that was sent, or that another middleware failed.
+///
+/// ```
+/// use portcullis::client::{ThrottleMiddleware, refusal};
+/// use portcullis::error::RejectReason;
+/// use portcullis::{BulkheadConfig, ThrottleManager};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .bulkhead(BulkheadConfig::new(1))
+///     .build()?;
+/// let _busy = manager.try_acquire("127.0.0.1:9", portcullis::Priority::HIGH)?;
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(ThrottleMiddleware::new(manager.clone()))
+///     .build();
+/// let error = client.get("http://127.0.0.1:9/").send().await.unwrap_err();
+/// assert_eq!(refusal(&error).map(|r| r.reason()), Some(RejectReason::Full));
+/// # Ok(())
+/// # }
+/// ```
+pub fn refusal(error: &reqwest_middleware::Error) -> Option<&Rejected> {
+    match error {
+        reqwest_middleware::Error::Middleware(error) => error.downcast_ref::<Rejected>(),
         reqwest_middleware::Error::Reqwest(_) => None,
     }
 }

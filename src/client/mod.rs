@@ -42,6 +42,6 @@ pub use headers::{InvalidHeader, retry_after};
 pub use layer::{ThrottleClientLayer, ThrottleClientService, classify_head};
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
-pub use middleware::{ThrottleMiddleware, classify, host_key};
+pub use middleware::{ThrottleMiddleware, classify, host_key, refusal};
 pub use provider::{LimitReading, MAX_RESET, limit_readings};
 pub use timed_out::RequestTimedOut;

@@ -9,7 +9,6 @@ use reqwest::{Request, Response};
 use reqwest_middleware::Next;
 
 use super::{ThrottleMiddleware, refused};
-use crate::error::Rejected;
 use crate::metered::{Cost, CostSettle, NamedParts};
 use crate::priority::Priority;
 use crate::retry::RetryCause;
@@ -104,7 +103,7 @@ impl Drop for UnsentIfDropped<'_> {
 
 /// Whether `error` is the refusal of a call's key's controls.
 fn is_refusal(error: &reqwest_middleware::Error) -> bool {
-    matches!(error, reqwest_middleware::Error::Middleware(error) if error.is::<Rejected>())
+    super::refusal(error).is_some()
 }
 
 /// Whether a call that ended in `error` never reached its backend: its
