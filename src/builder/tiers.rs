@@ -172,7 +172,7 @@ where
     /// Which tier each key is in: the name of a tier declared with
     /// [`tier`](Self::tier), or `None` for the defaults. Consulted when a
     /// key is made (twice, rarely, when two threads create the same key at
-    /// once), when [`retier`](crate::ThrottleManager::retier) asks, and at
+    /// once), when [`retier`](crate::snapshot::KeyHandle::retier) asks, and at
     /// a key's first call after a
     /// [`reload`](crate::ThrottleManager::reload) or
     /// [`set_shadow`](crate::ThrottleManager::set_shadow); not when the

@@ -82,7 +82,7 @@ impl std::error::Error for InvalidHeader {}
 /// GMT`, the obsolete `Sunday, 06-Nov-94 08:49:37 GMT` and `Sun Nov  6
 /// 08:49:37 1994`). A date in the past asks for no wait; a number too large
 /// for a `Duration` is the longest wait there is (the manager caps a pause
-/// at its [`max_defer`](crate::ThrottleManagerBuilder::max_defer)).
+/// at its [`max_defer`](crate::deadline::TimeLimits::max_defer)).
 ///
 /// # Errors
 ///
@@ -124,7 +124,7 @@ pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHead
 ///
 /// A `RateLimit` quota whose name is one of the manager's named limits
 /// (`named_limit`) is that limit's, not the key's request rate's: it moves
-/// that limit ([`observe_remaining`](crate::ThrottleManager::observe_remaining))
+/// that limit ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining))
 /// and asks for no pause here. Values that cannot be read are skipped, each
 /// with the error, into `invalid`.
 pub(super) fn pause_in(

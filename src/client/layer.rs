@@ -46,7 +46,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    `grpc-retry-pushback-ms` in its metadata); a refused HTTP request is
 ///    an error that downcasts to [`Rejected`](crate::Rejected);
 /// 4. a request still without an answer after the manager's
-///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
+///    [`call_timeout`](crate::deadline::TimeLimits::call_timeout) is
 ///    dropped and counted as overload; one still without an answer at its
 ///    caller's deadline (its `grpc-timeout`, or the task's
 ///    [`with_deadline`](crate::with_deadline)) is dropped and counted as
@@ -63,10 +63,10 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 /// 6. an answer that asks for a pause (`grpc-retry-pushback-ms`, else
 ///    `Retry-After` on a 429 or 503 or a spent `RateLimit`) defers the key
 ///    by that long, up to the manager's
-///    [`max_defer`](crate::ThrottleManagerBuilder::max_defer); what a
+///    [`max_defer`](crate::deadline::TimeLimits::max_defer); what a
 ///    metered API says remains of each limit moves the key's rate and
 ///    named limits to match
-///    ([`observe_remaining`](crate::ThrottleManager::observe_remaining)).
+///    ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining)).
 ///
 /// It does not retry: a tonic request's body is a stream, which cannot be
 /// sent twice. The manager's [`RetryPolicy`](crate::retry::RetryPolicy)

@@ -47,7 +47,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// 4. the response (or error) is the call's [`Outcome`], by [`classify`]
 ///    (or what [`classify_by`](Self::classify_by)
 ///    says). A request still waiting for its response after the manager's
-///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) is
+///    [`call_timeout`](crate::deadline::TimeLimits::call_timeout) is
 ///    dropped and counted as overload, so a host that never answers frees
 ///    its bulkhead slots; the error downcasts to [`RequestTimedOut`].
 ///    A request's own `timeout` (reqwest's `RequestBuilder::timeout`) is
@@ -63,7 +63,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// 5. under the manager's [`RetryPolicy`](crate::retry::RetryPolicy), an
 ///    overloaded answer is sent again (see [Retries](#retries) below);
 /// 6. a response that asks for a pause defers the key by that long, up to
-///    the manager's [`max_defer`](crate::ThrottleManagerBuilder::max_defer):
+///    the manager's [`max_defer`](crate::deadline::TimeLimits::max_defer):
 ///    `Retry-After` on a 429 or 503 ([`retry_after`](super::retry_after)), `RateLimit:
 ///    "default";r=0;t=30` (the IETF draft's spent quota),
 ///    `RateLimit-Remaining: 0` or `X-RateLimit-Remaining: 0` with their
@@ -72,7 +72,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    pause. What a metered API says remains of each limit (OpenAI's,
 ///    Anthropic's and the IETF headers: [`limit_readings`](super::limit_readings))
 ///    moves the key's rate and named limits to match
-///    ([`observe_remaining`](crate::ThrottleManager::observe_remaining)).
+///    ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining)).
 ///
 /// # Metered calls
 ///

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::deadline::{Expiry, TimeLimit};
 
 /// A request a client edge dropped unfinished because a time limit ran
-/// out: the manager's [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout)
+/// out: the manager's [`call_timeout`](crate::deadline::TimeLimits::call_timeout)
 /// from its admission (counted as overload for its host), the caller's
 /// deadline (the request's own timeout in the reqwest middleware, a
 /// [`with_deadline`](crate::with_deadline) or `grpc-timeout` in the client

@@ -109,7 +109,7 @@ pub struct ManagerConfig {
     )]
     pub max_wait: Option<Duration>,
     /// Per priority, a `max_wait` in place of the one above (see
-    /// [`ThrottleManagerBuilder::max_wait_for`](crate::ThrottleManagerBuilder::max_wait_for)).
+    /// [`ThrottleManagerBuilder::max_wait_for`](crate::deadline::TimeLimits::max_wait_for)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub max_wait_for: Vec<PriorityWait>,
 }
@@ -223,17 +223,17 @@ pub struct Controls {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct KeysSection {
-    /// See [`ThrottleManagerBuilder::max_keys`](crate::ThrottleManagerBuilder::max_keys).
+    /// See [`ThrottleManagerBuilder::max_keys`](crate::config::KeySpaceConfig::max_keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_keys: Option<usize>,
-    /// See [`ThrottleManagerBuilder::idle_ttl`](crate::ThrottleManagerBuilder::idle_ttl).
+    /// See [`ThrottleManagerBuilder::idle_ttl`](crate::config::KeySpaceConfig::idle_ttl).
     #[serde(
         default,
         with = "sections::opt_duration",
         skip_serializing_if = "Option::is_none"
     )]
     pub idle_ttl: Option<Duration>,
-    /// See [`ThrottleManagerBuilder::max_hold`](crate::ThrottleManagerBuilder::max_hold).
+    /// See [`ThrottleManagerBuilder::max_hold`](crate::config::KeySpaceConfig::max_hold).
     #[serde(
         default,
         with = "sections::opt_duration",

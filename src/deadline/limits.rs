@@ -21,7 +21,7 @@ use crate::outcome::Outcome;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TimeLimit {
-    /// The manager's [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout),
+    /// The manager's [`call_timeout`](crate::deadline::TimeLimits::call_timeout),
     /// or the call's own timeout: how long the backend may take, from the
     /// call's admission.
     CallTimeout,

@@ -11,7 +11,7 @@
 //!
 //! | limit | counted from | its expiry counts as |
 //! |---|---|---|
-//! | the [call timeout](crate::ThrottleManagerBuilder::call_timeout) (or a call's own, [`call_with_timeout`](crate::ThrottleManager::call_with_timeout)) | the call's admission | [`Overloaded`](crate::Outcome::Overloaded): the backend had all of it and used it |
+//! | the [call timeout](crate::deadline::TimeLimits::call_timeout) (or a call's own, [`call_with_timeout`](crate::Priority::timeout)) | the call's admission | [`Overloaded`](crate::Outcome::Overloaded): the backend had all of it and used it |
 //! | the caller's deadline ([`with_deadline`], a gRPC `grpc-timeout`, a server's deadline header, a reqwest request's own `timeout`) | wherever the caller set it | [`Neutral`](crate::Outcome::Neutral): the caller's budget, spent partly waiting here |
 //! | the retry policy's [`deadline`](crate::retry::RetryPolicy::deadline) | the first attempt | [`Neutral`](crate::Outcome::Neutral), for the same reason |
 //!
@@ -92,7 +92,7 @@ impl Drop for DeadlineScope {
 /// [`Neutral`](crate::Outcome::Neutral): the deadline is the caller's
 /// budget, part of which may have gone on waiting here, not evidence
 /// that the backend is overloaded. Only the manager's
-/// [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) judges
+/// [`call_timeout`](crate::deadline::TimeLimits::call_timeout) judges
 /// the backend (see [whose time ran out](self#whose-time-ran-out)).
 ///
 /// A call must also leave its backend time to answer: a key remembers

@@ -16,7 +16,7 @@
 //!    the bulkhead. Each edge answers a refusal its own way: a 429 or 503,
 //!    a gRPC trailers-only status, a middleware error.
 //! 2. **The call**, bounded by the manager's
-//!    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) from
+//!    [`call_timeout`](crate::deadline::TimeLimits::call_timeout) from
 //!    its admission to the answer's head. A call still without a head then
 //!    is dropped and counted as overload, and its slot is free. A call
 //!    with a deadline (a `grpc-timeout`, a deadline header, a request's own

@@ -31,7 +31,7 @@ pub enum CallError<E> {
     /// Refused locally by a control; the call was never made.
     Rejected(Rejected),
     /// The call ran out of time and was dropped: [`Expiry::limit`] says
-    /// whose. Past the [call timeout](crate::ThrottleManagerBuilder::call_timeout)
+    /// whose. Past the [call timeout](crate::deadline::TimeLimits::call_timeout)
     /// it counts as a capacity failure; past the caller's deadline or the
     /// retry deadline it is neutral (see [whose time ran
     /// out](crate::deadline#whose-time-ran-out)).

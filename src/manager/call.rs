@@ -31,7 +31,7 @@ where
     /// counts no accept; so does any error the manager's
     /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
     /// [`Outcome::Overloaded`](crate::Outcome::Overloaded); every other error is neutral (no shedding, the
-    /// rate left alone). With a [call timeout](crate::ThrottleManagerBuilder::call_timeout),
+    /// rate left alone). With a [call timeout](crate::deadline::TimeLimits::call_timeout),
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever. Inside
     /// [`with_deadline`](crate::with_deadline), a call still running at

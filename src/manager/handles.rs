@@ -280,7 +280,7 @@ where
     /// no call of the key starts before then (`wait` and `acquire` wait,
     /// `check` and `try_acquire` are refused with that `retry_after`), and
     /// the rate resumes after it with an empty bucket. Pauses longer than
-    /// the manager's [maximum](crate::ThrottleManagerBuilder::max_defer) are
+    /// the manager's [maximum](crate::deadline::TimeLimits::max_defer) are
     /// cut to it. Returns the pause applied, or `None` if the manager has no
     /// rate or the key space had no room for the key.
     ///
@@ -315,7 +315,7 @@ where
     /// it does: it owes `burst − remaining` from now (calls of other
     /// processes on the same account, calls it never saw), and with nothing
     /// remaining it waits until `reset` (as [`defer`](Self::defer), up to
-    /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)). A backend
+    /// [`max_defer`](crate::deadline::TimeLimits::max_defer)). A backend
     /// that says more remains than the limit holds is not believed: the
     /// limit's calls in flight are not in the backend's count yet. A reset
     /// of zero (now, or a time gone by) means the limit is whole again:
@@ -346,7 +346,7 @@ where
 
     /// One logical call's retries under the manager's
     /// [`RetryPolicy`](crate::retry::RetryPolicy), its first attempt at
-    /// `priority`: the way [`call`](Self::call) and the client middleware
+    /// `priority`: the way [`call`](ThrottleManager::call) and the client middleware
     /// retry, for edges of your own (see [`Retries`]). Counts the call in
     /// the key's retry budget. Without a policy, it never retries.
     ///
@@ -382,7 +382,7 @@ where
     /// # Memory
     ///
     /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](Self::reload) drops them, whether the key is live or
+    /// or a [`reload`](ThrottleManager::reload) drops them, whether the key is live or
     /// not: 150 to 250 bytes a key, not bounded by the key space's
     /// `max_keys`. Give them to keys the program knows (customers, hosts);
     /// for keys that come from the network, use a tier
@@ -417,14 +417,14 @@ where
     ///
     /// # Memory
     ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// Kept as [`set_rate`](Self::set_rate) says (its
     /// "Memory"): not bounded by the key space.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `throttle_override`
     /// (with the key, if the manager names keys), or as
-    /// [`set_rate_override`](Self::set_rate_override) for a manager without
+    /// [`set_rate`](Self::set_rate) for a manager without
     /// a throttle or with too many distinct settings.
     ///
     /// ```
@@ -450,14 +450,14 @@ where
     ///
     /// # Memory
     ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// Kept as [`set_rate`](Self::set_rate) says (its
     /// "Memory"): not bounded by the key space.
     ///
     /// # Errors
     ///
     /// A [`ConfigError`] naming each bad field under `bulkhead_override`
     /// (with the key, if the manager names keys), or as
-    /// [`set_rate_override`](Self::set_rate_override) for a manager without
+    /// [`set_rate`](Self::set_rate) for a manager without
     /// a bulkhead or with too many distinct settings.
     ///
     /// ```
@@ -481,7 +481,7 @@ where
     ///
     /// # Memory
     ///
-    /// Kept as [`set_rate_override`](Self::set_rate_override) says (its
+    /// Kept as [`set_rate`](Self::set_rate) says (its
     /// "Memory"): not bounded by the key space.
     ///
     /// ```
@@ -527,7 +527,7 @@ where
     /// plans), keeping its state as any change does; its named limits
     /// move with it. `tier_of` is asked
     /// when a key is made, by `retier`, and after a
-    /// [`reload`](Self::reload) or [`set_shadow`](Self::set_shadow), at the
+    /// [`reload`](ThrottleManager::reload) or [`set_shadow`](Self::set_shadow), at the
     /// key's next call.
     ///
     /// ```
@@ -708,7 +708,7 @@ where
     }
 
     /// How long a call may run before it is dropped and counted as
-    /// overload ([`call_timeout`](crate::ThrottleManagerBuilder::call_timeout));
+    /// overload ([`call_timeout`](crate::deadline::TimeLimits::call_timeout));
     /// `None`: no limit. `call` applies it; an edge that runs the call
     /// itself (the client middleware) applies it too.
     ///

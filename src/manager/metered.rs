@@ -166,7 +166,7 @@ where
     /// refusal gives back whatever was taken. A key's bulkhead, if it has
     /// one, is waited for after the limits are taken. A limit's wait counts
     /// against the priority's
-    /// [`max_wait`](crate::ThrottleManagerBuilder::max_wait) and the task's
+    /// [`max_wait`](crate::deadline::TimeLimits::max_wait) and the task's
     /// deadline ([`with_deadline`](crate::with_deadline)) as a rate token's
     /// does.
     ///

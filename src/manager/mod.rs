@@ -96,12 +96,13 @@ pub(crate) use watch::KeyLoad;
 ///
 /// Every way in reads the same way: a `try_` method never waits (it is
 /// refused with the wait as [`retry_after`](crate::Rejected::retry_after)),
-/// `_owned` gives a `'static` permit to move into a task, `_n` takes a
-/// cost in rate tokens, and `_with_timeout` bounds the call with its own
-/// timeout: `acquire` and `try_acquire` come in every combination of
-/// `_owned` and `_n`, `call` in every combination of `_n` and
-/// `_with_timeout`, and [`wait`](Self::wait) and [`check`](Self::check)
-/// have their `_n` forms. A server's admission,
+/// `_owned` gives a `'static` permit to move into a task, `_all` charges
+/// several keys at once, and what else a call asks rides on its priority:
+/// `Priority::HIGH.cost(3)` for three rate tokens,
+/// `Priority::HIGH.timeout(d)` for `call`'s bound on its run. What
+/// concerns one key (its readings, overrides, tier, a provider's pause) is
+/// on [`key`](Self::key); the key space on [`keys`](Self::keys). A
+/// server's admission,
 /// [`try_acquire_or_queue_owned`](Self::try_acquire_or_queue_owned), is the
 /// one `try_` that waits, only for a place in the bulkhead's queue, as its
 /// name says.

@@ -28,7 +28,7 @@ where
     /// 2. the **throttle** decides at once whether to shed the call (waiting
     ///    would not make the backend healthier). A call it would shed whose
     ///    rate token lies beyond its
-    ///    [`max_wait`](crate::ThrottleManagerBuilder::max_wait) is refused by
+    ///    [`max_wait`](crate::deadline::TimeLimits::max_wait) is refused by
     ///    the rate instead, and not counted: the throttle counts only calls
     ///    that would otherwise have reached the backend;
     /// 3. a **bulkhead** that would turn the call away anyway (queue full)
@@ -46,7 +46,7 @@ where
     ///
     /// [`Rejected`] with reason [`Throttled`](crate::RejectReason::Throttled);
     /// [`RateLimited`](crate::RejectReason::RateLimited) only when the
-    /// manager has a [`max_wait`](crate::ThrottleManagerBuilder::max_wait)
+    /// manager has a [`max_wait`](crate::deadline::TimeLimits::max_wait)
     /// and the token is further ahead than that; the bulkhead's reasons
     /// ([`Full`](crate::RejectReason::Full),
     /// [`QueueTimeout`](crate::RejectReason::QueueTimeout),

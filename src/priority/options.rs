@@ -63,7 +63,7 @@ impl AdmitOptions {
 
     /// The same call, whose run [`call`](crate::ThrottleManager::call)
     /// bounds by `run` instead of the manager's
-    /// [call timeout](crate::ThrottleManagerBuilder::call_timeout).
+    /// [call timeout](crate::deadline::TimeLimits::call_timeout).
     ///
     /// ```
     /// use std::time::Duration;

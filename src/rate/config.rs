@@ -89,7 +89,7 @@ pub enum Decrease {
 ///   longer), then probes beyond it, `e`-fold a second. More successes a second do not climb faster, so no success
 ///   rate can outrun the decrease.
 /// - **After a pause.** A fall the host marks with a pause
-///   ([`defer`](crate::ThrottleManager::defer), which the client layer
+///   ([`defer`](crate::snapshot::KeyHandle::defer), which the client layer
 ///   calls for `Retry-After`) resumes at 90 % of the rate the refused call
 ///   was sent at, holds 15 s, then probes gently (2 % of that a second,
 ///   added), so that pauses stay rare.

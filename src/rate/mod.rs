@@ -43,5 +43,5 @@ pub(crate) use gcra::interval;
 pub(crate) use line::{HORIZON, STORE_HORIZON, expected_wait, next_look};
 
 /// The default longest pause a `Retry-After` can impose on a key
-/// ([`max_defer`](crate::ThrottleManagerBuilder::max_defer)).
+/// ([`max_defer`](crate::deadline::TimeLimits::max_defer)).
 pub(crate) const DEFAULT_MAX_DEFER: std::time::Duration = std::time::Duration::from_secs(5 * 60);

@@ -21,7 +21,7 @@
 //! that is before the deadline.
 //!
 //! Other edges drive the same rules through [`Retries`], one per logical
-//! call, from [`ThrottleManager::retries`](crate::ThrottleManager::retries).
+//! call, from [`ThrottleManager::retries`](crate::snapshot::KeyHandle::retries).
 //!
 //! ```
 //! use std::time::Duration;

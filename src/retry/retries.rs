@@ -80,7 +80,7 @@ impl fmt::Display for GaveUp {
 
 /// One logical call's attempts under the manager's
 /// [`RetryPolicy`](crate::retry::RetryPolicy), from
-/// [`ThrottleManager::retries`](crate::ThrottleManager::retries): the
+/// [`ThrottleManager::retries`](crate::snapshot::KeyHandle::retries): the
 /// priority of each attempt, the deadline they share, and after each
 /// failure whether to retry, waiting the backoff first.
 ///

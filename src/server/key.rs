@@ -294,7 +294,7 @@ impl KeyExtractor {
 
     /// Takes keys of at most `bytes` bytes (default 256); a longer one
     /// leaves the request without a key. With the manager's
-    /// [`max_keys`](crate::ThrottleManagerBuilder::max_keys), this bounds
+    /// [`max_keys`](crate::config::KeySpaceConfig::max_keys), this bounds
     /// what keys from untrusted input can cost: about `max_keys` times
     /// `bytes` plus the per-key state (200 to 700 bytes; `benches/README.md`
     /// has the figures).

@@ -40,7 +40,7 @@ use crate::ThrottleManager;
 ///    one client's short deadlines never make its key shed (see [whose
 ///    time ran out](crate::deadline#whose-time-ran-out));
 /// 5. the inner service has until the manager's
-///    [`call_timeout`](crate::ThrottleManagerBuilder::call_timeout) to
+///    [`call_timeout`](crate::deadline::TimeLimits::call_timeout) to
 ///    answer: a handler still without an answer's head then is dropped,
 ///    counted as overload and answered **503** (a gRPC call
 ///    `DEADLINE_EXCEEDED`);

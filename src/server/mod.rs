@@ -18,7 +18,7 @@
 //!
 //! Each client (an API key, a user, an address, as the [`KeyExtractor`]
 //! says) gets its own controls from the manager's one key space, bounded
-//! by [`max_keys`](crate::ThrottleManagerBuilder::max_keys) with idle keys
+//! by [`max_keys`](crate::config::KeySpaceConfig::max_keys) with idle keys
 //! evicted as they are needed: no cleanup task to run. A client over its
 //! rate is answered 429, one the throttle sheds or whose bulkhead is full
 //! 503, with `Retry-After` and the IETF `RateLimit` headers. Different

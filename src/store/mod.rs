@@ -424,7 +424,7 @@ pub struct RateRules {
     pub cooldown: Duration,
     /// The longest a key's calls are held back beyond its burst: the
     /// longest pause a server's `Retry-After` can impose (the manager's
-    /// [`max_defer`](crate::ThrottleManagerBuilder::max_defer)), which is
+    /// [`max_defer`](crate::deadline::TimeLimits::max_defer)), which is
     /// also as far ahead as the manager asks for a token. With the burst,
     /// it bounds what a bucket can owe ([`max_debt`](Self::max_debt)).
     pub max_pause: Duration,
