@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use portcullis::{RateConfig, RejectReason, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::{RateConfig, ThrottleManager};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p) as usize]
@@ -39,7 +40,7 @@ fn single_thread_flood() {
     const KEYS: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     // The worst check while the key space fills (its tables grow), and
@@ -68,7 +69,7 @@ fn nothing_evictable() {
     // One call a minute: every key owes its token for a minute.
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0 / 60.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -138,7 +139,7 @@ fn flood_beside_quiet_keys() {
     const CAP: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -161,7 +162,7 @@ fn deferring_flooder() {
     const CAP: usize = 100_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).burst(1000))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     let started = Instant::now();

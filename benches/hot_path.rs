@@ -22,10 +22,9 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::TokioClock;
-use portcullis::{
-    BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager, ThrottleManagerBuilder,
-};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 use tokio::sync::Semaphore;
 
 /// Fast enough that a check never fails: every key stays healthy.
@@ -61,7 +60,7 @@ fn portcullis_starting_at(
                 .burst(rate)
                 .bounds(1.0, f64::from(RATE)),
         )
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(keys.len().max(1)))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(keys.len().max(1)))
         .build()
         .unwrap();
     for key in keys {

@@ -45,7 +45,7 @@ fn measure(which: &str) {
             };
             let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::adaptive(10.0).burst(burst))
-                .key_space(portcullis::config::KeySpaceConfig::new().max_keys(KEYS));
+                .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS));
             let builder = match which {
                 "portcullis" => builder,
                 "portcullis+throttle" => builder.throttle(ThrottleConfig::new()),
@@ -101,7 +101,7 @@ fn measure(which: &str) {
                 .throttle(ThrottleConfig::new())
                 .bulkhead(BulkheadConfig::new(10).queue(50))
                 .clock(clock.clone())
-                .key_space(portcullis::config::KeySpaceConfig::new().max_keys(KEYS))
+                .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS))
                 .build()
                 .unwrap();
             let region = Region::new(ALLOCATOR);
@@ -109,7 +109,7 @@ fn measure(which: &str) {
                 let change = region.change();
                 (change.bytes_allocated as f64 - change.bytes_deallocated as f64) / KEYS as f64
             };
-            let call = |outcome: portcullis::Outcome| {
+            let call = |outcome: portcullis::outcome::Outcome| {
                 for key in &keys {
                     manager
                         .try_acquire(key.as_str(), Priority::MEDIUM)
@@ -117,14 +117,14 @@ fn measure(which: &str) {
                         .report(outcome);
                 }
             };
-            call(portcullis::Outcome::Success);
+            call(portcullis::outcome::Outcome::Success);
             let healthy = live();
             clock.advance(std::time::Duration::from_secs(1));
-            call(portcullis::Outcome::Overloaded);
+            call(portcullis::outcome::Outcome::Overloaded);
             let failing = live();
             // A window (a minute) without a failure, then a success a key.
             clock.advance(std::time::Duration::from_secs(61));
-            call(portcullis::Outcome::Success);
+            call(portcullis::outcome::Outcome::Success);
             let recovered = live();
             println!("{healthy:.0} {failing:.0} {recovered:.0}");
             std::hint::black_box(manager);

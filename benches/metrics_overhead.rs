@@ -49,7 +49,7 @@ fn main() {
             )
             .throttle(ThrottleConfig::new())
             .bulkhead(BulkheadConfig::new(64))
-            .key_space(portcullis::config::KeySpaceConfig::new().max_keys(KEYS))
+            .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS))
             .name("bench")
             .build()
             .unwrap()

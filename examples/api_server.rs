@@ -39,8 +39,9 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::get;
+use portcullis::builder::ManagerConfig;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{BulkheadConfig, ManagerConfig, Priority, ThrottleManager};
+use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 
 #[path = "observe/mod.rs"]
 mod observe;
@@ -123,7 +124,7 @@ fn masked(key: &str) -> String {
 /// The API, and its service guard's manager (for its figures).
 fn api(
     manager: ThrottleManager<String>,
-) -> Result<(Router, ThrottleManager<String>), portcullis::ConfigError> {
+) -> Result<(Router, ThrottleManager<String>), portcullis::error::ConfigError> {
     // Only keys the server issued have a plan: any other, or none, is 401.
     let issued = KeyExtractor::from_fn(|request| {
         let key = request.headers.get("x-api-key")?.to_str().ok()?;

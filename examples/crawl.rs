@@ -42,8 +42,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use portcullis::RetryPolicy;
 use portcullis::client::ThrottleMiddleware;
+use portcullis::retry::RetryPolicy;
 use portcullis::{RateConfig, Rejected, ThrottleManager};
 
 /// The hosts and their true capacities in requests per second.

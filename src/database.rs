@@ -12,16 +12,22 @@
 //! that learns from [`classify`]:
 //!
 //! ```
+//! use portcullis::builder::Tier;
+//! use portcullis::deadline::TimeLimits;
 //! use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
-//!     .key_override("db", portcullis::Tier::new().rate(RateConfig::adaptive(500.0).bounds(20.0, 5_000.0)))
-//!     .key_override("db", portcullis::Tier::new().bulkhead(BulkheadConfig::new(4).queue(64).queue_timeout(Duration::from_millis(250))))
-//!     .classifier(portcullis::database::classify_error)
-//!     .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(250)))
+//!     .key_override(
+//!         "db",
+//!         Tier::new()
+//!             .rate(RateConfig::adaptive(500.0).bounds(20.0, 5_000.0))
+//!             .bulkhead(BulkheadConfig::new(4).queue(64).queue_timeout(Duration::from_millis(250))),
+//!     )
+//!     .classifier(portcullis::edge::database::classify_error)
+//!     .time_limits(TimeLimits::new().max_wait(Duration::from_millis(250)))
 //!     .build()?;
 //! # async fn query() -> Result<i64, sqlx::Error> { Ok(1) }
 //! let rows: Result<i64, _> = manager.call("db", Priority::HIGH, query).await;
@@ -48,8 +54,8 @@ use crate::outcome::{Outcome, transport_overload};
 /// five-character SQLSTATE; that is how the two are told apart.
 ///
 /// ```
-/// use portcullis::Outcome;
-/// use portcullis::database::classify;
+/// use portcullis::outcome::Outcome;
+/// use portcullis::edge::database::classify;
 ///
 /// assert_eq!(classify(&sqlx::Error::PoolTimedOut), Outcome::Overloaded);
 /// assert_eq!(classify(&sqlx::Error::RowNotFound), Outcome::Neutral);
@@ -69,12 +75,12 @@ pub fn classify(error: &sqlx::Error) -> Outcome {
 /// [`classify`] for any error that is, or was caused by, a `sqlx::Error`
 /// (found in its `source()` chain); other errors by
 /// [`transport_overload`]. For
-/// [`ThrottleManagerBuilder::classifier`](crate::ThrottleManagerBuilder::classifier),
+/// [`ThrottleManagerBuilder::classifier`](crate::builder::ThrottleManagerBuilder::classifier),
 /// so `call` judges a query's error by itself.
 ///
 /// ```
-/// use portcullis::Outcome;
-/// use portcullis::database::classify_error;
+/// use portcullis::outcome::Outcome;
+/// use portcullis::edge::database::classify_error;
 ///
 /// assert_eq!(classify_error(&sqlx::Error::PoolTimedOut), Outcome::Overloaded);
 /// let timeout = std::io::Error::from(std::io::ErrorKind::TimedOut);

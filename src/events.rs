@@ -4,7 +4,7 @@
 //! waiter out, when a call is refused; and the span of a call that waits.
 //! All at `debug` level, none on the hot path of a healthy key.
 //! Each has the `portcullis` span of its key as parent, which names the key
-//! if the manager was given [key names](crate::ThrottleManagerBuilder::key_names),
+//! if the manager was given [key names](crate::builder::ThrottleManagerBuilder::key_names),
 //! and carries the priority where there is one.
 
 use tracing::Span;

@@ -21,7 +21,7 @@
 //! is known.
 //!
 //! A call's `grpc-timeout` is its deadline: the server layer admits and
-//! runs it under [`with_deadline`](crate::with_deadline), and the client
+//! runs it under [`with_deadline`](crate::deadline::with_deadline), and the client
 //! layer sends a caller's deadline on as `grpc-timeout`.
 
 use bytes::Bytes;
@@ -59,7 +59,7 @@ const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 ///
 /// ```
 /// use http::HeaderMap;
-/// use portcullis::grpc;
+/// use portcullis::edge::grpc;
 /// use std::time::Duration;
 ///
 /// let mut headers = HeaderMap::new();
@@ -94,7 +94,7 @@ pub fn timeout_in(headers: &HeaderMap) -> Option<std::time::Duration> {
 /// rounded up (at least 1), in as few digits as the format allows.
 ///
 /// ```
-/// use portcullis::grpc;
+/// use portcullis::edge::grpc;
 /// use std::time::Duration;
 ///
 /// assert_eq!(grpc::timeout_value(Duration::from_micros(1_500)), "2m");
@@ -119,7 +119,8 @@ pub fn timeout_value(timeout: std::time::Duration) -> HeaderValue {
 /// module's table).
 ///
 /// ```
-/// use portcullis::{Outcome, grpc};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::edge::grpc;
 ///
 /// assert_eq!(grpc::outcome_of(0), Outcome::Success);
 /// assert_eq!(grpc::outcome_of(14), Outcome::Overloaded); // UNAVAILABLE
@@ -142,7 +143,8 @@ pub fn outcome_of(code: u32) -> Outcome {
 /// judge a call this way whenever it has a deadline.
 ///
 /// ```
-/// use portcullis::{Outcome, grpc};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::edge::grpc;
 ///
 /// assert_eq!(grpc::outcome_under_deadline(4), Outcome::Neutral);
 /// assert_eq!(grpc::outcome_of(4), Outcome::Overloaded); // no deadline sent: the server's own
@@ -160,7 +162,7 @@ pub fn outcome_under_deadline(code: u32) -> Outcome {
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue};
-/// use portcullis::grpc;
+/// use portcullis::edge::grpc;
 ///
 /// let mut trailers = HeaderMap::new();
 /// trailers.insert("grpc-status", HeaderValue::from_static("8"));
@@ -203,7 +205,7 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 /// rate, a cost above the burst, a full key space), 14 `UNAVAILABLE` when
 /// the service is short of capacity (the throttle, the bulkhead), 4
 /// `DEADLINE_EXCEEDED` when the call could not start before its deadline
-/// ([`with_deadline`](crate::with_deadline)), 13 `INTERNAL` for the
+/// ([`with_deadline`](crate::deadline::with_deadline)), 13 `INTERNAL` for the
 /// server's own mistakes (an invalid priority it chose, a key named
 /// twice).
 ///
@@ -214,7 +216,7 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 /// manager.check("client").unwrap();
 /// let rejected = manager.try_acquire("client", Priority::HIGH).unwrap_err();
 /// assert_eq!(grpc::code_of(&rejected), 8);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub fn code_of(rejected: &Rejected) -> u32 {
     u32::from(match rejected.reason() {
@@ -247,7 +249,7 @@ pub fn code_of(rejected: &Rejected) -> u32 {
 /// assert_eq!(answer.headers()["grpc-status"], "8");
 /// assert_eq!(answer.headers()["grpc-message"], "rate limited");
 /// assert_eq!(answer.headers()["grpc-retry-pushback-ms"], "1000");
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
     let mut answer = trailers_only(code_of(rejected), &rejected.reason().to_string());

@@ -1,7 +1,7 @@
 //! Everything one key holds, and when it may be forgotten.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -55,7 +55,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let manager = ThrottleManager::<String>::builder()
 //!     .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 200.0).decrease_factor(0.5))
-//!     .build()?; // Result<_, portcullis::ConfigError>
+//!     .build()?; // Result<_, portcullis::error::ConfigError>
 //! manager.wait("example.com").await?;
 //! let took_one: bool = manager.check("example.com").is_ok();
 //! manager.increment("example.com"); // the call succeeded
@@ -99,7 +99,7 @@
 //! shares each key's rate across processes (through Redis with feature
 //! `redis`, or any [`RateStore`](store::RateStore)).
 //!
-//! [`architecture`] is the map of the code: its layers, the steps of
+//! [`guide::architecture`] is the map of the code: its layers, the steps of
 //! admission, the words it uses, and how to add a control, an edge or a store.
 
 #![forbid(unsafe_code)]
@@ -109,26 +109,31 @@
 // Docs show the names of today: a doctest on a deprecated name fails.
 #![doc(test(attr(deny(deprecated))))]
 
-mod builder;
+pub mod builder;
 pub mod bulkhead;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub mod client;
 pub mod clock;
+// Shown as `builder`, with the builder it configures; the path is 0.3's,
+// kept one release.
+#[doc(hidden)]
 pub mod config;
 mod core;
+// Shown as `edge::database`; the root path is 0.3's, kept one release.
 #[cfg(feature = "sqlx")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+#[doc(hidden)]
 pub mod database;
 pub mod deadline;
 pub mod edge;
 pub mod error;
 mod events;
+// Shown as `edge::grpc`; the root path is 0.3's, kept one release.
 #[cfg(any(feature = "reqwest", feature = "tower"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
+#[doc(hidden)]
 pub mod grpc;
 mod key;
-mod manager;
+pub mod manager;
 pub mod metered;
 mod metrics;
 pub mod outcome;
@@ -150,9 +155,6 @@ mod sync;
 mod test_warnings;
 pub mod throttle;
 
-#[doc = include_str!("../docs/architecture.md")]
-pub mod architecture {}
-
 /// The guide: each edge and each control in depth, with the measurements
 /// behind the defaults. Every example in it compiles as a doctest.
 ///
@@ -173,9 +175,11 @@ pub mod architecture {}
 ///   [what it tells you](guide::observability) (the status page, metrics,
 ///   tracing).
 ///
-/// How the code is built: [`architecture`]. What it costs:
+/// How the code is built: [`guide::architecture`]. What it costs:
 /// [benches/README.md](https://github.com/portcullis-rs/portcullis/blob/main/benches/README.md).
 pub mod guide {
+    #[doc = include_str!("../docs/architecture.md")]
+    pub mod architecture {}
     #[doc = include_str!("../docs/guide/getting_started.md")]
     pub mod getting_started {}
     #[doc = include_str!("../docs/guide/clients.md")]
@@ -216,29 +220,43 @@ pub mod guide {
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-/// One key, the key space and the manager's settings as the manager shows
-/// them: the handles of [`ThrottleManager::key`], [`ThrottleManager::keys`]
-/// and [`ThrottleManager::settings`], and what a key's snapshot holds
-/// ([`KeyHandle::snapshot`](snapshot::KeyHandle::snapshot),
-/// [`ThrottleManager::snapshots`]).
+// 0.3's home of the snapshots, kept one release: `manager` holds them now.
+#[doc(hidden)]
 pub mod snapshot {
     pub use crate::manager::{
         KeyHandle, KeySnapshot, KeySpace, ManagerSettings, PrioritySnapshot, RateRemaining,
     };
 }
 
-pub use builder::{ThrottleManagerBuilder, Tier};
-pub use bulkhead::{BulkheadConfig, Overflow};
-pub use config::ManagerConfig;
-pub use deadline::with_deadline;
-pub use error::CallError;
-pub use error::{ConfigError, RejectReason, Rejected};
+pub use bulkhead::BulkheadConfig;
+pub use error::{CallError, Rejected};
 pub use manager::ThrottleManager;
-pub use metered::{Cost, CostPermit, CostSettle};
-pub use outcome::{Outcome, overloaded};
-pub use permit::{JointPermit, OwnedPermit, Permit};
-pub use priority::{Priority, with_priority};
+pub use outcome::overloaded;
+pub use priority::Priority;
 pub use rate::RateConfig;
-pub use registry::BorrowedKey;
-pub use retry::RetryPolicy;
 pub use throttle::ThrottleConfig;
+
+// 0.3's paths at the root, kept one release (removed in 0.5); each name's
+// home is the module after `pub use`.
+#[doc(hidden)]
+pub use builder::{ThrottleManagerBuilder, Tier};
+#[doc(hidden)]
+pub use bulkhead::Overflow;
+#[doc(hidden)]
+pub use config::ManagerConfig;
+#[doc(hidden)]
+pub use deadline::with_deadline;
+#[doc(hidden)]
+pub use error::{ConfigError, RejectReason};
+#[doc(hidden)]
+pub use metered::{Cost, CostPermit, CostSettle};
+#[doc(hidden)]
+pub use outcome::Outcome;
+#[doc(hidden)]
+pub use permit::{JointPermit, OwnedPermit, Permit};
+#[doc(hidden)]
+pub use priority::with_priority;
+#[doc(hidden)]
+pub use registry::BorrowedKey;
+#[doc(hidden)]
+pub use retry::RetryPolicy;

@@ -7,10 +7,10 @@
 //! test here holds every name to be there.
 //!
 //! The `manager` label is the manager's
-//! [`name`](crate::ThrottleManagerBuilder::name), when it has one: two
+//! [`name`](crate::builder::ThrottleManagerBuilder::name), when it has one: two
 //! managers of one process (hosts and a database) keep apart. The `key`
 //! label (the key's name, from
-//! [`key_names`](crate::ThrottleManagerBuilder::key_names)) is added only
+//! [`key_names`](crate::builder::ThrottleManagerBuilder::key_names)) is added only
 //! when the manager asks for it ([`metrics_per_key`]): keys from untrusted
 //! input would give a metric unbounded cardinality.
 //!
@@ -23,7 +23,7 @@
 //! manager's first call. Every series is described (`describe_*`) to the
 //! recorder it is first registered with.
 //!
-//! [`metrics_per_key`]: crate::ThrottleManagerBuilder::metrics_per_key
+//! [`metrics_per_key`]: crate::builder::ThrottleManagerBuilder::metrics_per_key
 
 #![cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 

@@ -12,7 +12,8 @@ use std::fmt;
 /// # Example
 ///
 /// ```
-/// use portcullis::{Outcome, Priority, ThrottleConfig, ThrottleManager};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -270,11 +271,11 @@ pub(crate) fn outcome_of<E: CallFailure<Via>, Via>(
 /// own timeouts, check `reqwest::Error::is_timeout()` in a classifier of
 /// your own (see [`ThrottleManagerBuilder::classifier`]).
 ///
-/// [`ThrottleManagerBuilder::classifier`]: crate::ThrottleManagerBuilder::classifier
+/// [`ThrottleManagerBuilder::classifier`]: crate::builder::ThrottleManagerBuilder::classifier
 ///
 /// ```
 /// use portcullis::outcome::transport_overload;
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use std::io::{Error, ErrorKind};
 ///
 /// assert_eq!(transport_overload(&Error::from(ErrorKind::ConnectionRefused)), Outcome::Overloaded);

@@ -52,7 +52,8 @@ pub struct Permit<'a> {
 /// borrowing the manager: `'static`, for moving into a spawned task.
 ///
 /// ```
-/// use portcullis::{OwnedPermit, Priority, RateConfig, ThrottleManager};
+/// use portcullis::manager::OwnedPermit;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -448,7 +449,8 @@ impl fmt::Debug for Permit<'_> {
 /// with [`into_permits`](Self::into_permits).
 ///
 /// ```
-/// use portcullis::{Outcome, Priority, RateConfig, ThrottleManager};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use portcullis::client::limit_readings;
-use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+use portcullis::metered::Cost;
+use portcullis::{Priority, RateConfig, ThrottleManager};
 
 /// The account's quotas, as the provider states them.
 pub(crate) const REQUESTS_PER_MINUTE: u32 = 600;
@@ -82,7 +83,7 @@ pub(crate) fn shared_manager(store: portcullis::store::RedisStore) -> ThrottleMa
     limits().rate_store(store).build().expect("valid limits")
 }
 
-fn limits() -> portcullis::ThrottleManagerBuilder<String> {
+fn limits() -> portcullis::builder::ThrottleManagerBuilder<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(REQUESTS_PER_MINUTE).burst(50))
         .limit(
@@ -123,7 +124,8 @@ pub(crate) async fn run(
                 };
                 // No call waits past the batch's end.
                 let deadline = tokio::time::Instant::from_std(until);
-                portcullis::with_deadline(deadline, call.send(&prompt, &prompts, &tally)).await;
+                portcullis::deadline::with_deadline(deadline, call.send(&prompt, &prompts, &tally))
+                    .await;
             }
         })
     });

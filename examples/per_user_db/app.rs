@@ -246,7 +246,7 @@ impl App {
 /// "database is locked"), 500 otherwise.
 fn failed(error: sqlx::Error) -> Response {
     let status = match portcullis::database::classify(&error) {
-        portcullis::Outcome::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        portcullis::outcome::Outcome::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, error.to_string()).into_response()

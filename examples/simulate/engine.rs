@@ -5,7 +5,8 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use portcullis::{CallError, Priority, ThrottleManager, overloaded, with_deadline};
+use portcullis::deadline::with_deadline;
+use portcullis::{CallError, Priority, ThrottleManager, overloaded};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 

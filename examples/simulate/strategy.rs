@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::TokioClock;
-use portcullis::{
-    BulkheadConfig, ConfigError, Priority, RateConfig, ThrottleConfig, ThrottleManager,
-};
+use portcullis::deadline::TimeLimits;
+use portcullis::error::ConfigError;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 use crate::candidates::Algorithm;
 use crate::rng::SplitMix64;
@@ -257,7 +258,7 @@ impl Strategy {
         let throttle = ThrottleConfig::new().window(THROTTLE_WINDOW);
         let builder = ThrottleManager::<String>::builder()
             .clock(TokioClock::new())
-            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(max_wait))
+            .time_limits(TimeLimits::new().max_wait(max_wait))
             .random_source(move || random.next_f64());
         let builder = match self {
             Strategy::None | Strategy::Gradient2 | Strategy::Aimd | Strategy::ProbeGradient => {
@@ -277,18 +278,26 @@ impl Strategy {
                         .queue_timeout(Duration::from_secs(1)),
                 )
                 // LOW calls give up sooner, so HIGH ones find a short queue.
-                .time_limits(
-                    portcullis::deadline::TimeLimits::new()
-                        .max_wait_for(Priority::LOW, max_wait / 5),
-                ),
-            Strategy::BulkheadSmall => builder.bulkhead(queued(BulkheadConfig::new(4))),
-            Strategy::BulkheadLarge => builder.bulkhead(queued(BulkheadConfig::new(40))),
-            Strategy::BulkheadKnown => builder.bulkhead(queued(BulkheadConfig::new(10))),
-            Strategy::BulkheadAdaptive => {
-                builder.bulkhead(queued(BulkheadConfig::adaptive().bounds(1, 200)))
+                .time_limits(TimeLimits::new().max_wait_for(Priority::LOW, max_wait / 5)),
+            // The bulkheads alone are judged by their queue's own limits
+            // (its timeout, CoDel, the callers' deadlines): the manager's
+            // budget for the wait to be admitted stays out of their way.
+            Strategy::BulkheadSmall => {
+                queue_alone(builder).bulkhead(queued(BulkheadConfig::new(4)))
             }
-            Strategy::QueueFifo | Strategy::QueueFifoDeadline => builder.bulkhead(deep_queue()),
-            Strategy::QueueCodel | Strategy::QueueCodelDeadline => builder
+            Strategy::BulkheadLarge => {
+                queue_alone(builder).bulkhead(queued(BulkheadConfig::new(40)))
+            }
+            Strategy::BulkheadKnown => {
+                queue_alone(builder).bulkhead(queued(BulkheadConfig::new(10)))
+            }
+            Strategy::BulkheadAdaptive => {
+                queue_alone(builder).bulkhead(queued(BulkheadConfig::adaptive().bounds(1, 200)))
+            }
+            Strategy::QueueFifo | Strategy::QueueFifoDeadline => {
+                queue_alone(builder).bulkhead(deep_queue())
+            }
+            Strategy::QueueCodel | Strategy::QueueCodelDeadline => queue_alone(builder)
                 .bulkhead(deep_queue().codel(Duration::from_millis(5), Duration::from_millis(100))),
             Strategy::LearnedFarBelow
             | Strategy::LearnedBelow
@@ -301,4 +310,9 @@ impl Strategy {
         };
         builder.build().map(Some)
     }
+}
+
+/// `builder` with no budget for the wait to be admitted of its own.
+fn queue_alone(builder: ThrottleManagerBuilder<String>) -> ThrottleManagerBuilder<String> {
+    builder.time_limits(TimeLimits::new().max_wait(Duration::MAX))
 }

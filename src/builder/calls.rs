@@ -152,7 +152,7 @@ where
     ///     .build()?;
     /// let permit = manager.try_acquire("api", Priority::new(7)).unwrap();
     /// assert_eq!(permit.priority(), Priority::new(7));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn priority_levels(mut self, levels: u8) -> Self {
         self.calls.priority_levels = levels;
@@ -170,7 +170,7 @@ where
     ///     .throttle(ThrottleConfig::new())
     ///     .out_of_range(OutOfRange::Reject)
     ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn out_of_range(mut self, policy: OutOfRange) -> Self {
         self.calls.out_of_range = policy;
@@ -185,7 +185,7 @@ where
     /// same.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// use portcullis::{BulkheadConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
@@ -199,7 +199,7 @@ where
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(bad.problems()[0].field(), "retry.budget");
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.calls.retry = Some(policy);
@@ -215,7 +215,7 @@ where
     /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .throttle(ThrottleConfig::new())
     ///     .random_source(|| 0.5) // shed exactly when the probability is above 0.5
@@ -243,7 +243,8 @@ where
     ///
     /// ```
     /// use portcullis::outcome::transport_overload;
-    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    /// use portcullis::outcome::Outcome;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
@@ -255,7 +256,7 @@ where
     ///     .classifier(transport_overload)
     ///     .build()?;
     /// # let _ = Outcome::Neutral;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn classifier(
         mut self,
@@ -268,7 +269,7 @@ where
     /// `time_limits(TimeLimits::new().call_timeout(timeout))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `time_limits(TimeLimits::new().call_timeout(timeout))`"
+        note = "replaced by `time_limits(TimeLimits::new().call_timeout(timeout))`"
     )]
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.calls.call_timeout = Some(timeout);
@@ -278,7 +279,7 @@ where
     /// `time_limits(TimeLimits::new().max_defer(max))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `time_limits(TimeLimits::new().max_defer(max))`"
+        note = "replaced by `time_limits(TimeLimits::new().max_defer(max))`"
     )]
     pub fn max_defer(mut self, max: Duration) -> Self {
         self.calls.max_defer = max;
@@ -288,7 +289,7 @@ where
     /// `time_limits(TimeLimits::new().max_wait(max))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `time_limits(TimeLimits::new().max_wait(max))`"
+        note = "replaced by `time_limits(TimeLimits::new().max_wait(max))`"
     )]
     pub fn max_wait(mut self, max: Duration) -> Self {
         self.calls.max_wait = Some(max);
@@ -298,7 +299,7 @@ where
     /// `time_limits(TimeLimits::new().max_wait_for(priority, max))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `time_limits(TimeLimits::new().max_wait_for(priority, max))`"
+        note = "replaced by `time_limits(TimeLimits::new().max_wait_for(priority, max))`"
     )]
     pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
         self.calls.max_wait_for.push((priority, max));

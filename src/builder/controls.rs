@@ -200,7 +200,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert_eq!(manager.increment("api"), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn rate(mut self, config: RateConfig) -> Self {
         self.controls.rate = Some(config);
@@ -210,7 +210,7 @@ where
     /// `key_override(key, Tier::new().rate(config))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_override(key, Tier::new().rate(config))`"
+        note = "replaced by `key_override(key, Tier::new().rate(config))`"
     )]
     pub fn rate_override(mut self, key: impl Into<K>, config: RateConfig) -> Self
     where
@@ -225,7 +225,7 @@ where
     /// `key_override(key, Tier::new().throttle(config))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_override(key, Tier::new().throttle(config))`"
+        note = "replaced by `key_override(key, Tier::new().throttle(config))`"
     )]
     pub fn throttle_override(mut self, key: impl Into<K>, config: ThrottleConfig) -> Self
     where
@@ -240,7 +240,7 @@ where
     /// `key_override(key, Tier::new().bulkhead(config))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_override(key, Tier::new().bulkhead(config))`"
+        note = "replaced by `key_override(key, Tier::new().bulkhead(config))`"
     )]
     pub fn bulkhead_override(mut self, key: impl Into<K>, config: BulkheadConfig) -> Self
     where
@@ -266,7 +266,7 @@ where
     ///     .build()?;
     /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok());
     /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok()); // would refuse
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn shadow(mut self, shadow: bool) -> Self {
         self.controls.shadow = Some(shadow);
@@ -276,7 +276,7 @@ where
     /// `key_override(key, Tier::new().shadow(shadow))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_override(key, Tier::new().shadow(shadow))`"
+        note = "replaced by `key_override(key, Tier::new().shadow(shadow))`"
     )]
     pub fn shadow_override(mut self, key: impl Into<K>, shadow: bool) -> Self {
         self.controls.shadow_overrides.push((key.into(), shadow));
@@ -291,7 +291,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
     /// assert_eq!(manager.key("api").rejection_probability(portcullis::Priority::LOW), None); // not live yet
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn throttle(mut self, config: ThrottleConfig) -> Self {
         self.controls.throttle = Some(config);
@@ -309,7 +309,7 @@ where
     /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one at a time
     /// drop(permit);
     /// assert!(manager.try_acquire("db", Priority::HIGH).is_ok());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn bulkhead(mut self, config: BulkheadConfig) -> Self {
         self.controls.bulkhead = Some(config);

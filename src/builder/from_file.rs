@@ -31,7 +31,8 @@ where
     ///
     /// ```
     /// use portcullis::outcome::transport_overload;
-    /// use portcullis::{ManagerConfig, ThrottleManager};
+    /// use portcullis::builder::ManagerConfig;
+    /// use portcullis::ThrottleManager;
     ///
     /// let config: ManagerConfig = toml::from_str("[default.rate]\nstarting_rate = 10")?;
     /// let manager = ThrottleManager::<String>::builder()

@@ -1,5 +1,6 @@
 //! The builder's settings that come in groups: the time limits a caller
-//! meets, and the key space's bounds. Each group is a value whose fields
+//! meets ([`TimeLimits`], which the deadlines' module holds), and the key
+//! space's bounds. Each group is a value whose fields
 //! are set or left alone; the builder takes the ones set, so a group never
 //! undoes a setting made before it.
 
@@ -8,146 +9,14 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::{ThrottleManagerBuilder, Tier};
-use crate::priority::Priority;
-
-/// The time limits a caller meets, for
-/// [`ThrottleManagerBuilder::time_limits`]: how long a call may wait to be
-/// admitted, and how long [`call`](crate::ThrottleManager::call) lets it
-/// run. The third, the caller's own deadline, travels with the call
-/// ([`with_deadline`](crate::with_deadline)).
-///
-/// | limit | bounds | default | when it runs out |
-/// | --- | --- | --- | --- |
-/// | [`max_wait`](Self::max_wait) | the wait to be admitted: for a rate token and in the bulkhead's queue, one budget | 30 s | refused ([`RateLimited`](crate::RejectReason::RateLimited) or [`QueueTimeout`](crate::RejectReason::QueueTimeout)), never run |
-/// | [`call_timeout`](Self::call_timeout) | the call's own run | none | dropped, counted as overload ([`CallError::TimedOut`](crate::CallError::TimedOut)) |
-/// | [`with_deadline`](crate::with_deadline) | the caller's whole budget: waits, runs, retries | none | refused or dropped, counted as neutral |
-///
-/// [`wait`](crate::ThrottleManager::wait), the rate alone, waits for its
-/// token however far ahead it lies (within the caller's deadline): it is
-/// the pacing of a loop, not a service's call.
-///
-/// ```
-/// use portcullis::deadline::TimeLimits;
-/// use portcullis::{BulkheadConfig, ThrottleManager};
-/// use std::time::Duration;
-///
-/// let manager = ThrottleManager::<String>::builder()
-///     .bulkhead(BulkheadConfig::new(8).queue(32))
-///     .time_limits(
-///         TimeLimits::new()
-///             .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(500)))
-///             .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(2))),
-///     )
-///     .build()?;
-/// assert_eq!(manager.settings().call_timeout(), Some(Duration::from_secs(2)));
-/// # Ok::<(), portcullis::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TimeLimits {
-    pub(crate) max_wait: Option<Duration>,
-    pub(crate) max_wait_for: Vec<(Priority, Duration)>,
-    pub(crate) call_timeout: Option<Duration>,
-    pub(crate) max_defer: Option<Duration>,
-}
-
-impl TimeLimits {
-    /// No limit set: each keeps the builder's (the defaults, or what an
-    /// earlier setting chose).
-    ///
-    /// ```
-    /// assert_eq!(portcullis::deadline::TimeLimits::new(), Default::default());
-    /// ```
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The longest a call waits to be admitted, for its rate token and in
-    /// its bulkhead's queue together (default 30 s); one beyond it is
-    /// refused at once when the wait is known (a token that far ahead), or
-    /// when the budget runs out in the queue. `Duration::MAX` waits as long
-    /// as it takes.
-    ///
-    /// ```
-    /// use portcullis::deadline::TimeLimits;
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(1))
-    ///     .time_limits(TimeLimits::new().max_wait(Duration::from_millis(500)))
-    ///     .build()?;
-    /// manager.acquire("api", Priority::HIGH).await?.success();
-    /// // The next token is 1 s away, beyond the 500 ms budget: refused now.
-    /// let refused = manager.acquire("api", Priority::HIGH).await.unwrap_err();
-    /// assert_eq!(refused.reason(), RejectReason::RateLimited);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn max_wait(mut self, max: Duration) -> Self {
-        self.max_wait = Some(max);
-        self
-    }
-
-    /// [`max_wait`](Self::max_wait) for calls of `priority` alone: a batch
-    /// priority may wait minutes while a user's call gives up in a second.
-    ///
-    /// ```
-    /// use portcullis::deadline::TimeLimits;
-    /// use portcullis::Priority;
-    /// use std::time::Duration;
-    ///
-    /// let limits = TimeLimits::new()
-    ///     .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
-    ///     .time_limits(portcullis::deadline::TimeLimits::new().max_wait_for(Priority::LOW, Duration::from_secs(300)));
-    /// # let _ = limits;
-    /// ```
-    pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
-        self.max_wait_for.push((priority, max));
-        self
-    }
-
-    /// How long [`call`](crate::ThrottleManager::call) lets a call run
-    /// (default: no limit). A call still running then is dropped, its slot
-    /// freed, and it counts as overload: a hung backend is a struggling
-    /// one. A call's own [`timeout`](crate::Priority::timeout) replaces it.
-    ///
-    /// ```
-    /// use portcullis::deadline::TimeLimits;
-    /// use std::time::Duration;
-    ///
-    /// let limits = TimeLimits::new().call_timeout(Duration::from_secs(10));
-    /// # let _ = limits;
-    /// ```
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = Some(timeout);
-        self
-    }
-
-    /// The longest pause a server may ask of a key
-    /// ([`KeyHandle::defer`](crate::snapshot::KeyHandle::defer), a
-    /// `Retry-After`); a longer one is cut to it (default 1 hour).
-    ///
-    /// ```
-    /// use portcullis::deadline::TimeLimits;
-    /// use std::time::Duration;
-    ///
-    /// let limits = TimeLimits::new().max_defer(Duration::from_secs(60));
-    /// # let _ = limits;
-    /// ```
-    pub fn max_defer(mut self, max: Duration) -> Self {
-        self.max_defer = Some(max);
-        self
-    }
-}
+use crate::deadline::TimeLimits;
 
 /// The key space's bounds, for [`ThrottleManagerBuilder::key_space`]: how
 /// many keys it holds, how long an idle one is kept, and how long a pause
 /// may hold a place in a full one.
 ///
 /// ```
-/// use portcullis::config::KeySpaceConfig;
+/// use portcullis::builder::KeySpaceConfig;
 /// use portcullis::{RateConfig, ThrottleManager};
 /// use std::time::Duration;
 ///
@@ -156,7 +25,7 @@ impl TimeLimits {
 ///     .key_space(KeySpaceConfig::new().max_keys(10_000).idle_ttl(Duration::from_secs(300)))
 ///     .build()?;
 /// # let _ = manager;
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeySpaceConfig {
@@ -170,7 +39,8 @@ impl KeySpaceConfig {
     /// No bound set: each keeps the builder's.
     ///
     /// ```
-    /// assert_eq!(portcullis::config::KeySpaceConfig::new(), Default::default());
+    /// use portcullis::builder::KeySpaceConfig;
+    /// assert_eq!(KeySpaceConfig::new(), Default::default());
     /// ```
     pub fn new() -> Self {
         Self::default()
@@ -179,10 +49,11 @@ impl KeySpaceConfig {
     /// At most `max_keys` keys live at once (default 1,000,000). A new key
     /// in a full key space evicts an idle one, or waits for room within
     /// the call's [`max_wait`](TimeLimits::max_wait) (a `try_` call is
-    /// refused with [`KeySpaceFull`](crate::RejectReason::KeySpaceFull)).
+    /// refused with [`KeySpaceFull`](crate::error::RejectReason::KeySpaceFull)).
     ///
     /// ```
-    /// let bounds = portcullis::config::KeySpaceConfig::new().max_keys(2);
+    /// use portcullis::builder::KeySpaceConfig;
+    /// let bounds = KeySpaceConfig::new().max_keys(2);
     /// # let _ = bounds;
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
@@ -195,9 +66,10 @@ impl KeySpaceConfig {
     /// at least 1 s).
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// use std::time::Duration;
     ///
-    /// let bounds = portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(30));
+    /// let bounds = KeySpaceConfig::new().idle_ttl(Duration::from_secs(30));
     /// # let _ = bounds;
     /// ```
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
@@ -209,9 +81,10 @@ impl KeySpaceConfig {
     /// key's place (default 60 s); `Duration::MAX`: never.
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// use std::time::Duration;
     ///
-    /// let bounds = portcullis::config::KeySpaceConfig::new().max_hold(Duration::from_secs(30));
+    /// let bounds = KeySpaceConfig::new().max_hold(Duration::from_secs(30));
     /// # let _ = bounds;
     /// ```
     pub fn max_hold(mut self, hold: Duration) -> Self {
@@ -223,7 +96,8 @@ impl KeySpaceConfig {
     /// [`idle_ttl`](Self::idle_ttl): `build()` names both.
     ///
     /// ```
-    /// let bounds = portcullis::config::KeySpaceConfig::new().keep_idle_keys();
+    /// use portcullis::builder::KeySpaceConfig;
+    /// let bounds = KeySpaceConfig::new().keep_idle_keys();
     /// # let _ = bounds;
     /// ```
     pub fn keep_idle_keys(mut self) -> Self {
@@ -251,7 +125,7 @@ where
     ///     .time_limits(TimeLimits::new().max_wait(Duration::from_secs(2)))
     ///     .build()?;
     /// # let _ = manager;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn time_limits(mut self, limits: TimeLimits) -> Self {
         if let Some(max) = limits.max_wait {
@@ -271,7 +145,7 @@ where
     /// replaces the builder's, each left alone keeps it.
     ///
     /// ```
-    /// use portcullis::config::KeySpaceConfig;
+    /// use portcullis::builder::KeySpaceConfig;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
@@ -280,7 +154,7 @@ where
     ///     .build()?;
     /// manager.check("a").unwrap();
     /// assert!(manager.check("b").is_err()); // "a" still owes its token
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn key_space(mut self, bounds: KeySpaceConfig) -> Self {
         if let Some(max_keys) = bounds.max_keys {
@@ -300,11 +174,12 @@ where
     /// with a contract, a host known to be slow): what `settings` sets
     /// replaces, for `key` alone, what the key would have; what it leaves
     /// alone keeps it. At run time,
-    /// [`KeyHandle::set_rate`](crate::snapshot::KeyHandle::set_rate) and
+    /// [`KeyHandle::set_rate`](crate::manager::KeyHandle::set_rate) and
     /// its siblings do the same.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
@@ -313,7 +188,7 @@ where
     /// manager.check("partner").unwrap();
     /// assert_eq!(manager.key("partner").rate(), Some(100.0));
     /// assert_eq!(manager.key("partner").concurrency_limit(), Some(50));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn key_override(mut self, key: impl Into<K>, settings: Tier) -> Self
     where

@@ -123,7 +123,7 @@ where
     /// `key_space(KeySpaceConfig::new().max_keys(max_keys))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_space(KeySpaceConfig::new().max_keys(max_keys))`"
+        note = "replaced by `key_space(KeySpaceConfig::new().max_keys(max_keys))`"
     )]
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.key_space.max_keys = max_keys;
@@ -133,7 +133,7 @@ where
     /// `key_space(KeySpaceConfig::new().idle_ttl(ttl))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_space(KeySpaceConfig::new().idle_ttl(ttl))`"
+        note = "replaced by `key_space(KeySpaceConfig::new().idle_ttl(ttl))`"
     )]
     pub fn idle_ttl(mut self, ttl: Duration) -> Self {
         self.key_space.idle_ttl = Some(ttl);
@@ -143,7 +143,7 @@ where
     /// `key_space(KeySpaceConfig::new().max_hold(hold))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_space(KeySpaceConfig::new().max_hold(hold))`"
+        note = "replaced by `key_space(KeySpaceConfig::new().max_hold(hold))`"
     )]
     pub fn max_hold(mut self, hold: Duration) -> Self {
         self.key_space.max_hold = hold;
@@ -153,7 +153,7 @@ where
     /// `key_space(KeySpaceConfig::new().keep_idle_keys())`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_space(KeySpaceConfig::new().keep_idle_keys())`"
+        note = "replaced by `key_space(KeySpaceConfig::new().keep_idle_keys())`"
     )]
     pub fn keep_idle_keys(mut self) -> Self {
         self.key_space.keep_idle_keys = true;
@@ -178,7 +178,7 @@ where
     /// assert!(manager.check("api").is_err());
     /// clock.advance(Duration::from_secs(1));
     /// assert!(manager.check("api").is_ok());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.key_space.clock = Some(Arc::new(clock));

@@ -98,14 +98,14 @@ where
             let mut builder = ThrottleManager::<K>::builder()
                 .rate(config)
                 .shared_clock(Arc::clone(home.clock))
-                .key_space(crate::config::KeySpaceConfig::new().max_keys(home.max_keys))
+                .key_space(crate::builder::KeySpaceConfig::new().max_keys(home.max_keys))
                 .name(match home.name {
                     Some(manager) => format!("{manager}.{name}"),
                     None => format!("limit.{name}"),
                 });
             builder = match home.idle_ttl {
-                Some(ttl) => builder.key_space(crate::config::KeySpaceConfig::new().idle_ttl(ttl)),
-                None => builder.key_space(crate::config::KeySpaceConfig::new().keep_idle_keys()),
+                Some(ttl) => builder.key_space(crate::builder::KeySpaceConfig::new().idle_ttl(ttl)),
+                None => builder.key_space(crate::builder::KeySpaceConfig::new().keep_idle_keys()),
             };
             for (tier, settings) in home.tiers {
                 let Some((_, config)) = settings.limits.iter().find(|(limit, _)| *limit == name)
@@ -201,7 +201,7 @@ where
     /// Gives every key a further limit named `name` beside its rate: a
     /// fixed quota or an adaptive rate of its own (tokens a minute beside
     /// the rate's requests a minute). A call states what it costs in each
-    /// limit ([`Cost`](crate::Cost)) through
+    /// limit ([`Cost`](crate::metered::Cost)) through
     /// [`acquire_cost`](ThrottleManager::acquire_cost), and is admitted
     /// once every limit has room; [`limit`](ThrottleManager::limit) hands
     /// out the limit's own manager, to inspect or override a key's.
@@ -230,7 +230,7 @@ where
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(error.problems()[0].field(), "limit[\"tokens\"].burst");
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn limit(mut self, name: impl Into<String>, config: RateConfig) -> Self {
         let name = name.into();
@@ -242,7 +242,7 @@ where
     /// `key_override(key, Tier::new().limit(limit, config))`.
     #[deprecated(
         since = "0.4.0",
-        note = "use `key_override(key, Tier::new().limit(limit, config))`"
+        note = "replaced by `key_override(key, Tier::new().limit(limit, config))`"
     )]
     pub fn limit_override(mut self, key: K, limit: impl Into<String>, config: RateConfig) -> Self {
         let limit = limit.into();

@@ -1,14 +1,35 @@
-//! [`ThrottleManagerBuilder`]: how a [`ThrottleManager`] is configured.
+//! How a manager is built: [`ThrottleManagerBuilder`] (from
+//! [`ThrottleManager::builder`](crate::ThrottleManager::builder)), the
+//! groups of settings it takes ([`TimeLimits`](crate::deadline::TimeLimits)
+//! lives with the deadlines; [`KeySpaceConfig`], [`Tier`]), and a
+//! configuration file's form ([`ManagerConfig`] and its sections), read by
+//! [`ThrottleManagerBuilder::config`].
 //!
-//! The builder holds its settings in typed parts, one per file, each with
-//! its setters and its `check`, which names every bad field and returns the
-//! validated settings: `controls` ([`ControlParts`]: rate, throttle,
-//! bulkhead, tiers and per-key overrides), `calls` ([`CallParts`]:
-//! priorities, classification, retries, waiting), `key_space`
-//! ([`KeySpaceParts`]: the cap, idle keys, the clock), `telemetry`
-//! ([`TelemetryParts`]: names in events and metrics), `rate_store`; and
-//! `from_file`, a [`ManagerConfig`](crate::ManagerConfig) read into the
-//! parts. `build` checks the parts in that order and assembles the manager.
+//! ```
+//! use portcullis::builder::{KeySpaceConfig, Tier};
+//! use portcullis::{RateConfig, ThrottleManager};
+//!
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::adaptive(10.0))
+//!     .tier("premium", Tier::new().rate(RateConfig::adaptive(100.0)))
+//!     .tier_of(|key: &String| key.starts_with("premium-").then_some("premium"))
+//!     .key_space(KeySpaceConfig::new().max_keys(10_000))
+//!     .build()?;
+//! # let _ = manager;
+//! # Ok::<(), portcullis::error::ConfigError>(())
+//! ```
+//!
+// [`ThrottleManagerBuilder`]: how a [`ThrottleManager`] is configured.
+//
+// The builder holds its settings in typed parts, one per file, each with
+// its setters and its `check`, which names every bad field and returns the
+// validated settings: `controls` ([`ControlParts`]: rate, throttle,
+// bulkhead, tiers and per-key overrides), `calls` ([`CallParts`]:
+// priorities, classification, retries, waiting), `key_space`
+// ([`KeySpaceParts`]: the cap, idle keys, the clock), `telemetry`
+// ([`TelemetryParts`]: names in events and metrics), `rate_store`; and
+// `from_file`, a [`ManagerConfig`](crate::config::ManagerConfig) read into the
+// parts. `build` checks the parts in that order and assembles the manager.
 
 mod calls;
 pub(crate) mod controls;
@@ -21,7 +42,11 @@ mod reload;
 mod telemetry;
 mod tiers;
 
-pub use groups::{KeySpaceConfig, TimeLimits};
+pub use crate::config::{
+    BulkheadSection, Controls, KeysSection, ManagerConfig, PriorityWait, Quota, RateSection,
+    ThrottleSection,
+};
+pub use groups::KeySpaceConfig;
 pub use tiers::Tier;
 
 use std::fmt;
@@ -48,23 +73,23 @@ use telemetry::TelemetryParts;
 /// # Example
 ///
 /// ```
-/// use portcullis::{RateConfig, ThrottleManager, Tier};
+/// use portcullis::builder::{KeySpaceConfig, Tier};
+/// use portcullis::{RateConfig, ThrottleManager};
 /// use std::time::Duration;
 ///
 /// let premium = Tier::new().rate(RateConfig::adaptive(100.0).bounds(10.0, 1_000.0));
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
-///     .key_override("api.github.com", portcullis::Tier::new().rate(RateConfig::adaptive(5.0).bounds(1.0, 10.0)))
+///     .key_override("api.github.com", Tier::new().rate(RateConfig::adaptive(5.0).bounds(1.0, 10.0)))
 ///     .tier("premium", premium)
 ///     .tier_of(|key: &String| key.starts_with("premium-").then_some("premium"))
-///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(10_000))
-///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(300)))
+///     .key_space(KeySpaceConfig::new().max_keys(10_000).idle_ttl(Duration::from_secs(300)))
 ///     .build()?;
 /// manager.increment("api.github.com");
 /// manager.increment("premium-42");
 /// assert_eq!(manager.key("api.github.com").rate(), Some(6.0));
 /// assert_eq!(manager.key("premium-42").rate(), Some(101.0));
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub struct ThrottleManagerBuilder<K> {
     /// The default controls, the tiers and the per-key overrides.
@@ -79,7 +104,7 @@ pub struct ThrottleManagerBuilder<K> {
     store: Option<StoreWithNames<K>>,
     /// Further limits of every key beside its rate.
     limits: LimitParts<K>,
-    /// Problems found while reading a [`ManagerConfig`](crate::ManagerConfig), reported by `build`.
+    /// Problems found while reading a [`ManagerConfig`], reported by `build`.
     file_problems: Vec<ConfigProblem>,
 }
 
@@ -107,7 +132,7 @@ where
     ///
     /// let manager = ThrottleManager::<u64>::builder().rate(RateConfig::adaptive(5.0)).build()?;
     /// assert!(manager.keys().is_empty());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn builder() -> ThrottleManagerBuilder<K> {
         ThrottleManagerBuilder::new()

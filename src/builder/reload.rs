@@ -37,7 +37,8 @@ where
     /// the file sets move as the rate does.
     ///
     /// ```
-    /// use portcullis::{ManagerConfig, RateConfig, ThrottleManager};
+    /// use portcullis::builder::ManagerConfig;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_second(10).burst(5))

@@ -87,7 +87,7 @@ where
     ///     .rate(RateConfig::adaptive(10.0))
     ///     .key_names(|host: &String| host.clone()) // hosts are fine to log
     ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn key_names(mut self, name: impl Fn(&K) -> String + Send + Sync + 'static) -> Self {
         self.telemetry.key_names = Some(Box::new(name));
@@ -109,7 +109,7 @@ where
     ///     .key_names(|host: &String| host.clone())
     ///     .metrics_per_key(true) // a few known hosts: bounded cardinality
     ///     .build()?;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
@@ -138,7 +138,7 @@ where
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(refused.problems()[0].field(), "name");
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.telemetry.name = Some(name.into());

@@ -16,7 +16,8 @@ use crate::throttle::ThrottleConfig;
 /// [`build`](ThrottleManagerBuilder::build).
 ///
 /// ```
-/// use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
+/// use portcullis::builder::Tier;
+/// use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig};
 ///
 /// let premium = Tier::new()
 ///     .rate(RateConfig::per_second(100))
@@ -42,7 +43,8 @@ impl Tier {
     /// A tier that changes nothing yet.
     ///
     /// ```
-    /// let tier = portcullis::Tier::new();
+    /// use portcullis::builder::Tier;
+    /// let tier = Tier::new();
     /// # drop(tier);
     /// ```
     pub fn new() -> Self {
@@ -52,7 +54,8 @@ impl Tier {
     /// The rate of the tier's keys.
     ///
     /// ```
-    /// use portcullis::{RateConfig, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::RateConfig;
     ///
     /// let internal = Tier::new().rate(RateConfig::adaptive(1_000.0));
     /// # drop(internal);
@@ -68,7 +71,8 @@ impl Tier {
     /// replaces for them). Setting a name twice keeps the last.
     ///
     /// ```
-    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(500))
@@ -80,7 +84,7 @@ impl Tier {
     /// assert_eq!(tokens.key("scale-1").rate(), None); // not seen yet
     /// tokens.check("scale-1").unwrap();
     /// assert!(tokens.key("scale-1").rate().unwrap() > 33_000.0);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn limit(mut self, name: impl Into<String>, config: RateConfig) -> Self {
@@ -93,7 +97,8 @@ impl Tier {
     /// The throttle of the tier's keys.
     ///
     /// ```
-    /// use portcullis::{ThrottleConfig, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::ThrottleConfig;
     ///
     /// let patient = Tier::new().throttle(ThrottleConfig::new().ratio(4.0));
     /// # drop(patient);
@@ -107,7 +112,8 @@ impl Tier {
     /// The bulkhead of the tier's keys.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::BulkheadConfig;
     ///
     /// let wide = Tier::new().bulkhead(BulkheadConfig::new(64));
     /// # drop(wide);
@@ -123,7 +129,8 @@ impl Tier {
     /// whatever the manager's.
     ///
     /// ```
-    /// use portcullis::{RateConfig, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::RateConfig;
     ///
     /// let trial = Tier::new().rate(RateConfig::per_second(5)).shadow(true);
     /// # drop(trial);
@@ -149,7 +156,8 @@ where
     /// the tier's keys (and overridden keys) have that control.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
@@ -158,7 +166,7 @@ where
     ///     .build()?;
     /// assert_eq!(manager.increment("premium-42"), Some(101.0));
     /// assert_eq!(manager.increment("free-7"), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn tier(mut self, name: impl Into<String>, tier: Tier) -> Self {
         let name = name.into();
@@ -172,7 +180,7 @@ where
     /// Which tier each key is in: the name of a tier declared with
     /// [`tier`](Self::tier), or `None` for the defaults. Consulted when a
     /// key is made (twice, rarely, when two threads create the same key at
-    /// once), when [`retier`](crate::snapshot::KeyHandle::retier) asks, and at
+    /// once), when [`retier`](crate::manager::KeyHandle::retier) asks, and at
     /// a key's first call after a
     /// [`reload`](crate::ThrottleManager::reload) or
     /// [`set_shadow`](crate::ThrottleManager::set_shadow); not when the
@@ -186,7 +194,8 @@ where
     /// `tier_of` without tiers.
     ///
     /// ```
-    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
@@ -194,7 +203,7 @@ where
     ///     .tier_of(|host: &String| host.ends_with(".internal").then_some("internal"))
     ///     .build()?;
     /// assert_eq!(manager.increment("db.internal"), Some(1_001.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn tier_of<F>(mut self, tier_of: F) -> Self
     where

@@ -12,7 +12,8 @@ use crate::error::Problems;
 /// # Example
 ///
 /// ```
-/// use portcullis::{BulkheadConfig, Overflow};
+/// use portcullis::bulkhead::Overflow;
+/// use portcullis::BulkheadConfig;
 ///
 /// let config = BulkheadConfig::new(10).queue(50).overflow(Overflow::DropOldest);
 /// assert_ne!(config, BulkheadConfig::new(10).queue(50)); // the default is RejectNew
@@ -22,18 +23,18 @@ use crate::error::Problems;
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Overflow {
-    /// The newcomer is rejected ([`Full`](crate::RejectReason::Full)). The
+    /// The newcomer is rejected ([`Full`](crate::error::RejectReason::Full)). The
     /// default.
     #[default]
     RejectNew,
     /// The call that has waited longest is rejected
-    /// ([`Dropped`](crate::RejectReason::Dropped)) and the newcomer takes a
+    /// ([`Dropped`](crate::error::RejectReason::Dropped)) and the newcomer takes a
     /// place in the queue: for work whose callers give up when it is stale.
     DropOldest,
     /// The newest waiter of the least important priority is rejected
-    /// ([`Dropped`](crate::RejectReason::Dropped)), but only if the newcomer
+    /// ([`Dropped`](crate::error::RejectReason::Dropped)), but only if the newcomer
     /// is strictly more important; otherwise the newcomer is rejected
-    /// ([`Full`](crate::RejectReason::Full)).
+    /// ([`Full`](crate::error::RejectReason::Full)).
     DropLowestPriority,
 }
 
@@ -56,7 +57,8 @@ const LONGEST_CODEL_INTERVAL: Duration = Duration::from_secs(60);
 /// # Example
 ///
 /// ```
-/// use portcullis::{BulkheadConfig, Overflow, ThrottleManager};
+/// use portcullis::bulkhead::Overflow;
+/// use portcullis::{BulkheadConfig, ThrottleManager};
 /// use std::time::Duration;
 ///
 /// let manager = ThrottleManager::<String>::builder()
@@ -67,7 +69,7 @@ const LONGEST_CODEL_INTERVAL: Duration = Duration::from_secs(60);
 ///             .overflow(Overflow::DropOldest),
 ///     )
 ///     .build()?;
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkheadConfig {
@@ -126,7 +128,7 @@ impl BulkheadConfig {
     /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
     /// let _second = manager.try_acquire("db", Priority::HIGH).unwrap();
     /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // two at a time
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new(max_concurrent: u32) -> Self {
         Self::fixed(max_concurrent)
@@ -142,7 +144,7 @@ impl BulkheadConfig {
     /// let _only = manager.try_acquire("db", Priority::HIGH).unwrap();
     /// assert!(manager.try_acquire("db", Priority::HIGH).is_err());
     /// assert_eq!(BulkheadConfig::fixed(8), BulkheadConfig::new(8));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn fixed(max_concurrent: u32) -> Self {
         Self {
@@ -171,7 +173,7 @@ impl BulkheadConfig {
     /// above 4 it falls one (a step is `log10(limit)`, at least 1). So it
     /// grows while calls are as fast as the unloaded ones, however their
     /// latency varies, and settles a few calls above what the backend
-    /// serves at once. An overload (a [`overloaded`](crate::Permit::overloaded))
+    /// serves at once. An overload (a [`overloaded`](crate::manager::Permit::overloaded))
     /// takes 10 % off at once, at most once per unloaded latency, and
     /// growth is careful after it (never back to the whole limit refused)
     /// until the next probe. A fresh key starts at the lower bound and
@@ -333,14 +335,15 @@ impl BulkheadConfig {
     }
 
     /// A call that has waited `timeout` in the queue is rejected
-    /// ([`QueueTimeout`](crate::RejectReason::QueueTimeout)). Above 0.
+    /// ([`QueueTimeout`](crate::error::RejectReason::QueueTimeout)). Above 0.
     ///
     /// How this limit meets the other six (what each bounds, on which
     /// clock, what its expiry counts as): the [time
     /// limits](crate::guide::getting_started#time-limits).
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -364,7 +367,9 @@ impl BulkheadConfig {
     /// [`Overflow::RejectNew`]).
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Overflow, Priority, RejectReason, ThrottleManager};
+    /// use portcullis::bulkhead::Overflow;
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -395,7 +400,7 @@ impl BulkheadConfig {
     /// Runs CoDel on the queue: while the shortest wait of any call served
     /// over `interval` stays above `target`, the queue is overloaded, and a
     /// call that has waited `target` is dropped
-    /// ([`QueueOverloaded`](crate::RejectReason::QueueOverloaded)) instead of
+    /// ([`QueueOverloaded`](crate::error::RejectReason::QueueOverloaded)) instead of
     /// waiting out the queue timeout; the newest call is served first
     /// ([`adaptive_lifo`](Self::adaptive_lifo), on by default), priorities
     /// keeping their order. Once the queue drains, it serves first come
@@ -425,7 +430,7 @@ impl BulkheadConfig {
     ///     no_queue.validate().unwrap_err().to_string(),
     ///     "invalid configuration: bulkhead.codel: needs a queue (BulkheadConfig::queue) to judge, got a queue of 0"
     /// );
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn codel(mut self, target: Duration, interval: Duration) -> Self {
         self.codel = Some((target, interval));
@@ -453,12 +458,12 @@ impl BulkheadConfig {
         self
     }
 
-    /// Checks the bulkhead as [`build`](crate::ThrottleManagerBuilder::build)
+    /// Checks the bulkhead as [`build`](crate::builder::ThrottleManagerBuilder::build)
     /// will.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`](crate::ConfigError) listing every invalid field,
+    /// A [`ConfigError`](crate::error::ConfigError) listing every invalid field,
     /// named `bulkhead.<field>`.
     ///
     /// ```

@@ -24,7 +24,7 @@
 //!   given); a refusal is a `Refusal` that becomes the user's `Rejected`.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 mod adaptive;
 mod codel;

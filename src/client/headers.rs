@@ -124,7 +124,7 @@ pub fn retry_after(value: &str, now: SystemTime) -> Result<Duration, InvalidHead
 ///
 /// A `RateLimit` quota whose name is one of the manager's named limits
 /// (`named_limit`) is that limit's, not the key's request rate's: it moves
-/// that limit ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining))
+/// that limit ([`observe_remaining`](crate::manager::KeyHandle::observe_remaining))
 /// and asks for no pause here. Values that cannot be read are skipped, each
 /// with the error, into `invalid`.
 pub(super) fn pause_in(

@@ -37,7 +37,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    [`key_by_grpc_method`](Self::key_by_grpc_method) for one key per
 ///    method);
 /// 2. its **priority** is a [`Priority`] in its extensions, else the
-///    task's ([`with_priority`](crate::with_priority)), else [`priority`](Self::priority);
+///    task's ([`with_priority`](crate::priority::with_priority)), else [`priority`](Self::priority);
 /// 3. it waits for the key's controls as
 ///    [`acquire`](crate::ThrottleManager::acquire) does. A refused gRPC
 ///    call is answered here, without reaching the network, as the server
@@ -49,7 +49,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    [`call_timeout`](crate::deadline::TimeLimits::call_timeout) is
 ///    dropped and counted as overload; one still without an answer at its
 ///    caller's deadline (its `grpc-timeout`, or the task's
-///    [`with_deadline`](crate::with_deadline)) is dropped and counted as
+///    [`with_deadline`](crate::deadline::with_deadline)) is dropped and counted as
 ///    neutral, the caller's budget and not the host's fault (see [whose
 ///    time ran out](crate::deadline#whose-time-ran-out)); a deadline
 ///    already passed is refused before anything is sent. A gRPC call is
@@ -66,7 +66,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 ///    [`max_defer`](crate::deadline::TimeLimits::max_defer); what a
 ///    metered API says remains of each limit moves the key's rate and
 ///    named limits to match
-///    ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining)).
+///    ([`observe_remaining`](crate::manager::KeyHandle::observe_remaining)).
 ///
 /// It does not retry: a tonic request's body is a stream, which cannot be
 /// sent twice. The manager's [`RetryPolicy`](crate::retry::RetryPolicy)
@@ -82,7 +82,7 @@ type ClassifyHead = dyn Fn(StatusCode, &HeaderMap) -> Outcome + Send + Sync;
 /// let per_host = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let channel = ThrottleClientLayer::new(per_host).layer(Channel);
 /// # drop(channel);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct ThrottleClientLayer {
@@ -109,7 +109,7 @@ impl ThrottleClientLayer {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleClientLayer::new(manager);
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new(manager: ThrottleManager<String>) -> Self {
         Self {
@@ -135,7 +135,7 @@ impl ThrottleClientLayer {
     ///     tenant.unwrap_or("anonymous").to_owned()
     /// });
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn key_by<F>(self, key_of: F) -> Self
@@ -156,7 +156,7 @@ impl ThrottleClientLayer {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleClientLayer::new(manager).key_by_grpc_method();
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn key_by_grpc_method(self) -> Self {
@@ -169,7 +169,8 @@ impl ThrottleClientLayer {
     ///
     /// ```
     /// use portcullis::client::{ThrottleClientLayer, classify_head};
-    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    /// use portcullis::outcome::Outcome;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // This backend answers 500 when its database is overloaded.
@@ -178,7 +179,7 @@ impl ThrottleClientLayer {
     ///     _ => classify_head(status, headers),
     /// });
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn classify_by<F>(self, classify: F) -> Self
@@ -198,7 +199,7 @@ impl ThrottleClientLayer {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let background = ThrottleClientLayer::new(manager).priority(Priority::LOW);
     /// # drop(background);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn priority(self, priority: Priority) -> Self {
@@ -248,7 +249,7 @@ impl fmt::Debug for ThrottleClientLayer {
 /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
 /// let service: ThrottleClientService<Channel> = ThrottleClientLayer::new(manager).layer(Channel);
 /// # drop(service);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct ThrottleClientService<S> {
@@ -412,7 +413,7 @@ impl ClientSettings {
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue, StatusCode};
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::client::classify_head;
 ///
 /// assert_eq!(classify_head(StatusCode::OK, &HeaderMap::new()), Outcome::Success);

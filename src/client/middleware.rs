@@ -30,14 +30,14 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 /// only in the bulkhead's queue, which is 0 unless configured
 /// ([`BulkheadConfig::queue`](crate::BulkheadConfig::queue)): with every
 /// slot busy and no queue, the request is not sent, refused with
-/// [`Full`](crate::RejectReason::Full).
+/// [`Full`](crate::error::RejectReason::Full).
 ///
 /// For each request:
 /// 1. its **key** is the URL's authority, [`host_key`] (or what
 ///    [`key_by`](Self::key_by) says);
 /// 2. its **priority** is a [`Priority`] in the request's extensions
 ///    (`reqwest_middleware::RequestBuilder::with_extension`), else the
-///    task's ([`with_priority`](crate::with_priority)), else the middleware's
+///    task's ([`with_priority`](crate::priority::with_priority)), else the middleware's
 ///    [`priority`](Self::priority) ([`Priority::HIGH`] unless set);
 /// 3. it waits for the key's controls as
 ///    [`acquire`](crate::ThrottleManager::acquire) does. A call they refuse
@@ -53,7 +53,7 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    A request's own `timeout` (reqwest's `RequestBuilder::timeout`) is
 ///    its caller's deadline for the whole call, waits and retries
 ///    included: a wait that cannot end before it is refused at once
-///    ([`RejectReason::Deadline`](crate::RejectReason::Deadline)), and a
+///    ([`RejectReason::Deadline`](crate::error::RejectReason::Deadline)), and a
 ///    request still waiting for its response at it is dropped and counted
 ///    as neutral, since part of the time went on waiting here (see [whose
 ///    time ran out](crate::deadline#whose-time-ran-out)); so is reqwest's
@@ -72,24 +72,25 @@ type ClassifyResponse = dyn Fn(&reqwest_middleware::Result<Response>) -> Outcome
 ///    pause. What a metered API says remains of each limit (OpenAI's,
 ///    Anthropic's and the IETF headers: [`limit_readings`](super::limit_readings))
 ///    moves the key's rate and named limits to match
-///    ([`observe_remaining`](crate::snapshot::KeyHandle::observe_remaining)).
+///    ([`observe_remaining`](crate::manager::KeyHandle::observe_remaining)).
 ///
 /// # Metered calls
 ///
-/// A request with a [`Cost`](crate::Cost) among its extensions
+/// A request with a [`Cost`](crate::metered::Cost) among its extensions
 /// (`.with_extension(Cost::of("tokens", 700))`), through a manager with
-/// named limits ([`limit`](crate::ThrottleManagerBuilder::limit)), first
+/// named limits ([`limit`](crate::builder::ThrottleManagerBuilder::limit)), first
 /// waits for its part of each named limit, as
 /// [`acquire_cost`](crate::ThrottleManager::acquire_cost) does, then goes
 /// through its key's controls as above. Answered, its response carries a
-/// [`CostSettle`](crate::CostSettle) among its extensions: read the answer's usage and
+/// [`CostSettle`](crate::metered::CostSettle) among its extensions: read the answer's usage and
 /// settle it. A call answered 429, or that never reached the backend
 /// (refused by its key's controls, its connection refused), gets its parts
 /// back at once.
 ///
 /// ```
 /// use portcullis::client::ThrottleMiddleware;
-/// use portcullis::{Cost, CostSettle, RateConfig, ThrottleManager};
+/// use portcullis::metered::{Cost, CostSettle};
+/// use portcullis::{RateConfig, ThrottleManager};
 ///
 /// # async fn call() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let manager = ThrottleManager::<String>::builder()
@@ -211,7 +212,7 @@ impl ThrottleMiddleware {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let middleware = ThrottleMiddleware::new(manager);
     /// # drop(middleware);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new(manager: ThrottleManager<String>) -> Self {
         Self {
@@ -238,7 +239,7 @@ impl ThrottleMiddleware {
     ///     format!("{}/{segment}", url.host_str().unwrap_or(""))
     /// });
     /// # drop(middleware);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn key_by<F>(mut self, key_of: F) -> Self
@@ -254,7 +255,8 @@ impl ThrottleMiddleware {
     ///
     /// ```
     /// use portcullis::client::{ThrottleMiddleware, classify};
-    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    /// use portcullis::outcome::Outcome;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // This backend answers 500 when its database is overloaded.
@@ -263,7 +265,7 @@ impl ThrottleMiddleware {
     ///     other => classify(other),
     /// });
     /// # drop(middleware);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn classify_by<F>(mut self, classify: F) -> Self
@@ -275,7 +277,7 @@ impl ThrottleMiddleware {
     }
 
     /// The priority of requests that carry none in their extensions, outside
-    /// [`with_priority`](crate::with_priority). Default: [`Priority::HIGH`], the priority the
+    /// [`with_priority`](crate::priority::with_priority). Default: [`Priority::HIGH`], the priority the
     /// manager counts outcomes reported without a permit at.
     ///
     /// ```
@@ -285,7 +287,7 @@ impl ThrottleMiddleware {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let background = ThrottleMiddleware::new(manager).priority(Priority::LOW);
     /// # drop(background);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn priority(mut self, priority: Priority) -> Self {
@@ -304,7 +306,7 @@ impl ThrottleMiddleware {
     /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
     /// let middleware = ThrottleMiddleware::new(manager).release_at_headers(true);
     /// # drop(middleware);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn release_at_headers(mut self, release: bool) -> Self {
@@ -572,7 +574,7 @@ pub fn host_key(request: &Request) -> String {
 /// | any other error (a later middleware's, a body that would not build) | [`Neutral`](Outcome::Neutral) |
 ///
 /// ```
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::client::classify;
 ///
 /// let answered = |status: u16| {

@@ -14,7 +14,7 @@
 //!     .build();
 //! # drop(client);
 //! # }
-//! # Ok::<(), portcullis::ConfigError>(())
+//! # Ok::<(), portcullis::error::ConfigError>(())
 //! ```
 //!
 //! Each request then waits for its host's controls (throttle, rate,
@@ -23,7 +23,7 @@
 //! `RESOURCE_EXHAUSTED` or `UNAVAILABLE`, refused connections and timeouts
 //! slow the host down. A response that asks for a pause (`Retry-After` on
 //! a 429 or 503, a rate-limit header saying the quota is spent,
-//! `grpc-retry-pushback-ms`) [defers](crate::snapshot::KeyHandle::defer) the
+//! `grpc-retry-pushback-ms`) [defers](crate::manager::KeyHandle::defer) the
 //! host's rate for that long, so no request reaches it before then and
 //! other hosts go on. The call ends when the response's body ends or is
 //! dropped ([the edges' rule](crate::edge)).

@@ -9,7 +9,7 @@ use crate::deadline::{Expiry, TimeLimit};
 /// out: the manager's [`call_timeout`](crate::deadline::TimeLimits::call_timeout)
 /// from its admission (counted as overload for its host), the caller's
 /// deadline (the request's own timeout in the reqwest middleware, a
-/// [`with_deadline`](crate::with_deadline) or `grpc-timeout` in the client
+/// [`with_deadline`](crate::deadline::with_deadline) or `grpc-timeout` in the client
 /// layer), or the retry policy's
 /// [`deadline`](crate::retry::RetryPolicy::deadline) for its attempts and
 /// waits together (both neutral: see [whose time ran

@@ -14,7 +14,6 @@ use crate::manager::ThrottleManager;
 mod quota;
 mod sections;
 
-pub use crate::builder::KeySpaceConfig;
 pub use quota::Quota;
 pub use sections::{BulkheadSection, RateSection, ThrottleSection};
 
@@ -32,7 +31,8 @@ impl<K> ThrottleManager<K> where K: Hash + Eq + Send + Sync + 'static {}
 /// # Example
 ///
 /// ```
-/// use portcullis::{ManagerConfig, ThrottleManager};
+/// use portcullis::builder::ManagerConfig;
+/// use portcullis::ThrottleManager;
 ///
 /// let config: ManagerConfig = toml::from_str(r#"
 ///     [default.rate]
@@ -70,8 +70,8 @@ pub struct ManagerConfig {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub overrides: BTreeMap<String, Controls>,
-    /// Named sets of controls ([`Tier`](crate::Tier)s): a key the builder's
-    /// [`tier_of`](crate::ThrottleManagerBuilder::tier_of) puts in one
+    /// Named sets of controls ([`Tier`](crate::builder::Tier)s): a key the builder's
+    /// [`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of) puts in one
     /// gets its controls in place of the default's, control by control.
     /// Which key is in which tier is code's to say: a file declaring tiers
     /// needs `tier_of` set on the builder.
@@ -127,7 +127,7 @@ impl ManagerConfig {
     /// is the path, and whose message is the format's.
     ///
     /// ```
-    /// use portcullis::ManagerConfig;
+    /// use portcullis::builder::ManagerConfig;
     ///
     /// let json = r#"{"default": {"rate": {"starting_rate": "ten"}}}"#;
     /// let error = ManagerConfig::from_deserializer(&mut serde_json::Deserializer::from_str(json))
@@ -155,7 +155,7 @@ impl ManagerConfig {
 /// `max_wait_for` in a file.
 ///
 /// ```
-/// let config: portcullis::ManagerConfig = toml::from_str(r#"
+/// let config: portcullis::builder::ManagerConfig = toml::from_str(r#"
 ///     max_wait = "1s"
 ///     max_wait_for = [{ priority = 3, max_wait = "100ms" }]
 /// "#)?;
@@ -177,7 +177,7 @@ pub struct PriorityWait {
 /// The controls of a key: each one present or not.
 ///
 /// ```
-/// let controls = portcullis::config::Controls::default();
+/// let controls = portcullis::builder::Controls::default();
 /// assert!(controls.rate.is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -200,7 +200,7 @@ pub struct Controls {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<bool>,
     /// Named limits beside the rate, by name
-    /// ([`limit`](crate::ThrottleManagerBuilder::limit)): `default`'s
+    /// ([`limit`](crate::builder::ThrottleManagerBuilder::limit)): `default`'s
     /// declare them, a tier's or a key's replace the default's settings.
     #[serde(
         default,
@@ -213,7 +213,7 @@ pub struct Controls {
 /// The key space's bounds.
 ///
 /// ```
-/// let keys: portcullis::config::KeysSection = toml::from_str(r#"max_keys = 10000
+/// let keys: portcullis::builder::KeysSection = toml::from_str(r#"max_keys = 10000
 /// idle_ttl = "5m"
 /// max_hold = "30s""#).unwrap();
 /// assert_eq!(keys.max_keys, Some(10_000));
@@ -223,21 +223,39 @@ pub struct Controls {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct KeysSection {
-    /// See [`ThrottleManagerBuilder::max_keys`](crate::config::KeySpaceConfig::max_keys).
+    /// See [`ThrottleManagerBuilder::max_keys`](crate::builder::KeySpaceConfig::max_keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_keys: Option<usize>,
-    /// See [`ThrottleManagerBuilder::idle_ttl`](crate::config::KeySpaceConfig::idle_ttl).
+    /// See [`ThrottleManagerBuilder::idle_ttl`](crate::builder::KeySpaceConfig::idle_ttl).
     #[serde(
         default,
         with = "sections::opt_duration",
         skip_serializing_if = "Option::is_none"
     )]
     pub idle_ttl: Option<Duration>,
-    /// See [`ThrottleManagerBuilder::max_hold`](crate::config::KeySpaceConfig::max_hold).
+    /// See [`ThrottleManagerBuilder::max_hold`](crate::builder::KeySpaceConfig::max_hold).
     #[serde(
         default,
         with = "sections::opt_duration",
         skip_serializing_if = "Option::is_none"
     )]
     pub max_hold: Option<Duration>,
+}
+
+/// # Deprecated 0.3 names
+impl<K> crate::ThrottleManager<K>
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+{
+    /// `builder().config(config).build()`.
+    #[deprecated(
+        since = "0.4.0",
+        note = "use `ThrottleManager::builder().config(config).build()`"
+    )]
+    pub fn from_config(config: ManagerConfig) -> Result<Self, ConfigError>
+    where
+        K: From<String>,
+    {
+        Self::builder().config(config).build()
+    }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// and their long forms) or a duration (`10s`, `500ms`, `1h 30m`).
 ///
 /// ```
-/// use portcullis::config::Quota;
+/// use portcullis::builder::Quota;
 /// use std::time::Duration;
 ///
 /// let quota: Quota = "600/min".parse()?;
@@ -35,7 +35,7 @@ impl Quota {
     /// `calls` per `period`.
     ///
     /// ```
-    /// use portcullis::config::Quota;
+    /// use portcullis::builder::Quota;
     /// use std::time::Duration;
     ///
     /// assert_eq!(Quota::new(50, Duration::from_secs(1)).to_string(), "50/1s");

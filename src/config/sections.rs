@@ -20,7 +20,7 @@ use super::Quota;
 ///
 /// ```
 /// use portcullis::RateConfig;
-/// use portcullis::config::RateSection;
+/// use portcullis::builder::RateSection;
 ///
 /// let adaptive: RateSection = toml::from_str("starting_rate = 10\ndecrease_by = 2").unwrap();
 /// assert_eq!(adaptive.to_config().unwrap(), RateConfig::adaptive(10.0).decrease_by(2.0));
@@ -77,7 +77,7 @@ impl RateSection {
     /// The message to report under the section's path.
     ///
     /// ```
-    /// use portcullis::config::RateSection;
+    /// use portcullis::builder::RateSection;
     ///
     /// let both: RateSection =
     ///     toml::from_str("starting_rate = 10\ndecrease_by = 2\ndecrease_factor = 0.5").unwrap();
@@ -130,7 +130,7 @@ impl RateSection {
 /// [`ThrottleConfig`] as a file section; unset fields keep the defaults.
 ///
 /// ```
-/// let throttle: portcullis::config::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
+/// let throttle: portcullis::builder::ThrottleSection = toml::from_str(r#"window = "10s""#).unwrap();
 /// let ten_seconds = portcullis::ThrottleConfig::new().window(std::time::Duration::from_secs(10));
 /// assert_eq!(throttle.to_config(), ten_seconds);
 /// ```
@@ -163,7 +163,7 @@ impl ThrottleSection {
     /// The builder config.
     ///
     /// ```
-    /// let config = portcullis::config::ThrottleSection::default().to_config();
+    /// let config = portcullis::builder::ThrottleSection::default().to_config();
     /// assert_eq!(config, portcullis::ThrottleConfig::new());
     /// ```
     pub fn to_config(&self) -> ThrottleConfig {
@@ -193,8 +193,9 @@ impl ThrottleSection {
 /// `"drop-oldest"` or `"drop-lowest-priority"`.
 ///
 /// ```
-/// use portcullis::config::BulkheadSection;
-/// use portcullis::{BulkheadConfig, Overflow};
+/// use portcullis::builder::BulkheadSection;
+/// use portcullis::bulkhead::Overflow;
+/// use portcullis::BulkheadConfig;
 /// use std::time::Duration;
 ///
 /// let fixed: BulkheadSection =
@@ -271,7 +272,7 @@ impl BulkheadSection {
     /// The message to report under the section's path.
     ///
     /// ```
-    /// use portcullis::config::BulkheadSection;
+    /// use portcullis::builder::BulkheadSection;
     ///
     /// let both: BulkheadSection = toml::from_str("max_concurrent = 4\nadaptive = true").unwrap();
     /// assert!(both.to_config().is_err());

@@ -160,7 +160,7 @@ pub(crate) trait Admitted<'c>: Sized {
 
     /// A call of a shadowed key that the controls would have refused for
     /// `reason`, let through holding nothing: what a permit says of it
-    /// ([`Permit::would_refuse`](crate::Permit::would_refuse)).
+    /// ([`Permit::would_refuse`](crate::manager::Permit::would_refuse)).
     fn shadowed(call: Admitting<'c>, reason: RejectReason) -> Self {
         let _ = reason;
         Self::from_call(call)

@@ -3,7 +3,7 @@
 //! key's controls admit a call and count its outcome.
 //!
 //! Permits talk to this [`Core`], never to the generic manager, so
-//! [`Permit`](crate::Permit) has no key type parameter (tokio's
+//! [`Permit`](crate::manager::Permit) has no key type parameter (tokio's
 //! `SemaphorePermit` holds its `batch_semaphore` the same way). The manager
 //! (`crate::manager`) finds a key's state and hands it here.
 //!
@@ -17,7 +17,7 @@
 //! key finds its settings, and how they change on a live manager).
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 mod admitting;
 mod drive;

@@ -38,7 +38,7 @@ pub(crate) struct Request {
     pub(crate) cost: u32,
     pub(crate) patience: Patience,
     pub(crate) scope: Scope,
-    /// The caller's deadline ([`with_deadline`](crate::with_deadline)) on
+    /// The caller's deadline ([`with_deadline`](crate::deadline::with_deadline)) on
     /// the core's clock, read once when the request was made; `None`: no
     /// deadline.
     pub(crate) deadline: Option<Nanos>,

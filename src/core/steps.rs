@@ -409,7 +409,7 @@ impl Core {
 
     /// How far ahead a rate token of `state` may lie for a caller of
     /// `patience`: as configured, and, for a caller that waits, early
-    /// enough to start before its task's deadline ([`crate::with_deadline`])
+    /// enough to start before its task's deadline ([`crate::deadline::with_deadline`])
     /// with time left for the key's quickest recent answer
     /// ([`Request::start_by`](super::Request::start_by)).
     #[inline(always)]

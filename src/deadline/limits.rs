@@ -11,7 +11,7 @@ use crate::outcome::Outcome;
 /// out](crate::deadline#whose-time-ran-out)).
 ///
 /// ```
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::deadline::TimeLimit;
 ///
 /// assert_eq!(TimeLimit::CallTimeout.counts_as(), Outcome::Overloaded);
@@ -25,7 +25,7 @@ pub enum TimeLimit {
     /// or the call's own timeout: how long the backend may take, from the
     /// call's admission.
     CallTimeout,
-    /// The caller's deadline: [`with_deadline`](crate::with_deadline), a gRPC `grpc-timeout`, a
+    /// The caller's deadline: [`with_deadline`](crate::deadline::with_deadline), a gRPC `grpc-timeout`, a
     /// server's deadline header, a reqwest request's own `timeout`.
     Deadline,
     /// The retry policy's [`deadline`](crate::retry::RetryPolicy::deadline)
@@ -60,15 +60,17 @@ impl fmt::Display for TimeLimit {
 /// retry deadline, from the first attempt).
 ///
 /// ```
-/// use portcullis::{CallError, Priority, RateConfig, ThrottleManager, with_deadline};
+/// use portcullis::deadline::TimeLimits;
+/// use portcullis::deadline::with_deadline;
+/// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
 /// use portcullis::deadline::TimeLimit;
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// # async fn main() -> Result<(), portcullis::error::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0))
-///     .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(5)))
+///     .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(5)))
 ///     .build()?;
 /// let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
 /// let slow = manager.call("api", Priority::HIGH, || async {

@@ -11,9 +11,9 @@
 //!
 //! | limit | counted from | its expiry counts as |
 //! |---|---|---|
-//! | the [call timeout](crate::deadline::TimeLimits::call_timeout) (or a call's own, [`call_with_timeout`](crate::Priority::timeout)) | the call's admission | [`Overloaded`](crate::Outcome::Overloaded): the backend had all of it and used it |
-//! | the caller's deadline ([`with_deadline`], a gRPC `grpc-timeout`, a server's deadline header, a reqwest request's own `timeout`) | wherever the caller set it | [`Neutral`](crate::Outcome::Neutral): the caller's budget, spent partly waiting here |
-//! | the retry policy's [`deadline`](crate::retry::RetryPolicy::deadline) | the first attempt | [`Neutral`](crate::Outcome::Neutral), for the same reason |
+//! | the [call timeout](crate::deadline::TimeLimits::call_timeout) (or a call's own, [`call_with_timeout`](crate::Priority::timeout)) | the call's admission | [`Overloaded`](crate::outcome::Outcome::Overloaded): the backend had all of it and used it |
+//! | the caller's deadline ([`with_deadline`], a gRPC `grpc-timeout`, a server's deadline header, a reqwest request's own `timeout`) | wherever the caller set it | [`Neutral`](crate::outcome::Outcome::Neutral): the caller's budget, spent partly waiting here |
+//! | the retry policy's [`deadline`](crate::retry::RetryPolicy::deadline) | the first attempt | [`Neutral`](crate::outcome::Outcome::Neutral), for the same reason |
 //!
 //! A call is bounded by the sooner of its call timeout and its deadline.
 //! When the deadline comes first, the backend has had less than its call
@@ -26,7 +26,7 @@
 //! the same instant, the backend had its whole call timeout: overload.
 //!
 //! A deadline already passed, or reached exactly, is refused with
-//! [`RejectReason::Deadline`](crate::RejectReason::Deadline) by every
+//! [`RejectReason::Deadline`](crate::error::RejectReason::Deadline) by every
 //! entry point before anything is taken or run: an admitted call can
 //! always start before its deadline.
 
@@ -38,11 +38,12 @@ use tokio::time::Instant;
 
 mod answer_time;
 mod limits;
+mod time_limits;
 
-pub use crate::builder::TimeLimits;
 pub(crate) use answer_time::AnswerTime;
 pub(crate) use limits::call_bound;
 pub use limits::{Expiry, TimeLimit};
+pub use time_limits::TimeLimits;
 
 tokio::task_local! {
     static TASK_DEADLINE: Instant;
@@ -79,7 +80,7 @@ impl Drop for DeadlineScope {
 /// [`call`](crate::ThrottleManager::call) or an edge ends by it. A wait
 /// that cannot end in time, or a deadline already passed (or reached
 /// exactly), is refused at once with
-/// [`RejectReason::Deadline`](crate::RejectReason::Deadline), taking
+/// [`RejectReason::Deadline`](crate::error::RejectReason::Deadline), taking
 /// nothing and running nothing, so a caller that has given up costs the
 /// backend nothing. gRPC and Envoy carry a caller's deadline with the
 /// call the same way.
@@ -89,7 +90,7 @@ impl Drop for DeadlineScope {
 /// limits](crate::guide::getting_started#time-limits).
 ///
 /// A call the deadline ends while it runs is dropped and counted as
-/// [`Neutral`](crate::Outcome::Neutral): the deadline is the caller's
+/// [`Neutral`](crate::outcome::Outcome::Neutral): the deadline is the caller's
 /// budget, part of which may have gone on waiting here, not evidence
 /// that the backend is overloaded. Only the manager's
 /// [`call_timeout`](crate::deadline::TimeLimits::call_timeout) judges
@@ -122,7 +123,9 @@ impl Drop for DeadlineScope {
 /// inherit it.
 ///
 /// ```
-/// use portcullis::{with_deadline, RateConfig, RejectReason, ThrottleManager, Priority};
+/// use portcullis::deadline::with_deadline;
+/// use portcullis::error::RejectReason;
+/// use portcullis::{RateConfig, ThrottleManager, Priority};
 /// use tokio::time::{Duration, Instant};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -159,7 +162,8 @@ pub async fn with_deadline<F: Future>(deadline: Instant, future: F) -> F::Output
 /// it as `grpc-timeout`).
 ///
 /// ```
-/// use portcullis::{deadline, with_deadline};
+/// use portcullis::deadline::with_deadline;
+/// use portcullis::deadline;
 /// use tokio::time::{Duration, Instant};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

@@ -13,7 +13,8 @@ use crate::permit::OwnedPermit;
 ///
 /// ```
 /// use portcullis::edge::{EdgeCall, Passage, Verdict};
-/// use portcullis::{Outcome, RateConfig, ThrottleManager};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::{RateConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -38,7 +38,7 @@ pub enum AdmitAs {
 /// if it does.
 ///
 /// ```
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::edge::Verdict;
 /// use std::time::Duration;
 ///
@@ -110,7 +110,8 @@ pub enum Passage<T, E> {
 ///
 /// ```
 /// use portcullis::edge::{EdgeCall, Passage, Verdict};
-/// use portcullis::{Outcome, Priority, RateConfig, ThrottleManager};
+/// use portcullis::outcome::Outcome;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// /// A client of some service the crate does not wrap, whose answers say
 /// /// "busy" when it is overloaded.
@@ -268,7 +269,9 @@ impl<'a> EdgeCall<'a> {
     ///
     /// ```
     /// use portcullis::edge::{EdgeCall, Passage, Verdict};
-    /// use portcullis::{BulkheadConfig, Outcome, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::outcome::Outcome;
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {

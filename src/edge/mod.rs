@@ -20,13 +20,13 @@
 //!    its admission to the answer's head. A call still without a head then
 //!    is dropped and counted as overload, and its slot is free. A call
 //!    with a deadline (a `grpc-timeout`, a deadline header, a request's own
-//!    timeout, [`with_deadline`](crate::with_deadline)) is bounded by it
+//!    timeout, [`with_deadline`](crate::deadline::with_deadline)) is bounded by it
 //!    too, and one it ends first is dropped and counted as neutral: the
 //!    caller's budget, part of which went on waiting here, not the
 //!    backend's overload (see [whose time ran
 //!    out](crate::deadline#whose-time-ran-out)). Neither bounds a body:
 //!    once the head is in, a stream flows as long as its reader reads.
-//! 3. **The head is judged**: its [`Outcome`](crate::Outcome), by the
+//! 3. **The head is judged**: its [`Outcome`](crate::outcome::Outcome), by the
 //!    edge's classification, and on a client the pause it asks for
 //!    (`Retry-After`, a spent `RateLimit`, `grpc-retry-pushback-ms`).
 //! 4. **The report.** A success whose head asks for no pause hands its
@@ -43,7 +43,7 @@
 //! | the body | the call's outcome |
 //! |---|---|
 //! | read to its end | what its head was judged by; for gRPC, the `grpc-status` of its trailers, which wins |
-//! | failed midway (the connection broke) | [`Overloaded`](crate::Outcome::Overloaded) |
+//! | failed midway (the connection broke) | [`Overloaded`](crate::outcome::Outcome::Overloaded) |
 //! | dropped before its end | what its head was judged by (the trailers' status if they came) |
 //!
 //! A dropped body reports what its head said because the reader's choice
@@ -62,6 +62,14 @@ mod future;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 mod status;
 
+#[cfg(feature = "sqlx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlx")))]
+#[doc(inline)]
+pub use crate::database;
+#[cfg(any(feature = "reqwest", feature = "tower"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
+#[doc(inline)]
+pub use crate::grpc;
 #[cfg(any(feature = "reqwest", feature = "tower"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub use body::CallBody;

@@ -20,12 +20,12 @@ use crate::outcome::Outcome;
 ///
 /// `side` is the edge that reads the answer: [`AdmitAs::Client`] or
 /// [`AdmitAs::Server`]. A gRPC answer is judged by its `grpc-status`
-/// instead ([`grpc`](crate::grpc)). Each edge's classifier
+/// instead ([`grpc`](crate::edge::grpc)). Each edge's classifier
 /// (`classify_by`) overrides the table and can fall back on it.
 ///
 /// ```
 /// use http::StatusCode;
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::edge::{AdmitAs, status_outcome};
 ///
 /// for side in [AdmitAs::Client, AdmitAs::Server] {

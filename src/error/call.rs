@@ -13,7 +13,8 @@ use crate::error::Rejected;
 /// # Example
 ///
 /// ```
-/// use portcullis::{CallError, RejectReason};
+/// use portcullis::error::RejectReason;
+/// use portcullis::CallError;
 ///
 /// fn describe(error: &CallError<std::io::Error>) -> String {
 ///     match error {
@@ -57,14 +58,15 @@ impl<E> CallError<E> {
     /// [`retry_after`](Rejected::retry_after); `None` for a call that ran.
     ///
     /// ```
+    /// use portcullis::deadline::TimeLimits;
     /// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(2.0))
-    ///     .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+    ///     .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
     ///     .build()?;
     /// manager.check("api").unwrap(); // the one token
     /// let refused = manager

@@ -50,11 +50,12 @@ impl ConfigError {
     /// Every problem found, in the order the fields were checked.
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let err = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0).burst(0))
-    ///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
+    ///     .key_space(KeySpaceConfig::new().max_keys(0))
     ///     .build()
     ///     .unwrap_err();
     /// let fields: Vec<&str> = err.problems().iter().map(|p| p.field()).collect();

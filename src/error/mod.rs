@@ -17,7 +17,7 @@ pub use config::{ConfigError, ConfigProblem};
 /// # Example
 ///
 /// ```
-/// use portcullis::RejectReason;
+/// use portcullis::error::RejectReason;
 ///
 /// let reason = RejectReason::Throttled;
 /// assert_eq!(reason.to_string(), "throttled");
@@ -35,19 +35,21 @@ pub enum RejectReason {
     /// of which can be evicted yet (each still limits someone).
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(1.0))
-    ///     .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
+    ///     .key_space(KeySpaceConfig::new().max_keys(1))
     ///     .clock(ManualClock::new())
     ///     .build()?;
     /// manager.check("first").unwrap(); // owes its token for one second
     /// let refused = manager.check("second").unwrap_err();
     /// assert_eq!(refused.reason(), RejectReason::KeySpaceFull);
     /// assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(1)));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     KeySpaceFull,
     /// The priority was beyond the manager's levels and the policy is
@@ -67,7 +69,7 @@ pub enum RejectReason {
     /// [`Full`](Self::Full) is.
     QueueOverloaded,
     /// The call was waiting in the bulkhead's queue and was pushed out by a
-    /// newcomer (see [`Overflow`](crate::Overflow)).
+    /// newcomer (see [`Overflow`](crate::bulkhead::Overflow)).
     Dropped,
     /// The key's rate is shared through a store that does not answer, and
     /// the store refuses calls meanwhile (`store::WhenUnavailable::Refuse`,
@@ -80,7 +82,8 @@ pub enum RejectReason {
     /// [`burst`](crate::RateConfig::burst).
     ///
     /// ```
-    /// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(600).burst(20))
@@ -92,7 +95,7 @@ pub enum RejectReason {
     ///     refused.to_string(),
     ///     "rejected locally (cost above the burst, priority 0); cost 21 > burst 20, which no wait can admit"
     /// );
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     CostAboveBurst,
     /// A call charged to several keys
@@ -102,10 +105,11 @@ pub enum RejectReason {
     /// slot, a wait for itself). The message names both places.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
     /// let refused = manager.acquire_all(&["tenant-a", "user-7", "tenant-a"], Priority::HIGH).await.unwrap_err();
     /// assert_eq!(refused.reason(), RejectReason::DuplicateKey);
@@ -115,18 +119,20 @@ pub enum RejectReason {
     /// ```
     DuplicateKey,
     /// The call could not start before its task's deadline
-    /// ([`with_deadline`](crate::with_deadline)): its rate token, or room
+    /// ([`with_deadline`](crate::deadline::with_deadline)): its rate token, or room
     /// in the key space, lies beyond it, or it waited in the bulkhead's
     /// queue until the deadline. Refused at once where the wait is known,
     /// taking nothing; no [`retry_after`](Rejected::retry_after), since
     /// the caller has given up by then.
     Deadline,
-    /// A call's [`Cost`](crate::Cost) named a limit the manager does not
-    /// have ([`limit`](crate::ThrottleManagerBuilder::limit)): refused
+    /// A call's [`Cost`](crate::metered::Cost) named a limit the manager does not
+    /// have ([`limit`](crate::builder::ThrottleManagerBuilder::limit)): refused
     /// before any limit counted it, the name in a warning event.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60))
@@ -134,7 +140,7 @@ pub enum RejectReason {
     ///     .build()?;
     /// let refused = manager.try_acquire_cost("model-a", Priority::HIGH, Cost::of("tokns", 10)).unwrap_err();
     /// assert_eq!(refused.reason(), RejectReason::UnknownLimit);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     UnknownLimit,
 }
@@ -242,10 +248,11 @@ impl fmt::Display for RejectReason {
 /// # Example
 ///
 /// ```
-/// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+/// use portcullis::error::RejectReason;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// # async fn main() -> Result<(), portcullis::error::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
 /// let permit = manager.try_acquire("api", Priority::LOW).unwrap();
 /// drop(permit); // no report: the rate stays at 1/s
@@ -372,7 +379,8 @@ impl Rejected {
     /// limits); `None` when the key's rate or another control refused it.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60))
@@ -382,7 +390,7 @@ impl Rejected {
     /// let cost = Cost::of("input_tokens", 100).and("output_tokens", 600);
     /// let refused = manager.try_acquire_cost("model-a", Priority::HIGH, cost).unwrap_err();
     /// assert_eq!(refused.limit_index(), Some(1)); // 600 output tokens never fit a burst of 500
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn limit_index(&self) -> Option<usize> {
         usize::from(self.limit_place).checked_sub(1)
@@ -394,10 +402,11 @@ impl Rejected {
     /// `None` for a call to one key.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
     /// let _busy = manager.try_acquire("tenant-a", Priority::HIGH).unwrap();
     /// let refused = manager.acquire_all(&["user-7", "tenant-a"], Priority::HIGH).await.unwrap_err();
@@ -414,14 +423,15 @@ impl Rejected {
     /// moment; `None` for the other reasons.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(1)).build()?;
     /// let _busy = manager.try_acquire("db", Priority::HIGH).unwrap();
     /// let rejected = manager.try_acquire("db", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::Full);
     /// assert_eq!((rejected.active(), rejected.queued()), (Some(1), Some(0)));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn active(&self) -> Option<u32> {
         match self.load {
@@ -450,8 +460,9 @@ impl Rejected {
     /// Why the call was refused.
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// # use portcullis::*;
-    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).key_space(portcullis::config::KeySpaceConfig::new().max_keys(1)).clock(clock::ManualClock::new()).build().unwrap();
+    /// # let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).key_space(KeySpaceConfig::new().max_keys(1)).clock(clock::ManualClock::new()).build().unwrap();
     /// # manager.check("a").unwrap();
     /// let rejected = manager.try_acquire("b", Priority::HIGH).unwrap_err();
     /// assert_eq!(rejected.reason(), RejectReason::KeySpaceFull);

@@ -29,18 +29,18 @@ where
     /// A success raises the key's rate and counts an accept. An error
     /// marked with [`overloaded`](crate::overloaded) lowers the rate and
     /// counts no accept; so does any error the manager's
-    /// [classifier](crate::ThrottleManagerBuilder::classifier) calls
-    /// [`Outcome::Overloaded`](crate::Outcome::Overloaded); every other error is neutral (no shedding, the
+    /// [classifier](crate::builder::ThrottleManagerBuilder::classifier) calls
+    /// [`Outcome::Overloaded`](crate::outcome::Outcome::Overloaded); every other error is neutral (no shedding, the
     /// rate left alone). With a [call timeout](crate::deadline::TimeLimits::call_timeout),
     /// a call still running then is dropped and counted as a capacity
     /// failure: a hung call would otherwise hold its slot forever. Inside
-    /// [`with_deadline`](crate::with_deadline), a call still running at
+    /// [`with_deadline`](crate::deadline::with_deadline), a call still running at
     /// the caller's deadline is dropped too, and counted as neutral: the
     /// deadline is the caller's budget, not the backend's (see [whose time
     /// ran out](crate::deadline#whose-time-ran-out)); a deadline already
     /// passed refuses the call before it runs.
     ///
-    /// With a [retry policy](crate::ThrottleManagerBuilder::retry), a call
+    /// With a [retry policy](crate::builder::ThrottleManagerBuilder::retry), a call
     /// whose outcome is overload (or that timed out) is made again, each
     /// time through the whole pipeline, one priority level lower, after a
     /// backoff, while the key's retry budget and the call's deadline allow
@@ -68,7 +68,7 @@ where
     ///
     /// Cancel-safe. Dropped while waiting, it takes nothing (as `acquire`);
     /// dropped while the call runs, the call is dropped with it and its slot
-    /// freed, and the outcome counts as [`Outcome::Neutral`](crate::Outcome::Neutral): nothing is left
+    /// freed, and the outcome counts as [`Outcome::Neutral`](crate::outcome::Outcome::Neutral): nothing is left
     /// held or half-recorded.
     ///
     /// ```

@@ -135,7 +135,7 @@ where
     /// assert!(manager.try_acquire("api", Priority::HIGH).is_ok()); // would refuse
     /// manager.set_shadow(false);
     /// assert!(manager.try_acquire("api", Priority::HIGH).is_err());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn set_shadow(&self, shadow: bool) {
         let _serial = self.serialize_changes();
@@ -153,7 +153,7 @@ where
 {
     /// Where a change of `key`'s settings names its problems:
     /// `rate_override["KEY"]`, the key as
-    /// [`key_names`](crate::ThrottleManagerBuilder::key_names) names it
+    /// [`key_names`](crate::builder::ThrottleManagerBuilder::key_names) names it
     /// (keys need not be `Debug`), or `rate_override` without it.
     fn override_path<Q: BorrowedKey<K> + ?Sized>(&self, method: &str, key: &Q) -> String {
         match self.name_of_key(key) {

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use super::{KeySnapshot, ThrottleManager};
 use crate::bulkhead::BulkheadConfig;
-use crate::config::ManagerConfig;
 use crate::error::{CallError, ConfigError, Rejected};
 use crate::outcome::CallFailure;
 use crate::permit::{JointPermit, OwnedPermit, Permit};
@@ -349,17 +348,5 @@ where
     #[deprecated(since = "0.4.0", note = "use `settings().limit_names()`")]
     pub fn limit_names(&self) -> impl Iterator<Item = &str> {
         self.named_limit_names()
-    }
-
-    /// `builder().config(config).build()`.
-    #[deprecated(
-        since = "0.4.0",
-        note = "use `ThrottleManager::builder().config(config).build()`"
-    )]
-    pub fn from_config(config: ManagerConfig) -> Result<Self, ConfigError>
-    where
-        K: From<String>,
-    {
-        Self::builder().config(config).build()
     }
 }

@@ -33,7 +33,7 @@ use crate::throttle::ThrottleConfig;
 /// assert_eq!(acme.rate(), None); // not live until its first call
 /// manager.check("acme").unwrap();
 /// assert_eq!(acme.rate(), Some(100.0));
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub struct KeyHandle<'m, K, Q: ?Sized> {
     manager: &'m ThrottleManager<K>,
@@ -73,7 +73,7 @@ where
     ///     .rate(RateConfig::adaptive(10.0))
     ///     .build()?;
     /// assert_eq!(manager.key("never-seen").rate(), None);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn key<'m, Q: BorrowedKey<K> + ?Sized>(&'m self, key: &'m Q) -> KeyHandle<'m, K, Q> {
         KeyHandle { manager: self, key }
@@ -89,7 +89,7 @@ where
     /// assert!(manager.keys().is_empty());
     /// manager.check("api").unwrap();
     /// assert_eq!(manager.keys().len(), 1);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn keys(&self) -> KeySpace<'_, K> {
         KeySpace { manager: self }
@@ -108,7 +108,7 @@ where
     ///     .build()?;
     /// assert_eq!(manager.settings().name(), Some("users"));
     /// assert_eq!(manager.settings().priority_levels(), 4);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn settings(&self) -> ManagerSettings<'_, K> {
         ManagerSettings { manager: self }
@@ -131,7 +131,7 @@ where
     /// assert!(manager.key("api").snapshot().is_none());
     /// manager.increment("api");
     /// assert_eq!(manager.key("api").snapshot().unwrap().rate, Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn snapshot(&self) -> Option<KeySnapshot> {
         self.manager.key_snapshot(self.key)
@@ -147,7 +147,7 @@ where
     /// assert_eq!(manager.key("api").rate(), None);
     /// manager.increment("api");
     /// assert_eq!(manager.key("api").rate(), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn rate(&self) -> Option<f64> {
         self.manager.key_current_rate(self.key)
@@ -168,7 +168,7 @@ where
     /// assert_eq!(manager.key("db").concurrency_limit(), None); // not seen yet
     /// drop(manager.try_acquire("db", Priority::HIGH).unwrap());
     /// assert_eq!(manager.key("db").concurrency_limit(), Some(2)); // probing first, at 2
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn concurrency_limit(&self) -> Option<u32> {
         self.manager.key_concurrency_limit(self.key)
@@ -182,7 +182,7 @@ where
     /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
     /// for _ in 0..100 {
     ///     manager.decrement("db"); // 100 capacity failures
@@ -210,9 +210,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) at once, taking nothing, when
+    /// [`RejectReason::CostAboveBurst`](crate::error::RejectReason::CostAboveBurst) at once, taking nothing, when
     /// `cost` is above the key's burst: the bucket never holds that many;
-    /// [`RejectReason::Deadline`](crate::RejectReason::Deadline) as for [`wait`](Self::wait).
+    /// [`RejectReason::Deadline`](crate::error::RejectReason::Deadline) as for [`wait`](Self::wait).
     ///
     /// # Cancel safety
     ///
@@ -254,7 +254,7 @@ where
     /// # Errors
     ///
     /// As [`check`](Self::check), and
-    /// [`RejectReason::CostAboveBurst`](crate::RejectReason::CostAboveBurst) (no
+    /// [`RejectReason::CostAboveBurst`](crate::error::RejectReason::CostAboveBurst) (no
     /// [`retry_after`](Rejected::retry_after): never) when `cost` is above
     /// the key's burst.
     ///
@@ -337,7 +337,7 @@ where
     /// assert!(manager.key("model-a").observe_remaining("requests", 0, Some(Duration::from_secs(20))));
     /// assert_eq!(manager.peek("model-a").unwrap().next_in, Duration::from_secs(20));
     /// assert!(!manager.key("model-a").observe_remaining("images", 0, None));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn observe_remaining(&self, limit: &str, remaining: u64, reset: Option<Duration>) -> bool {
         self.manager
@@ -355,7 +355,7 @@ where
     /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
     /// let mut retries = manager.key("api").retries(Priority::HIGH);
     /// assert_eq!(retries.after(RetryCause::Overloaded { pause: None }).await, Err(GaveUp::NoPolicy));
@@ -386,7 +386,7 @@ where
     /// not: 150 to 250 bytes a key, not bounded by the key space's
     /// `max_keys`. Give them to keys the program knows (customers, hosts);
     /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::ThrottleManagerBuilder::tier_of)) instead.
+    /// ([`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of)) instead.
     ///
     /// # Errors
     ///
@@ -405,7 +405,7 @@ where
     /// manager.check("acme").unwrap(); // a live key: 10/s
     /// manager.key("acme").set_rate(RateConfig::per_second(50).burst(10))?;
     /// assert_eq!(manager.key("acme").rate(), Some(50.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn set_rate(&self, config: RateConfig) -> Result<(), ConfigError> {
         self.manager.key_set_rate_override(self.key, config)
@@ -434,7 +434,7 @@ where
     ///     .throttle(ThrottleConfig::new())
     ///     .build()?;
     /// manager.key("flaky.example").set_throttle(ThrottleConfig::new().ratio(3.0))?;
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn set_throttle(&self, config: ThrottleConfig) -> Result<(), ConfigError> {
         self.manager.key_set_throttle_override(self.key, config)
@@ -469,7 +469,7 @@ where
     /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
     /// manager.key("db").set_bulkhead(BulkheadConfig::new(1))?;
     /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one in flight already
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn set_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
         self.manager.key_set_bulkhead_override(self.key, config)
@@ -495,7 +495,7 @@ where
     /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok()); // would refuse: counted, let through
     /// assert!(manager.try_acquire("other", Priority::HIGH).is_ok());
     /// assert!(manager.try_acquire("other", Priority::HIGH).is_err());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn set_shadow(&self, shadow: bool) {
         self.manager.key_set_shadow_override(self.key, shadow)
@@ -506,23 +506,24 @@ where
     /// kept across as any change keeps them.
     ///
     /// ```
+    /// use portcullis::builder::Tier;
     /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_second(10))
-    ///     .key_override("acme", portcullis::Tier::new().rate(RateConfig::per_second(50)))
+    ///     .key_override("acme", Tier::new().rate(RateConfig::per_second(50)))
     ///     .build()?;
     /// manager.check("acme").unwrap();
     /// assert_eq!(manager.key("acme").rate(), Some(50.0));
     /// manager.key("acme").remove_overrides();
     /// assert_eq!(manager.key("acme").rate(), Some(10.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn remove_overrides(&self) {
         self.manager.key_remove_overrides(self.key)
     }
 
-    /// Asks [`tier_of`](crate::ThrottleManagerBuilder::tier_of) again which
+    /// Asks [`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of) again which
     /// tier `key` is in, and moves the key there now (a customer changed
     /// plans), keeping its state as any change does; its named limits
     /// move with it. `tier_of` is asked
@@ -531,7 +532,8 @@ where
     /// key's next call.
     ///
     /// ```
-    /// use portcullis::{RateConfig, ThrottleManager, Tier};
+    /// use portcullis::builder::Tier;
+    /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::sync::atomic::{AtomicBool, Ordering};
     ///
     /// static PREMIUM: AtomicBool = AtomicBool::new(false);
@@ -545,7 +547,7 @@ where
     /// PREMIUM.store(true, Ordering::Relaxed); // acme upgraded
     /// manager.key("acme").retier();
     /// assert_eq!(manager.key("acme").rate(), Some(100.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn retier(&self) {
         self.manager.key_retier(self.key)
@@ -555,7 +557,7 @@ where
     /// (a full bucket, its rate at its start, an empty throttle window, an
     /// empty bulkhead, its tier read again). Returns whether the key was
     /// live. Its room in the key space is free at once. Its named limits
-    /// ([`limit`](crate::ThrottleManagerBuilder::limit)) are forgotten
+    /// ([`limit`](crate::builder::ThrottleManagerBuilder::limit)) are forgotten
     /// with it.
     ///
     /// Calls already admitted, and callers waiting, end on the state they
@@ -580,7 +582,7 @@ where
     /// assert!(manager.key("acme").forget());
     /// assert!(manager.try_acquire("acme", Priority::HIGH).is_ok()); // afresh
     /// assert!(!manager.key("nobody").forget());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn forget(&self) -> bool {
         self.manager.key_forget(self.key)
@@ -612,7 +614,7 @@ where
     /// manager.increment("a");
     /// manager.increment("b");
     /// assert_eq!(manager.keys().len(), 2);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
         self.manager.key_count()
@@ -625,7 +627,7 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// assert!(manager.keys().is_empty());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -636,6 +638,7 @@ where
     /// went. Does nothing without an idle TTL.
     ///
     /// ```
+    /// use portcullis::builder::KeySpaceConfig;
     /// use portcullis::clock::ManualClock;
     /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
@@ -643,14 +646,14 @@ where
     /// let clock = ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
-    ///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
+    ///     .key_space(KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
     ///     .clock(clock.clone())
     ///     .build()?;
     /// manager.check("api").unwrap();
     /// clock.advance(Duration::from_secs(61));
     /// assert_eq!(manager.keys().evict_idle(), 1);
     /// assert!(manager.keys().is_empty());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
         self.manager.evict_idle_keys()
@@ -673,7 +676,7 @@ impl<'m, K> ManagerSettings<'m, K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// The manager's [`name`](crate::ThrottleManagerBuilder::name), if it
+    /// The manager's [`name`](crate::builder::ThrottleManagerBuilder::name), if it
     /// has one.
     ///
     /// ```
@@ -681,14 +684,14 @@ where
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
     /// assert_eq!(manager.settings().name(), None);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn name(&self) -> Option<&'m str> {
         self.manager.manager_name()
     }
 
     /// How many priority levels the manager tells apart
-    /// ([`priority_levels`](crate::ThrottleManagerBuilder::priority_levels)):
+    /// ([`priority_levels`](crate::builder::ThrottleManagerBuilder::priority_levels)):
     /// priorities 0 to `priority_levels() - 1` are in range. For an edge
     /// that reads a priority from a request and must refuse one out of
     /// range as the client's mistake.
@@ -701,7 +704,7 @@ where
     ///     .priority_levels(2)
     ///     .build()?;
     /// assert_eq!(manager.settings().priority_levels(), 2);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn priority_levels(&self) -> u8 {
         self.manager.levels()
@@ -713,15 +716,16 @@ where
     /// itself (the client middleware) applies it too.
     ///
     /// ```
+    /// use portcullis::deadline::TimeLimits;
     /// use portcullis::{RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(10.0))
-    ///     .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(5)))
+    ///     .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(5)))
     ///     .build()?;
     /// assert_eq!(manager.settings().call_timeout(), Some(Duration::from_secs(5)));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn call_timeout(&self) -> Option<Duration> {
         self.manager.configured_call_timeout()
@@ -738,7 +742,7 @@ where
     ///     .limit("output_tokens", RateConfig::per_minute(8_000))
     ///     .build()?;
     /// assert_eq!(manager.settings().limit_names().collect::<Vec<_>>(), ["input_tokens", "output_tokens"]);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn limit_names(&self) -> impl Iterator<Item = &'m str> + use<'m, K> {
         self.manager.named_limit_names()

@@ -17,7 +17,7 @@ use crate::registry::BorrowedKey;
 /// use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), portcullis::ConfigError> {
+/// # async fn main() -> Result<(), portcullis::error::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0).burst(2))
 ///     .throttle(ThrottleConfig::new())
@@ -50,7 +50,7 @@ pub struct KeySnapshot {
     /// window; empty if the key has no throttle.
     pub priorities: Vec<PrioritySnapshot>,
     /// The tokens in the key's retry budget (each retry takes one), if the
-    /// manager retries ([`retry`](crate::ThrottleManagerBuilder::retry)).
+    /// manager retries ([`retry`](crate::builder::ThrottleManagerBuilder::retry)).
     pub retry_tokens: Option<f64>,
 }
 
@@ -97,7 +97,7 @@ pub struct PrioritySnapshot {
 /// assert_eq!((left.rate, left.burst, left.remaining), (10.0, 5, 3));
 /// assert_eq!(left.next_in, Duration::from_millis(100));
 /// assert_eq!(left.full_in, Duration::from_millis(200));
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[non_exhaustive]
@@ -138,7 +138,7 @@ where
     /// assert!(manager.peek("api").is_none()); // not live yet
     /// manager.check("api").unwrap();
     /// assert_eq!(manager.peek("api").unwrap().remaining, 2);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn peek<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<RateRemaining> {
         let state = self.inner.keys.state(key)?;
@@ -177,7 +177,7 @@ where
     ///     manager.snapshots().map(|(key, snapshot)| (key, snapshot.rate)).collect();
     /// rates.sort_by(|a, b| a.0.cmp(&b.0));
     /// assert_eq!(rates, [("a".to_string(), Some(11.0)), ("b".to_string(), Some(7.0))]);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn snapshots(&self) -> impl Iterator<Item = (K, KeySnapshot)>
     where

@@ -51,7 +51,7 @@ where
     ///
     /// The first refusal, as [`acquire`](Self::acquire) refuses, with
     /// [`key_index`](Rejected::key_index) naming the key that refused;
-    /// [`DuplicateKey`](crate::RejectReason::DuplicateKey), before any key
+    /// [`DuplicateKey`](crate::error::RejectReason::DuplicateKey), before any key
     /// counts the call, when `keys` names a key twice. An empty `keys`
     /// admits the call with nothing held.
     ///
@@ -66,7 +66,8 @@ where
     /// As [`acquire`](Self::acquire).
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -119,7 +120,7 @@ where
     /// assert!(manager.try_acquire_all(&["tenant-a", "user-8"], Priority::HIGH).is_err());
     /// permit.success();
     /// assert!(manager.try_acquire_all(&["tenant-a", "user-8"], Priority::HIGH).is_ok());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn try_acquire_all<Q: BorrowedKey<K> + ?Sized>(
         &self,

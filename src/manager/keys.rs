@@ -23,7 +23,7 @@ pub(crate) type KeyNames<K> = dyn Fn(&K) -> String + Send + Sync;
 /// What a key is called when its [`KeyNamer`] panicked on it.
 pub(crate) const UNNAMED: &str = "<unnamed>";
 
-/// The user's [`key_names`](crate::ThrottleManagerBuilder::key_names), as
+/// The user's [`key_names`](crate::builder::ThrottleManagerBuilder::key_names), as
 /// every part of the manager calls it: a panic in it names that key
 /// [`UNNAMED`] instead of unwinding into a call's span, a metric's label or
 /// the status page's sampler, and is reported once (an `error` event; the

@@ -1,5 +1,5 @@
 //! Calls to a metered API: a key's named limits beside its rate
-//! ([`limit`](crate::ThrottleManagerBuilder::limit)), a call's [`Cost`] in
+//! ([`limit`](crate::builder::ThrottleManagerBuilder::limit)), a call's [`Cost`] in
 //! each, and `acquire_cost`, which admits the call once every limit has
 //! room for it.
 //!
@@ -75,14 +75,15 @@ where
     K: Hash + Eq + Send + Sync + 'static,
 {
     /// The manager that keeps the named limit `name` of every key
-    /// ([`limit`](crate::ThrottleManagerBuilder::limit)): a manager with a
+    /// ([`limit`](crate::builder::ThrottleManagerBuilder::limit)): a manager with a
     /// rate alone, on this manager's clock, to [`peek`](Self::peek) at a
     /// key's use of the limit, give a key its own
     /// ([`set_rate_override`](Self::set_rate_override)), or move it to what
     /// a provider says. `None` for a name the manager has no limit by.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60))
@@ -95,7 +96,7 @@ where
     /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 0);
     /// assert_eq!(tokens.peek("model-a").unwrap().full_in, std::time::Duration::from_secs(12));
     /// assert!(manager.limit("images").is_none());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn limit(&self, name: &str) -> Option<&ThrottleManager<K>> {
         let mut limits = self.inner.limits.iter();
@@ -167,7 +168,7 @@ where
     /// one, is waited for after the limits are taken. A limit's wait counts
     /// against the priority's
     /// [`max_wait`](crate::deadline::TimeLimits::max_wait) and the task's
-    /// deadline ([`with_deadline`](crate::with_deadline)) as a rate token's
+    /// deadline ([`with_deadline`](crate::deadline::with_deadline)) as a rate token's
     /// does.
     ///
     /// # Errors
@@ -186,7 +187,8 @@ where
     /// while it waits for a slot, it gives back what the limits took.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -340,7 +342,9 @@ where
     /// [`acquire_cost`](Self::acquire_cost) for the named limits.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60).burst(10))
@@ -352,7 +356,7 @@ where
     /// assert_eq!((refused.reason(), refused.limit_index()), (RejectReason::RateLimited, Some(0)));
     /// assert_eq!(manager.peek("model-a").unwrap().remaining, 9); // the refusal took no request
     /// # drop(permit);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn try_acquire_cost<Q: BorrowedKey<K> + ?Sized>(
         &self,

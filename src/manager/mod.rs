@@ -1,33 +1,53 @@
-//! [`ThrottleManager`]: the facade that owns the key space and runs each
-//! call through its key's controls.
+//! The manager and what it hands out: [`ThrottleManager`] (also at the
+//! crate root), the permits its `acquire` verbs give ([`Permit`],
+//! [`OwnedPermit`], [`JointPermit`]), the handles on one key and on the key
+//! space ([`KeyHandle`], [`KeySpace`], [`ManagerSettings`]), what a key's
+//! snapshot holds ([`KeySnapshot`]), and the way a key is looked up by its
+//! borrowed form ([`BorrowedKey`]).
 //!
-//! One file per concern, each adding its own `impl` block:
-//! - `keys`: finding or creating a key's state, and how a key is named;
-//! - `permits`: `acquire`, `try_acquire` and their owned forms;
-//! - `admission`: the key's `Lookup` for the core's one driver
-//!   (`core/drive.rs`), and the counting of what it decided;
-//! - `call`: `call`, `call_all` and their variants, around the driver,
-//!   and `attempt`: one logical call's attempts under the retry policy;
-//! - `joint`: calls charged to several keys, all or nothing;
-//! - `metered`: named limits and a call's cost in each, and `withheld`: a
-//!   new key's careful first call of a named limit;
-//! - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
-//! - `inspect`: snapshots for health endpoints, and `watch`: what a
-//!   status page reads of the key space each time it samples;
-//! - `refusal_hook`: how a watcher (the status page's tally) hears of
-//!   every refusal;
-//! - `book` and `changes`: the settings by level, and changing them on a
-//!   live manager (a reloaded file is checked by the builder's
-//!   `reload.rs`, and applied here);
-//! - `server_admission`: `try_acquire_or_queue_owned`, what a server
-//!   needs, last in the docs' method list.
+//! ```
+//! use portcullis::manager::Permit;
+//! use portcullis::{Priority, RateConfig, ThrottleManager};
 //!
-//! What does not depend on the key type (the clock, the settings, how a
-//! key's controls decide and count) lives in `crate::core`, which permits
-//! share.
-//!
-//! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! let manager = ThrottleManager::<String>::builder()
+//!     .rate(RateConfig::adaptive(10.0))
+//!     .build()?;
+//! let permit: Permit<'_> = manager.try_acquire("api", Priority::HIGH).unwrap();
+//! permit.success();
+//! assert_eq!(manager.key("api").rate(), Some(11.0));
+//! # Ok::<(), portcullis::error::ConfigError>(())
+//! ```
+
+// [`ThrottleManager`]: the facade that owns the key space and runs each
+// call through its key's controls.
+//
+// One file per concern, each adding its own `impl` block:
+// - `keys`: finding or creating a key's state, and how a key is named;
+// - `permits`: `acquire`, `try_acquire` and their owned forms;
+// - `admission`: the key's `Lookup` for the core's one driver
+//   (`core/drive.rs`), and the counting of what it decided;
+// - `call`: `call`, `call_all` and their variants, around the driver,
+//   and `attempt`: one logical call's attempts under the retry policy;
+// - `joint`: calls charged to several keys, all or nothing;
+// - `metered`: named limits and a call's cost in each, and `withheld`: a
+//   new key's careful first call of a named limit;
+// - `rate_only`: `wait`, `check`, `increment`, `decrement`, `defer`;
+// - `inspect`: snapshots for health endpoints, and `watch`: what a
+//   status page reads of the key space each time it samples;
+// - `refusal_hook`: how a watcher (the status page's tally) hears of
+//   every refusal;
+// - `book` and `changes`: the settings by level, and changing them on a
+//   live manager (a reloaded file is checked by the builder's
+//   `reload.rs`, and applied here);
+// - `server_admission`: `try_acquire_or_queue_owned`, what a server
+//   needs, last in the docs' method list.
+//
+// What does not depend on the key type (the clock, the settings, how a
+// key's controls decide and count) lives in `crate::core`, which permits
+// share.
+//
+// The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
+// are defined once, in [the architecture map](crate::architecture).
 
 use std::fmt;
 use std::hash::Hash;
@@ -36,7 +56,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::core::Core;
 use crate::key::KeyState;
-use crate::registry::{BorrowedKey, Registry};
+use crate::registry::Registry;
 
 mod admission;
 mod attempt;
@@ -60,6 +80,8 @@ mod refusal_hook;
 mod watch;
 mod withheld;
 
+pub use crate::permit::{JointPermit, OwnedPermit, Permit};
+pub use crate::registry::BorrowedKey;
 pub(crate) use book::{Layer, SettingsBook, TierOf};
 pub use handles::{KeyHandle, KeySpace, ManagerSettings};
 pub use inspect::{KeySnapshot, PrioritySnapshot, RateRemaining};
@@ -76,7 +98,7 @@ pub(crate) use watch::KeyLoad;
 /// Clones share all state. Keys are looked up by their borrowed form: a
 /// `ThrottleManager<String>` or `ThrottleManager<Arc<str>>` takes a `&str`.
 /// Keys need not be `Debug`: events and metrics name a key only as
-/// [`key_names`](crate::ThrottleManagerBuilder::key_names) says, so keys
+/// [`key_names`](crate::builder::ThrottleManagerBuilder::key_names) says, so keys
 /// that are secrets (API tokens) never reach a log.
 ///
 /// # Which method to reach for
@@ -84,9 +106,9 @@ pub(crate) use watch::KeyLoad;
 /// - [`call`](Self::call): the call as a closure, with every control,
 ///   its outcome judged from its result, and retries if configured. Start
 ///   here.
-/// - [`acquire`](Self::acquire): a [`Permit`](crate::Permit) for a call you
-///   make yourself; tell it [`success`](crate::Permit::success) or
-///   [`overloaded`](crate::Permit::overloaded).
+/// - [`acquire`](Self::acquire): a [`Permit`] for a call you
+///   make yourself; tell it [`success`](crate::manager::Permit::success) or
+///   [`overloaded`](crate::manager::Permit::overloaded).
 /// - [`wait`](Self::wait), then [`increment`](Self::increment) or
 ///   [`decrement`](Self::decrement): the rate alone, for code that reports
 ///   outcomes itself (the crate's first shape: wait before the call, say
@@ -159,7 +181,7 @@ pub(crate) struct ManagerState<K> {
     pub(crate) key_names: Option<KeyNamer<K>>,
     /// Whether metrics carry a `key` label (then `key_names` is set).
     pub(crate) metrics_per_key: bool,
-    /// The manager's name ([`name`](crate::ThrottleManagerBuilder::name)).
+    /// The manager's name ([`name`](crate::builder::ThrottleManagerBuilder::name)).
     pub(crate) name: Option<String>,
     /// How the rate store names a key (present with a store).
     pub(crate) store_names: Option<Box<KeyNames<K>>>,

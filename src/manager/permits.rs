@@ -20,7 +20,7 @@ where
     /// waits only in its queue, which is 0 unless configured
     /// ([`BulkheadConfig::queue`](crate::BulkheadConfig::queue)): with every
     /// slot busy and no queue, the call is refused at once with
-    /// [`Full`](crate::RejectReason::Full).
+    /// [`Full`](crate::error::RejectReason::Full).
     ///
     /// The controls are applied in one order, the same for every way in
     /// (`try_acquire`, `acquire`, `call`):
@@ -40,19 +40,19 @@ where
     /// A call refused at any step leaves no trace in the steps after it, and
     /// a rate token taken for a call the bulkhead then refuses goes back if
     /// no later call has taken one. The task-local priority
-    /// ([`with_priority`](crate::with_priority)), if set, replaces `priority`.
+    /// ([`with_priority`](crate::priority::with_priority)), if set, replaces `priority`.
     ///
     /// # Errors
     ///
-    /// [`Rejected`] with reason [`Throttled`](crate::RejectReason::Throttled);
-    /// [`RateLimited`](crate::RejectReason::RateLimited) only when the
+    /// [`Rejected`] with reason [`Throttled`](crate::error::RejectReason::Throttled);
+    /// [`RateLimited`](crate::error::RejectReason::RateLimited) only when the
     /// manager has a [`max_wait`](crate::deadline::TimeLimits::max_wait)
     /// and the token is further ahead than that; the bulkhead's reasons
-    /// ([`Full`](crate::RejectReason::Full),
-    /// [`QueueTimeout`](crate::RejectReason::QueueTimeout),
-    /// [`Dropped`](crate::RejectReason::Dropped)); under
+    /// ([`Full`](crate::error::RejectReason::Full),
+    /// [`QueueTimeout`](crate::error::RejectReason::QueueTimeout),
+    /// [`Dropped`](crate::error::RejectReason::Dropped)); under
     /// [`OutOfRange::Reject`](crate::priority::OutOfRange::Reject),
-    /// [`InvalidPriority`](crate::RejectReason::InvalidPriority). A full key
+    /// [`InvalidPriority`](crate::error::RejectReason::InvalidPriority). A full key
     /// space is waited out, like the rate.
     ///
     /// # Cancel safety
@@ -151,11 +151,11 @@ where
     ///
     /// # Errors
     ///
-    /// [`Rejected`] with reason [`Throttled`](crate::RejectReason::Throttled),
-    /// [`RateLimited`](crate::RejectReason::RateLimited) (with the time until
-    /// the next token), [`Full`](crate::RejectReason::Full),
-    /// [`KeySpaceFull`](crate::RejectReason::KeySpaceFull), or
-    /// [`InvalidPriority`](crate::RejectReason::InvalidPriority). A rejected
+    /// [`Rejected`] with reason [`Throttled`](crate::error::RejectReason::Throttled),
+    /// [`RateLimited`](crate::error::RejectReason::RateLimited) (with the time until
+    /// the next token), [`Full`](crate::error::RejectReason::Full),
+    /// [`KeySpaceFull`](crate::error::RejectReason::KeySpaceFull), or
+    /// [`InvalidPriority`](crate::error::RejectReason::InvalidPriority). A rejected
     /// call leaves no trace in the controls that did not reject it.
     ///
     /// # Panics
@@ -164,10 +164,11 @@ where
     /// priority out of range.
     ///
     /// ```
-    /// use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(2.0)).build()?;
     /// let permit = manager.try_acquire("api", Priority::MEDIUM).unwrap();
     /// permit.success();
@@ -206,10 +207,10 @@ where
     /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// let permit: portcullis::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
+    /// let permit: portcullis::manager::OwnedPermit = manager.try_acquire_owned("api", Priority::HIGH).unwrap();
     /// std::thread::spawn(move || permit.success()).join().unwrap();
     /// assert_eq!(manager.key("api").rate(), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[inline(always)]
     pub fn try_acquire_owned<Q: BorrowedKey<K> + ?Sized>(

@@ -30,9 +30,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`RejectReason::Deadline`](crate::RejectReason::Deadline) at once, taking nothing, when the call's
+    /// [`RejectReason::Deadline`](crate::error::RejectReason::Deadline) at once, taking nothing, when the call's
     /// token comes at or after its task's deadline
-    /// ([`with_deadline`](crate::with_deadline)), or the deadline has
+    /// ([`with_deadline`](crate::deadline::with_deadline)), or the deadline has
     /// passed (even with no rate configured). Without a deadline, none:
     /// a cost of 1 always fits the bucket, and `wait` waits as long as it
     /// takes.
@@ -84,11 +84,11 @@ where
     /// # Errors
     ///
     /// [`Rejected`] when the call may not start yet: it takes nothing, and
-    /// says why ([`RejectReason::RateLimited`](crate::RejectReason::RateLimited), or
-    /// [`RejectReason::KeySpaceFull`](crate::RejectReason::KeySpaceFull) for a new key when the key space is
+    /// says why ([`RejectReason::RateLimited`](crate::error::RejectReason::RateLimited), or
+    /// [`RejectReason::KeySpaceFull`](crate::error::RejectReason::KeySpaceFull) for a new key when the key space is
     /// full) and how long until it could ([`Rejected::retry_after`], always
-    /// there); or [`RejectReason::Deadline`](crate::RejectReason::Deadline) when its task's deadline
-    /// ([`with_deadline`](crate::with_deadline)) has passed. Its priority
+    /// there); or [`RejectReason::Deadline`](crate::error::RejectReason::Deadline) when its task's deadline
+    /// ([`with_deadline`](crate::deadline::with_deadline)) has passed. Its priority
     /// is [`Priority::HIGH`], at which the rate-only methods count.
     ///
     /// ```
@@ -98,7 +98,7 @@ where
     /// assert!(manager.check("api").is_ok());
     /// assert!(manager.check("api").is_ok()); // the burst
     /// assert!(manager.check("api").is_err());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn check<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Result<(), Rejected> {
         self.key(key).check(1)
@@ -161,7 +161,7 @@ where
     /// Reports a success: `key`'s rate rises by its increment, up to its
     /// upper bound, and its throttle counts a request and an accept (at the
     /// task's priority, else [`Priority::HIGH`]). For calls made with
-    /// [`wait`](Self::wait); a [`Permit`](crate::Permit) reports its own outcome. Returns the new rate, or `None` if the manager has no
+    /// [`wait`](Self::wait); a [`Permit`](crate::manager::Permit) reports its own outcome. Returns the new rate, or `None` if the manager has no
     /// rate or the key was not live and the key space had no room for it.
     ///
     /// ```
@@ -171,7 +171,7 @@ where
     ///     .rate(RateConfig::adaptive(10.0).bounds(1.0, 11.0).increase_by(2.0))
     ///     .build()?;
     /// assert_eq!(manager.increment("api"), Some(11.0));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn increment<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         self.report(key, Outcome::Success)
@@ -192,7 +192,7 @@ where
     ///     .build()?;
     /// assert_eq!(manager.decrement("api"), Some(5.0));
     /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the 500 ms cooldown
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn decrement<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {
         self.report(key, Outcome::Overloaded)
@@ -252,7 +252,7 @@ where
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// manager.increment("api");
     /// assert_eq!(manager.rate("api"), manager.key("api").rate());
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[deprecated(since = "0.3.0", note = "a key's rate now is `current_rate(key)`")]
     pub fn rate<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> Option<f64> {

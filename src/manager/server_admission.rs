@@ -43,10 +43,11 @@ where
     /// that instant goes on to the next waiter.
     ///
     /// ```
-    /// use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), portcullis::ConfigError> {
+    /// # async fn main() -> Result<(), portcullis::error::ConfigError> {
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::adaptive(1.0).burst(2))
     ///     .bulkhead(BulkheadConfig::new(1).queue(1))

@@ -67,7 +67,7 @@ where
     /// The name the manager gives `key` ([`key_names`]); `None` without
     /// key names.
     ///
-    /// [`key_names`]: crate::ThrottleManagerBuilder::key_names
+    /// [`key_names`]: crate::builder::ThrottleManagerBuilder::key_names
     pub(crate) fn name_of(&self, key: &K) -> Option<String> {
         self.inner.key_names.as_ref().map(|names| names.name(key))
     }

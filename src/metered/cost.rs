@@ -7,15 +7,15 @@ pub use crate::store::REQUESTS;
 
 /// What one call costs in each limit of its key: the key's rate (its
 /// requests: 1 unless said otherwise) and the named limits the manager
-/// declares with [`limit`](crate::ThrottleManagerBuilder::limit). A limit
+/// declares with [`limit`](crate::builder::ThrottleManagerBuilder::limit). A limit
 /// the cost leaves out costs nothing.
 ///
 /// Given to [`acquire_cost`](crate::ThrottleManager::acquire_cost) as an
-/// estimate before the call, and to [`settle`](crate::CostPermit::settle)
+/// estimate before the call, and to [`settle`](crate::metered::CostPermit::settle)
 /// as what the call cost, once its answer says.
 ///
 /// ```
-/// use portcullis::Cost;
+/// use portcullis::metered::Cost;
 ///
 /// let cost = Cost::of("input_tokens", 1_200).and("output_tokens", 500);
 /// assert_eq!(cost.amount("input_tokens"), 1_200);
@@ -38,7 +38,7 @@ impl Cost {
     /// [`"requests"`](REQUESTS) means the key's rate.
     ///
     /// ```
-    /// let estimate = portcullis::Cost::of("tokens", 500);
+    /// let estimate = portcullis::metered::Cost::of("tokens", 500);
     /// # drop(estimate);
     /// ```
     pub fn of(limit: impl Into<Cow<'static, str>>, amount: u32) -> Self {
@@ -49,7 +49,7 @@ impl Cost {
     /// requests), and nothing of a named limit.
     ///
     /// ```
-    /// let batch = portcullis::Cost::requests(10).and("tokens", 4_000);
+    /// let batch = portcullis::metered::Cost::requests(10).and("tokens", 4_000);
     /// assert_eq!(batch.amount("requests"), 10);
     /// ```
     pub fn requests(calls: u32) -> Self {
@@ -63,7 +63,7 @@ impl Cost {
     /// up (saturating).
     ///
     /// ```
-    /// let cost = portcullis::Cost::of("input_tokens", 900).and("output_tokens", 300);
+    /// let cost = portcullis::metered::Cost::of("input_tokens", 900).and("output_tokens", 300);
     /// assert_eq!(cost.amount("output_tokens"), 300);
     /// ```
     #[must_use]
@@ -83,7 +83,7 @@ impl Cost {
     /// [`"requests"`](REQUESTS) 1 unless said otherwise.
     ///
     /// ```
-    /// assert_eq!(portcullis::Cost::of("tokens", 7).amount("images"), 0);
+    /// assert_eq!(portcullis::metered::Cost::of("tokens", 7).amount("images"), 0);
     /// ```
     pub fn amount(&self, limit: &str) -> u32 {
         if limit == REQUESTS {

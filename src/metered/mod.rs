@@ -5,7 +5,7 @@
 //! An LLM provider limits each account by requests a minute and by tokens
 //! a minute, and a call's tokens are known only from its answer. A manager
 //! declares each further limit with
-//! [`limit`](crate::ThrottleManagerBuilder::limit); a call states its
+//! [`limit`](crate::builder::ThrottleManagerBuilder::limit); a call states its
 //! estimate ([`acquire_cost`](crate::ThrottleManager::acquire_cost)) and
 //! settles the actual cost ([`CostPermit::settle`]). The manager for the
 //! limits lives in `manager/metered.rs`.

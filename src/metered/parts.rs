@@ -132,7 +132,7 @@ impl<'a> NamedParts<'a> {
 /// held until the last is dropped (unsettled, the estimate stays).
 ///
 /// ```
-/// use portcullis::{Cost, CostSettle};
+/// use portcullis::metered::{Cost, CostSettle};
 ///
 /// // `settle`: `response.extensions().get::<CostSettle>()`, for a response
 /// // of the reqwest middleware; `tokens`: what the body's usage says.

@@ -22,7 +22,8 @@ use crate::rate::TakeMark;
 /// the backend gives its cost back with [`unsent`](Self::unsent).
 ///
 /// ```
-/// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+/// use portcullis::metered::Cost;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,7 +67,9 @@ impl<'a> CostPermit<'a> {
     /// admitted.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+    /// use portcullis::error::RejectReason;
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60).burst(10))
@@ -78,7 +81,7 @@ impl<'a> CostPermit<'a> {
     /// assert_eq!(first.would_refuse(), None);
     /// let second = manager.try_acquire_cost("a", Priority::HIGH, Cost::of("tokens", 900)).unwrap();
     /// assert_eq!(second.would_refuse(), Some(RejectReason::RateLimited)); // counted, let through
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn would_refuse(&self) -> Option<RejectReason> {
         let by_limit = self
@@ -100,7 +103,8 @@ impl<'a> CostPermit<'a> {
     /// estimate makes later calls wait.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let clock = portcullis::clock::ManualClock::new();
     /// let manager = ThrottleManager::<String>::builder()
@@ -119,7 +123,7 @@ impl<'a> CostPermit<'a> {
     /// permit.settle(Cost::of("tokens", 400)); // the answer was wrong: 400
     /// assert_eq!(tokens.peek("model-a").unwrap().remaining, 600);
     /// permit.success();
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn settle(&self, cost: Cost) {
         if let Some(requests) = cost.said_requests() {
@@ -133,7 +137,8 @@ impl<'a> CostPermit<'a> {
     /// What the call holds of each limit, as settled so far.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60))
@@ -143,7 +148,7 @@ impl<'a> CostPermit<'a> {
     /// permit.settle(Cost::of("tokens", 250));
     /// assert_eq!(permit.cost(), Cost::of("tokens", 250).and("requests", 1));
     /// # permit.success();
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn cost(&self) -> Cost {
         let requests =
@@ -211,7 +216,8 @@ impl<'a> CostPermit<'a> {
     /// took, and the outcome counts in no control.
     ///
     /// ```
-    /// use portcullis::{Cost, Priority, RateConfig, ThrottleManager};
+    /// use portcullis::metered::Cost;
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder()
     ///     .rate(RateConfig::per_minute(60).burst(10))
@@ -222,7 +228,7 @@ impl<'a> CostPermit<'a> {
     /// permit.unsent();
     /// assert_eq!(manager.limit("tokens").unwrap().peek("model-a").unwrap().remaining, 1_000);
     /// assert_eq!(manager.peek("model-a").unwrap().remaining, 10);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn unsent(self) {
         if !self.named.settle_requests(0) {

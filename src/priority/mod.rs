@@ -13,7 +13,7 @@ pub use options::{AdmitOptions, CallOptions};
 /// Under overload, the throttle sheds the least important calls first: a
 /// priority's rejection probability counts the failures of every more
 /// important priority as its own. A manager has
-/// [`priority_levels`](crate::ThrottleManagerBuilder::priority_levels)
+/// [`priority_levels`](crate::builder::ThrottleManagerBuilder::priority_levels)
 /// levels (default 4, the constants below); what happens to a priority
 /// beyond them is the manager's [`OutOfRange`] policy.
 ///
@@ -68,7 +68,8 @@ impl Priority {
     /// [`with_priority`].
     ///
     /// ```
-    /// use portcullis::{Priority, with_priority};
+    /// use portcullis::priority::with_priority;
+    /// use portcullis::Priority;
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -137,7 +138,8 @@ impl Drop for PriorityScope {
 /// # Example
 ///
 /// ```
-/// use portcullis::{Priority, ThrottleConfig, ThrottleManager, with_priority};
+/// use portcullis::priority::with_priority;
+/// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -164,7 +166,8 @@ pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Outpu
 ///
 /// ```
 /// use portcullis::priority::OutOfRange;
-/// use portcullis::{Priority, RejectReason, ThrottleConfig, ThrottleManager};
+/// use portcullis::error::RejectReason;
+/// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
 ///
 /// let manager = ThrottleManager::<String>::builder()
 ///     .throttle(ThrottleConfig::new())
@@ -173,7 +176,7 @@ pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Outpu
 ///     .build()?;
 /// let rejected = manager.try_acquire("api", Priority::LOW).unwrap_err();
 /// assert_eq!(rejected.reason(), RejectReason::InvalidPriority);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -181,7 +184,7 @@ pub enum OutOfRange {
     /// Treat it as the least important level (the default).
     #[default]
     ClampToLowest,
-    /// Reject the call with [`RejectReason::InvalidPriority`](crate::RejectReason::InvalidPriority).
+    /// Reject the call with [`RejectReason::InvalidPriority`](crate::error::RejectReason::InvalidPriority).
     Reject,
     /// Panic, naming the priority and the number of levels: for programs
     /// that treat a bad priority as a bug to find in testing.

@@ -49,7 +49,7 @@ impl AdmitOptions {
     /// The same call, costing `tokens` rate tokens (a batch of rows, a
     /// request's bytes). A cost of 0 takes no token; a cost above the key's
     /// burst is refused at once
-    /// ([`CostAboveBurst`](crate::RejectReason::CostAboveBurst)).
+    /// ([`CostAboveBurst`](crate::error::RejectReason::CostAboveBurst)).
     ///
     /// ```
     /// assert_eq!(portcullis::Priority::LOW.cost(3).tokens(), 3);

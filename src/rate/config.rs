@@ -89,7 +89,7 @@ pub enum Decrease {
 ///   longer), then probes beyond it, `e`-fold a second. More successes a second do not climb faster, so no success
 ///   rate can outrun the decrease.
 /// - **After a pause.** A fall the host marks with a pause
-///   ([`defer`](crate::snapshot::KeyHandle::defer), which the client layer
+///   ([`defer`](crate::manager::KeyHandle::defer), which the client layer
 ///   calls for `Retry-After`) resumes at 90 % of the rate the refused call
 ///   was sent at, holds 15 s, then probes gently (2 % of that a second,
 ///   added), so that pauses stay rare.
@@ -185,7 +185,7 @@ pub enum Decrease {
 /// ```
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
-/// # fn main() -> Result<(), portcullis::ConfigError> {
+/// # fn main() -> Result<(), portcullis::error::ConfigError> {
 /// let manager = ThrottleManager::<String>::builder()
 ///     .rate(RateConfig::adaptive(10.0).burst(1).bounds(1.0, 20.0).increase_by(1.0).decrease_by(10.0))
 ///     .build()?;
@@ -262,7 +262,7 @@ impl RateConfig {
     /// from them). An adaptive rate starts from [`adaptive`](Self::adaptive).
     ///
     /// A fixed quota takes no bounds, steps or cooldown: setting one is an
-    /// error at [`build`](crate::ThrottleManagerBuilder::build) naming the
+    /// error at [`build`](crate::builder::ThrottleManagerBuilder::build) naming the
     /// field, since it could only be ignored.
     ///
     /// ```
@@ -502,7 +502,7 @@ impl RateConfig {
     /// assert_eq!(manager.decrement("api"), Some(5.0)); // within the cooldown
     /// clock.advance(Duration::from_millis(200));
     /// assert_eq!(manager.decrement("api"), Some(2.5));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn decrease_cooldown(mut self, cooldown: Duration) -> Self {
         self.decrease_cooldown = Some(cooldown);

@@ -22,7 +22,7 @@
 //!   rate's direction, for the events.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 mod aimd;
 mod cell;

@@ -13,7 +13,8 @@ use std::hash::Hash;
 /// `HashMap`'s style.
 ///
 /// ```
-/// use portcullis::{BorrowedKey, Priority, RateConfig, ThrottleManager};
+/// use portcullis::manager::BorrowedKey;
+/// use portcullis::{Priority, RateConfig, ThrottleManager};
 ///
 /// // A helper generic over how its caller names a key.
 /// fn spend<Q: BorrowedKey<String> + ?Sized>(manager: &ThrottleManager<String>, key: &Q) -> bool {
@@ -23,7 +24,7 @@ use std::hash::Hash;
 /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
 /// assert!(spend(&manager, "api")); // a &str
 /// assert!(!spend(&manager, &"api".to_string())); // a &String: the same key
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub trait BorrowedKey<K>: Hash + Eq + sealed::Sealed<K> {
     /// Whether `key` is the key this names.

@@ -49,7 +49,7 @@
 //! forgetting shedding, a few calls to a backend that is failing them.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 mod borrowed_key;
 mod eviction;

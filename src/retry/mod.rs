@@ -2,7 +2,7 @@
 //! key's other controls and learns from the same outcomes.
 //!
 //! Give the manager a [`RetryPolicy`]
-//! ([`retry`](crate::ThrottleManagerBuilder::retry)), and
+//! ([`retry`](crate::builder::ThrottleManagerBuilder::retry)), and
 //! [`call`](crate::ThrottleManager::call) and the client middleware retry
 //! a call whose outcome is overload, within three limits:
 //! - **the key's budget**: retries are at most a share of the key's calls
@@ -21,11 +21,11 @@
 //! that is before the deadline.
 //!
 //! Other edges drive the same rules through [`Retries`], one per logical
-//! call, from [`ThrottleManager::retries`](crate::snapshot::KeyHandle::retries).
+//! call, from [`ThrottleManager::retries`](crate::manager::KeyHandle::retries).
 //!
 //! ```
 //! use std::time::Duration;
-//! use portcullis::RetryPolicy;
+//! use portcullis::retry::RetryPolicy;
 //! use portcullis::{overloaded, BulkheadConfig, Priority, ThrottleManager};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -80,7 +80,7 @@ impl fmt::Display for GaveUp {
 
 /// One logical call's attempts under the manager's
 /// [`RetryPolicy`](crate::retry::RetryPolicy), from
-/// [`ThrottleManager::retries`](crate::snapshot::KeyHandle::retries): the
+/// [`ThrottleManager::retries`](crate::manager::KeyHandle::retries): the
 /// priority of each attempt, the deadline they share, and after each
 /// failure whether to retry, waiting the backoff first.
 ///
@@ -89,7 +89,7 @@ impl fmt::Display for GaveUp {
 /// use, for edges of your own.
 ///
 /// ```
-/// use portcullis::RetryPolicy;
+/// use portcullis::retry::RetryPolicy;
 /// use portcullis::retry::RetryCause;
 /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 ///
@@ -249,7 +249,7 @@ impl<'m> Retries<'m> {
     }
 
     /// The time left before the call's deadline (the policy's, or the
-    /// caller's [`with_deadline`](crate::with_deadline) if that is sooner);
+    /// caller's [`with_deadline`](crate::deadline::with_deadline) if that is sooner);
     /// `None` without either.
     ///
     /// ```
@@ -335,7 +335,7 @@ impl<'m> Retries<'m> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// use portcullis::retry::{GaveUp, RetryCause};
     /// use portcullis::{Priority, ThrottleConfig, ThrottleManager};
     ///

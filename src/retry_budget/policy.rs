@@ -11,12 +11,12 @@ const RESERVE_SECONDS: f64 = 10.0;
 
 /// How a manager's calls are retried: how often, how long apart, and
 /// within which budget and deadline. Given to the builder's
-/// [`retry`](crate::ThrottleManagerBuilder::retry); checked by
-/// [`build`](crate::ThrottleManagerBuilder::build), which names a bad field.
+/// [`retry`](crate::builder::ThrottleManagerBuilder::retry); checked by
+/// [`build`](crate::builder::ThrottleManagerBuilder::build), which names a bad field.
 ///
 /// ```
 /// use std::time::Duration;
-/// use portcullis::RetryPolicy;
+/// use portcullis::retry::RetryPolicy;
 /// use portcullis::{RateConfig, ThrottleManager};
 ///
 /// let policy = RetryPolicy::new()
@@ -29,7 +29,7 @@ const RESERVE_SECONDS: f64 = 10.0;
 ///     .retry(policy)
 ///     .build()?;
 /// # let _ = manager;
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
@@ -57,7 +57,7 @@ impl RetryPolicy {
     /// non-idempotent requests are not retried.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// assert_eq!(RetryPolicy::new(), RetryPolicy::default());
     /// ```
     pub fn new() -> Self {
@@ -77,7 +77,7 @@ impl RetryPolicy {
     /// The most retries of one logical call (0: never retry).
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().max_retries(5);
     /// # let _ = policy;
     /// ```
@@ -91,7 +91,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().backoff(Duration::from_millis(100), Duration::from_secs(10));
     /// # let _ = policy;
     /// ```
@@ -108,7 +108,7 @@ impl RetryPolicy {
     /// reserve of ten seconds of it.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().budget(0.2); // one retry per five calls
     /// # let _ = policy;
     /// ```
@@ -122,7 +122,7 @@ impl RetryPolicy {
     /// From 0 to 1,000.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().min_retries_per_second(0.5);
     /// # let _ = policy;
     /// ```
@@ -141,7 +141,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().deadline(Duration::from_secs(30));
     /// # let _ = policy;
     /// ```
@@ -156,7 +156,7 @@ impl RetryPolicy {
     /// attempts.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().lower_priority_by(2);
     /// # let _ = policy;
     /// ```
@@ -171,7 +171,7 @@ impl RetryPolicy {
     /// server.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().retry_transport_errors(true);
     /// # let _ = policy;
     /// ```
@@ -186,7 +186,7 @@ impl RetryPolicy {
     /// cloned.
     ///
     /// ```
-    /// use portcullis::RetryPolicy;
+    /// use portcullis::retry::RetryPolicy;
     /// let policy = RetryPolicy::new().retry_non_idempotent(true);
     /// # let _ = policy;
     /// ```

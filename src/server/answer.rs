@@ -27,7 +27,8 @@ use crate::snapshot::RateRemaining;
 ///
 /// ```
 /// use portcullis::server::{KeyExtractor, LayerAnswer, ThrottleLayer};
-/// use portcullis::{RateConfig, RejectReason, ThrottleManager};
+/// use portcullis::error::RejectReason;
+/// use portcullis::{RateConfig, ThrottleManager};
 /// use tower::ServiceExt;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -83,7 +84,7 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 ///
 /// | answer | outcome |
 /// |---|---|
-/// | a `grpc-status` in the head (a gRPC call that failed before any message) | by [`grpc::outcome_of`](crate::grpc::outcome_of) |
+/// | a `grpc-status` in the head (a gRPC call that failed before any message) | by [`grpc::outcome_of`](crate::edge::grpc::outcome_of) |
 /// | an answer a `ThrottleLayer` inside this one made ([`LayerAnswer`]) | counted by no control of this layer: that layer counted it (a refusal there gives this layer's rate token back) |
 /// | any other | by its status, as [`status_outcome`](crate::edge::status_outcome) reads it for a server: 429, 502, 503, 504 and 408 (tower-http's `TimeoutLayer`) are [`Overloaded`](Outcome::Overloaded), a 500 or any other 4xx or 5xx [`Neutral`](Outcome::Neutral), the rest [`Success`](Outcome::Success) |
 ///
@@ -94,7 +95,7 @@ pub(super) const RATE_LIMIT: HeaderName = HeaderName::from_static("ratelimit");
 ///
 /// ```
 /// use http::{HeaderMap, StatusCode};
-/// use portcullis::Outcome;
+/// use portcullis::outcome::Outcome;
 /// use portcullis::server::classify;
 ///
 /// assert_eq!(classify(StatusCode::OK, &HeaderMap::new()), Outcome::Success);
@@ -140,7 +141,7 @@ pub fn classify(status: StatusCode, headers: &HeaderMap) -> Outcome {
 /// assert_eq!(status_of(&manager.try_acquire("client-1", Priority::HIGH).unwrap_err()), 503);
 /// drop(busy);
 /// assert_eq!(status_of(&manager.try_acquire("client-1", Priority::HIGH).unwrap_err()), 429);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub fn status_of(rejected: &Rejected) -> StatusCode {
     match rejected.reason() {
@@ -172,7 +173,7 @@ pub fn status_of(rejected: &Rejected) -> StatusCode {
 /// assert_eq!(answer.status(), 429);
 /// assert_eq!(answer.headers()["retry-after"], "1");
 /// assert_eq!(answer.body(), "429 Too Many Requests: rate limited\n");
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
     let mut answer = text(status_of(rejected), &rejected.reason().to_string());

@@ -47,7 +47,7 @@ use crate::priority::Priority;
 ///      priority_header: `x priority` is not a header name; \
 ///      route: must start with '/', got \"login\""
 /// );
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until `build`"]
 pub struct ThrottleLayerBuilder {
@@ -73,7 +73,7 @@ impl ThrottleLayer {
     ///     .rate_limit_headers(true)
     ///     .build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn builder(
         manager: ThrottleManager<String>,
@@ -97,7 +97,7 @@ impl ThrottleLayerBuilder {
     /// let manager = ThrottleManager::<String>::builder().throttle(ThrottleConfig::new()).build()?;
     /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).priority(Priority::MEDIUM).build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn priority(mut self, priority: Priority) -> Self {
         self.settings.priority = priority;
@@ -124,7 +124,7 @@ impl ThrottleLayerBuilder {
     ///     .priority_header("x-internal-priority")
     ///     .build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn priority_header(mut self, name: &str) -> Self {
         match HeaderName::from_bytes(name.as_bytes()) {
@@ -154,7 +154,7 @@ impl ThrottleLayerBuilder {
     ///     .deadline_header("x-request-timeout-ms")
     ///     .build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn deadline_header(mut self, name: &str) -> Self {
         match HeaderName::from_bytes(name.as_bytes()) {
@@ -171,7 +171,8 @@ impl ThrottleLayerBuilder {
     ///
     /// ```
     /// use portcullis::server::{KeyExtractor, ThrottleLayer, classify};
-    /// use portcullis::{Outcome, RateConfig, ThrottleManager};
+    /// use portcullis::outcome::Outcome;
+    /// use portcullis::{RateConfig, ThrottleManager};
     ///
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// // Only 503 means overload here; a 500 is a bug, not a capacity problem.
@@ -182,7 +183,7 @@ impl ThrottleLayerBuilder {
     ///     }
     /// }).build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn classify_by<F>(mut self, classify: F) -> Self
     where
@@ -205,7 +206,7 @@ impl ThrottleLayerBuilder {
     /// let manager = ThrottleManager::<String>::builder().bulkhead(BulkheadConfig::new(4)).build()?;
     /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).release_at_headers(true).build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn release_at_headers(mut self, release: bool) -> Self {
         self.settings.release_at_headers = release;
@@ -230,7 +231,7 @@ impl ThrottleLayerBuilder {
     ///         .expect("a valid response")
     /// }).build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn on_refusal<F>(mut self, answer: F) -> Self
     where
@@ -256,7 +257,7 @@ impl ThrottleLayerBuilder {
     ///     })
     ///     .build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn on_missing_key<F>(mut self, answer: F) -> Self
     where
@@ -284,7 +285,7 @@ impl ThrottleLayerBuilder {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::builder(manager, KeyExtractor::peer_ip()).rate_limit_headers(true).build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn rate_limit_headers(mut self, on_success: bool) -> Self {
         self.settings.rate_limit_headers = on_success;
@@ -317,7 +318,7 @@ impl ThrottleLayerBuilder {
     /// let nowhere = ThrottleManager::<String>::builder().rate(RateConfig::per_second(1)).build()?;
     /// let err = ThrottleLayer::builder(nowhere.clone(), KeyExtractor::peer_ip()).route("login", nowhere).build();
     /// assert_eq!(err.unwrap_err().to_string(), r#"invalid configuration: route: must start with '/', got "login""#);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn route(mut self, prefix: &str, manager: ThrottleManager<String>) -> Self {
         let Some(prefix) = self.path_prefix("route", prefix) else {
@@ -335,7 +336,7 @@ impl ThrottleLayerBuilder {
     /// one; else from the [`priority_header`](Self::priority_header), else
     /// the default [`priority`](Self::priority). A [`Priority`] an earlier
     /// layer put in the request's extensions comes first. A level beyond
-    /// the manager's is judged by its [`out_of_range`](crate::ThrottleManagerBuilder::out_of_range) policy.
+    /// the manager's is judged by its [`out_of_range`](crate::builder::ThrottleManagerBuilder::out_of_range) policy.
     ///
     /// ```
     /// use portcullis::server::{KeyExtractor, ThrottleLayer};
@@ -352,7 +353,7 @@ impl ThrottleLayerBuilder {
     ///     .service_guard(BulkheadConfig::adaptive().queue(64))
     ///     .build()?;
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn priority_by<F>(mut self, priority_of: F) -> Self
     where
@@ -373,9 +374,9 @@ impl ThrottleLayerBuilder {
     /// at its limit: a more important request takes the next free slot
     /// (the queue is in priority order), and a full queue makes room for
     /// it by refusing its least important waiter, so a lower priority is
-    /// refused before a higher one waits ([`Overflow::DropLowestPriority`](crate::Overflow::DropLowestPriority),
+    /// refused before a higher one waits ([`Overflow::DropLowestPriority`](crate::bulkhead::Overflow::DropLowestPriority),
     /// which the guard applies unless `limit` asks for
-    /// [`DropOldest`](crate::Overflow::DropOldest)). A request whose
+    /// [`DropOldest`](crate::bulkhead::Overflow::DropOldest)). A request whose
     /// deadline (a `grpc-timeout`, the [`deadline_header`](Self::deadline_header))
     /// cannot be met is refused at once. The guard's refusals are answered
     /// 503 (gRPC `UNAVAILABLE`), with `Retry-After` where the wait is known.
@@ -409,7 +410,7 @@ impl ThrottleLayerBuilder {
     ///     .build()
     ///     .unwrap_err();
     /// assert_eq!(error.problems()[0].field(), "service_guard.max_concurrent");
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn service_guard(self, limit: BulkheadConfig) -> Self {
         self.guard_group(WHOLE_SERVICE, limit)
@@ -436,7 +437,7 @@ impl ThrottleLayerBuilder {
     ///     .build()?;
     /// let guard = layer.service_guard().unwrap();
     /// # drop(guard);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn service_guard_for(mut self, prefix: &str, limit: BulkheadConfig) -> Self {
         let Some(prefix) = self.path_prefix("service_guard_for", prefix) else {

@@ -44,7 +44,7 @@ type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 /// });
 /// # #[derive(Clone)] struct UserId(u64);
 /// # drop((by_api_key, by_peer, behind_proxy, by_user));
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct KeyExtractor {
@@ -204,7 +204,7 @@ impl KeyExtractor {
     /// // One load balancer in front, at 10.0.0.5; it appends to X-Forwarded-For.
     /// let extractor = KeyExtractor::forwarded_ip(TrustedProxies::new(["10.0.0.5"])?);
     /// # drop(extractor);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn forwarded_ip(proxies: TrustedProxies) -> Self {
         Self::from_source(Source::ForwardedIp(Arc::new(proxies)))
@@ -294,7 +294,7 @@ impl KeyExtractor {
 
     /// Takes keys of at most `bytes` bytes (default 256); a longer one
     /// leaves the request without a key. With the manager's
-    /// [`max_keys`](crate::config::KeySpaceConfig::max_keys), this bounds
+    /// [`max_keys`](crate::builder::KeySpaceConfig::max_keys), this bounds
     /// what keys from untrusted input can cost: about `max_keys` times
     /// `bytes` plus the per-key state (200 to 700 bytes; `benches/README.md`
     /// has the figures).

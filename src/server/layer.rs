@@ -29,7 +29,7 @@ use crate::ThrottleManager;
 ///    [`on_refusal`](super::ThrottleLayerBuilder::on_refusal) replaces the status and body;
 /// 4. a gRPC call's `grpc-timeout` (or, for HTTP, the
 ///    [`deadline_header`](super::ThrottleLayerBuilder::deadline_header))
-///    is its deadline ([`with_deadline`](crate::with_deadline)): a call
+///    is its deadline ([`with_deadline`](crate::deadline::with_deadline)): a call
 ///    that cannot start before it (or whose deadline is already past) is
 ///    answered at once (gRPC `DEADLINE_EXCEEDED`, HTTP **408**: the
 ///    client's own limit, which no client reads as the server's
@@ -44,7 +44,7 @@ use crate::ThrottleManager;
 ///    answer: a handler still without an answer's head then is dropped,
 ///    counted as overload and answered **503** (a gRPC call
 ///    `DEADLINE_EXCEEDED`);
-/// 6. the inner service's answer is the call's [`Outcome`](crate::Outcome) ([`classify`](super::classify),
+/// 6. the inner service's answer is the call's [`Outcome`](crate::outcome::Outcome) ([`classify`](super::classify),
 ///    or [`classify_by`](super::ThrottleLayerBuilder::classify_by)): 5xx and timeouts lower an
 ///    adaptive key's rate, 4xx leave it alone;
 /// 7. **the call ends when its body ends**: a successful answer's body
@@ -69,7 +69,7 @@ use crate::ThrottleManager;
 /// use portcullis::server::{KeyExtractor, ThrottleLayer};
 /// use portcullis::{BulkheadConfig, RateConfig, ThrottleManager};
 ///
-/// fn app() -> Result<axum::Router, portcullis::ConfigError> {
+/// fn app() -> Result<axum::Router, portcullis::error::ConfigError> {
 ///     let manager = ThrottleManager::<String>::builder()
 ///         .rate(RateConfig::per_second(20).burst(5))
 ///         .bulkhead(BulkheadConfig::new(4))
@@ -103,7 +103,7 @@ impl ThrottleLayer {
     /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
     /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip());
     /// # drop(layer);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new(manager: ThrottleManager<String>, extractor: KeyExtractor) -> Self {
         if let Err(error) = extractor.validate() {
@@ -133,7 +133,7 @@ impl ThrottleLayer {
     ///     .build()?;
     /// let guard = layer.service_guard().unwrap();
     /// assert_eq!(guard.settings().name(), Some("service_guard"));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn service_guard(&self) -> Option<&ThrottleManager<String>> {
         self.settings.guard.as_ref().map(|guard| &guard.manager)

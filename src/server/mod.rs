@@ -13,18 +13,18 @@
 //!     .route("/", axum::routing::get(|| async { "hello" }))
 //!     .layer(ThrottleLayer::new(manager, KeyExtractor::header("x-api-key")));
 //! # drop(app);
-//! # Ok::<(), portcullis::ConfigError>(())
+//! # Ok::<(), portcullis::error::ConfigError>(())
 //! ```
 //!
 //! Each client (an API key, a user, an address, as the [`KeyExtractor`]
 //! says) gets its own controls from the manager's one key space, bounded
-//! by [`max_keys`](crate::config::KeySpaceConfig::max_keys) with idle keys
+//! by [`max_keys`](crate::builder::KeySpaceConfig::max_keys) with idle keys
 //! evicted as they are needed: no cleanup task to run. A client over its
 //! rate is answered 429, one the throttle sheds or whose bulkhead is full
 //! 503, with `Retry-After` and the IETF `RateLimit` headers. Different
 //! controls per client tier come from
-//! [`tier`](crate::ThrottleManagerBuilder::tier) and
-//! [`tier_of`](crate::ThrottleManagerBuilder::tier_of).
+//! [`tier`](crate::builder::ThrottleManagerBuilder::tier) and
+//! [`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of).
 //!
 //! # The layer's manager is the network's
 //!

@@ -24,7 +24,7 @@ use crate::error::{ConfigError, ConfigProblem};
 ///     err.to_string(),
 ///     "invalid configuration: trusted_proxies[0]: `10.0.0.0/33` is not an address or a CIDR range (prefix longer than 32 bits)"
 /// );
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustedProxies {
@@ -59,7 +59,7 @@ impl TrustedProxies {
     ///
     /// let loopback = TrustedProxies::new(["127.0.0.1", "::1"])?;
     /// # drop(loopback);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new<I, S>(ranges: I) -> Result<Self, ConfigError>
     where
@@ -98,7 +98,7 @@ impl TrustedProxies {
     ///
     /// let proxies = TrustedProxies::new(["10.0.0.0/8"])?.forwarded();
     /// # drop(proxies);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn forwarded(mut self) -> Self {
@@ -119,7 +119,7 @@ impl TrustedProxies {
     ///
     /// let behind_nginx = KeyExtractor::forwarded_ip(TrustedProxies::new(["10.0.0.2"])?.x_real_ip());
     /// # drop(behind_nginx);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn x_real_ip(self) -> Self {
@@ -137,7 +137,7 @@ impl TrustedProxies {
     /// let cloudflare = TrustedProxies::new(["173.245.48.0/20", "2400:cb00::/32"])?;
     /// let behind_cloudflare = KeyExtractor::forwarded_ip(cloudflare.cf_connecting_ip());
     /// # drop(behind_cloudflare);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn cf_connecting_ip(self) -> Self {
@@ -154,7 +154,7 @@ impl TrustedProxies {
     /// let edge = TrustedProxies::new(["203.0.113.0/24"])?.true_client_ip();
     /// let behind_akamai = KeyExtractor::forwarded_ip(edge);
     /// # drop(behind_akamai);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn true_client_ip(self) -> Self {

@@ -37,7 +37,7 @@ use crate::priority::Priority;
 /// let layer = ThrottleLayer::new(manager, KeyExtractor::peer_ip());
 /// let service: ThrottleService<Handler> = layer.layer(Handler);
 /// # drop(service);
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ThrottleService<S> {

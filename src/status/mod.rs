@@ -28,7 +28,7 @@
 //! - `GET /keys?top=N&sort=refusals|wait|in_flight&from=M`: the top keys
 //!   by that measure (refusals a second lately, the wait for the rate's
 //!   next call, calls in flight), `N` of them from the `M`th, each with its
-//!   [`KeySnapshot`](crate::snapshot::KeySnapshot), and the manager's
+//!   [`KeySnapshot`](crate::manager::KeySnapshot), and the manager's
 //!   totals (keys live, the cap, evictions, refusals by reason);
 //! - `GET /keys/{key}`: one key's snapshot and its history (a sample each
 //!   [`sample_every`](StatusPageBuilder::sample_every) over the last
@@ -38,7 +38,7 @@
 //!   its name; 404 at once otherwise. The key is then watched for a while.
 //!
 //! Keys appear only through the manager's
-//! [`key_names`](crate::ThrottleManagerBuilder::key_names), so a key that
+//! [`key_names`](crate::builder::ThrottleManagerBuilder::key_names), so a key that
 //! is a secret (an API key, a user's id) never leaves the process unless
 //! that function lets it: a page needs key names, and is refused without.
 //!
@@ -91,7 +91,7 @@ use tally::RefusalTally;
 ///     .watch_at_most(50)
 ///     .build()?;
 /// let router: axum::Router = page.router();
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub struct StatusPage<K> {
     shared: Arc<sampler::Shared<K>>,
@@ -147,7 +147,7 @@ where
     /// # Errors
     ///
     /// [`ConfigError`] (field `"key_names"`) when the manager has no
-    /// [`key_names`](crate::ThrottleManagerBuilder::key_names): the page
+    /// [`key_names`](crate::builder::ThrottleManagerBuilder::key_names): the page
     /// shows keys only as that function names them.
     ///
     /// ```
@@ -157,7 +157,7 @@ where
     /// let unnamed = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(5.0)).build()?;
     /// let refused = StatusPage::new(&unnamed).unwrap_err();
     /// assert_eq!(refused.problems()[0].field(), "key_names");
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn new(manager: &ThrottleManager<K>) -> Result<Self, ConfigError> {
         Self::builder(manager).build()
@@ -234,7 +234,7 @@ where
     /// How a name asked for (`GET /keys/{name}`) becomes a key, so that
     /// any live key can be asked for by its name, not only the keys the
     /// page shows. The key found is used only if the manager's
-    /// [`key_names`](crate::ThrottleManagerBuilder::key_names) gives it
+    /// [`key_names`](crate::builder::ThrottleManagerBuilder::key_names) gives it
     /// that same name: a key whose name hides it is not found by its own
     /// value. `None` (or a name with no key) answers 404. Without it, a
     /// key the page does not show answers 404.
@@ -279,7 +279,7 @@ where
     ///     refused.to_string(),
     ///     "invalid configuration: sample_every: must be from 10ms to 60s, got 0ns"
     /// );
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn build(self) -> Result<StatusPage<K>, ConfigError> {
         let PageSettings {

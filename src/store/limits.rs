@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use super::{RateRules, TokenReceipt};
 
-/// The name by which a [`Cost`](crate::Cost) means the key's own rate (its
-/// [`rate`](crate::ThrottleManagerBuilder::rate)): the requests. Reserved:
+/// The name by which a [`Cost`](crate::metered::Cost) means the key's own rate (its
+/// [`rate`](crate::builder::ThrottleManagerBuilder::rate)): the requests. Reserved:
 /// no named limit may take it. A store asked for a part of this name
 /// ([`take_limits`](super::RateStore::take_limits)) takes it from the
 /// key's rate.
 ///
 /// ```
-/// assert_eq!(portcullis::Cost::requests(2).amount(portcullis::metered::REQUESTS), 2);
+/// assert_eq!(portcullis::metered::Cost::requests(2).amount(portcullis::metered::REQUESTS), 2);
 /// assert_eq!(portcullis::store::REQUESTS, portcullis::metered::REQUESTS);
 /// ```
 pub const REQUESTS: &str = "requests";
@@ -34,7 +34,7 @@ pub const REQUESTS: &str = "requests";
 /// let rules = RateRules::of(&RateConfig::per_minute(100_000).burst(8_000))?;
 /// let part = LimitRequest::new("tokens", rules, 700);
 /// assert_eq!((part.limit, part.cost), ("tokens", 700));
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]

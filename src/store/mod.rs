@@ -3,7 +3,7 @@
 //! one this crate ships.
 //!
 //! A store given to the builder
-//! ([`rate_store`](crate::ThrottleManagerBuilder::rate_store)) holds the
+//! ([`rate_store`](crate::builder::ThrottleManagerBuilder::rate_store)) holds the
 //! **rate** of every key: each process's calls to a key take their tokens
 //! from one shared bucket, and every process's outcomes move one shared
 //! rate. A fixed quota held by N replicas is then the quota, not N times
@@ -126,7 +126,7 @@
 //!     .rate_store(InMemory::default())
 //!     .build()?;
 //! # drop(manager);
-//! # Ok::<(), portcullis::ConfigError>(())
+//! # Ok::<(), portcullis::error::ConfigError>(())
 //! ```
 //!
 //! [`check`]: crate::ThrottleManager::check
@@ -161,7 +161,7 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// called, and an example.
 ///
 /// Keys reach the store by name: the manager's key as `Display` writes it
-/// (or what [`key_names`](crate::ThrottleManagerBuilder::key_names) says).
+/// (or what [`key_names`](crate::builder::ThrottleManagerBuilder::key_names) says).
 /// A store that shares one backend among several fleets keeps them apart
 /// itself (a prefix, as [`RedisStore`] does).
 ///
@@ -202,7 +202,7 @@ pub trait RateStore: Send + Sync {
     ) -> StoreFuture<'a, Option<f64>>;
 
     /// Takes a metered call's part of each of `key`'s named `limits`
-    /// ([`limit`](crate::ThrottleManagerBuilder::limit)) at once, if every
+    /// ([`limit`](crate::builder::ThrottleManagerBuilder::limit)) at once, if every
     /// one has room now, and nothing otherwise
     /// ([`LimitsAnswer`]): one round trip for all of them. A part named
     /// [`REQUESTS`] (asked last, when the key's
@@ -279,7 +279,7 @@ pub trait RateStore: Send + Sync {
     }
 
     /// The store's settings that cannot work, each as the setting's name
-    /// and what is wrong with it; [`build`](crate::ThrottleManagerBuilder::build)
+    /// and what is wrong with it; [`build`](crate::builder::ThrottleManagerBuilder::build)
     /// reports each as `rate_store.<name>`. Default: none.
     fn invalid_settings(&self) -> Vec<(&'static str, String)> {
         Vec::new()
@@ -402,7 +402,7 @@ pub struct TokenRequest {
 /// let request = TokenRequest::new(rules, Some(Duration::from_millis(100)));
 /// assert_eq!(request.max_wait, Some(Duration::from_millis(100)));
 /// assert!(RateRules::of(&RateConfig::adaptive(f64::NAN)).is_err());
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -440,11 +440,11 @@ pub struct RateRules {
 
 impl RateRules {
     /// The rules of `config`, checked as
-    /// [`build`](crate::ThrottleManagerBuilder::build) checks it.
+    /// [`build`](crate::builder::ThrottleManagerBuilder::build) checks it.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`](crate::ConfigError) naming every invalid field,
+    /// A [`ConfigError`](crate::error::ConfigError) naming every invalid field,
     /// as [`RateConfig::validate`](crate::RateConfig::validate) does.
     ///
     /// Its [`max_pause`](Self::max_pause) is the builder's default
@@ -490,7 +490,7 @@ impl RateRules {
     /// for garbage in [0.0, -5.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
     ///     assert_eq!(rules.checked_rate(garbage), None);
     /// }
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn checked_rate(&self, stored: f64) -> Option<f64> {
         (stored.is_finite() && stored > 0.0)
@@ -511,7 +511,7 @@ impl RateRules {
     /// rules.max_pause = Duration::from_secs(1);
     /// // Two calls at 5/s, 400 ms, and a pause of a second.
     /// assert_eq!(rules.max_debt(5.0), Duration::from_millis(1_400));
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn max_debt(&self, rate: f64) -> Duration {
         let burst =
@@ -540,7 +540,7 @@ impl TokenRequest {
     /// let rules = RateRules::of(&RateConfig::per_minute(600).burst(20))?;
     /// assert_eq!(TokenRequest::new(rules, None).cost, 1);
     /// assert_eq!(TokenRequest::new(rules, None).cost(5).cost, 5);
-    /// # Ok::<(), portcullis::ConfigError>(())
+    /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     #[must_use]
     pub fn cost(mut self, cost: u32) -> Self {
@@ -658,7 +658,7 @@ pub enum WhenUnavailable {
     #[default]
     UseLocalRate,
     /// Calls that would take a shared token are refused with
-    /// [`RejectReason::StoreUnavailable`](crate::RejectReason::StoreUnavailable)
+    /// [`RejectReason::StoreUnavailable`](crate::error::RejectReason::StoreUnavailable)
     /// (and [`wait`](crate::ThrottleManager::wait), which cannot refuse,
     /// waits until the store answers). For quotas that must never be
     /// exceeded, even by N processes each on its own.

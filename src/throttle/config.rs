@@ -59,7 +59,7 @@ const MAX_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 /// let manager = ThrottleManager::<String>::builder()
 ///     .throttle(ThrottleConfig::new().ratio(2.0).min_rate(1.0).window(Duration::from_secs(60)))
 ///     .build()?;
-/// # Ok::<(), portcullis::ConfigError>(())
+/// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThrottleConfig {

@@ -36,7 +36,7 @@
 //!   about `ratio` times what the backend accepts reaches it.
 //!
 //! The words used here (debt, fall, news, quiet, room, hold, ticket, ...)
-//! are defined once, in [the architecture map](crate::architecture).
+//! are defined once, in [the architecture map](crate::guide::architecture).
 
 mod config;
 mod probability;

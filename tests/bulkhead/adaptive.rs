@@ -196,7 +196,7 @@ async fn a_neutral_outcome_frees_its_slot_on_a_learned_limit() {
         );
         tokio::time::advance(Duration::from_millis(5)).await;
         for permit in permits {
-            permit.report(portcullis::Outcome::Neutral);
+            permit.report(portcullis::outcome::Outcome::Neutral);
         }
         assert_eq!(manager.key("db").snapshot().unwrap().active, Some(0));
     }

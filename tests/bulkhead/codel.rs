@@ -7,7 +7,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -15,7 +16,9 @@ const MS: Duration = Duration::from_millis(1);
 /// Issue 55's public contract, exactly as written (it must compile with
 /// no cargo feature).
 mod contract {
-    use portcullis::{BulkheadConfig, Priority, RejectReason, ThrottleManager, with_deadline};
+    use portcullis::deadline::with_deadline;
+    use portcullis::error::RejectReason;
+    use portcullis::{BulkheadConfig, Priority, ThrottleManager};
     use std::time::Duration;
 
     pub(super) async fn contract() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -294,7 +297,7 @@ fn waiter_at(
     start: Instant,
     at: Duration,
     priority: Priority,
-) -> tokio::task::JoinHandle<Result<(Duration, portcullis::OwnedPermit), RejectReason>> {
+) -> tokio::task::JoinHandle<Result<(Duration, portcullis::manager::OwnedPermit), RejectReason>> {
     let manager = manager.clone();
     tokio::spawn(async move {
         tokio::time::sleep_until(start + at).await;

@@ -4,7 +4,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, Overflow, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::bulkhead::Overflow;
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -542,7 +544,7 @@ fn one_key_can_have_its_own_bulkhead() {
         .bulkhead(BulkheadConfig::new(3))
         .key_override(
             "api.github.com",
-            portcullis::Tier::new().bulkhead(BulkheadConfig::new(1)),
+            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(1)),
         )
         .build()
         .unwrap();
@@ -568,7 +570,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
         .rate(RateConfig::adaptive(1_000.0).burst(10))
         .key_override(
             "api.github.com",
-            portcullis::Tier::new().bulkhead(BulkheadConfig::new(1)),
+            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(1)),
         )
         .build()
         .unwrap();
@@ -589,7 +591,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
     let err = ThrottleManager::<String>::builder()
         .key_override(
             "api",
-            portcullis::Tier::new().bulkhead(BulkheadConfig::new(0)),
+            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(0)),
         )
         .build()
         .unwrap_err();
@@ -681,7 +683,8 @@ paused_test! {
 /// `acquire_owned` on a clone of the manager: a future that can move.
 fn owned_acquire(
     manager: &ThrottleManager<String>,
-) -> impl Future<Output = Result<portcullis::OwnedPermit, portcullis::Rejected>> + Send + 'static {
+) -> impl Future<Output = Result<portcullis::manager::OwnedPermit, portcullis::Rejected>> + Send + 'static
+{
     let manager = manager.clone();
     async move { manager.acquire_owned("db", Priority::HIGH).await }
 }

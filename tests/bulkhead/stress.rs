@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, Overflow, Priority, RejectReason, ThrottleManager};
+use portcullis::bulkhead::Overflow;
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, Priority, ThrottleManager};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 const MAX_CONCURRENT: u32 = 3;

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use portcullis::client::{RequestTimedOut, ThrottleMiddleware};
 use portcullis::deadline::TimeLimit;
-use portcullis::{RateConfig, RejectReason, Rejected, ThrottleManager, with_deadline};
+use portcullis::deadline::with_deadline;
+use portcullis::error::RejectReason;
+use portcullis::{RateConfig, Rejected, ThrottleManager};
 
 use crate::{Server, support};
 

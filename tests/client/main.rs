@@ -31,9 +31,9 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use portcullis::client::ThrottleMiddleware;
-use portcullis::{
-    Priority, RateConfig, RejectReason, Rejected, ThrottleConfig, ThrottleManager, with_priority,
-};
+use portcullis::error::RejectReason;
+use portcullis::priority::with_priority;
+use portcullis::{Priority, RateConfig, Rejected, ThrottleConfig, ThrottleManager};
 use reqwest_middleware::ClientWithMiddleware;
 
 // ---- The public contract of the issue, as written ----
@@ -663,8 +663,8 @@ async fn a_body_dropped_after_a_503_head_is_overload() {
 
 /// Issue 31's public contract, exactly as written (it must compile).
 mod retry_contract {
-    use portcullis::RetryPolicy;
     use portcullis::client::ThrottleMiddleware;
+    use portcullis::retry::RetryPolicy;
     use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager, overloaded};
     use std::time::Duration;
 

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use portcullis::RetryPolicy;
 use portcullis::client::{RequestTimedOut, ThrottleMiddleware};
+use portcullis::retry::RetryPolicy;
 use portcullis::{BulkheadConfig, ThrottleConfig, ThrottleManager};
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_retry::RetryTransientMiddleware;

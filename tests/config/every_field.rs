@@ -5,10 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use portcullis::config::{
+use portcullis::ThrottleManager;
+use portcullis::builder::ManagerConfig;
+use portcullis::builder::{
     BulkheadSection, Controls, KeysSection, PriorityWait, RateSection, ThrottleSection,
 };
-use portcullis::{ManagerConfig, ThrottleManager};
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// A deserializer that only records the fields a struct asks for.

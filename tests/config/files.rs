@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use portcullis::{ManagerConfig, Priority, RejectReason, ThrottleManager};
+use portcullis::builder::ManagerConfig;
+use portcullis::error::RejectReason;
+use portcullis::{Priority, ThrottleManager};
 
 const ISSUE_EXAMPLE: &str = r#"
 [default.rate]
@@ -268,13 +270,13 @@ fn bounds_take_exactly_two_numbers() {
         "starting_rate = 10\nbounds = [1, 20, 30]",
         "starting_rate = 10\nbounds = [1]",
     ] {
-        let error = toml::from_str::<portcullis::config::RateSection>(text).unwrap_err();
+        let error = toml::from_str::<portcullis::builder::RateSection>(text).unwrap_err();
         assert!(
             error.to_string().contains("exactly two numbers"),
             "{text}: {error}"
         );
     }
-    let error = serde_json::from_str::<portcullis::config::RateSection>(
+    let error = serde_json::from_str::<portcullis::builder::RateSection>(
         r#"{"starting_rate": 10, "bounds": [1, 20, 3]}"#,
     )
     .unwrap_err();
@@ -282,7 +284,7 @@ fn bounds_take_exactly_two_numbers() {
     // The error says how many numbers there were.
     for (bounds, given) in [("[1, 20, 30]", 3), ("[1, 20, 30, 40, 50]", 5), ("[1]", 1)] {
         let text = format!("starting_rate = 10\nbounds = {bounds}");
-        let error = toml::from_str::<portcullis::config::RateSection>(&text).unwrap_err();
+        let error = toml::from_str::<portcullis::builder::RateSection>(&text).unwrap_err();
         assert!(
             error
                 .to_string()
@@ -290,7 +292,7 @@ fn bounds_take_exactly_two_numbers() {
             "{bounds}: {error}"
         );
     }
-    let fine: portcullis::config::RateSection =
+    let fine: portcullis::builder::RateSection =
         toml::from_str("starting_rate = 10\nbounds = [1, 20]").unwrap();
     assert_eq!(fine.bounds, Some([1.0, 20.0]));
 }
@@ -338,7 +340,8 @@ fn an_override_may_add_a_control_the_default_lacks() {
 
 // ---- Tiers ----
 
-use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig, Tier};
+use portcullis::builder::Tier;
+use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig};
 
 fn tiered() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
@@ -346,7 +349,7 @@ fn tiered() -> ThrottleManager<String> {
         .bulkhead(BulkheadConfig::new(1))
         .key_override(
             "premium-vip",
-            portcullis::Tier::new().rate(RateConfig::adaptive(500.0)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(500.0)),
         )
         .tier(
             "premium",
@@ -406,7 +409,7 @@ fn a_tier_no_one_declared_gets_the_defaults() {
 
 #[test]
 fn tiers_are_checked_at_build_with_their_names() {
-    let fields = |builder: portcullis::ThrottleManagerBuilder<String>| -> Vec<String> {
+    let fields = |builder: portcullis::builder::ThrottleManagerBuilder<String>| -> Vec<String> {
         builder
             .build()
             .unwrap_err()
@@ -443,7 +446,7 @@ fn problems_in_the_keys_section_are_named_with_it() {
     // Set in code, they keep the builder's names.
     let error = ThrottleManager::<String>::builder()
         .rate(portcullis::RateConfig::adaptive(1.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "max_keys");

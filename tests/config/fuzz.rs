@@ -5,7 +5,8 @@
 //!
 //! More cases: `PROPTEST_CASES=100000 cargo test --test config fuzz::`.
 
-use portcullis::{ManagerConfig, Priority, ThrottleManager};
+use portcullis::builder::ManagerConfig;
+use portcullis::{Priority, ThrottleManager};
 use proptest::prelude::*;
 
 /// Numbers a config should survive: ordinary, zero, negative, tiny, huge,
@@ -128,7 +129,7 @@ fn file() -> impl Strategy<Value = String> {
 }
 
 /// Every error names a field (the root, for a file that does not parse).
-fn assert_named(error: &portcullis::ConfigError) -> Result<(), TestCaseError> {
+fn assert_named(error: &portcullis::error::ConfigError) -> Result<(), TestCaseError> {
     prop_assert!(!error.problems().is_empty());
     for problem in error.problems() {
         prop_assert!(!problem.field().is_empty(), "no field in {error}");

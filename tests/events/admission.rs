@@ -11,12 +11,12 @@ use crate::support;
 
 use std::time::Duration;
 
+use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::ManualClock;
+use portcullis::error::RejectReason;
+use portcullis::manager::Permit;
 use portcullis::priority::OutOfRange;
-use portcullis::{
-    BulkheadConfig, Permit, Priority, RateConfig, RejectReason, Rejected, ThrottleConfig,
-    ThrottleManager, ThrottleManagerBuilder,
-};
+use portcullis::{BulkheadConfig, Priority, RateConfig, Rejected, ThrottleConfig, ThrottleManager};
 use support::Captured;
 
 /// What one way in produced: the result, the events, the counters, and
@@ -26,7 +26,7 @@ struct Seen {
     result: Result<Priority, Rejected>,
     events: Vec<String>,
     counters: Vec<(String, u64)>,
-    snapshot: Option<portcullis::snapshot::KeySnapshot>,
+    snapshot: Option<portcullis::manager::KeySnapshot>,
 }
 
 #[derive(Debug, Clone, Copy)]

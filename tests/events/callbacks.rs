@@ -6,9 +6,9 @@ use crate::support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use portcullis::{
-    BulkheadConfig, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager, with_priority,
-};
+use portcullis::outcome::Outcome;
+use portcullis::priority::with_priority;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 /// Debug events on, so that key names are asked for; held for the test,
 /// as every test of this binary holds the capture.
@@ -27,14 +27,14 @@ fn a_panicking_per_key_rule_gives_its_room_back() {
         .rate(RateConfig::adaptive(10.0))
         .tier(
             "long",
-            portcullis::Tier::new().rate(RateConfig::adaptive(20.0)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(20.0)),
         )
         .tier_of(|key: &String| {
             // A rule that slices untrusted keys: panics on short ones.
             let _prefix = &key[..8];
             None
         })
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(100))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(100))
         .build()
         .unwrap();
     for i in 0..100 {
@@ -60,7 +60,7 @@ fn a_per_key_rule_may_call_the_manager() {
         .rate(RateConfig::adaptive(10.0))
         .tier(
             "other",
-            portcullis::Tier::new().rate(RateConfig::adaptive(20.0)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(20.0)),
         )
         .tier_of(move |key: &String| {
             if let Some(manager) = inside.get() {

@@ -17,7 +17,7 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1_000))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1_000))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -27,7 +27,10 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     }
     for i in 0..10_000 {
         let refused = manager.check(format!("new-{i}").as_str()).unwrap_err();
-        assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+        assert_eq!(
+            refused.reason(),
+            portcullis::error::RejectReason::KeySpaceFull
+        );
         assert!(refused.retry_after().unwrap() <= Duration::from_secs(1));
     }
     let scans = events

@@ -123,7 +123,7 @@ async fn snapshots_serialize_to_json_for_a_health_endpoint() {
         .try_acquire("db", Priority::LOW)
         .unwrap()
         .overloaded();
-    let all: Vec<(String, portcullis::snapshot::KeySnapshot)> = manager.snapshots().collect();
+    let all: Vec<(String, portcullis::manager::KeySnapshot)> = manager.snapshots().collect();
     let json = serde_json::to_value(&all).unwrap();
     assert_eq!(json[0][0], "db");
     let snapshot = &json[0][1];
@@ -229,7 +229,7 @@ async fn a_call_that_waits_has_a_span_with_its_wait_and_a_refusal_says_why() {
         .collect();
     assert_eq!(refusals.len(), 1, "{lines:#?}");
     // The one slot is held: refused as full, before its rate is asked.
-    assert_eq!(refused.reason(), portcullis::RejectReason::Full);
+    assert_eq!(refused.reason(), portcullis::error::RejectReason::Full);
     let reason = r#"reason="full""#;
     assert!(
         refusals[0].contains(reason)

@@ -395,7 +395,7 @@ async fn a_caller_s_deadline_reaches_the_server_as_grpc_timeout() {
         .unwrap();
     let mut client = through(&manager, addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    portcullis::with_deadline(deadline, client.check(check()))
+    portcullis::deadline::with_deadline(deadline, client.check(check()))
         .await
         .unwrap();
     let header = seen.lock().unwrap().clone().expect("a grpc-timeout header");
@@ -430,13 +430,13 @@ async fn a_call_whose_deadline_has_passed_is_answered_here_and_reaches_no_server
         .unwrap();
     let mut client = through(&per_host, addr).await;
     let past = tokio::time::Instant::now() - Duration::from_secs(1);
-    let refused = portcullis::with_deadline(past, client.check(check()))
+    let refused = portcullis::deadline::with_deadline(past, client.check(check()))
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Code::DeadlineExceeded);
     assert_eq!(arrived.load(Ordering::Relaxed), 0, "nothing was sent");
     let later = tokio::time::Instant::now() + Duration::from_secs(5);
-    portcullis::with_deadline(later, client.check(check()))
+    portcullis::deadline::with_deadline(later, client.check(check()))
         .await
         .unwrap();
     assert_eq!(arrived.load(Ordering::Relaxed), 1);

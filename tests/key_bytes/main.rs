@@ -8,7 +8,8 @@ use std::alloc::System;
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
-use portcullis::{BulkheadConfig, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager};
+use portcullis::outcome::Outcome;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

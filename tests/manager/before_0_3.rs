@@ -18,7 +18,7 @@ async fn foundation() -> Result<Option<f64>, Box<dyn std::error::Error>> {
                 .increment(2.0)
                 .decrement(1.0),
         )
-        .build()?; // Result<_, portcullis::ConfigError>, ConfigError: std::error::Error
+        .build()?; // Result<_, portcullis::error::ConfigError>, ConfigError: std::error::Error
     manager.wait("example.com").await;
     let may_go_now: bool = manager.check("example.com").is_ok();
     manager.increment("example.com");

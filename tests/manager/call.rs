@@ -6,10 +6,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use portcullis::outcome::Outcome;
 use portcullis::outcome::transport_overload;
 use portcullis::{
-    BulkheadConfig, CallError, Outcome, Priority, RateConfig, ThrottleConfig, ThrottleManager,
-    overloaded,
+    BulkheadConfig, CallError, Priority, RateConfig, ThrottleConfig, ThrottleManager, overloaded,
 };
 
 #[derive(Debug)]

@@ -36,7 +36,7 @@ fn secret_keys() -> anyhow::Result<()> {
 }
 
 // The seams issue's contract: any store, no feature needed.
-use portcullis::ConfigError;
+use portcullis::error::ConfigError;
 
 fn with_store<S>(store: S) -> Result<ThrottleManager<String>, ConfigError>
 where
@@ -50,7 +50,8 @@ where
 
 // The runtime limits issue's contract, as written (the scenario adds `toml`).
 mod runtime_limits {
-    use portcullis::{ManagerConfig, Priority, RateConfig, ThrottleManager};
+    use portcullis::builder::ManagerConfig;
+    use portcullis::{Priority, RateConfig, ThrottleManager};
 
     pub(super) async fn contract() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let manager = ThrottleManager::<String>::builder()
@@ -77,7 +78,8 @@ async fn the_runtime_limits_contract_runs() {
 
 // ---- The contract above, exercised ----
 
-use portcullis::{CallError, RejectReason, overloaded};
+use portcullis::error::RejectReason;
+use portcullis::{CallError, overloaded};
 
 #[tokio::test(start_paused = true)]
 async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {

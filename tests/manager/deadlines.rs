@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use portcullis::deadline::TimeLimit;
-use portcullis::{
-    BulkheadConfig, CallError, Priority, RateConfig, RejectReason, RetryPolicy, ThrottleManager,
-    overloaded, with_deadline,
-};
+use portcullis::deadline::with_deadline;
+use portcullis::error::RejectReason;
+use portcullis::retry::RetryPolicy;
+use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager, overloaded};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -134,7 +134,7 @@ async fn callers_in_line_are_refused_once_the_line_reaches_past_their_deadline()
 async fn room_in_the_key_space_past_the_deadline_is_refused_at_once() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1).burst(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
         .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(10)))
         .build()
         .unwrap();

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use portcullis::edge::{EdgeCall, Passage, Verdict};
-use portcullis::{BulkheadConfig, Outcome, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::outcome::Outcome;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -8,9 +8,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
-use portcullis::{
-    BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
-};
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 use proptest::prelude::*;
 
 fn requests(manager: &ThrottleManager<String>, key: &str) -> u64 {

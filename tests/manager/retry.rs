@@ -6,10 +6,9 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use portcullis::RetryPolicy;
-use portcullis::{
-    BulkheadConfig, CallError, Priority, RateConfig, RejectReason, ThrottleManager, overloaded,
-};
+use portcullis::error::RejectReason;
+use portcullis::retry::RetryPolicy;
+use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager, overloaded};
 use tokio::time::Instant;
 
 fn failing() -> Result<(), portcullis::outcome::Failure> {

@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use portcullis::clock::{Clock, ManualClock};
-use portcullis::{Cost, CostPermit, Priority, RateConfig, ThrottleManager};
+use portcullis::metered::{Cost, CostPermit};
+use portcullis::{Priority, RateConfig, ThrottleManager};
 use proptest::prelude::*;
 
 /// Requests: 20 a second, burst 5. Tokens: 1,000 a second, burst 400.

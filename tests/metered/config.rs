@@ -1,10 +1,11 @@
 //! Named limits configured as the rate is: in code, in tiers, per key, and
 //! in a file, every bad setting named by its place.
 
-use portcullis::{ManagerConfig, RateConfig, ThrottleManager, Tier};
+use portcullis::builder::{ManagerConfig, Tier};
+use portcullis::{RateConfig, ThrottleManager};
 
 /// What `build` says, a line a problem.
-fn problems(built: Result<ThrottleManager<String>, portcullis::ConfigError>) -> Vec<String> {
+fn problems(built: Result<ThrottleManager<String>, portcullis::error::ConfigError>) -> Vec<String> {
     let error = built.expect_err("refused");
     error.problems().iter().map(ToString::to_string).collect()
 }
@@ -54,7 +55,8 @@ fn code_sets_a_limit_for_a_tier_and_one_key() {
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
         .key_override(
             "acct-big".to_owned(),
-            portcullis::Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(50_000)),
+            portcullis::builder::Tier::new()
+                .limit("tokens", RateConfig::per_minute(300_000).burst(50_000)),
         )
         .build()
         .unwrap();
@@ -100,11 +102,12 @@ fn every_bad_limit_is_named_by_its_place() {
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
         .key_override(
             "acct-big".to_owned(),
-            portcullis::Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(0)),
+            portcullis::builder::Tier::new()
+                .limit("tokens", RateConfig::per_minute(300_000).burst(0)),
         )
         .key_override(
             "acct-big".to_owned(),
-            portcullis::Tier::new().limit("imgs", RateConfig::per_minute(10)),
+            portcullis::builder::Tier::new().limit("imgs", RateConfig::per_minute(10)),
         )
         .build();
     let found = problems(built);

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
-use portcullis::{BulkheadConfig, Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::metered::Cost;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 
 /// Requests 60 a minute (burst 10), tokens 6,000 a minute (burst 1,000):
 /// 100 tokens a second.
@@ -371,7 +373,7 @@ async fn a_wait_past_max_wait_or_the_deadline_is_refused_at_once() {
     );
     assert_eq!(refused.retry_after(), Some(Duration::from_secs(5)));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    let refused = portcullis::with_deadline(
+    let refused = portcullis::deadline::with_deadline(
         deadline,
         manager.acquire_cost("a", Priority::HIGH, Cost::of("tokens", 200)),
     )
@@ -396,7 +398,7 @@ fn forgetting_a_key_forgets_its_named_limits() {
 
 #[test]
 fn bad_limits_are_named_at_build() {
-    let problems = |builder: portcullis::ThrottleManagerBuilder<String>| {
+    let problems = |builder: portcullis::builder::ThrottleManagerBuilder<String>| {
         let error = builder.build().unwrap_err();
         (error.problems().iter())
             .map(|problem| format!("{}: {}", problem.field(), problem.message()))

@@ -5,7 +5,9 @@
 //! never reached the provider.
 
 use portcullis::client::ThrottleMiddleware;
-use portcullis::{Cost, CostSettle, RateConfig, RejectReason, Rejected, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::metered::{Cost, CostSettle};
+use portcullis::{RateConfig, Rejected, ThrottleManager};
 
 use crate::llm_provider::Provider;
 

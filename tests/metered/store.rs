@@ -10,8 +10,10 @@
 
 use std::time::Duration;
 
+use portcullis::error::RejectReason;
+use portcullis::metered::Cost;
 use portcullis::store::RedisStore;
-use portcullis::{BulkheadConfig, Cost, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
 use crate::redis_server::{RedisCluster, RedisServer};
@@ -49,7 +51,7 @@ async fn call<'m>(
     manager: &'m ThrottleManager<String>,
     key: &str,
     tokens: u32,
-) -> Result<portcullis::CostPermit<'m>, portcullis::Rejected> {
+) -> Result<portcullis::metered::CostPermit<'m>, portcullis::Rejected> {
     let cost = Cost::of("tokens", tokens);
     manager.acquire_cost(key, Priority::HIGH, cost).await
 }
@@ -83,7 +85,7 @@ async fn scripts_after(server: &RedisServer, at_least: u64) -> u64 {
 async fn take(
     manager: &ThrottleManager<String>,
     tokens: u32,
-) -> Result<portcullis::CostPermit<'_>, portcullis::Rejected> {
+) -> Result<portcullis::metered::CostPermit<'_>, portcullis::Rejected> {
     call(manager, "acct", tokens).await
 }
 
@@ -290,8 +292,10 @@ mod through_the_middleware {
     use std::time::Duration;
 
     use portcullis::client::ThrottleMiddleware;
+    use portcullis::error::RejectReason;
+    use portcullis::metered::Cost;
     use portcullis::store::RedisStore;
-    use portcullis::{Cost, Priority, RejectReason, Rejected, ThrottleManager};
+    use portcullis::{Priority, Rejected, ThrottleManager};
     use tokio::time::Instant;
 
     use super::{scarce_requests, scripts_after};

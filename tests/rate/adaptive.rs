@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis::{ConfigError, RateConfig, ThrottleManager};
+use portcullis::error::ConfigError;
+use portcullis::{RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
 use crate::manager;
@@ -18,7 +19,7 @@ async fn the_public_contract_compiles_and_works() -> Result<(), Box<dyn std::err
                 .increase_by(2.0)
                 .decrease_by(1.0),
         )
-        .build()?; // Result<_, portcullis::ConfigError>, ConfigError: std::error::Error
+        .build()?; // Result<_, portcullis::error::ConfigError>, ConfigError: std::error::Error
     manager.wait("example.com").await.unwrap();
     let may_go_now: bool = manager.check("example.com").is_ok();
     manager.increment("example.com");
@@ -252,7 +253,7 @@ async fn admitted_under_overload(
             };
             if let Some(permit) = permit {
                 admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                permit.report(portcullis::Outcome::Neutral);
+                permit.report(portcullis::outcome::Outcome::Neutral);
             }
         }));
         tokio::time::sleep(Duration::from_nanos(1_000_000_000 / per_second)).await;
@@ -373,7 +374,7 @@ fn bad_configs_are_reported_with_field_and_value() {
     assert_eq!(err.problems()[0].field(), "controls");
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(0))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -384,7 +385,7 @@ fn bad_configs_are_reported_with_field_and_value() {
         .rate(RateConfig::adaptive(1.0))
         .key_override(
             "api",
-            portcullis::Tier::new().rate(RateConfig::adaptive(1.0).burst(0)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(1.0).burst(0)),
         )
         .build()
         .unwrap_err();
@@ -406,10 +407,10 @@ fn per_key_settings_from_overrides_and_a_tier() {
         )
         .key_override(
             "slow.example",
-            portcullis::Tier::new()
+            portcullis::builder::Tier::new()
                 .rate(RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0)),
         )
-        .tier("premium", portcullis::Tier::new().rate(premium))
+        .tier("premium", portcullis::builder::Tier::new().rate(premium))
         .tier_of({
             let calls = Arc::clone(&calls);
             move |key: &String| {

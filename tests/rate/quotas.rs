@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
 /// The public contract, exactly as written.

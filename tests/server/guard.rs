@@ -109,7 +109,7 @@ fn roomy() -> ThrottleManager<String> {
 
 // ---- The public contract of the issue, as written ----
 
-fn contract() -> Result<(), portcullis::ConfigError> {
+fn contract() -> Result<(), portcullis::error::ConfigError> {
     let clients = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(20).burst(5))
         .build()?;

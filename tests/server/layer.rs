@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 
 // ---- The public contract of the issue, as written ----
 
-fn app() -> Result<axum::Router, portcullis::ConfigError> {
+fn app() -> Result<axum::Router, portcullis::error::ConfigError> {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(20.0).burst(5).bounds(20.0, 20.0))
         .bulkhead(BulkheadConfig::new(4))
@@ -237,7 +237,7 @@ async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -422,7 +422,7 @@ async fn overload_answers_lower_an_adaptive_rate_and_bugs_and_client_errors_do_n
         .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 100.0))
         .tier(
             "fixed",
-            portcullis::Tier::new().rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0)),
         )
         .tier_of(|key: &String| (key == "fixed").then_some("fixed"))
         .clock(clock.clone())
@@ -545,10 +545,10 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
         // One call per 1,000 s: in debt for the whole flood.
         .tier(
             "debtor",
-            portcullis::Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
+            portcullis::builder::Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
         )
         .tier_of(|key: &String| (key == "debtor").then_some("debtor"))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();

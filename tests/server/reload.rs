@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::routing::get;
+use portcullis::ThrottleManager;
+use portcullis::builder::ManagerConfig;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{ManagerConfig, ThrottleManager};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::layer::serve;

@@ -38,7 +38,7 @@ fn keyed(keys: usize) -> (ThrottleManager<String>, Arc<AtomicUsize>, [axum::Rout
     let counter = Arc::clone(&named);
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(100.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(keys + 10))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(keys + 10))
         .key_names(move |key: &String| {
             counter.fetch_add(1, Ordering::Relaxed);
             key.clone()

@@ -278,8 +278,8 @@ async fn the_totals_show_the_key_spaces_cap_and_its_evictions() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(3))
-        .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(3))
+        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
         .key_names(String::clone)
         .clock(clock.clone())
         .build()

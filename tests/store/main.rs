@@ -33,7 +33,8 @@ mod quota;
 
 use std::time::Duration;
 
-use portcullis::{Permit, Priority, ThrottleManager};
+use portcullis::manager::Permit;
+use portcullis::{Priority, ThrottleManager};
 use tokio::time::Instant;
 
 /// Calls `wait` on `key` in a loop until `until`; how many calls it let go.

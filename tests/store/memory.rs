@@ -7,8 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis::error::RejectReason;
 use portcullis::store::WhenUnavailable;
-use portcullis::{BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
 use crate::memory_store::{MemoryStore, RECHECK};

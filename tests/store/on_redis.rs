@@ -12,8 +12,9 @@ use crate::support;
 
 use std::time::Duration;
 
+use portcullis::error::RejectReason;
 use portcullis::store::{RedisStore, WhenUnavailable};
-use portcullis::{Priority, RateConfig, RejectReason, ThrottleManager};
+use portcullis::{Priority, RateConfig, ThrottleManager};
 use redis_server::RedisServer;
 use tokio::time::Instant;
 
@@ -511,7 +512,7 @@ async fn a_quota_reloaded_in_every_process_moves_the_fleet_to_it() {
     // 1 s at 10/s plus the burst, between both processes.
     assert!((9..=13).contains(&before), "{before} calls at 10/s");
 
-    let file: portcullis::ManagerConfig =
+    let file: portcullis::builder::ManagerConfig =
         toml::from_str("[default.rate]\nquota = \"40/s\"\nburst = 2\n").unwrap();
     for manager in &managers {
         manager.reload(file.clone()).unwrap();

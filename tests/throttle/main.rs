@@ -21,10 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
+use portcullis::error::RejectReason;
+use portcullis::outcome::Outcome;
 use portcullis::priority::OutOfRange;
-use portcullis::{
-    Outcome, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager, with_priority,
-};
+use portcullis::priority::with_priority;
+use portcullis::{Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 /// A deterministic uniform source in `[0, 1)` (xorshift64*).
 pub(crate) fn seeded_random(seed: u64) -> impl Fn() -> f64 + Send + Sync + 'static {
@@ -542,7 +543,8 @@ async fn one_key_can_have_its_own_throttle() {
         .throttle(ThrottleConfig::new())
         .key_override(
             "strict",
-            portcullis::Tier::new().throttle(ThrottleConfig::new().ratio(1.0).min_rate(0.5)),
+            portcullis::builder::Tier::new()
+                .throttle(ThrottleConfig::new().ratio(1.0).min_rate(0.5)),
         )
         .random_source(|| 0.99)
         .build()

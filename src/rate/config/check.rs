@@ -9,7 +9,7 @@ use crate::error::{ConfigError, Problems};
 
 /// # Validation
 impl RateConfig {
-    /// Checks every field as [`build`](crate::ThrottleManagerBuilder::build)
+    /// Checks every field as [`build`](crate::builder::ThrottleManagerBuilder::build)
     /// will: for a config read at start-up, refused before anything is
     /// built.
     ///

@@ -38,7 +38,7 @@
 //! The first round trip that succeeds after that returns every key to the
 //! shared rate (an `info` event). With
 //! [`WhenUnavailable::Refuse`] calls are refused instead, with
-//! [`RejectReason::StoreUnavailable`](crate::RejectReason::StoreUnavailable).
+//! [`RejectReason::StoreUnavailable`](crate::error::RejectReason::StoreUnavailable).
 //!
 //! # Processes that share a prefix
 //!
@@ -185,7 +185,7 @@ impl RedisStore {
     ///
     /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
     ///     .await?
-    ///     .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(3600)));
+    ///     .idle_ttl(Duration::from_secs(3600));
     /// # Ok(()) }
     /// ```
     #[must_use]

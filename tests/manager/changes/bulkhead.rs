@@ -7,7 +7,9 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 
 use portcullis::clock::ManualClock;
-use portcullis::{BulkheadConfig, Permit, Priority, RejectReason, Rejected, ThrottleManager};
+use portcullis::error::RejectReason;
+use portcullis::manager::Permit;
+use portcullis::{BulkheadConfig, Priority, Rejected, ThrottleManager};
 
 fn manager(config: BulkheadConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()

@@ -2,8 +2,9 @@
 //! keys at their next call; what a live manager cannot change is refused
 //! by its path, and nothing is applied then.
 
+use portcullis::builder::{ManagerConfig, Tier};
 use portcullis::clock::ManualClock;
-use portcullis::{ManagerConfig, Priority, RateConfig, ThrottleManager, Tier};
+use portcullis::{Priority, RateConfig, ThrottleManager};
 
 fn file(text: &str) -> ManagerConfig {
     toml::from_str(text).unwrap()
@@ -52,7 +53,7 @@ fn a_reload_replaces_the_overrides_and_keeps_what_the_file_leaves_out() {
         .rate(RateConfig::per_second(10))
         .key_override(
             "acme",
-            portcullis::Tier::new().rate(RateConfig::per_second(50)),
+            portcullis::builder::Tier::new().rate(RateConfig::per_second(50)),
         )
         .clock(ManualClock::new())
         .build()

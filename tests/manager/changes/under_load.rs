@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use portcullis::{BulkheadConfig, ManagerConfig, Priority, RateConfig, ThrottleManager, Tier};
+use portcullis::builder::{ManagerConfig, Tier};
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
 
 const BURST: u32 = 5;

@@ -30,7 +30,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
                 .bounds(0.001, 1_000.0)
                 .decrease_by(999.999),
         )
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -83,7 +83,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
             refused += 1;
             assert_eq!(
                 manager.check(key.as_str()).unwrap_err().reason(),
-                portcullis::RejectReason::KeySpaceFull
+                portcullis::error::RejectReason::KeySpaceFull
             );
             continue;
         }
@@ -111,7 +111,7 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes its token for 1 ms
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(QUIET))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(QUIET))
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
+use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::ManualClock;
-use portcullis::{
-    BulkheadConfig, Priority, RateConfig, RejectReason, ThrottleConfig, ThrottleManager,
-    ThrottleManagerBuilder,
-};
+use portcullis::error::RejectReason;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 fn manager(
     clock: &ManualClock,
@@ -16,8 +15,8 @@ fn manager(
 ) -> ThrottleManager<String> {
     let builder = builder(clock, max_keys);
     match idle_ttl {
-        Some(ttl) => builder.key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(ttl)),
-        None => builder.key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys()),
+        Some(ttl) => builder.key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(ttl)),
+        None => builder.key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys()),
     }
     .build()
     .unwrap()
@@ -31,7 +30,7 @@ fn builder(clock: &ManualClock, max_keys: usize) -> ThrottleManagerBuilder<Strin
                 .bounds(0.01, 100.0)
                 .decrease_by(1.0),
         )
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(max_keys))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(max_keys))
         .clock(clock.clone())
 }
 
@@ -127,15 +126,18 @@ fn at_the_cap_least_recently_used_quiet_keys_make_room() {
 async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(2))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(2))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .build()
         .unwrap();
     manager.check("a").unwrap(); // owes a token until 100 ms
     tokio::time::advance(Duration::from_millis(30)).await;
     manager.check("b").unwrap(); // until 130 ms
     let refused = manager.check("c").unwrap_err();
-    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.reason(),
+        portcullis::error::RejectReason::KeySpaceFull
+    );
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(70)));
     assert_eq!(manager.keys().len(), 2);
 
@@ -164,8 +166,8 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(3))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(3))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -176,13 +178,16 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     }
     clock.advance(Duration::from_millis(500));
     let refused = manager.check("newcomer").unwrap_err();
-    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.reason(),
+        portcullis::error::RejectReason::KeySpaceFull
+    );
     assert_eq!(refused.retry_after(), Some(Duration::from_millis(500)));
     assert_eq!(manager.key("newcomer").rate(), None);
     let still_limited = manager.check("victim").unwrap_err();
     assert_ne!(
         still_limited.reason(),
-        portcullis::RejectReason::KeySpaceFull
+        portcullis::error::RejectReason::KeySpaceFull
     );
     assert_eq!(
         still_limited.retry_after(),
@@ -199,7 +204,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
 fn a_key_with_a_call_in_flight_is_never_evicted() {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
         .clock(ManualClock::new())
         .build()
         .unwrap();
@@ -222,8 +227,8 @@ fn one_key_that_sheds_at_any_probability(clock: &ManualClock) -> ThrottleManager
     ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0)
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -291,7 +296,7 @@ fn an_idle_ttl_below_a_second_is_refused() {
     for ttl in [Duration::ZERO, Duration::from_millis(999)] {
         let error = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0))
-            .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(ttl))
+            .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(ttl))
             .build()
             .unwrap_err();
         assert_eq!(error.problems()[0].field(), "idle_ttl", "{error}");
@@ -299,7 +304,7 @@ fn an_idle_ttl_below_a_second_is_refused() {
     assert!(
         ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0))
-            .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+            .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
             .build()
             .is_ok()
     );
@@ -330,7 +335,10 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
     manager.key("a").defer(Duration::from_secs(45));
     let refused = manager.check("b").unwrap_err();
-    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.reason(),
+        portcullis::error::RejectReason::KeySpaceFull
+    );
     assert!(refused.retry_after().unwrap() <= Duration::from_secs(45));
     assert_eq!(manager.key("a").rate(), Some(10.0));
 
@@ -338,14 +346,20 @@ fn a_pause_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let manager = manager_with_hold(&clock, 1, Duration::from_secs(60));
     manager.key("a").defer(Duration::from_secs(60));
     let refused = manager.check("b").unwrap_err();
-    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.reason(),
+        portcullis::error::RejectReason::KeySpaceFull
+    );
     assert_eq!(manager.key("a").rate(), Some(10.0));
 
     // Never forgiving is a choice: then the pause holds for all its 300 s.
     let manager = manager_with_hold(&clock, 1, Duration::MAX);
     manager.key("a").defer(Duration::from_secs(300));
     let refused = manager.check("b").unwrap_err();
-    assert_eq!(refused.reason(), portcullis::RejectReason::KeySpaceFull);
+    assert_eq!(
+        refused.reason(),
+        portcullis::error::RejectReason::KeySpaceFull
+    );
     assert!(refused.retry_after().unwrap() > Duration::from_secs(290));
 }
 
@@ -355,8 +369,8 @@ fn manager_with_hold(
     hold: Duration,
 ) -> ThrottleManager<String> {
     builder(clock, max_keys)
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
-        .key_space(portcullis::config::KeySpaceConfig::new().max_hold(hold))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_hold(hold))
         .build()
         .unwrap()
 }
@@ -398,8 +412,8 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new().window(Duration::from_secs(600)))
         .random_source(|| 0.0)
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -424,8 +438,8 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
 async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .build()
         .unwrap();
     let in_flight = manager.try_acquire("a", Priority::HIGH).unwrap();
@@ -449,7 +463,7 @@ async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
 async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(10))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(10))
         .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
         .build()
         .unwrap();
@@ -506,8 +520,8 @@ fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(600))
-        .key_space(portcullis::config::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(600))
+        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -7,9 +7,9 @@ use std::sync::{Barrier, RwLock};
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
-use portcullis::{
-    BulkheadConfig, OwnedPermit, Priority, RateConfig, RejectReason, ThrottleManager,
-};
+use portcullis::error::RejectReason;
+use portcullis::manager::OwnedPermit;
+use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 
 const CAP: usize = 64;
 const KEYS: u64 = 4 * CAP as u64;
@@ -31,8 +31,8 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes a token for 1 ms
         .bulkhead(BulkheadConfig::new(4))
-        .key_space(portcullis::config::KeySpaceConfig::new().max_keys(CAP))
-        .key_space(portcullis::config::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
         .clock(clock.clone())
         .build()
         .unwrap();
