@@ -99,6 +99,8 @@ impl Core {
         // token, counted from its first wait for room.
         let mut room_until = None;
         let mut waits = CallWaits::new(&self.metrics, lookup.label());
+        // The wait to be admitted is one budget, counted from here.
+        let arrived = self.now();
         loop {
             let (began, waiting_for) = (self.now(), wait.waiting_for());
             let decided = match wait {
@@ -157,7 +159,7 @@ impl Core {
                 Wait::InQueue(mut call, id) => {
                     let waited = {
                         let c = call.call();
-                        let times = (c.times.scheduled, c.times.started);
+                        let times = (arrived, c.times.started);
                         self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
                             .await
                     };
@@ -250,7 +252,8 @@ impl Core {
     }
 
     /// The slot of `call`, whose token is due: taken, or waited for in the
-    /// bulkhead's queue as `request` waits.
+    /// bulkhead's queue as `request` waits, within what is left of the budget
+    /// of a call that began to wait for admission at `arrived`.
     ///
     /// # Errors
     ///
@@ -260,12 +263,13 @@ impl Core {
         &self,
         call: &mut Admitting<'_>,
         request: &Request,
+        arrived: Nanos,
     ) -> Result<(), Rejected> {
         let Some(id) = self.enter_slot(call, request.patience)? else {
             return Ok(());
         };
         let c = call.call();
-        let times = (c.times.scheduled, c.times.started);
+        let times = (arrived, c.times.started);
         self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
             .await?;
         let c = call.call_mut();

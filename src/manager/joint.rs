@@ -163,6 +163,7 @@ where
     ) -> Result<JointPermit<'_>, Rejected> {
         refuse_duplicates(keys, request.asked)?;
         let core = self.core();
+        let arrived = core.now();
         let booking = Request {
             scope: Scope::Token,
             ..*request
@@ -179,7 +180,7 @@ where
             core.until_due(held).await;
         }
         for (index, held) in taken.held.iter_mut().enumerate() {
-            let slot = core.take_slot_waiting(held, request).await;
+            let slot = core.take_slot_waiting(held, request, arrived).await;
             if let Err(rejected) = slot {
                 self.slot_refused(keys[index], rejected.by_key_at(index))?;
             }

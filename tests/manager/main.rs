@@ -11,6 +11,7 @@
 mod support;
 
 mod before_0_3;
+mod before_0_4;
 mod call;
 mod changes;
 mod contract;
@@ -20,3 +21,4 @@ mod joint;
 mod key_space;
 mod retry;
 mod stress;
+mod surface;
