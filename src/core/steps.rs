@@ -373,10 +373,15 @@ impl Core {
         };
         let mut timed_out = bound.map(|bound| since.saturating_add(bound));
         // The wait to be admitted is one budget: what the call waited for
-        // its token is spent from it, and the queue has the rest.
-        let patience = self.configured_patience(priority, request.patience);
-        if matches!(request.patience, Patience::AsConfigured) && patience < Nanos::MAX {
-            let budget_end = arrived.saturating_add(patience);
+        // its token is spent from it, and the queue has the rest. A
+        // server's call, which waits for nothing but the queue, has it all
+        // there; only `wait`, the rate alone, never queues.
+        let budget = match request.patience {
+            Patience::AsConfigured | Patience::QueueOnly => self.max_wait(priority),
+            Patience::Never | Patience::Unbounded => None,
+        };
+        if let Some(budget) = budget.map(nanos).filter(|&budget| budget < Nanos::MAX) {
+            let budget_end = arrived.saturating_add(budget);
             if timed_out.is_none_or(|end| budget_end < end) {
                 timed_out = Some(budget_end);
                 bound_reason = RejectReason::QueueTimeout;

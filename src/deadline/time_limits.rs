@@ -59,8 +59,9 @@ impl TimeLimits {
     /// The longest a call waits to be admitted, for its rate token and in
     /// its bulkhead's queue together (default 30 s); one beyond it is
     /// refused at once when the wait is known (a token that far ahead), or
-    /// when the budget runs out in the queue. `Duration::MAX` waits as long
-    /// as it takes.
+    /// when the budget runs out in the queue. A server layer's request,
+    /// which waits for nothing but the queue, queues no longer than this
+    /// either. `Duration::MAX` waits as long as it takes.
     ///
     /// ```
     /// use portcullis::deadline::TimeLimits;

@@ -261,3 +261,27 @@ async fn one_keys_settings_are_a_tier_of_one() {
         "{error}"
     );
 }
+
+/// A server's admission waits for nothing but the bulkhead's queue, and
+/// there no longer than the wait to be admitted: with no setting at all, a
+/// request cannot hold its connection for ever behind a stuck slot.
+#[tokio::test(start_paused = true)]
+async fn a_servers_request_queues_no_longer_than_the_default_wait() {
+    let manager = ThrottleManager::<String>::builder()
+        .bulkhead(BulkheadConfig::new(1).queue(4))
+        .build()
+        .unwrap();
+    let _stuck = manager
+        .try_acquire_or_queue_owned("api", Priority::HIGH)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let refused = bounded(
+        "a request behind a stuck slot",
+        manager.try_acquire_or_queue_owned("api", Priority::HIGH),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.reason(), RejectReason::QueueTimeout);
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+}
