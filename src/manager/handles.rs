@@ -1,21 +1,18 @@
-//! Handles on one key and on the key space: what concerns one key (its
-//! readings, its overrides, its tier, forgetting it) is asked of
-//! [`ThrottleManager::key`], what concerns every key of the manager of
-//! [`ThrottleManager::keys`] and [`ThrottleManager::settings`], so the
-//! manager itself keeps only the verbs a call goes through.
+//! The handle on one key: what concerns one key (its readings, its rate
+//! alone with a cost) is asked of [`ThrottleManager::key`], so the manager
+//! itself keeps only the verbs a call goes through. Its own settings are
+//! in `key_settings.rs`; the key space and the built settings in
+//! `manager_views.rs`.
 
 use std::fmt;
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::{KeySnapshot, ThrottleManager};
-use crate::bulkhead::BulkheadConfig;
-use crate::error::{ConfigError, Rejected};
+use crate::error::Rejected;
 use crate::priority::Priority;
-use crate::rate::RateConfig;
 use crate::registry::BorrowedKey;
 use crate::retry::Retries;
-use crate::throttle::ThrottleConfig;
 
 /// One key of a manager: its readings, its own settings, its tier and its
 /// state, from [`ThrottleManager::key`]. Cheap to make (two references); a
@@ -36,8 +33,8 @@ use crate::throttle::ThrottleConfig;
 /// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 pub struct KeyHandle<'m, K, Q: ?Sized> {
-    manager: &'m ThrottleManager<K>,
-    key: &'m Q,
+    pub(super) manager: &'m ThrottleManager<K>,
+    pub(super) key: &'m Q,
 }
 
 impl<K, Q: ?Sized> Clone for KeyHandle<'_, K, Q> {
@@ -60,7 +57,7 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// What concerns `key` alone: its [`snapshot`](KeyHandle::snapshot)
+    /// What concerns the key alone: its [`snapshot`](KeyHandle::snapshot)
     /// and readings, its overrides
     /// ([`set_rate`](KeyHandle::set_rate), …), its tier
     /// ([`retier`](KeyHandle::retier)), a provider's pause
@@ -78,41 +75,6 @@ where
     pub fn key<'m, Q: BorrowedKey<K> + ?Sized>(&'m self, key: &'m Q) -> KeyHandle<'m, K, Q> {
         KeyHandle { manager: self, key }
     }
-
-    /// The key space as a whole: how many keys are live, and evicting the
-    /// idle ones now.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert!(manager.keys().is_empty());
-    /// manager.check("api").unwrap();
-    /// assert_eq!(manager.keys().len(), 1);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn keys(&self) -> KeySpace<'_, K> {
-        KeySpace { manager: self }
-    }
-
-    /// What the manager was built with that its edges and status pages
-    /// read: its name, its priority levels, its call timeout, its named
-    /// limits.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .name("users")
-    ///     .build()?;
-    /// assert_eq!(manager.settings().name(), Some("users"));
-    /// assert_eq!(manager.settings().priority_levels(), 4);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn settings(&self) -> ManagerSettings<'_, K> {
-        ManagerSettings { manager: self }
-    }
 }
 
 /// # Readings
@@ -121,7 +83,7 @@ where
     K: Hash + Eq + Send + Sync + 'static,
     Q: BorrowedKey<K> + ?Sized,
 {
-    /// Everything `key`'s controls know now ([`KeySnapshot`]), or `None` if
+    /// Everything the key's controls know now ([`KeySnapshot`]), or `None` if
     /// the key is not live. Does not create the key.
     ///
     /// ```
@@ -137,7 +99,7 @@ where
         self.manager.key_snapshot(self.key)
     }
 
-    /// `key`'s current rate in calls per second, or `None` if the key is not
+    /// The key's current rate in calls per second, or `None` if the key is not
     /// live (never seen, or evicted). Does not create the key.
     ///
     /// ```
@@ -153,7 +115,7 @@ where
         self.manager.key_current_rate(self.key)
     }
 
-    /// How many of `key`'s calls may be in flight now: its bulkhead's fixed
+    /// How many of the key's calls may be in flight now: its bulkhead's fixed
     /// limit, or what an adaptive one has learned. `None` if the key is not
     /// live or has no bulkhead. Does not create the key. A `u32`, as the
     /// snapshot's [`concurrency_limit`](KeySnapshot::concurrency_limit) and
@@ -174,7 +136,7 @@ where
         self.manager.key_concurrency_limit(self.key)
     }
 
-    /// The probability that `key`'s throttle rejects a call at `priority`
+    /// The probability that the key's throttle rejects a call at `priority`
     /// right now, or `None` if the manager has no throttle or the key is not
     /// live. Does not create the key.
     ///
@@ -276,7 +238,7 @@ where
         self.manager.key_check_n(self.key, cost)
     }
 
-    /// Pauses `key`'s rate for `pause`, as a server's `Retry-After` asks:
+    /// Pauses the key's rate for `pause`, as a server's `Retry-After` asks:
     /// no call of the key starts before then (`wait` and `acquire` wait,
     /// `check` and `try_acquire` are refused with that `retry_after`), and
     /// the rate resumes after it with an empty bucket. Pauses longer than
@@ -304,7 +266,7 @@ where
         self.manager.key_defer(self.key, pause)
     }
 
-    /// What the backend says remains of one of `key`'s limits (`limit`: a
+    /// What the backend says remains of one of the key's limits (`limit`: a
     /// named limit, or [`"requests"`](crate::metered::REQUESTS) for the
     /// key's rate), as a metered API's headers say it after each answer
     /// ([`limit_readings`](crate::client::limit_readings) reads them; the
@@ -364,387 +326,5 @@ where
     /// ```
     pub fn retries(self, priority: Priority) -> Retries<'m> {
         self.manager.key_retries(self.key, priority)
-    }
-}
-
-/// # Its own settings, its tier, its state
-impl<K, Q> KeyHandle<'_, K, Q>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-    Q: BorrowedKey<K> + ?Sized,
-{
-    /// Gives `key` its own rate from now on, in place of its tier's or the
-    /// default, keeping what the key's rate holds: its bucket is kept (no
-    /// fresh burst, its debt rescaled to the new rate) and a rate it
-    /// learned is clamped into the new bounds (a fixed quota's bounds are
-    /// its rate). A key not live yet gets it when made.
-    ///
-    /// # Memory
-    ///
-    /// A key's own settings are kept until [`remove_overrides`](Self::remove_overrides)
-    /// or a [`reload`](ThrottleManager::reload) drops them, whether the key is live or
-    /// not: 150 to 250 bytes a key, not bounded by the key space's
-    /// `max_keys`. Give them to keys the program knows (customers, hosts);
-    /// for keys that come from the network, use a tier
-    /// ([`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of)) instead.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `rate_override` (with
-    /// the key, if the manager names keys: `rate_override["KEY"]`); that
-    /// the manager was built without a rate (a control cannot be added to a
-    /// live manager); or, under `settings`, that it already holds half the
-    /// 65,536 distinct settings it can.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10).burst(5))
-    ///     .build()?;
-    /// manager.check("acme").unwrap(); // a live key: 10/s
-    /// manager.key("acme").set_rate(RateConfig::per_second(50).burst(10))?;
-    /// assert_eq!(manager.key("acme").rate(), Some(50.0));
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn set_rate(&self, config: RateConfig) -> Result<(), ConfigError> {
-        self.manager.key_set_rate_override(self.key, config)
-    }
-
-    /// Gives `key` its own throttle from now on. The key keeps its counts
-    /// (a new ratio or floor applies to the counts it has), unless the
-    /// window's length changed: then its counts start afresh.
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate`](Self::set_rate) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `throttle_override`
-    /// (with the key, if the manager names keys), or as
-    /// [`set_rate`](Self::set_rate) for a manager without
-    /// a throttle or with too many distinct settings.
-    ///
-    /// ```
-    /// use portcullis::{ThrottleConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .throttle(ThrottleConfig::new())
-    ///     .build()?;
-    /// manager.key("flaky.example").set_throttle(ThrottleConfig::new().ratio(3.0))?;
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn set_throttle(&self, config: ThrottleConfig) -> Result<(), ConfigError> {
-        self.manager.key_set_throttle_override(self.key, config)
-    }
-
-    /// Gives `key` its own bulkhead from now on. Lowered, the calls in
-    /// flight finish and none is admitted until fewer than the new limit
-    /// remain; raised, waiters are admitted at once. A shorter queue keeps
-    /// the waiters it has (none is dropped) and takes no newcomer until it
-    /// is below its new length. A key keeps the kind of limit it was made
-    /// with (fixed or learned, with CoDel or without) until it is
-    /// [forgotten](Self::forget).
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate`](Self::set_rate) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming each bad field under `bulkhead_override`
-    /// (with the key, if the manager names keys), or as
-    /// [`set_rate`](Self::set_rate) for a manager without
-    /// a bulkhead or with too many distinct settings.
-    ///
-    /// ```
-    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .bulkhead(BulkheadConfig::new(8))
-    ///     .build()?;
-    /// let _first = manager.try_acquire("db", Priority::HIGH).unwrap();
-    /// manager.key("db").set_bulkhead(BulkheadConfig::new(1))?;
-    /// assert!(manager.try_acquire("db", Priority::HIGH).is_err()); // one in flight already
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn set_bulkhead(&self, config: BulkheadConfig) -> Result<(), ConfigError> {
-        self.manager.key_set_bulkhead_override(self.key, config)
-    }
-
-    /// Shadows `key` (`true`) or enforces its decisions (`false`) from its
-    /// next call, whatever its tier and the manager say: see
-    /// [`set_shadow`](Self::set_shadow).
-    ///
-    /// # Memory
-    ///
-    /// Kept as [`set_rate`](Self::set_rate) says (its
-    /// "Memory"): not bounded by the key space.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(1))
-    ///     .build()?;
-    /// manager.key("trial").set_shadow(true);
-    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok());
-    /// assert!(manager.try_acquire("trial", Priority::HIGH).is_ok()); // would refuse: counted, let through
-    /// assert!(manager.try_acquire("other", Priority::HIGH).is_ok());
-    /// assert!(manager.try_acquire("other", Priority::HIGH).is_err());
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn set_shadow(&self, shadow: bool) {
-        self.manager.key_set_shadow_override(self.key, shadow)
-    }
-
-    /// Takes away every setting `key` was given for itself (in code or in
-    /// the file): from its next call it has its tier's, else the defaults,
-    /// kept across as any change keeps them.
-    ///
-    /// ```
-    /// use portcullis::builder::Tier;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10))
-    ///     .key_override("acme", Tier::new().rate(RateConfig::per_second(50)))
-    ///     .build()?;
-    /// manager.check("acme").unwrap();
-    /// assert_eq!(manager.key("acme").rate(), Some(50.0));
-    /// manager.key("acme").remove_overrides();
-    /// assert_eq!(manager.key("acme").rate(), Some(10.0));
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn remove_overrides(&self) {
-        self.manager.key_remove_overrides(self.key)
-    }
-
-    /// Asks [`tier_of`](crate::builder::ThrottleManagerBuilder::tier_of) again which
-    /// tier `key` is in, and moves the key there now (a customer changed
-    /// plans), keeping its state as any change does; its named limits
-    /// move with it. `tier_of` is asked
-    /// when a key is made, by `retier`, and after a
-    /// [`reload`](ThrottleManager::reload) or [`set_shadow`](Self::set_shadow), at the
-    /// key's next call.
-    ///
-    /// ```
-    /// use portcullis::builder::Tier;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    ///
-    /// static PREMIUM: AtomicBool = AtomicBool::new(false);
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_second(10))
-    ///     .tier("premium", Tier::new().rate(RateConfig::per_second(100)))
-    ///     .tier_of(|_| PREMIUM.load(Ordering::Relaxed).then_some("premium"))
-    ///     .build()?;
-    /// manager.check("acme").unwrap();
-    /// assert_eq!(manager.key("acme").rate(), Some(10.0));
-    /// PREMIUM.store(true, Ordering::Relaxed); // acme upgraded
-    /// manager.key("acme").retier();
-    /// assert_eq!(manager.key("acme").rate(), Some(100.0));
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn retier(&self) {
-        self.manager.key_retier(self.key)
-    }
-
-    /// Forgets `key` now: its next call starts afresh, as a new key's does
-    /// (a full bucket, its rate at its start, an empty throttle window, an
-    /// empty bulkhead, its tier read again). Returns whether the key was
-    /// live. Its room in the key space is free at once. Its named limits
-    /// ([`limit`](crate::builder::ThrottleManagerBuilder::limit)) are forgotten
-    /// with it.
-    ///
-    /// Calls already admitted, and callers waiting, end on the state they
-    /// started with: their outcomes count there and are neither lost nor
-    /// applied to the new state. So for as long as they run, they are not
-    /// counted against the new state's bulkhead: the key may have up to
-    /// twice its limit in flight. A rate shared through a store is the
-    /// fleet's and stays (see `RedisStore::reset`
-    /// for that). Forgetting loosens the key's limits: it is for the
-    /// program's own decisions (a tenant's plan changed, an operator's
-    /// reset), not for input from the network.
-    ///
-    /// ```
-    /// use portcullis::{Priority, RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(1))
-    ///     .clock(portcullis::clock::ManualClock::new())
-    ///     .build()?;
-    /// manager.try_acquire("acme", Priority::HIGH).unwrap().success();
-    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_err()); // a minute to wait
-    /// assert!(manager.key("acme").forget());
-    /// assert!(manager.try_acquire("acme", Priority::HIGH).is_ok()); // afresh
-    /// assert!(!manager.key("nobody").forget());
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn forget(&self) -> bool {
-        self.manager.key_forget(self.key)
-    }
-}
-
-/// The key space of a manager, from [`ThrottleManager::keys`].
-#[derive(Clone, Copy)]
-pub struct KeySpace<'m, K> {
-    manager: &'m ThrottleManager<K>,
-}
-
-impl<K> fmt::Debug for KeySpace<'_, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeySpace").finish_non_exhaustive()
-    }
-}
-
-impl<K> KeySpace<'_, K>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-{
-    /// The number of live keys.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// manager.increment("a");
-    /// manager.increment("b");
-    /// assert_eq!(manager.keys().len(), 2);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn len(&self) -> usize {
-        self.manager.key_count()
-    }
-
-    /// True when no key is live.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
-    /// assert!(manager.keys().is_empty());
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Forgets every key that has been quiet for the idle TTL now, instead of
-    /// waiting for the next new key to trigger a sweep. Returns how many keys
-    /// went. Does nothing without an idle TTL.
-    ///
-    /// ```
-    /// use portcullis::builder::KeySpaceConfig;
-    /// use portcullis::clock::ManualClock;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .key_space(KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
-    ///     .clock(clock.clone())
-    ///     .build()?;
-    /// manager.check("api").unwrap();
-    /// clock.advance(Duration::from_secs(61));
-    /// assert_eq!(manager.keys().evict_idle(), 1);
-    /// assert!(manager.keys().is_empty());
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn evict_idle(&self) -> usize {
-        self.manager.evict_idle_keys()
-    }
-}
-
-/// What a manager was built with, from [`ThrottleManager::settings`].
-#[derive(Clone, Copy)]
-pub struct ManagerSettings<'m, K> {
-    manager: &'m ThrottleManager<K>,
-}
-
-impl<K> fmt::Debug for ManagerSettings<'_, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManagerSettings").finish_non_exhaustive()
-    }
-}
-
-impl<'m, K> ManagerSettings<'m, K>
-where
-    K: Hash + Eq + Send + Sync + 'static,
-{
-    /// The manager's [`name`](crate::builder::ThrottleManagerBuilder::name), if it
-    /// has one.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(1.0)).build()?;
-    /// assert_eq!(manager.settings().name(), None);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn name(&self) -> Option<&'m str> {
-        self.manager.manager_name()
-    }
-
-    /// How many priority levels the manager tells apart
-    /// ([`priority_levels`](crate::builder::ThrottleManagerBuilder::priority_levels)):
-    /// priorities 0 to `priority_levels() - 1` are in range. For an edge
-    /// that reads a priority from a request and must refuse one out of
-    /// range as the client's mistake.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .priority_levels(2)
-    ///     .build()?;
-    /// assert_eq!(manager.settings().priority_levels(), 2);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn priority_levels(&self) -> u8 {
-        self.manager.levels()
-    }
-
-    /// How long a call may run before it is dropped and counted as
-    /// overload ([`call_timeout`](crate::deadline::TimeLimits::call_timeout));
-    /// `None`: no limit. `call` applies it; an edge that runs the call
-    /// itself (the client middleware) applies it too.
-    ///
-    /// ```
-    /// use portcullis::deadline::TimeLimits;
-    /// use portcullis::{RateConfig, ThrottleManager};
-    /// use std::time::Duration;
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::adaptive(10.0))
-    ///     .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(5)))
-    ///     .build()?;
-    /// assert_eq!(manager.settings().call_timeout(), Some(Duration::from_secs(5)));
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn call_timeout(&self) -> Option<Duration> {
-        self.manager.configured_call_timeout()
-    }
-
-    /// The names of the manager's named limits, in the order declared.
-    ///
-    /// ```
-    /// use portcullis::{RateConfig, ThrottleManager};
-    ///
-    /// let manager = ThrottleManager::<String>::builder()
-    ///     .rate(RateConfig::per_minute(60))
-    ///     .limit("input_tokens", RateConfig::per_minute(30_000))
-    ///     .limit("output_tokens", RateConfig::per_minute(8_000))
-    ///     .build()?;
-    /// assert_eq!(manager.settings().limit_names().collect::<Vec<_>>(), ["input_tokens", "output_tokens"]);
-    /// # Ok::<(), portcullis::error::ConfigError>(())
-    /// ```
-    pub fn limit_names(&self) -> impl Iterator<Item = &'m str> + use<'m, K> {
-        self.manager.named_limit_names()
     }
 }
