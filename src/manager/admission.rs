@@ -13,7 +13,7 @@ use crate::core::{
 use crate::error::Rejected;
 use crate::events;
 use crate::key::KeyState;
-use crate::priority::Priority;
+use crate::priority::AdmitOptions;
 use crate::registry::BorrowedKey;
 use crate::registry::NoRoom;
 
@@ -68,12 +68,8 @@ where
     /// A request through every control of a key (a permit's), the task's
     /// deadline read now.
     #[inline(always)]
-    pub(super) fn permit_request(
-        &self,
-        priority: Priority,
-        cost: u32,
-        patience: Patience,
-    ) -> Request {
+    pub(super) fn permit_request(&self, options: AdmitOptions, patience: Patience) -> Request {
+        let (priority, cost) = (options.priority(), options.tokens());
         Request::new(self.core(), priority, cost, patience, Scope::Every)
     }
 

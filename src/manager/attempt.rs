@@ -14,7 +14,7 @@ use crate::deadline::{self, TimeLimit};
 use crate::error::{CallError, Rejected};
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::{JointPermit, Permit, Ticket};
-use crate::priority::{Priority, with_priority};
+use crate::priority::{CallOptions, Priority, with_priority};
 use crate::registry::BorrowedKey;
 use crate::retry::{Retries, RetryCause};
 
@@ -22,14 +22,13 @@ impl<K> ThrottleManager<K>
 where
     K: Hash + Eq + Send + Sync + 'static,
 {
-    /// Runs `call` charged to `keys`: one attempt, or attempts as the
-    /// manager's retry policy allows.
+    /// Runs `call` charged to `keys` as `options` ask (its own run timeout,
+    /// else the manager's): one attempt, or attempts as the manager's
+    /// retry policy allows.
     pub(super) async fn call_charged<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         keys: Charged<'_, Q>,
-        priority: Priority,
-        cost: u32,
-        timeout: Option<Duration>,
+        options: CallOptions,
         mut call: F,
     ) -> Result<T, CallError<E>>
     where
@@ -37,6 +36,8 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
+        let (priority, cost) = (options.admit().priority(), options.admit().tokens());
+        let timeout = options.run_timeout().or(self.core().call_timeout);
         if self.core().retry.is_none() {
             let attempt = self.attempt(keys, priority, cost, timeout, &mut call).await;
             return attempt.map_err(|(error, _)| error);
@@ -92,7 +93,7 @@ where
         E: CallFailure<Via>,
     {
         let core = self.core();
-        let request = self.permit_request(priority, cost, Patience::AsConfigured);
+        let request = self.permit_request(priority.cost(cost), Patience::AsConfigured);
         let admitted = match keys {
             // As `acquire`, with the ticket of a call admitted at once kept
             // in this future's state (see `Core::admit_at_once`).

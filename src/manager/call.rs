@@ -6,7 +6,6 @@
 
 use std::future::Future;
 use std::hash::Hash;
-use std::time::Duration;
 
 use super::ThrottleManager;
 use super::attempt::Charged;
@@ -104,7 +103,7 @@ where
     /// # Ok(())
     /// # }
     /// ```
-    // A plain `fn` that returns `call_within`'s future, not an `async fn`
+    // A plain `fn` that returns `call_charged`'s future, not an `async fn`
     // around it: one state machine, not two nested.
     pub fn call<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
@@ -117,10 +116,7 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let options = options.into();
-        let admit = options.admit();
-        let timeout = options.run_timeout().or(self.core().call_timeout);
-        self.call_within(key, admit.priority(), admit.tokens(), timeout, call)
+        self.call_charged(Charged::One(key), options.into(), call)
     }
 
     /// Runs `call` under every control of every key of `keys`, as
@@ -173,32 +169,7 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let options = options.into();
-        let admit = options.admit();
-        let timeout = options.run_timeout().or(self.core().call_timeout);
-        self.call_charged(
-            Charged::All(keys),
-            admit.priority(),
-            admit.tokens(),
-            timeout,
-            call,
-        )
-    }
-
-    fn call_within<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
-        &self,
-        key: &Q,
-        priority: Priority,
-        cost: u32,
-        timeout: Option<Duration>,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: CallFailure<Via>,
-    {
-        self.call_charged(Charged::One(key), priority, cost, timeout, call)
+        self.call_charged(Charged::All(keys), options.into(), call)
     }
 
     /// The work of [`KeyHandle::retries`](super::KeyHandle::retries).

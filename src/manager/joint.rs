@@ -95,9 +95,7 @@ where
         keys: &[&Q],
         options: impl Into<AdmitOptions>,
     ) -> Result<JointPermit<'_>, Rejected> {
-        let options = options.into();
-        let request =
-            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
+        let request = self.permit_request(options.into(), Patience::AsConfigured);
         self.admit_all(keys, &request).await
     }
 

@@ -293,7 +293,7 @@ where
     ) -> Result<Parts<'m>, Rejected> {
         let core = self.core();
         let resolved = core.resolve(priority)?;
-        let request = self.permit_request(priority, requests, Patience::AsConfigured);
+        let request = self.permit_request(priority.cost(requests), Patience::AsConfigured);
         let patience = core.configured_patience(resolved, Patience::AsConfigured);
         let latest = core.now().saturating_add(patience);
         loop {

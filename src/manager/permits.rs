@@ -95,9 +95,7 @@ where
         key: &Q,
         options: impl Into<AdmitOptions>,
     ) -> Result<Permit<'_>, Rejected> {
-        let options = options.into();
-        let request =
-            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
+        let request = self.permit_request(options.into(), Patience::AsConfigured);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
@@ -138,9 +136,7 @@ where
         key: &Q,
         options: impl Into<AdmitOptions>,
     ) -> Result<OwnedPermit, Rejected> {
-        let options = options.into();
-        let request =
-            self.permit_request(options.priority(), options.tokens(), Patience::AsConfigured);
+        let request = self.permit_request(options.into(), Patience::AsConfigured);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
@@ -186,8 +182,7 @@ where
         key: &Q,
         options: impl Into<AdmitOptions>,
     ) -> Result<Permit<'_>, Rejected> {
-        let options = options.into();
-        let request = self.permit_request(options.priority(), options.tokens(), Patience::Never);
+        let request = self.permit_request(options.into(), Patience::Never);
         let ticket = self.admit_now(key, &request)?;
         Ok(Permit::borrowed(self.core(), ticket))
     }
@@ -218,8 +213,7 @@ where
         key: &Q,
         options: impl Into<AdmitOptions>,
     ) -> Result<OwnedPermit, Rejected> {
-        let options = options.into();
-        let request = self.permit_request(options.priority(), options.tokens(), Patience::Never);
+        let request = self.permit_request(options.into(), Patience::Never);
         let ticket = self.admit_now(key, &request)?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }

@@ -72,7 +72,7 @@ where
         key: &Q,
         priority: Priority,
     ) -> Result<OwnedPermit, Rejected> {
-        let request = self.permit_request(priority, 1, Patience::QueueOnly);
+        let request = self.permit_request(priority.into(), Patience::QueueOnly);
         let ticket = self.admit(key, &request).await?;
         Ok(Permit::owned(&self.inner.core, ticket))
     }
@@ -126,7 +126,7 @@ where
         priority: Priority,
         patience: Patience,
     ) -> Result<Provisional<'_>, Rejected> {
-        let request = self.permit_request(priority, 1, patience);
+        let request = self.permit_request(priority.into(), patience);
         self.admit(key, &request).await
     }
 
