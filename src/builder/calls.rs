@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::ThrottleManagerBuilder;
 use crate::core::RandomSource;
+use crate::deadline::TimeLimits;
 use crate::error::{ConfigProblem, Problems};
 use crate::outcome::{Classifier, Outcome};
 use crate::priority::{OutOfRange, Priorities, Priority};
@@ -271,9 +272,8 @@ where
         since = "0.4.0",
         note = "replaced by `time_limits(TimeLimits::new().call_timeout(timeout))`"
     )]
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.calls.call_timeout = Some(timeout);
-        self
+    pub fn call_timeout(self, timeout: Duration) -> Self {
+        self.time_limits(TimeLimits::new().call_timeout(timeout))
     }
 
     /// `time_limits(TimeLimits::new().max_defer(max))`.
@@ -281,9 +281,8 @@ where
         since = "0.4.0",
         note = "replaced by `time_limits(TimeLimits::new().max_defer(max))`"
     )]
-    pub fn max_defer(mut self, max: Duration) -> Self {
-        self.calls.max_defer = max;
-        self
+    pub fn max_defer(self, max: Duration) -> Self {
+        self.time_limits(TimeLimits::new().max_defer(max))
     }
 
     /// `time_limits(TimeLimits::new().max_wait(max))`.
@@ -291,9 +290,8 @@ where
         since = "0.4.0",
         note = "replaced by `time_limits(TimeLimits::new().max_wait(max))`"
     )]
-    pub fn max_wait(mut self, max: Duration) -> Self {
-        self.calls.max_wait = Some(max);
-        self
+    pub fn max_wait(self, max: Duration) -> Self {
+        self.time_limits(TimeLimits::new().max_wait(max))
     }
 
     /// `time_limits(TimeLimits::new().max_wait_for(priority, max))`.
@@ -301,8 +299,7 @@ where
         since = "0.4.0",
         note = "replaced by `time_limits(TimeLimits::new().max_wait_for(priority, max))`"
     )]
-    pub fn max_wait_for(mut self, priority: Priority, max: Duration) -> Self {
-        self.calls.max_wait_for.push((priority, max));
-        self
+    pub fn max_wait_for(self, priority: Priority, max: Duration) -> Self {
+        self.time_limits(TimeLimits::new().max_wait_for(priority, max))
     }
 }

@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ThrottleManagerBuilder;
+use super::{KeySpaceConfig, ThrottleManagerBuilder};
 use crate::clock::{Clock, default_clock, nanos};
 use crate::error::{ConfigProblem, Problems};
 use crate::key::KeyState;
@@ -125,9 +125,8 @@ where
         since = "0.4.0",
         note = "replaced by `key_space(KeySpaceConfig::new().max_keys(max_keys))`"
     )]
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.key_space.max_keys = max_keys;
-        self
+    pub fn max_keys(self, max_keys: usize) -> Self {
+        self.key_space(KeySpaceConfig::new().max_keys(max_keys))
     }
 
     /// `key_space(KeySpaceConfig::new().idle_ttl(ttl))`.
@@ -135,9 +134,8 @@ where
         since = "0.4.0",
         note = "replaced by `key_space(KeySpaceConfig::new().idle_ttl(ttl))`"
     )]
-    pub fn idle_ttl(mut self, ttl: Duration) -> Self {
-        self.key_space.idle_ttl = Some(ttl);
-        self
+    pub fn idle_ttl(self, ttl: Duration) -> Self {
+        self.key_space(KeySpaceConfig::new().idle_ttl(ttl))
     }
 
     /// `key_space(KeySpaceConfig::new().max_hold(hold))`.
@@ -145,9 +143,8 @@ where
         since = "0.4.0",
         note = "replaced by `key_space(KeySpaceConfig::new().max_hold(hold))`"
     )]
-    pub fn max_hold(mut self, hold: Duration) -> Self {
-        self.key_space.max_hold = hold;
-        self
+    pub fn max_hold(self, hold: Duration) -> Self {
+        self.key_space(KeySpaceConfig::new().max_hold(hold))
     }
 
     /// `key_space(KeySpaceConfig::new().keep_idle_keys())`.
@@ -155,9 +152,8 @@ where
         since = "0.4.0",
         note = "replaced by `key_space(KeySpaceConfig::new().keep_idle_keys())`"
     )]
-    pub fn keep_idle_keys(mut self) -> Self {
-        self.key_space.keep_idle_keys = true;
-        self
+    pub fn keep_idle_keys(self) -> Self {
+        self.key_space(KeySpaceConfig::new().keep_idle_keys())
     }
 
     /// The time source for every control. Default: [`default_clock`], chosen

@@ -7,7 +7,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ThrottleManagerBuilder, Tier};
+use super::{KeySpaceConfig, ThrottleManagerBuilder, Tier};
 use crate::clock::Clock;
 use crate::error::{ConfigProblem, Problems};
 use crate::manager::{NamedLimit, ThrottleManager, TierOf};
@@ -98,15 +98,16 @@ where
             let mut builder = ThrottleManager::<K>::builder()
                 .rate(config)
                 .shared_clock(Arc::clone(home.clock))
-                .key_space(crate::builder::KeySpaceConfig::new().max_keys(home.max_keys))
+                .key_space(match home.idle_ttl {
+                    Some(ttl) => KeySpaceConfig::new().max_keys(home.max_keys).idle_ttl(ttl),
+                    None => KeySpaceConfig::new()
+                        .max_keys(home.max_keys)
+                        .keep_idle_keys(),
+                })
                 .name(match home.name {
                     Some(manager) => format!("{manager}.{name}"),
                     None => format!("limit.{name}"),
                 });
-            builder = match home.idle_ttl {
-                Some(ttl) => builder.key_space(crate::builder::KeySpaceConfig::new().idle_ttl(ttl)),
-                None => builder.key_space(crate::builder::KeySpaceConfig::new().keep_idle_keys()),
-            };
             for (tier, settings) in home.tiers {
                 let Some((_, config)) = settings.limits.iter().find(|(limit, _)| *limit == name)
                 else {

@@ -644,6 +644,7 @@ pub fn refusal(error: &reqwest_middleware::Error) -> Option<&Rejected> {
 mod tests {
     use super::*;
     use crate::RateConfig;
+    use crate::deadline::TimeLimits;
     use crate::error::RejectReason;
     use std::time::Duration;
 
@@ -667,7 +668,7 @@ mod tests {
     async fn a_refused_request_is_a_middleware_error_holding_the_rejection() {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(1.0))
-            .time_limits(crate::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+            .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
             .build()
             .unwrap();
         manager.check("127.0.0.1:9").unwrap(); // the one token

@@ -124,7 +124,7 @@ impl TimeLimits {
 
     /// The longest pause a server may ask of a key
     /// ([`KeyHandle::defer`](crate::manager::KeyHandle::defer), a
-    /// `Retry-After`); a longer one is cut to it (default 1 hour).
+    /// `Retry-After`); a longer one is cut to it (default 5 minutes).
     ///
     /// ```
     /// use portcullis::deadline::TimeLimits;
