@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::error::RejectReason;
 use portcullis::{RateConfig, ThrottleManager};
 
@@ -40,7 +41,7 @@ fn single_thread_flood() {
     const KEYS: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     // The worst check while the key space fills (its tables grow), and
@@ -69,7 +70,7 @@ fn nothing_evictable() {
     // One call a minute: every key owes its token for a minute.
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0 / 60.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -139,7 +140,7 @@ fn flood_beside_quiet_keys() {
     const CAP: usize = 1_000_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     for i in 0..CAP {
@@ -162,7 +163,7 @@ fn deferring_flooder() {
     const CAP: usize = 100_000;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).burst(1000))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .build()
         .unwrap();
     let started = Instant::now();

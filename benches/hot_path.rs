@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use dashmap::DashMap;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use portcullis::builder::KeySpaceConfig;
 use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::TokioClock;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
@@ -60,7 +61,7 @@ fn portcullis_starting_at(
                 .burst(rate)
                 .bounds(1.0, f64::from(RATE)),
         )
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(keys.len().max(1)))
+        .key_space(KeySpaceConfig::new().max_keys(keys.len().max(1)))
         .build()
         .unwrap();
     for key in keys {

@@ -25,6 +25,7 @@ use std::alloc::System;
 /// memory stays resident, so only the allocator can tell it was given back.
 #[global_allocator]
 static ALLOCATOR: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+use portcullis::builder::KeySpaceConfig;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
 /// Measures one library in this process; prints bytes per key.
@@ -45,7 +46,7 @@ fn measure(which: &str) {
             };
             let builder = ThrottleManager::<String>::builder()
                 .rate(RateConfig::adaptive(10.0).burst(burst))
-                .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS));
+                .key_space(KeySpaceConfig::new().max_keys(KEYS));
             let builder = match which {
                 "portcullis" => builder,
                 "portcullis+throttle" => builder.throttle(ThrottleConfig::new()),
@@ -101,7 +102,7 @@ fn measure(which: &str) {
                 .throttle(ThrottleConfig::new())
                 .bulkhead(BulkheadConfig::new(10).queue(50))
                 .clock(clock.clone())
-                .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS))
+                .key_space(KeySpaceConfig::new().max_keys(KEYS))
                 .build()
                 .unwrap();
             let region = Region::new(ALLOCATOR);

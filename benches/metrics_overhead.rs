@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use portcullis::builder::KeySpaceConfig;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 use rounds::median;
 
@@ -49,7 +50,7 @@ fn main() {
             )
             .throttle(ThrottleConfig::new())
             .bulkhead(BulkheadConfig::new(64))
-            .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(KEYS))
+            .key_space(KeySpaceConfig::new().max_keys(KEYS))
             .name("bench")
             .build()
             .unwrap()

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use portcullis::deadline::TimeLimits;
 use portcullis::server::{KeyExtractor, ThrottleLayer, refusal};
 use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager};
 use sqlx::SqlitePool;
@@ -145,7 +146,7 @@ pub(crate) fn guards(settings: &Settings) -> Guards {
                 .queue_timeout(Duration::from_millis(500)),
         )
         .classifier(portcullis::database::classify_error)
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(250)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_millis(250)))
         .build()
         .expect("a valid configuration");
     Guards { users, database }

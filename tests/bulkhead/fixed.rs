@@ -4,7 +4,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use portcullis::builder::Tier;
 use portcullis::bulkhead::Overflow;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::task::JoinHandle;
@@ -544,7 +546,7 @@ fn one_key_can_have_its_own_bulkhead() {
         .bulkhead(BulkheadConfig::new(3))
         .key_override(
             "api.github.com",
-            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(1)),
+            Tier::new().bulkhead(BulkheadConfig::new(1)),
         )
         .build()
         .unwrap();
@@ -570,7 +572,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
         .rate(RateConfig::adaptive(1_000.0).burst(10))
         .key_override(
             "api.github.com",
-            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(1)),
+            Tier::new().bulkhead(BulkheadConfig::new(1)),
         )
         .build()
         .unwrap();
@@ -589,10 +591,7 @@ fn an_override_alone_gives_only_that_key_a_bulkhead() {
     assert_eq!(manager.key("example.com").snapshot().unwrap().active, None);
 
     let err = ThrottleManager::<String>::builder()
-        .key_override(
-            "api",
-            portcullis::builder::Tier::new().bulkhead(BulkheadConfig::new(0)),
-        )
+        .key_override("api", Tier::new().bulkhead(BulkheadConfig::new(0)))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -610,7 +609,7 @@ async fn a_full_bulkhead_refuses_before_the_rate_on_every_path() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).burst(1))
         .bulkhead(BulkheadConfig::new(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
         .build()
         .unwrap();
     let _held = manager.try_acquire("db", Priority::HIGH).unwrap();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use portcullis::client::{RequestTimedOut, ThrottleMiddleware};
 use portcullis::deadline::TimeLimit;
+use portcullis::deadline::TimeLimits;
 use portcullis::deadline::with_deadline;
 use portcullis::error::RejectReason;
 use portcullis::{RateConfig, Rejected, ThrottleManager};
@@ -20,7 +21,7 @@ use crate::{Server, support};
 async fn healthy_host_run(server: &Server, timeout: Option<Duration>) -> (usize, f64) {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(50.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_millis(100)))
         .build()
         .unwrap();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
@@ -135,7 +136,7 @@ async fn a_request_cut_short_by_its_own_timeout_is_neutral_and_says_so() {
     let server = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(60))).await;
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(50.0).decrease_by(10.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(10)))
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(10)))
         .build()
         .unwrap();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())

@@ -31,6 +31,7 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use portcullis::client::ThrottleMiddleware;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::priority::with_priority;
 use portcullis::{Priority, RateConfig, Rejected, ThrottleConfig, ThrottleManager};
@@ -297,9 +298,7 @@ async fn the_call_timeout_frees_the_slot_of_a_host_that_never_answers() {
                 .decrease_factor(0.5),
         )
         .bulkhead(portcullis::BulkheadConfig::new(1))
-        .time_limits(
-            portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_millis(200)),
-        )
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_millis(200)))
         .build()
         .unwrap();
     let server = Server::start(|_| (StatusCode::OK, vec![], Duration::from_secs(60))).await;
@@ -349,7 +348,7 @@ async fn a_reset_too_large_for_a_duration_pauses_the_host_for_max_defer() {
         let max_defer = Duration::from_secs(3);
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0))
-            .time_limits(portcullis::deadline::TimeLimits::new().max_defer(max_defer))
+            .time_limits(TimeLimits::new().max_defer(max_defer))
             .build()
             .unwrap();
         let server = Server::first(
@@ -434,7 +433,7 @@ async fn refused_connections_and_timeouts_are_overload_and_a_404_is_not() {
 async fn a_local_refusal_downcasts_to_rejected_and_sends_nothing() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_millis(100)))
         .build()
         .unwrap();
     let server = Server::always(StatusCode::OK).await;

@@ -191,10 +191,7 @@ fn max_wait_for_a_priority_the_manager_lacks_is_an_error() {
     let err = ThrottleManager::<String>::builder()
         .rate(portcullis::RateConfig::adaptive(10.0))
         .priority_levels(2)
-        .time_limits(
-            portcullis::deadline::TimeLimits::new()
-                .max_wait_for(Priority::LOW, Duration::from_millis(100)),
-        )
+        .time_limits(TimeLimits::new().max_wait_for(Priority::LOW, Duration::from_millis(100)))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -340,17 +337,16 @@ fn an_override_may_add_a_control_the_default_lacks() {
 
 // ---- Tiers ----
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::builder::Tier;
+use portcullis::deadline::TimeLimits;
 use portcullis::{BulkheadConfig, RateConfig, ThrottleConfig};
 
 fn tiered() -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(1))
-        .key_override(
-            "premium-vip",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(500.0)),
-        )
+        .key_override("premium-vip", Tier::new().rate(RateConfig::adaptive(500.0)))
         .tier(
             "premium",
             Tier::new()
@@ -446,7 +442,7 @@ fn problems_in_the_keys_section_are_named_with_it() {
     // Set in code, they keep the builder's names.
     let error = ThrottleManager::<String>::builder()
         .rate(portcullis::RateConfig::adaptive(1.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(0))
+        .key_space(KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(error.problems()[0].field(), "max_keys");

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::builder::ManagerConfig;
 use portcullis::{RateConfig, ThrottleManager};
 
@@ -44,14 +45,14 @@ fn a_rate_given_both_ways_down_is_refused_naming_both() {
 #[test]
 fn an_idle_ttl_and_keeping_idle_keys_are_refused_together() {
     let both = [
+        ThrottleManager::<String>::builder().key_space(
+            KeySpaceConfig::new()
+                .idle_ttl(Duration::from_secs(60))
+                .keep_idle_keys(),
+        ),
         ThrottleManager::<String>::builder()
-            .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
-            .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys()),
-        ThrottleManager::<String>::builder()
-            .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
-            .key_space(
-                portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)),
-            ),
+            .key_space(KeySpaceConfig::new().keep_idle_keys())
+            .key_space(KeySpaceConfig::new().idle_ttl(Duration::from_secs(60))),
     ];
     for builder in both {
         let error = build_error(builder);
@@ -71,7 +72,7 @@ fn a_file_s_idle_ttl_and_code_that_keeps_idle_keys_are_refused_together() {
     let error = build_error(
         ThrottleManager::builder()
             .config(file)
-            .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys()),
+            .key_space(KeySpaceConfig::new().keep_idle_keys()),
     );
     assert!(
         error.contains("keys.idle_ttl: set one of idle_ttl"),

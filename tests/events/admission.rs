@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::ManualClock;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::manager::Permit;
 use portcullis::priority::OutOfRange;
@@ -132,7 +133,7 @@ fn every_refusal_and_admission_is_the_same_through_try_acquire_and_acquire() {
             Box::new(|| {
                 ThrottleManager::builder()
                     .rate(RateConfig::adaptive(10.0))
-                    .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+                    .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
             }),
             Box::new(|manager| {
                 manager.check("key").unwrap(); // the next token is 100 ms away

@@ -6,6 +6,8 @@ use crate::support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use portcullis::builder::KeySpaceConfig;
+use portcullis::builder::Tier;
 use portcullis::outcome::Outcome;
 use portcullis::priority::with_priority;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
@@ -25,16 +27,13 @@ fn a_panicking_per_key_rule_gives_its_room_back() {
     let _events = debug_events();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
-        .tier(
-            "long",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(20.0)),
-        )
+        .tier("long", Tier::new().rate(RateConfig::adaptive(20.0)))
         .tier_of(|key: &String| {
             // A rule that slices untrusted keys: panics on short ones.
             let _prefix = &key[..8];
             None
         })
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(100))
+        .key_space(KeySpaceConfig::new().max_keys(100))
         .build()
         .unwrap();
     for i in 0..100 {
@@ -58,10 +57,7 @@ fn a_per_key_rule_may_call_the_manager() {
     let inside = std::sync::Arc::clone(&shared);
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
-        .tier(
-            "other",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(20.0)),
-        )
+        .tier("other", Tier::new().rate(RateConfig::adaptive(20.0)))
         .tier_of(move |key: &String| {
             if let Some(manager) = inside.get() {
                 let _ = manager.key(key.as_str()).rate();

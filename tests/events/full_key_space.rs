@@ -8,6 +8,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::clock::ManualClock;
 use portcullis::{RateConfig, ThrottleManager};
 
@@ -17,7 +18,7 @@ fn refused_new_keys_do_not_rescan_the_key_space() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1_000))
+        .key_space(KeySpaceConfig::new().max_keys(1_000))
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use portcullis::client::{ThrottleClientLayer, ThrottleClientService};
+use portcullis::deadline::TimeLimits;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
 use portcullis::{RateConfig, ThrottleManager};
 use tonic::Code;
@@ -70,7 +71,7 @@ async fn serve_unanswering(arrived: impl Fn() + Clone + Send + 'static) -> std::
 async fn a_local_refusal_is_a_grpc_status_and_reaches_no_server() {
     let per_host = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_hour(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
         .build()
         .unwrap();
     let mut client = through(&per_host, serve().await).await;
@@ -108,7 +109,7 @@ async fn a_servers_pushback_holds_the_key() {
     // Calls wait up to a second for the key: not for an hour's pause.
     let per_host = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(100.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(1)))
         .build()
         .unwrap();
     let mut client = through(&per_host, addr).await;
@@ -281,9 +282,7 @@ async fn the_call_timeout_ends_a_call_the_server_does_not_answer() {
                 .decrease_factor(0.5),
         )
         .bulkhead(portcullis::BulkheadConfig::new(1))
-        .time_limits(
-            portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_millis(200)),
-        )
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_millis(200)))
         .build()
         .unwrap();
     let mut client = through(&per_host, addr).await;
@@ -316,7 +315,7 @@ async fn the_call_timeout_runs_on_the_managers_clock() {
     let clock = portcullis::clock::ManualClock::new();
     let per_host = ThrottleManager::<String>::builder()
         .bulkhead(portcullis::BulkheadConfig::new(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(30)))
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(30)))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -348,7 +347,7 @@ async fn an_http_request_past_the_call_timeout_is_a_request_timed_out_error() {
     use tower::Layer;
     let per_host = ThrottleManager::<String>::builder()
         .bulkhead(portcullis::BulkheadConfig::new(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(2)))
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(2)))
         .build()
         .unwrap();
     let stuck = tower::service_fn(|_: http::Request<String>| async {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use portcullis::deadline::TimeLimits;
 use portcullis::outcome::Outcome;
 use portcullis::outcome::transport_overload;
 use portcullis::{
@@ -225,7 +226,7 @@ async fn a_hung_call_times_out_as_a_capacity_failure_and_frees_its_slot() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0).decrease_by(4.0))
         .bulkhead(BulkheadConfig::new(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(5)))
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(5)))
         .build()
         .unwrap();
     let start = tokio::time::Instant::now();
@@ -301,7 +302,7 @@ async fn a_call_does_nothing_until_polled_and_can_be_spawned() {
 async fn retry_after_pauses_the_key_and_is_capped() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(100.0).burst(10))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_defer(Duration::from_secs(60)))
+        .time_limits(TimeLimits::new().max_defer(Duration::from_secs(60)))
         .build()
         .unwrap();
     assert_eq!(

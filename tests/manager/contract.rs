@@ -78,6 +78,7 @@ async fn the_runtime_limits_contract_runs() {
 
 // ---- The contract above, exercised ----
 
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::{CallError, overloaded};
 
@@ -90,9 +91,7 @@ async fn an_anyhow_closure_runs_and_its_errors_convert_with_question_mark() {
                 .increase_by(1.0)
                 .decrease_by(5.0),
         )
-        .time_limits(
-            portcullis::deadline::TimeLimits::new().max_wait(std::time::Duration::from_secs(1)),
-        )
+        .time_limits(TimeLimits::new().max_wait(std::time::Duration::from_secs(1)))
         .build()
         .unwrap();
     // /etc/hostname may be missing in a container: then the call's own

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::deadline::TimeLimit;
+use portcullis::deadline::TimeLimits;
 use portcullis::deadline::with_deadline;
 use portcullis::error::RejectReason;
 use portcullis::retry::RetryPolicy;
@@ -20,7 +22,7 @@ const MS: Duration = Duration::from_millis(1);
 async fn spent_quota() -> ThrottleManager<String> {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(2).burst(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(10)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(10)))
         .build()
         .unwrap();
     manager
@@ -62,7 +64,7 @@ async fn a_token_past_the_deadline_is_refused_at_once_and_takes_nothing() {
 async fn max_wait_still_refuses_as_the_rate_when_it_is_the_tighter_bound() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(2).burst(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(100 * MS))
+        .time_limits(TimeLimits::new().max_wait(100 * MS))
         .build()
         .unwrap();
     manager
@@ -134,8 +136,8 @@ async fn callers_in_line_are_refused_once_the_line_reaches_past_their_deadline()
 async fn room_in_the_key_space_past_the_deadline_is_refused_at_once() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1).burst(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(10)))
+        .key_space(KeySpaceConfig::new().max_keys(1))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(10)))
         .build()
         .unwrap();
     manager
@@ -228,8 +230,7 @@ async fn hung_call_under_a_deadline(
     let mut builder =
         ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0).decrease_by(5.0));
     if let Some(timeout) = call_timeout {
-        builder =
-            builder.time_limits(portcullis::deadline::TimeLimits::new().call_timeout(timeout));
+        builder = builder.time_limits(TimeLimits::new().call_timeout(timeout));
     }
     let manager = builder.build().unwrap();
     let start = Instant::now();
@@ -316,7 +317,7 @@ async fn a_retry_whose_backoff_ends_past_the_deadline_is_not_slept() {
 async fn healthy_backend_run(deadline: Option<Duration>) -> (usize, f64) {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(50.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(100 * MS))
+        .time_limits(TimeLimits::new().max_wait(100 * MS))
         .build()
         .unwrap();
     let mut calls = Vec::new();
@@ -415,7 +416,7 @@ async fn a_deadline_already_past_is_refused_by_every_entry_point_taking_and_runn
 async fn answers_in_30_ms() -> ThrottleManager<String> {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(5).burst(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(10)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(10)))
         .build()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(1);

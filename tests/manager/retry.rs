@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::retry::RetryPolicy;
 use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager, overloaded};
@@ -146,7 +147,7 @@ async fn a_refusal_that_ends_past_the_deadline_gives_up_at_once() {
     let manager = |deadline| {
         ThrottleManager::<String>::builder()
             .rate(RateConfig::per_second(1))
-            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+            .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
             .retry(RetryPolicy::new().deadline(deadline))
             .build()
             .unwrap()

@@ -199,10 +199,16 @@ async fn a_cost_and_a_timeout_ride_on_the_priority() {
 async fn a_group_of_settings_sets_only_what_it_names() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(1))
-        .key_space(KeySpaceConfig::new().max_keys(1))
-        .key_space(KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
-        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
-        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(3)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(1)
+                .idle_ttl(Duration::from_secs(60)),
+        )
+        .time_limits(
+            TimeLimits::new()
+                .max_wait(Duration::ZERO)
+                .call_timeout(Duration::from_secs(3)),
+        )
         .build()
         .unwrap();
     assert_eq!(

@@ -55,8 +55,7 @@ fn code_sets_a_limit_for_a_tier_and_one_key() {
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
         .key_override(
             "acct-big".to_owned(),
-            portcullis::builder::Tier::new()
-                .limit("tokens", RateConfig::per_minute(300_000).burst(50_000)),
+            Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(50_000)),
         )
         .build()
         .unwrap();
@@ -102,12 +101,11 @@ fn every_bad_limit_is_named_by_its_place() {
         .tier_of(|key: &String| key.starts_with("scale-").then_some("scale"))
         .key_override(
             "acct-big".to_owned(),
-            portcullis::builder::Tier::new()
-                .limit("tokens", RateConfig::per_minute(300_000).burst(0)),
+            Tier::new().limit("tokens", RateConfig::per_minute(300_000).burst(0)),
         )
         .key_override(
             "acct-big".to_owned(),
-            portcullis::builder::Tier::new().limit("imgs", RateConfig::per_minute(10)),
+            Tier::new().limit("imgs", RateConfig::per_minute(10)),
         )
         .build();
     let found = problems(built);

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use portcullis::clock::ManualClock;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::metered::Cost;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
@@ -354,7 +355,7 @@ async fn a_wait_past_max_wait_or_the_deadline_is_refused_at_once() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(100).burst(100))
         .limit("tokens", RateConfig::per_second(100).burst(1_000))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(3)))
         .build()
         .unwrap();
     manager

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::metered::Cost;
 use portcullis::store::RedisStore;
@@ -25,7 +26,7 @@ fn built(store: RedisStore, requests: RateConfig, slots: Option<u32>) -> Throttl
     let builder = ThrottleManager::<String>::builder()
         .rate(requests)
         .limit("tokens", RateConfig::per_second(100).burst(1_000))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
         .rate_store(store);
     match slots {
         Some(slots) => builder.bulkhead(BulkheadConfig::new(slots)),
@@ -392,7 +393,7 @@ async fn an_adaptive_limit_learns_from_its_calls_in_the_store() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(6_000).burst(100))
         .limit("tokens", RateConfig::adaptive(1_000.0).burst(1_000))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
         .rate_store(store)
         .build()
         .unwrap();

@@ -3,6 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
+use portcullis::builder::Tier;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::ConfigError;
 use portcullis::{RateConfig, ThrottleManager};
 use tokio::time::Instant;
@@ -272,7 +275,7 @@ async fn under_sustained_overload_max_wait_keeps_every_token_in_use() {
     // 30 calls a second against a rate of 10, for 20 s.
     let bounded = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(1)))
         .build()
         .unwrap();
     let (admitted, took) = admitted_under_overload(bounded, 30, 20, false).await;
@@ -374,7 +377,7 @@ fn bad_configs_are_reported_with_field_and_value() {
     assert_eq!(err.problems()[0].field(), "controls");
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(0))
+        .key_space(KeySpaceConfig::new().max_keys(0))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -383,10 +386,7 @@ fn bad_configs_are_reported_with_field_and_value() {
     );
     let err = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0))
-        .key_override(
-            "api",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(1.0).burst(0)),
-        )
+        .key_override("api", Tier::new().rate(RateConfig::adaptive(1.0).burst(0)))
         .build()
         .unwrap_err();
     assert_eq!(
@@ -407,10 +407,9 @@ fn per_key_settings_from_overrides_and_a_tier() {
         )
         .key_override(
             "slow.example",
-            portcullis::builder::Tier::new()
-                .rate(RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0)),
+            Tier::new().rate(RateConfig::adaptive(2.0).bounds(1.0, 4.0).increase_by(1.0)),
         )
-        .tier("premium", portcullis::builder::Tier::new().rate(premium))
+        .tier("premium", Tier::new().rate(premium))
         .tier_of({
             let calls = Arc::clone(&calls);
             move |key: &String| {
@@ -488,10 +487,8 @@ async fn a_shorter_max_wait_for_low_priority_keeps_room_for_high() {
     let run = |low_wait: Duration| async move {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0))
-            .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(1)))
-            .time_limits(
-                portcullis::deadline::TimeLimits::new().max_wait_for(Priority::LOW, low_wait),
-            )
+            .time_limits(TimeLimits::new().max_wait(Duration::from_secs(1)))
+            .time_limits(TimeLimits::new().max_wait_for(Priority::LOW, low_wait))
             .build()
             .unwrap();
         let admitted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::{RateConfig, ThrottleManager};
 
 use crate::quota_bound::{Entry, admissions, assert_within_quota};
@@ -13,7 +14,7 @@ use crate::quota_bound::{Entry, admissions, assert_within_quota};
 async fn holds(entry: Entry, callers: usize) {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(40).burst(5))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(3_600)))
         .build()
         .unwrap();
     let run_for = Duration::from_secs(600);
@@ -49,9 +50,7 @@ async fn calls_of_any_cost_get_the_quota_in_tokens_and_no_more() {
     for entry in Entry::ALL {
         let manager = ThrottleManager::<String>::builder()
             .rate(RateConfig::per_second(40).burst(5))
-            .time_limits(
-                portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)),
-            )
+            .time_limits(TimeLimits::new().max_wait(Duration::from_secs(3_600)))
             .build()
             .unwrap();
         let run_for = Duration::from_secs(120);

@@ -14,7 +14,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use portcullis::builder::KeySpaceConfig;
+use portcullis::builder::Tier;
 use portcullis::clock::ManualClock;
+use portcullis::deadline::TimeLimits;
 use portcullis::server::{KeyExtractor, ThrottleLayer, TrustedProxies};
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use tokio::sync::Semaphore;
@@ -237,7 +240,7 @@ async fn capacity_refusals_are_503_with_retry_after_only_when_known() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(KeySpaceConfig::new().max_keys(1))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -422,7 +425,7 @@ async fn overload_answers_lower_an_adaptive_rate_and_bugs_and_client_errors_do_n
         .rate(RateConfig::adaptive(10.0).burst(5).bounds(1.0, 100.0))
         .tier(
             "fixed",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0)),
+            Tier::new().rate(RateConfig::adaptive(10.0).bounds(10.0, 10.0)),
         )
         .tier_of(|key: &String| (key == "fixed").then_some("fixed"))
         .clock(clock.clone())
@@ -545,10 +548,10 @@ async fn a_million_clients_stay_within_the_key_space_and_debt_is_kept() {
         // One call per 1,000 s: in debt for the whole flood.
         .tier(
             "debtor",
-            portcullis::builder::Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
+            Tier::new().rate(RateConfig::adaptive(0.001).bounds(0.001, 0.001)),
         )
         .tier_of(|key: &String| (key == "debtor").then_some("debtor"))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -675,9 +678,7 @@ async fn the_call_timeout_bounds_the_handler_and_frees_its_slot() {
                 .decrease_factor(0.5),
         )
         .bulkhead(BulkheadConfig::new(1))
-        .time_limits(
-            portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_millis(200)),
-        )
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_millis(200)))
         .build()
         .unwrap();
     let stuck = tower::service_fn(|_: http::Request<axum::body::Body>| async {
@@ -839,7 +840,7 @@ async fn the_call_timeout_runs_on_the_managers_clock() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().call_timeout(Duration::from_secs(30)))
+        .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(30)))
         .clock(clock.clone())
         .build()
         .unwrap();

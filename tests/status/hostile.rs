@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::Request;
+use portcullis::builder::KeySpaceConfig;
 use portcullis::status::StatusPage;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleManager};
 use serde_json::Value;
@@ -38,7 +39,7 @@ fn keyed(keys: usize) -> (ThrottleManager<String>, Arc<AtomicUsize>, [axum::Rout
     let counter = Arc::clone(&named);
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(100.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(keys + 10))
+        .key_space(KeySpaceConfig::new().max_keys(keys + 10))
         .key_names(move |key: &String| {
             counter.fetch_add(1, Ordering::Relaxed);
             key.clone()

@@ -14,6 +14,7 @@ mod support;
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::clock::ManualClock;
 use portcullis::status::StatusPage;
 use portcullis::{BulkheadConfig, Priority, ThrottleConfig, ThrottleManager};
@@ -278,8 +279,11 @@ async fn the_totals_show_the_key_spaces_cap_and_its_evictions() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(3))
-        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(3)
+                .idle_ttl(Duration::from_secs(60)),
+        )
         .key_names(String::clone)
         .clock(clock.clone())
         .build()

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::store::RedisStore;
 use portcullis::{Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
@@ -17,7 +18,7 @@ use crate::redis_server::{RedisCluster, RedisServer};
 fn hourly(store: RedisStore) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::per_hour(1))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO))
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO))
         .rate_store(store.recheck_every(Duration::from_millis(100)))
         .build()
         .unwrap()

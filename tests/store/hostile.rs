@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::store::RedisStore;
 use portcullis::{Priority, RateConfig, ThrottleManager};
 use tokio::time::Instant;
@@ -87,8 +88,11 @@ fn manager(store: RedisStore) -> ThrottleManager<String> {
                 .bounds(LOWER, UPPER)
                 .increase_by(1.0),
         )
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_defer(MAX_DEFER))
+        .time_limits(
+            TimeLimits::new()
+                .max_wait(Duration::from_millis(100))
+                .max_defer(MAX_DEFER),
+        )
         .rate_store(store)
         .build()
         .unwrap()

@@ -12,6 +12,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::store::{RedisStore, WhenUnavailable};
 use portcullis::{Priority, RateConfig, ThrottleManager};
@@ -446,7 +447,7 @@ async fn a_call_takes_its_cost_from_the_shared_bucket() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(6).burst(10))
         .rate_store(connected)
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::ZERO)) // refused at once, with the wait
+        .time_limits(TimeLimits::new().max_wait(Duration::ZERO)) // refused at once, with the wait
         .build()
         .unwrap();
     let other = manager_with(&server.url(), RateConfig::per_minute(6).burst(10), |s| s).await;

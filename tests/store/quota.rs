@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis::deadline::TimeLimits;
 use portcullis::store::WhenUnavailable;
 use portcullis::{RateConfig, ThrottleManager};
 use proptest::prelude::*;
@@ -32,9 +33,7 @@ fn fleet(
             ThrottleManager::<String>::builder()
                 .rate(quota.clone())
                 .rate_store(Arc::clone(&store))
-                .time_limits(
-                    portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)),
-                )
+                .time_limits(TimeLimits::new().max_wait(Duration::from_secs(3_600)))
                 .build()
                 .unwrap()
         })
@@ -114,7 +113,7 @@ async fn processes_that_join_and_leave_mid_run_keep_the_quota() {
 fn alone(quota: &RateConfig) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(quota.clone())
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_secs(3_600)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_secs(3_600)))
         .build()
         .unwrap()
 }

@@ -20,7 +20,9 @@ pub(crate) fn alone() -> std::sync::MutexGuard<'static, ()> {
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use portcullis::builder::Tier;
 use portcullis::clock::ManualClock;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::outcome::Outcome;
 use portcullis::priority::OutOfRange;
@@ -362,7 +364,7 @@ async fn a_call_the_rate_would_refuse_anyway_is_not_counted_as_shed() {
         .rate(RateConfig::adaptive(1.0).bounds(1.0, 1.0))
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0) // shed whenever the probability is above 0
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(500)))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_millis(500)))
         .build()
         .unwrap();
     for _ in 0..10 {
@@ -543,8 +545,7 @@ async fn one_key_can_have_its_own_throttle() {
         .throttle(ThrottleConfig::new())
         .key_override(
             "strict",
-            portcullis::builder::Tier::new()
-                .throttle(ThrottleConfig::new().ratio(1.0).min_rate(0.5)),
+            Tier::new().throttle(ThrottleConfig::new().ratio(1.0).min_rate(0.5)),
         )
         .random_source(|| 0.99)
         .build()

@@ -51,10 +51,7 @@ fn a_reloaded_tier_moves_its_keys_at_their_next_call() {
 fn a_reload_replaces_the_overrides_and_keeps_what_the_file_leaves_out() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(10))
-        .key_override(
-            "acme",
-            portcullis::builder::Tier::new().rate(RateConfig::per_second(50)),
-        )
+        .key_override("acme", Tier::new().rate(RateConfig::per_second(50)))
         .clock(ManualClock::new())
         .build()
         .unwrap();

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use portcullis::builder::Tier;
 use portcullis::clock::ManualClock;
 use portcullis::error::RejectReason;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
@@ -111,7 +112,7 @@ async fn a_shadowed_call_never_waits() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1))
         .bulkhead(BulkheadConfig::new(1).queue(4))
-        .key_override("trial", portcullis::builder::Tier::new().shadow(true))
+        .key_override("trial", Tier::new().shadow(true))
         .build()
         .unwrap();
     let started = tokio::time::Instant::now();
@@ -133,12 +134,9 @@ async fn a_shadowed_call_never_waits() {
 fn a_tier_and_a_key_may_be_shadowed_apart_from_the_manager() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1))
-        .tier("trial", portcullis::builder::Tier::new().shadow(true))
+        .tier("trial", Tier::new().shadow(true))
         .tier_of(|key: &String| key.starts_with("trial-").then_some("trial"))
-        .key_override(
-            "trial-strict",
-            portcullis::builder::Tier::new().shadow(false),
-        )
+        .key_override("trial-strict", Tier::new().shadow(false))
         .clock(ManualClock::new())
         .build()
         .unwrap();

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::clock::ManualClock;
 use portcullis::{RateConfig, ThrottleManager};
 
@@ -30,7 +31,7 @@ fn a_million_keys_through_a_cap_of_ten_thousand() {
                 .bounds(0.001, 1_000.0)
                 .decrease_by(999.999),
         )
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
+        .key_space(KeySpaceConfig::new().max_keys(CAP))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -111,7 +112,7 @@ fn a_flood_does_not_starve_other_new_keys_while_keys_can_go() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes its token for 1 ms
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(QUIET))
+        .key_space(KeySpaceConfig::new().max_keys(QUIET))
         .clock(clock.clone())
         .build()
         .unwrap();

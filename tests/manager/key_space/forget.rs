@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::clock::ManualClock;
 use portcullis::error::RejectReason;
 use portcullis::outcome::Outcome;
@@ -114,7 +115,7 @@ fn forgetting_a_key_gives_its_room_at_once() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_minute(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(KeySpaceConfig::new().max_keys(1))
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -137,8 +138,11 @@ fn forgetting_at_the_cap_again_and_again_keeps_the_count() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1_000))
         .bulkhead(BulkheadConfig::new(4))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(3))
-        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(3)
+                .idle_ttl(Duration::from_secs(1)),
+        )
         .clock(clock.clone())
         .build()
         .unwrap();

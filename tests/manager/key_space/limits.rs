@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::builder::ThrottleManagerBuilder;
 use portcullis::clock::ManualClock;
+use portcullis::deadline::TimeLimits;
 use portcullis::error::RejectReason;
 use portcullis::{BulkheadConfig, Priority, RateConfig, ThrottleConfig, ThrottleManager};
 
@@ -15,8 +17,8 @@ fn manager(
 ) -> ThrottleManager<String> {
     let builder = builder(clock, max_keys);
     match idle_ttl {
-        Some(ttl) => builder.key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(ttl)),
-        None => builder.key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys()),
+        Some(ttl) => builder.key_space(KeySpaceConfig::new().idle_ttl(ttl)),
+        None => builder.key_space(KeySpaceConfig::new().keep_idle_keys()),
     }
     .build()
     .unwrap()
@@ -30,7 +32,7 @@ fn builder(clock: &ManualClock, max_keys: usize) -> ThrottleManagerBuilder<Strin
                 .bounds(0.01, 100.0)
                 .decrease_by(1.0),
         )
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(max_keys))
+        .key_space(KeySpaceConfig::new().max_keys(max_keys))
         .clock(clock.clone())
 }
 
@@ -126,8 +128,7 @@ fn at_the_cap_least_recently_used_quiet_keys_make_room() {
 async fn at_the_cap_with_every_key_in_use_a_new_key_waits_for_room() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0).bounds(1.0, 100.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(2))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(2).keep_idle_keys())
         .build()
         .unwrap();
     manager.check("a").unwrap(); // owes a token until 100 ms
@@ -166,8 +167,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(3))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(3).keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -204,7 +204,7 @@ fn the_least_recently_used_key_is_not_evicted_while_it_owes_tokens() {
 fn a_key_with_a_call_in_flight_is_never_evicted() {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
+        .key_space(KeySpaceConfig::new().max_keys(1))
         .clock(ManualClock::new())
         .build()
         .unwrap();
@@ -227,8 +227,7 @@ fn one_key_that_sheds_at_any_probability(clock: &ManualClock) -> ThrottleManager
     ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new())
         .random_source(|| 0.0)
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(1).keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -296,7 +295,7 @@ fn an_idle_ttl_below_a_second_is_refused() {
     for ttl in [Duration::ZERO, Duration::from_millis(999)] {
         let error = ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0))
-            .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(ttl))
+            .key_space(KeySpaceConfig::new().idle_ttl(ttl))
             .build()
             .unwrap_err();
         assert_eq!(error.problems()[0].field(), "idle_ttl", "{error}");
@@ -304,7 +303,7 @@ fn an_idle_ttl_below_a_second_is_refused() {
     assert!(
         ThrottleManager::<String>::builder()
             .rate(RateConfig::adaptive(10.0))
-            .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+            .key_space(KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
             .build()
             .is_ok()
     );
@@ -369,8 +368,7 @@ fn manager_with_hold(
     hold: Duration,
 ) -> ThrottleManager<String> {
     builder(clock, max_keys)
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_hold(hold))
+        .key_space(KeySpaceConfig::new().keep_idle_keys().max_hold(hold))
         .build()
         .unwrap()
 }
@@ -412,8 +410,7 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
     let manager = ThrottleManager::<String>::builder()
         .throttle(ThrottleConfig::new().window(Duration::from_secs(600)))
         .random_source(|| 0.0)
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(1).keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -438,8 +435,7 @@ fn shedding_longer_than_max_hold_does_not_hold_a_full_key_space() {
 async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
     let manager = ThrottleManager::<String>::builder()
         .bulkhead(BulkheadConfig::new(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(1).keep_idle_keys())
         .build()
         .unwrap();
     let in_flight = manager.try_acquire("a", Priority::HIGH).unwrap();
@@ -463,8 +459,8 @@ async fn a_waiter_for_room_wakes_when_the_last_call_of_a_key_ends() {
 async fn max_wait_bounds_the_wait_for_room_in_a_full_key_space() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(10))
-        .time_limits(portcullis::deadline::TimeLimits::new().max_wait(Duration::from_millis(100)))
+        .key_space(KeySpaceConfig::new().max_keys(10))
+        .time_limits(TimeLimits::new().max_wait(Duration::from_millis(100)))
         .build()
         .unwrap();
     for host in 0..10 {
@@ -520,8 +516,7 @@ fn a_refusal_that_saw_only_part_of_the_key_space_retries_soon() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1.0).bounds(0.1, 1.0).decrease_by(0.9))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(600))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(600).keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();

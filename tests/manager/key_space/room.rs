@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::builder::Tier;
 use portcullis::clock::ManualClock;
 use portcullis::error::RejectReason;
@@ -38,9 +39,12 @@ fn manager(clock: &ManualClock) -> ThrottleManager<String> {
     ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(10.0))
         .bulkhead(BulkheadConfig::new(4))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(2))
-        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_hold(Duration::from_secs(60)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(2)
+                .idle_ttl(Duration::from_secs(1))
+                .max_hold(Duration::from_secs(60)),
+        )
         .clock(clock.clone())
         .build()
         .unwrap()
@@ -137,8 +141,7 @@ async fn a_cancelled_waiter_holds_no_place() {
                 .queue(4)
                 .queue_timeout(Duration::from_secs(3_600)),
         )
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(2))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(2).keep_idle_keys())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -165,8 +168,7 @@ fn a_key_whose_creation_panics_takes_no_place() {
         .rate(RateConfig::adaptive(10.0))
         .tier("vip", Tier::new().rate(RateConfig::adaptive(100.0)))
         .tier_of(tier_of)
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().keep_idle_keys())
+        .key_space(KeySpaceConfig::new().max_keys(1).keep_idle_keys())
         .build()
         .unwrap();
     let panicked =
@@ -191,8 +193,11 @@ fn a_refusal_after_an_eviction_judges_the_keys_held_now() {
     let clock = ManualClock::new();
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(1).burst(1))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(2))
-        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(60)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(2)
+                .idle_ttl(Duration::from_secs(60)),
+        )
         .clock(clock.clone())
         .build()
         .unwrap();

@@ -6,6 +6,7 @@
 use std::sync::{Barrier, RwLock};
 use std::time::Duration;
 
+use portcullis::builder::KeySpaceConfig;
 use portcullis::clock::ManualClock;
 use portcullis::error::RejectReason;
 use portcullis::manager::OwnedPermit;
@@ -31,8 +32,11 @@ fn concurrent_new_keys_at_the_cap_keep_every_invariant() {
     let manager = ThrottleManager::<String>::builder()
         .rate(RateConfig::adaptive(1_000.0)) // each call owes a token for 1 ms
         .bulkhead(BulkheadConfig::new(4))
-        .key_space(portcullis::builder::KeySpaceConfig::new().max_keys(CAP))
-        .key_space(portcullis::builder::KeySpaceConfig::new().idle_ttl(Duration::from_secs(1)))
+        .key_space(
+            KeySpaceConfig::new()
+                .max_keys(CAP)
+                .idle_ttl(Duration::from_secs(1)),
+        )
         .clock(clock.clone())
         .build()
         .unwrap();
