@@ -6,6 +6,7 @@ use super::adaptive::LimitTuning;
 use super::codel::CodelSettings;
 use crate::clock::{Nanos, nanos};
 use crate::error::Problems;
+use crate::priority::Flow;
 
 /// What happens to a call that finds the queue full.
 ///
@@ -86,6 +87,8 @@ pub struct BulkheadConfig {
     codel: Option<(Duration, Duration)>,
     /// Newest first while CoDel finds the queue overloaded.
     adaptive_lifo: Option<bool>,
+    /// Served round the calls' flows.
+    fair: bool,
 }
 
 /// How a learned limit is set up: what the user set, `None` for the
@@ -156,6 +159,7 @@ impl BulkheadConfig {
             overflow: Overflow::RejectNew,
             codel: None,
             adaptive_lifo: None,
+            fair: false,
         }
     }
 
@@ -458,6 +462,67 @@ impl BulkheadConfig {
         self
     }
 
+    /// Serves the queue round the calls' flows (fair queuing): each flow
+    /// (whom a call is for: a user, a tenant; see
+    /// [`Flow`](crate::priority::Flow)) waits in its own line, and a slot
+    /// given back goes to the next flow in turn, priorities still first.
+    /// So when many callers share one key (users at one database), a flow
+    /// that sends more than its share waits behind those that send less:
+    /// while two flows both wait, the slots handed to them differ by at
+    /// most two, and a flow that had nobody waiting is served within one
+    /// round. A full queue makes room first by dropping the newest waiter
+    /// of the flow with the most waiters, if it has two more than the
+    /// newcomer's ([`Dropped`](crate::error::RejectReason::Dropped)); the
+    /// [`overflow`](Self::overflow) policy decides the rest.
+    ///
+    /// A call's flow is its task's ([`with_flow`](crate::priority::with_flow):
+    /// the server layer sets its key's for the handler), else the one it
+    /// gives ([`Priority::flow`](crate::Priority::flow)), else, for a key
+    /// of [`call_all`](crate::ThrottleManager::call_all), the keys before
+    /// it; calls with none share one flow. It costs a waiter 16 bytes and
+    /// a queued call a search of its priority's waiters; taking a free
+    /// slot costs nothing more. With [`codel`](Self::codel), the queue
+    /// keeps first come first served within a flow (adaptive LIFO would
+    /// undo the turns), and the waiters CoDel drops are those that waited
+    /// the target: the flows that send more than their share. Refused
+    /// at build without a [`queue`](Self::queue).
+    ///
+    /// ```
+    /// use portcullis::priority::{Flow, with_flow};
+    /// use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .bulkhead(BulkheadConfig::new(1).queue(8).fair_queuing())
+    ///     .build()?;
+    /// let busy = manager.acquire("db", Priority::HIGH).await?;
+    /// let (heavy, light) = (Priority::HIGH.flow(Flow::of("heavy")), Priority::HIGH.flow(Flow::of("light")));
+    /// let order = std::sync::Mutex::new(Vec::new());
+    /// let call = |options, name| {
+    ///     let (manager, order) = (&manager, &order);
+    ///     async move {
+    ///         let permit = manager.acquire("db", options).await.unwrap();
+    ///         order.lock().unwrap().push(name);
+    ///         tokio::task::yield_now().await;
+    ///         permit.success();
+    ///     }
+    /// };
+    /// // Three of the heavy flow queue, then one of the light flow...
+    /// tokio::join!(call(heavy, "heavy"), call(heavy, "heavy"), call(heavy, "heavy"), call(light, "light"), async {
+    ///     tokio::task::yield_now().await;
+    ///     drop(busy);
+    /// });
+    /// // ...which is served second, not last.
+    /// assert_eq!(*order.lock().unwrap(), ["heavy", "light", "heavy", "heavy"]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fair_queuing(mut self) -> Self {
+        self.fair = true;
+        self
+    }
+
     /// Checks the bulkhead as [`build`](crate::builder::ThrottleManagerBuilder::build)
     /// will.
     ///
@@ -518,10 +583,16 @@ impl BulkheadConfig {
                 "needs a queue (BulkheadConfig::queue) to judge, got a queue of 0",
             );
         }
+        if self.fair && self.adaptive_lifo == Some(true) {
+            problems.add(
+                "adaptive_lifo",
+                "a fair queue serves its flows in turn, first come first served within one; newest first would undo the turns: leave adaptive_lifo unset with fair_queuing",
+            );
+        }
         (problems.len() == before).then(|| CodelSettings {
             target: nanos(target),
             interval: nanos(interval),
-            lifo: self.adaptive_lifo.unwrap_or(true),
+            lifo: self.adaptive_lifo.unwrap_or(!self.fair),
         })
     }
 
@@ -543,6 +614,12 @@ impl BulkheadConfig {
         if self.queue_timeout == Some(Duration::ZERO) {
             problems.add("queue_timeout", "must be above 0, got 0ns");
         }
+        if self.fair && self.max_queued == 0 {
+            problems.add(
+                "fair_queuing",
+                "needs a queue (BulkheadConfig::queue) to serve in turn, got a queue of 0",
+            );
+        }
         let codel = self.check_codel(problems);
         (problems.len() == before).then(|| BulkheadSettings {
             max_concurrent: learned.map_or(self.max_concurrent, |learned| learned.tuning.min),
@@ -551,6 +628,7 @@ impl BulkheadConfig {
             queue_timeout: self.queue_timeout.map(nanos),
             overflow: self.overflow,
             codel,
+            fair: self.fair,
         })
     }
 }
@@ -566,6 +644,16 @@ pub(crate) struct BulkheadSettings {
     pub(crate) queue_timeout: Option<Nanos>,
     pub(crate) overflow: Overflow,
     pub(crate) codel: Option<CodelSettings>,
+    /// The queue is served round the calls' flows.
+    pub(crate) fair: bool,
+}
+
+impl BulkheadSettings {
+    /// The flow a waiter of `flow` queues as: at a fair queue, its own (or
+    /// the one shared by calls without one); elsewhere none.
+    pub(crate) fn flow_of(&self, flow: Option<Flow>) -> Option<u64> {
+        self.fair.then(|| flow.map_or(0, Flow::id))
+    }
 }
 
 /// How a key's limit is learned.

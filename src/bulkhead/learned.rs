@@ -175,7 +175,7 @@ impl LearnedLimit {
 #[cfg(all(test, not(portcullis_loom)))]
 mod tests {
     use crate::bulkhead::config::{BulkheadConfig, BulkheadSettings, Overflow};
-    use crate::bulkhead::limiter::{Bulkhead, Load, QueuedWait, SlotAnswer};
+    use crate::bulkhead::limiter::{Bulkhead, Load, QueuedWait, SlotAnswer, Waiter};
     use crate::error::Problems;
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
@@ -203,11 +203,13 @@ mod tests {
         let (bulkhead, settings) = learned_bulkhead(8);
         bulkhead.force_limit(&settings, 4);
         for _ in 0..4 {
-            assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+            assert!(granted(
+                bulkhead.enter(&settings, Waiter::first_level()).unwrap()
+            ));
         }
         let mut waiters = Vec::new();
         for _ in 0..3 {
-            match bulkhead.enter(&settings, 0, 1).unwrap() {
+            match bulkhead.enter(&settings, Waiter::first_level()).unwrap() {
                 SlotAnswer::Queued(id) => waiters.push(id),
                 SlotAnswer::Granted(_) => panic!("past the limit"),
             }
@@ -246,8 +248,12 @@ mod tests {
             assert!(bulkhead.poll_waiter(0, id, waker).is_ready());
         }
         // One slot left for a newcomer, then none.
-        assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
-        assert!(!granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        assert!(granted(
+            bulkhead.enter(&settings, Waiter::first_level()).unwrap()
+        ));
+        assert!(!granted(
+            bulkhead.enter(&settings, Waiter::first_level()).unwrap()
+        ));
     }
 
     #[test]
@@ -255,12 +261,16 @@ mod tests {
         let (bulkhead, settings) = learned_bulkhead(8);
         bulkhead.force_limit(&settings, 4);
         for _ in 0..4 {
-            assert!(granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+            assert!(granted(
+                bulkhead.enter(&settings, Waiter::first_level()).unwrap()
+            ));
         }
         // Down to 2 with 4 in flight and nobody queued: a newcomer waits
         // until the calls in flight are below the new limit.
         bulkhead.force_limit(&settings, 2);
-        assert!(!granted(bulkhead.enter(&settings, 0, 1).unwrap()));
+        assert!(!granted(
+            bulkhead.enter(&settings, Waiter::first_level()).unwrap()
+        ));
         assert!(bulkhead.try_acquire(&settings).is_err());
         assert_eq!(
             bulkhead.load(),
@@ -289,7 +299,7 @@ mod tests {
             let (in_flight, done) = (Arc::clone(&in_flight), Arc::clone(&done));
             tasks.push(tokio::spawn(async move {
                 for round in 0..300 {
-                    let admitted = match bulkhead.enter(&settings, 0, 1).unwrap() {
+                    let admitted = match bulkhead.enter(&settings, Waiter::first_level()).unwrap() {
                         SlotAnswer::Granted(_) => true,
                         SlotAnswer::Queued(id) => {
                             let waiting = QueuedWait::new(&bulkhead, 0, id);

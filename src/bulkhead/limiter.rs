@@ -43,7 +43,7 @@ use super::learned::{CallSample, LearnedLimit, LimitChange};
 use super::queue::{OnFull, WaitQueue, WaiterId};
 use crate::clock::{Clock, Nanos};
 use crate::error::{RejectReason, Rejected};
-use crate::priority::Priority;
+use crate::priority::{Flow, Priority};
 use crate::sync::{AtomicU64, Mutex};
 
 const QUEUED: u64 = 1 << 32;
@@ -139,6 +139,27 @@ struct Codel {
 impl Codel {
     fn now(&self) -> Nanos {
         self.clock.now_nanos()
+    }
+}
+
+/// A call that asks for a slot, and may wait for one: its priority's
+/// level (of `levels`) and its flow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Waiter {
+    pub(crate) priority: usize,
+    pub(crate) levels: usize,
+    pub(crate) flow: Option<Flow>,
+}
+
+#[cfg(test)]
+impl Waiter {
+    /// A waiter of one level and no flow.
+    pub(crate) fn first_level() -> Self {
+        Self {
+            priority: 0,
+            levels: 1,
+            flow: None,
+        }
     }
 }
 
@@ -265,6 +286,7 @@ impl Bulkhead {
         &self,
         settings: &BulkheadSettings,
         priority: usize,
+        flow: Option<Flow>,
     ) -> Option<Refusal> {
         let state = self.state.load(Ordering::Acquire);
         let full = active(state) >= self.limit(settings) && queued(state) >= settings.max_queued;
@@ -273,12 +295,13 @@ impl Bulkhead {
         }
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
-        (inner.queue.on_full(settings.overflow, priority) == OnFull::RejectNewcomer).then(|| {
-            Refusal {
+        let flow = settings.flow_of(flow);
+        (inner.queue.on_full(settings.overflow, priority, flow) == OnFull::RejectNewcomer).then(
+            || Refusal {
                 reason: RejectReason::Full,
                 load: self.load(),
-            }
-        })
+            },
+        )
     }
 
     /// Takes a free slot, or a place in the queue, or is refused (queue
@@ -287,9 +310,14 @@ impl Bulkhead {
     pub(crate) fn enter(
         &self,
         settings: &BulkheadSettings,
-        priority: usize,
-        levels: usize,
+        waiter: Waiter,
     ) -> Result<SlotAnswer, Refusal> {
+        let Waiter {
+            priority,
+            levels,
+            flow,
+        } = waiter;
+        let flow = settings.flow_of(flow);
         if let Ok(active) = self.try_acquire(settings) {
             return Ok(SlotAnswer::Granted(active));
         }
@@ -314,7 +342,7 @@ impl Bulkhead {
                 Ok(_) => {
                     inner.fixed_limit = settings.max_concurrent;
                     let since = self.joined_at(inner);
-                    let id = inner.queue.push(priority, levels, since);
+                    let id = inner.queue.push(priority, levels, since, flow);
                     return Ok(SlotAnswer::Queued(id));
                 }
                 Err(actual) => state = actual,
@@ -322,7 +350,7 @@ impl Bulkhead {
         }
         // The queue is full (and the lock keeps it so).
         let load = Load::of(state);
-        match inner.queue.on_full(settings.overflow, priority) {
+        match inner.queue.on_full(settings.overflow, priority, flow) {
             OnFull::RejectNewcomer => Err(Refusal {
                 reason: RejectReason::Full,
                 load,
@@ -334,7 +362,7 @@ impl Bulkhead {
                     .push((victim, Decision::Dropped(load, RejectReason::Dropped)));
                 inner.fixed_limit = settings.max_concurrent;
                 let since = self.joined_at(inner);
-                let id = inner.queue.push(priority, levels, since);
+                let id = inner.queue.push(priority, levels, since, flow);
                 drop(guard);
                 if let Some(waker) = waker {
                     waker.wake();

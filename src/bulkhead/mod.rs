@@ -37,5 +37,5 @@ pub use config::{BulkheadConfig, Overflow};
 
 // The facade: all the core uses of the bulkhead.
 pub(crate) use config::BulkheadSettings;
-pub(crate) use limiter::{Bulkhead, Load, QueuedWait, Refusal, SlotAnswer};
+pub(crate) use limiter::{Bulkhead, Load, QueuedWait, Refusal, SlotAnswer, Waiter};
 pub(crate) use queue::WaiterId;

@@ -259,6 +259,10 @@ pub struct BulkheadSection {
     /// Who is turned away when the queue is full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overflow: Option<Overflow>,
+    /// Whether the queue is served round the calls' flows
+    /// ([`BulkheadConfig::fair_queuing`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_queuing: Option<bool>,
 }
 
 impl BulkheadSection {
@@ -321,6 +325,9 @@ impl BulkheadSection {
         }
         if let Some(overflow) = self.overflow {
             config = config.overflow(overflow);
+        }
+        if self.fair_queuing == Some(true) {
+            config = config.fair_queuing();
         }
         Ok(config)
     }

@@ -18,11 +18,14 @@ use std::time::Duration;
 
 use super::admitting::{Admitted, Admitting, HeldToken};
 use super::request::{Request, Scope};
-use super::{BulkheadPlace, CallTimes, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
+use super::{
+    BulkheadPlace, CallTimes, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, SlotAsk, Token,
+};
 use crate::bulkhead::{QueuedWait, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
+use crate::priority::Flow;
 use crate::rate::Reservation;
 use crate::registry::NoRoom;
 
@@ -224,7 +227,7 @@ impl Core {
             return match self.free_slot_then_rate(call, request, settings) {
                 Ok(decided) => decided,
                 Err(call) => {
-                    self.bulkhead_has_room(&call.call().state, priority)?;
+                    self.bulkhead_has_room(&call.call().state, priority, request.flow)?;
                     self.rate_then_slot(call, request, settings)
                 }
             };
@@ -232,7 +235,7 @@ impl Core {
             call
         };
         if request.scope != Scope::RateOnly {
-            self.bulkhead_has_room(&call.call().state, priority)?;
+            self.bulkhead_has_room(&call.call().state, priority, request.flow)?;
         }
         if in_store {
             if request.scope == Scope::RateTaken {
@@ -378,7 +381,7 @@ impl Core {
         mut call: Admitting<'c>,
         request: &Request,
     ) -> Result<A, Stop<'c>> {
-        match self.enter_slot(&mut call, request.patience)? {
+        match self.enter_slot(&mut call, request.patience, request.flow)? {
             Some(id) => Err(Stop::wait(Wait::InQueue(call, id))),
             None => Ok(A::from_call(call)),
         }
@@ -395,9 +398,15 @@ impl Core {
         &self,
         call: &mut Admitting<'_>,
         patience: Patience,
+        flow: Option<Flow>,
     ) -> Result<Option<WaiterId>, Rejected> {
         let c = call.call();
-        match self.enter_bulkhead(&c.state, c.priority, patience, &c.telemetry)? {
+        let asked = SlotAsk {
+            priority: c.priority,
+            patience,
+            flow,
+        };
+        match self.enter_bulkhead(&c.state, asked, &c.telemetry)? {
             BulkheadPlace::NoBulkhead => Ok(None),
             BulkheadPlace::Held => {
                 call.call_mut().holds_slot = true;

@@ -9,7 +9,7 @@ use super::{Core, Patience};
 use crate::clock::{Nanos, nanos};
 use crate::deadline;
 use crate::error::{RejectReason, Rejected};
-use crate::priority::Priority;
+use crate::priority::{Flow, Priority};
 
 /// Which of a key's controls an admission goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +42,9 @@ pub(crate) struct Request {
     /// the core's clock, read once when the request was made; `None`: no
     /// deadline.
     pub(crate) deadline: Option<Nanos>,
+    /// Whom the call is for, at a fair queue: the task's flow
+    /// ([`with_flow`](crate::priority::with_flow)), else the one given.
+    pub(crate) flow: Option<Flow>,
 }
 
 /// How long a call may wait before it starts, by its deadline.
@@ -58,7 +61,7 @@ pub(crate) enum StartBy {
 
 impl Request {
     /// A request of `scope` at `asked`, for `cost` tokens, waiting as
-    /// `patience` says; its deadline is the task's, read now.
+    /// `patience` says; its deadline and flow are the task's, read now.
     #[inline]
     pub(crate) fn new(
         core: &Core,
@@ -74,6 +77,7 @@ impl Request {
             patience,
             scope,
             deadline,
+            flow: Flow::current(),
         }
     }
 
@@ -192,6 +196,7 @@ mod tests {
             patience: Patience::AsConfigured,
             scope: Scope::Every,
             deadline,
+            flow: None,
         }
     }
 

@@ -5,15 +5,15 @@ use std::time::Duration;
 use tracing::Span;
 
 use super::request::{Request, StartBy};
-use super::{BulkheadPlace, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
+use super::{BulkheadPlace, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, SlotAsk, Token};
 use crate::bulkhead::WaiterId;
-use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer};
+use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer, Waiter};
 use crate::clock::{Nanos, nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
 use crate::metrics;
-use crate::priority::Priority;
+use crate::priority::{Flow, Priority};
 use crate::rate::Reservation;
 use crate::rate::{self, HORIZON};
 use crate::throttle::Count;
@@ -127,18 +127,25 @@ impl Core {
         &self,
         state: &KeyState,
         priority: Priority,
+        flow: Option<Flow>,
     ) -> Result<(), Rejected> {
         if !self.controls.bulkhead {
             return Ok(());
         }
-        self.bulkhead_room(state, priority)
+        self.bulkhead_room(state, priority, flow)
     }
 
-    fn bulkhead_room(&self, state: &KeyState, priority: Priority) -> Result<(), Rejected> {
+    fn bulkhead_room(
+        &self,
+        state: &KeyState,
+        priority: Priority,
+        flow: Option<Flow>,
+    ) -> Result<(), Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(());
         };
-        let refusal = bulkhead.would_refuse(settings, usize::from(priority.level()));
+        let level = usize::from(priority.level());
+        let refusal = bulkhead.would_refuse(settings, level, flow);
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 
@@ -272,31 +279,38 @@ impl Core {
     pub(crate) fn enter_bulkhead(
         &self,
         state: &KeyState,
-        priority: Priority,
-        patience: Patience,
+        asked: SlotAsk,
         telemetry: &KeyTelemetry,
     ) -> Result<BulkheadPlace, Rejected> {
         if !self.controls.bulkhead {
             return Ok(BulkheadPlace::NoBulkhead);
         }
-        self.take_bulkhead_slot(state, priority, patience, telemetry)
+        self.take_bulkhead_slot(state, asked, telemetry)
     }
 
     fn take_bulkhead_slot(
         &self,
         state: &KeyState,
-        priority: Priority,
-        patience: Patience,
+        asked: SlotAsk,
         telemetry: &KeyTelemetry,
     ) -> Result<BulkheadPlace, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(BulkheadPlace::NoBulkhead);
         };
+        let SlotAsk {
+            priority,
+            patience,
+            flow,
+        } = asked;
         let admission = match patience {
             Patience::Never => bulkhead.try_acquire(settings).map(SlotAnswer::Granted),
             _ => {
-                let levels = usize::from(self.priorities.levels);
-                bulkhead.enter(settings, usize::from(priority.level()), levels)
+                let waiter = Waiter {
+                    priority: usize::from(priority.level()),
+                    levels: usize::from(self.priorities.levels),
+                    flow,
+                };
+                bulkhead.enter(settings, waiter)
             }
         };
         match admission.map_err(|refusal| refusal.rejected(priority))? {

@@ -14,7 +14,7 @@ use crate::deadline::{self, Expiry};
 use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
-use crate::priority::{Priority, with_priority};
+use crate::priority::{Flow, Priority, with_flow, with_priority};
 use crate::with_deadline;
 use tokio::time::Instant;
 
@@ -356,7 +356,8 @@ impl<'a> EdgeCall<'a> {
         };
         let held = manager.admit_provisionally(key, priority, patience);
         let held = with_priority(priority, held).await?;
-        let guarded = self.admitted_by(guard, guard_key).await?;
+        // At the guard, every key of the edge is a flow of its own.
+        let guarded = with_flow(Flow::of(key), self.admitted_by(guard, guard_key)).await?;
         Ok((manager.confirm(held), Some(guarded)))
     }
 
@@ -392,11 +393,15 @@ impl<'a> EdgeCall<'a> {
             Ok(permits) => permits,
             Err(rejected) => return Passage::Refused(rejected),
         };
+        // A server's key is whom the request is for: what its handler
+        // calls queues as that key's at a fair queue.
+        let flow = (self.admit_as == AdmitAs::Server).then(|| Flow::of(key));
+        let made = || under_flow(flow, call());
         let result = match deadline::call_bound(manager.settings().call_timeout(), deadline, || {
             core.now()
         }) {
-            None => call().await,
-            Some((bound, until)) => match core.before(until, call()).await {
+            None => made().await,
+            Some((bound, until)) => match core.before(until, made()).await {
                 Some(result) => result,
                 None => {
                     let outcome = bound.limit().counts_as();
@@ -448,5 +453,13 @@ impl<'a> EdgeCall<'a> {
             tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
         }
         Passage::Reported(result, verdict)
+    }
+}
+
+/// `future`, run under `flow` if there is one.
+async fn under_flow<F: Future>(flow: Option<Flow>, future: F) -> F::Output {
+    match flow {
+        Some(flow) => with_flow(flow, future).await,
+        None => future.await,
     }
 }

@@ -70,7 +70,9 @@ where
     #[inline(always)]
     pub(super) fn permit_request(&self, options: AdmitOptions, patience: Patience) -> Request {
         let (priority, cost) = (options.priority(), options.tokens());
-        Request::new(self.core(), priority, cost, patience, Scope::Every)
+        let mut request = Request::new(self.core(), priority, cost, patience, Scope::Every);
+        request.flow = request.flow.or(options.for_flow());
+        request
     }
 
     /// The driver without waiting: a call that would have to wait at any

@@ -14,7 +14,7 @@ use crate::deadline::{self, TimeLimit};
 use crate::error::{CallError, Rejected};
 use crate::outcome::{CallFailure, Outcome, outcome_of};
 use crate::permit::{JointPermit, Permit, Ticket};
-use crate::priority::{CallOptions, Priority, with_priority};
+use crate::priority::{AdmitOptions, CallOptions, Priority, with_priority};
 use crate::registry::BorrowedKey;
 use crate::retry::{Retries, RetryCause};
 
@@ -36,10 +36,10 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let (priority, cost) = (options.admit().priority(), options.admit().tokens());
+        let (admit, priority) = (options.admit(), options.admit().priority());
         let timeout = options.run_timeout().or(self.core().call_timeout);
         if self.core().retry.is_none() {
-            let attempt = self.attempt(keys, priority, cost, timeout, &mut call).await;
+            let attempt = self.attempt(keys, admit, timeout, &mut call).await;
             return attempt.map_err(|(error, _)| error);
         }
         // A retry's lower priority must win over the task's, which would
@@ -53,7 +53,7 @@ where
             let priority = retries.priority();
             let attempt = with_priority(
                 priority,
-                self.attempt(keys, priority, cost, timeout, &mut call),
+                self.attempt(keys, admit.at(priority), timeout, &mut call),
             );
             let (error, outcome) = match retries.within(attempt).await {
                 Some(Ok(value)) => return Ok(value),
@@ -82,8 +82,7 @@ where
     async fn attempt<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         keys: Charged<'_, Q>,
-        priority: Priority,
-        cost: u32,
+        admit: AdmitOptions,
         timeout: Option<Duration>,
         call: &mut F,
     ) -> Result<T, (CallError<E>, Outcome)>
@@ -93,7 +92,7 @@ where
         E: CallFailure<Via>,
     {
         let core = self.core();
-        let request = self.permit_request(priority.cost(cost), Patience::AsConfigured);
+        let request = self.permit_request(admit, Patience::AsConfigured);
         let admitted = match keys {
             // As `acquire`, with the ticket of a call admitted at once kept
             // in this future's state (see `Core::admit_at_once`).

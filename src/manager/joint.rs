@@ -16,7 +16,7 @@ use crate::core::Admitted;
 use crate::core::{Admitting, Core, Patience, Request, Scope};
 use crate::error::Rejected;
 use crate::permit::{JointPermit, Permit, Ticket};
-use crate::priority::{AdmitOptions, Priority};
+use crate::priority::{AdmitOptions, Flow, Priority};
 use crate::registry::BorrowedKey;
 
 /// # Admission: calls charged to several keys
@@ -139,7 +139,7 @@ where
         // Every token booked without waiting is due now: the slots.
         let core = self.core();
         for (index, held) in taken.held.iter_mut().enumerate() {
-            if let Err(rejected) = core.enter_slot(held, Patience::Never) {
+            if let Err(rejected) = core.enter_slot(held, Patience::Never, None) {
                 self.slot_refused(keys[index], rejected.by_key_at(index))?;
             }
         }
@@ -178,12 +178,28 @@ where
             core.until_due(held).await;
         }
         for (index, held) in taken.held.iter_mut().enumerate() {
-            let slot = core.take_slot_waiting(held, request, arrived).await;
+            let request = Request {
+                flow: request.flow.or_else(|| flow_before(keys, index)),
+                ..*request
+            };
+            let slot = core.take_slot_waiting(held, &request, arrived).await;
             if let Err(rejected) = slot {
                 self.slot_refused(keys[index], rejected.by_key_at(index))?;
             }
         }
         Ok(taken.admitted())
+    }
+}
+
+/// The flow of a call at the key `keys[index]`, when its task and its
+/// caller give none: the keys before it (a user's call to the database,
+/// charged to `[user, database]`, queues at the database as the user's).
+/// One key before it is that key's flow, as `Flow::of(key)` names it.
+fn flow_before<Q: Hash + ?Sized>(keys: &[&Q], index: usize) -> Option<Flow> {
+    match index {
+        0 => None,
+        1 => Some(Flow::of(keys[0])),
+        _ => Some(Flow::of(&keys[..index])),
     }
 }
 

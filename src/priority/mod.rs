@@ -1,11 +1,14 @@
-//! How important a call is, and what happens to priorities out of range.
+//! How important a call is, whom it is for ([`Flow`]), and what happens to
+//! priorities out of range.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod flow;
 mod options;
 
+pub use flow::{Flow, with_flow};
 pub use options::{AdmitOptions, CallOptions};
 
 /// How important a call is: 0 is the most important.

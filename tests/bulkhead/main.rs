@@ -12,6 +12,7 @@ mod support;
 mod adaptive;
 mod adaptive_http;
 mod codel;
+mod fair;
 mod fixed;
 mod http;
 mod shapes;

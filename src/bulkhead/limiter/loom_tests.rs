@@ -21,7 +21,7 @@ fn settings() -> BulkheadSettings {
 /// Gets a slot, waiting if queued; returns with it held.
 fn acquire(bulkhead: &Bulkhead) {
     match bulkhead
-        .enter(&settings(), 0, 1)
+        .enter(&settings(), Waiter::first_level())
         .expect("room in the queue")
     {
         SlotAnswer::Granted(_) => {}
@@ -57,10 +57,12 @@ fn a_waiter_cancelled_while_the_slot_is_released_never_keeps_it() {
         bulkhead.try_acquire(&settings()).unwrap();
         let quitter = {
             let bulkhead = Arc::clone(&bulkhead);
-            thread::spawn(move || match bulkhead.enter(&settings(), 0, 1).unwrap() {
-                SlotAnswer::Granted(_) => bulkhead.release(),
-                // Cancelled at once: the future is dropped unpolled.
-                SlotAnswer::Queued(id) => drop(QueuedWait::new(&bulkhead, 0, id)),
+            thread::spawn(move || {
+                match bulkhead.enter(&settings(), Waiter::first_level()).unwrap() {
+                    SlotAnswer::Granted(_) => bulkhead.release(),
+                    // Cancelled at once: the future is dropped unpolled.
+                    SlotAnswer::Queued(id) => drop(QueuedWait::new(&bulkhead, 0, id)),
+                }
             })
         };
         bulkhead.release();
@@ -74,7 +76,8 @@ fn a_slot_handed_to_a_cancelled_waiter_reaches_the_next() {
     loom::model(|| {
         let bulkhead = Arc::new(Bulkhead::default());
         bulkhead.try_acquire(&settings()).unwrap();
-        let SlotAnswer::Queued(first) = bulkhead.enter(&settings(), 0, 1).unwrap() else {
+        let SlotAnswer::Queued(first) = bulkhead.enter(&settings(), Waiter::first_level()).unwrap()
+        else {
             panic!("the slot is taken");
         };
         let patient = {
