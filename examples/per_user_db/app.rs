@@ -41,8 +41,6 @@ pub(crate) struct Settings {
     pub(crate) user_burst: u32,
     /// Each user's requests in flight at most, and how many may wait.
     pub(crate) user_in_flight: u32,
-    /// The database key's starting rate and bounds (queries a second).
-    pub(crate) database_rate: (f64, f64, f64),
 }
 
 impl Default for Settings {
@@ -54,7 +52,6 @@ impl Default for Settings {
             user_rate: 10,
             user_burst: 2,
             user_in_flight: 1,
-            database_rate: (400.0, 20.0, 5_000.0),
         }
     }
 }
@@ -120,15 +117,17 @@ pub(crate) async fn open(path: &Path, settings: &Settings) -> Result<SqlitePool,
 pub(crate) struct Guards {
     /// Per user, a fixed quota and a small bulkhead.
     pub(crate) users: ThrottleManager<String>,
-    /// The database as a whole ([`DATABASE`]): a bulkhead the size of the
-    /// pool (so a query holds its permit before it asks the pool) and an
-    /// adaptive rate that falls on pool timeouts and "database is locked".
+    /// The database as a whole ([`DATABASE`]): a bulkhead of twice the
+    /// pool (the pool's connections busy, and as many queries next in
+    /// line, so no connection waits for a query to be woken), whose queue
+    /// serves the users in turn (each query is its user's: the server
+    /// layer runs the handler under the user's flow). What the database
+    /// shows when it struggles is queueing; the queue is where it is met.
     pub(crate) database: ThrottleManager<String>,
 }
 
 /// The guards for `settings`.
 pub(crate) fn guards(settings: &Settings) -> Guards {
-    let (start, lower, upper) = settings.database_rate;
     let users = ThrottleManager::<String>::builder()
         .rate(RateConfig::per_second(settings.user_rate).burst(settings.user_burst))
         .bulkhead(
@@ -139,11 +138,11 @@ pub(crate) fn guards(settings: &Settings) -> Guards {
         .build()
         .expect("a valid configuration");
     let database = ThrottleManager::<String>::builder()
-        .rate(RateConfig::adaptive(start).bounds(lower, upper))
         .bulkhead(
-            BulkheadConfig::new(settings.connections)
+            BulkheadConfig::new(2 * settings.connections)
                 .queue(256)
-                .queue_timeout(Duration::from_millis(500)),
+                .queue_timeout(Duration::from_millis(500))
+                .fair_queuing(),
         )
         .classifier(portcullis::database::classify_error)
         .time_limits(TimeLimits::new().max_wait(Duration::from_millis(250)))

@@ -1,8 +1,9 @@
 //! The database key against a real SQLite file and a real pool, through
-//! the per-user example's service (features `tower` and `sqlx`): pool
-//! timeouts and "database is locked" lower the database's rate, which
-//! recovers once the database does; a refused request never reaches the
-//! pool.
+//! the per-user example's service (features `tower` and `sqlx`): "database
+//! is locked" is a 503 that says so; a refused request never reaches the
+//! pool; a header cannot name the database's key; and the database's
+//! queue serves its users in turn, each query as the user the server
+//! layer admitted.
 
 #![cfg(all(feature = "axum", feature = "sqlx"))]
 
@@ -57,61 +58,7 @@ async fn read(client: &reqwest::Client, service: &Service, user: &str) -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pool_timeout_lowers_the_database_rate_and_it_recovers() {
-    let _alone = crate::support::alone();
-    let service = start(Settings {
-        connections: 2,
-        pool_timeout: Duration::from_millis(200),
-        database_rate: (50.0, 5.0, 500.0),
-        ..Settings::default()
-    })
-    .await;
-    let client = reqwest::Client::new();
-    assert_eq!(read(&client, &service, &fresh_user()).await, 200);
-    let before = service.guards.database.key(DATABASE).rate().unwrap();
-
-    // Someone else holds every connection: the query's permit is free, but
-    // the pool has nothing to give within its timeout.
-    let held = [
-        service.pool.acquire().await.unwrap(),
-        service.pool.acquire().await.unwrap(),
-    ];
-    assert_eq!(read(&client, &service, &fresh_user()).await, 503);
-    let lowered = service.guards.database.key(DATABASE).rate().unwrap();
-    assert!(lowered < before, "{before} -> {lowered}");
-    drop(held);
-
-    // The database is back: a steady demand above the lowered rate brings
-    // the rate back up.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut loops = Vec::new();
-    for _ in 0..4 {
-        let (client, url) = (client.clone(), service.url.clone());
-        let manager = service.guards.database.clone();
-        loops.push(tokio::spawn(async move {
-            while Instant::now() < deadline && manager.key(DATABASE).rate().unwrap() < before {
-                let answer = client
-                    .get(format!("{url}/summary"))
-                    .header(USER_HEADER, fresh_user())
-                    .send()
-                    .await
-                    .unwrap();
-                assert!(matches!(answer.status().as_u16(), 200 | 503));
-            }
-        }));
-    }
-    for task in loops {
-        task.await.unwrap();
-    }
-    let recovered = service.guards.database.key(DATABASE).rate().unwrap();
-    assert!(
-        recovered >= before,
-        "{lowered} -> {recovered}, not back to {before}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_locked_database_lowers_the_database_rate() {
+async fn a_locked_database_is_503_with_its_reason_and_gives_its_slot_back() {
     let _alone = crate::support::alone();
     let service = start(Settings {
         busy_timeout: Duration::from_millis(50),
@@ -127,7 +74,6 @@ async fn a_locked_database_lowers_the_database_rate() {
             .send()
     };
     assert_eq!(write().await.unwrap().status(), 201);
-    let before = manager.key(DATABASE).rate().unwrap();
 
     // Another process's connection holds the write lock.
     let mut other = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
@@ -140,8 +86,12 @@ async fn a_locked_database_lowers_the_database_rate() {
     let locked = write().await.unwrap();
     assert_eq!(locked.status(), 503);
     assert!(locked.text().await.unwrap().contains("database is locked"));
-    let lowered = manager.key(DATABASE).rate().unwrap();
-    assert!(lowered < before, "{before} -> {lowered}");
+    let database = manager.key(DATABASE).snapshot().unwrap();
+    assert_eq!(
+        database.active,
+        Some(0),
+        "the failed query's slot given back"
+    );
 
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     assert_eq!(write().await.unwrap().status(), 201);

@@ -16,6 +16,7 @@ mod app;
 
 mod database;
 mod deadlines;
+mod flows;
 mod goodput;
 mod guard;
 mod guard_load;

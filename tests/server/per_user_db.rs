@@ -16,6 +16,8 @@
 #![cfg(all(feature = "axum", feature = "sqlx"))]
 
 use crate::app;
+// The example prints more of it (the crowd's shares) than these tests read.
+#[allow(dead_code)]
 #[path = "../../examples/per_user_db/load.rs"]
 mod load;
 
@@ -39,6 +41,8 @@ async fn one_noisy_user_cannot_starve_the_others() {
         ordinary_users: 20,
         per_user_rate: 5.0,
         noisy_loops: 0,
+        crowd_users: 0,
+        crowd_rate: 0.0,
         length: Duration::from_secs(3),
     };
     let noisy = Load {
