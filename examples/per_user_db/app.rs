@@ -12,16 +12,29 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use portcullis::builder::Tier;
 use portcullis::deadline::TimeLimits;
 use portcullis::server::{KeyExtractor, ThrottleLayer, refusal};
 use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
-/// The database's key, in a manager of its own ([`Guards::database`]):
-/// the users' keys come from a header, and a key space that held both
-/// would let a request sent as user `database` take the database's slots.
-pub(crate) const DATABASE: &str = "database";
+/// The service's keys, in one manager: its users, named by a header
+/// (through the server layer, which makes a header's text a
+/// [`Key::User`] and nothing else), and the database, named by the program
+/// alone. No request can take the database's slots by calling itself
+/// `database`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    User(String),
+    Database,
+}
+
+impl From<String> for Key {
+    fn from(user: String) -> Self {
+        Key::User(user)
+    }
+}
 /// The header that says who the user is (after authentication).
 pub(crate) const USER_HEADER: &str = "x-user-id";
 /// Rows the events table starts with.
@@ -110,62 +123,52 @@ pub(crate) async fn open(path: &Path, settings: &Settings) -> Result<SqlitePool,
     Ok(pool)
 }
 
-/// The two managers: one for the keys a request names (its user), one
-/// for the keys the program names itself (the database). Apart, no header
-/// can name the database.
-#[derive(Debug, Clone)]
-pub(crate) struct Guards {
-    /// Per user, a fixed quota and a small bulkhead.
-    pub(crate) users: ThrottleManager<String>,
-    /// The database as a whole ([`DATABASE`]): a bulkhead of twice the
-    /// pool (the pool's connections busy, and as many queries next in
-    /// line, so no connection waits for a query to be woken), whose queue
-    /// serves the users in turn (each query is its user's: the server
-    /// layer runs the handler under the user's flow). What the database
-    /// shows when it struggles is queueing; the queue is where it is met.
-    pub(crate) database: ThrottleManager<String>,
-}
-
-/// The guards for `settings`.
-pub(crate) fn guards(settings: &Settings) -> Guards {
-    let users = ThrottleManager::<String>::builder()
+/// The manager of every key of the service, for `settings`:
+/// - each user (the `user` tier) has a fixed quota and a small bulkhead;
+/// - the database ([`Key::Database`], the defaults) is a bulkhead of twice
+///   the pool (the pool's connections busy, and as many queries next in
+///   line, so no connection waits for a query to be woken), whose queue
+///   serves the users in turn: each query is its user's, since the server
+///   layer runs the handler under the user's flow. What a database shows
+///   when it struggles is queueing; its queue is where it is met.
+pub(crate) fn guards(settings: &Settings) -> ThrottleManager<Key> {
+    let user = Tier::new()
         .rate(RateConfig::per_second(settings.user_rate).burst(settings.user_burst))
         .bulkhead(
             BulkheadConfig::new(settings.user_in_flight)
                 .queue(settings.user_in_flight)
                 .queue_timeout(Duration::from_millis(100)),
-        )
-        .build()
-        .expect("a valid configuration");
-    let database = ThrottleManager::<String>::builder()
+        );
+    ThrottleManager::builder()
         .bulkhead(
             BulkheadConfig::new(2 * settings.connections)
                 .queue(256)
                 .queue_timeout(Duration::from_millis(500))
                 .fair_queuing(),
         )
+        .tier("user", user)
+        .tier_of(|key: &Key| matches!(key, Key::User(_)).then_some("user"))
         .classifier(portcullis::database::classify_error)
         .time_limits(TimeLimits::new().max_wait(Duration::from_millis(250)))
         .build()
-        .expect("a valid configuration");
-    Guards { users, database }
+        .expect("a valid configuration")
 }
 
 #[derive(Clone)]
 struct App {
     pool: SqlitePool,
     /// `None`: every query goes straight to the pool.
-    database: Option<ThrottleManager<String>>,
+    guards: Option<ThrottleManager<Key>>,
 }
 
 /// The API: `GET /summary` (an aggregate over the whole table) and
 /// `POST /events` (one insert). With guards, each user (header
 /// `x-user-id`) is limited by the layer, and each query by the database's
-/// key.
-pub(crate) fn router(pool: SqlitePool, guards: Option<Guards>) -> Router {
+/// key, in the same manager.
+pub(crate) fn router(pool: SqlitePool, guards: Option<ThrottleManager<Key>>) -> Router {
     let app = App {
         pool,
-        database: guards.as_ref().map(|guards| guards.database.clone()),
+        guards: guards.clone(),
     };
     let routes = Router::new()
         .route("/summary", get(summary))
@@ -173,7 +176,7 @@ pub(crate) fn router(pool: SqlitePool, guards: Option<Guards>) -> Router {
         .with_state(app);
     match guards {
         Some(guards) => routes.layer(ThrottleLayer::new(
-            guards.users,
+            guards,
             KeyExtractor::header(USER_HEADER),
         )),
         None => routes,
@@ -219,10 +222,10 @@ impl App {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, sqlx::Error>>,
     {
-        let Some(database) = &self.database else {
+        let Some(guards) = &self.guards else {
             return query().await.map_err(failed);
         };
-        match database.call(DATABASE, Priority::HIGH, query).await {
+        match guards.call(&Key::Database, Priority::HIGH, query).await {
             Ok(value) => Ok(value),
             // The database's limit, not the user's: 503, not 429.
             // (The default refusal's headers: Retry-After when known.)

@@ -15,15 +15,15 @@
 //! 0. the ordinary users alone, for reference;
 //! 1. with the noisy user, **without** the manager: every request goes
 //!    straight to the pool, and the noisy user's queries fill it;
-//! 2. with the noisy user, **with** the managers: each user (keyed by the
+//! 2. with the noisy user, **with** the manager: each user (keyed by the
 //!    `x-user-id` header) has a quota of 10 requests a second (2 at once)
 //!    and 1 in flight (1 more may wait 100 ms), and every query holds a
-//!    permit of the database's own key (a bulkhead of twice the pool, whose
-//!    queue serves the users in turn) before it asks the pool. The users'
-//!    keys come from a header and the database's is the program's own, so
-//!    each has a manager of its own: no request can name the database's
-//!    key. The server layer runs each handler under its user's flow, so
-//!    the database's queue knows whose query it holds;
+//!    permit of the database's key (a bulkhead of twice the pool, whose
+//!    queue serves the users in turn) before it asks the pool. Users and
+//!    the database are keys of one manager, of a type (`app::Key`) whose
+//!    users are all a header can name; the server layer runs each handler
+//!    under its user's flow, so the database's queue knows whose query it
+//!    holds;
 //! 3. a crowd within its quotas (users at 8 requests a second each, as
 //!    many as ask twice what the database served in phase 1), beside 10
 //!    ordinary users, **without** the manager, for the database's

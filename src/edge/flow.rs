@@ -4,6 +4,7 @@
 //! answers each [`Passage`] its own way.
 
 use std::future::Future;
+use std::hash::Hash;
 use std::time::Duration;
 
 use super::BodyPermit;
@@ -15,6 +16,7 @@ use crate::error::Rejected;
 use crate::outcome::Outcome;
 use crate::permit::OwnedPermit;
 use crate::priority::{Flow, Priority, with_flow, with_priority};
+use crate::registry::BorrowedKey;
 use crate::with_deadline;
 use tokio::time::Instant;
 
@@ -141,10 +143,13 @@ pub enum Passage<T, E> {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy)]
-pub struct EdgeCall<'a> {
-    manager: &'a ThrottleManager<String>,
-    key: &'a str,
+///
+/// The key may be of any key type of the manager's (`EdgeCall::new(&manager,
+/// &Key::Client(id))` for a `ThrottleManager<Key>`); a `ThrottleManager<String>`
+/// takes a `&str`.
+pub struct EdgeCall<'a, K = String, Q: ?Sized = str> {
+    manager: &'a ThrottleManager<K>,
+    key: &'a Q,
     priority: Priority,
     admit_as: AdmitAs,
     carry: bool,
@@ -158,7 +163,32 @@ pub struct EdgeCall<'a> {
     rate_taken: Option<u32>,
 }
 
-impl<'a> EdgeCall<'a> {
+impl<K, Q: ?Sized> Clone for EdgeCall<'_, K, Q> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, Q: ?Sized> Copy for EdgeCall<'_, K, Q> {}
+
+impl<K, Q: ?Sized> std::fmt::Debug for EdgeCall<'_, K, Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeCall")
+            .field("priority", &self.priority)
+            .field("admit_as", &self.admit_as)
+            .field("carry", &self.carry)
+            .field("deadline", &self.deadline)
+            .field("guarded", &self.guard.is_some())
+            .field("rate_taken", &self.rate_taken)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, K, Q> EdgeCall<'a, K, Q>
+where
+    K: Hash + Eq + Send + Sync + 'static,
+    Q: BorrowedKey<K> + ?Sized,
+{
     /// A call on `key` of `manager`: at [`Priority::HIGH`], admitted as a
     /// client, reported at its answer, under the task's deadline if any.
     ///
@@ -169,7 +199,7 @@ impl<'a> EdgeCall<'a> {
     /// # let _ = call;
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn new(manager: &'a ThrottleManager<String>, key: &'a str) -> Self {
+    pub fn new(manager: &'a ThrottleManager<K>, key: &'a Q) -> Self {
         Self {
             manager,
             key,
@@ -362,11 +392,15 @@ impl<'a> EdgeCall<'a> {
     }
 
     /// A permit of `key` of `manager`, admitted as the edge admits.
-    async fn admitted_by(
+    async fn admitted_by<K2, Q2>(
         &self,
-        manager: &ThrottleManager<String>,
-        key: &str,
-    ) -> Result<OwnedPermit, Rejected> {
+        manager: &ThrottleManager<K2>,
+        key: &Q2,
+    ) -> Result<OwnedPermit, Rejected>
+    where
+        K2: Hash + Eq + Send + Sync + 'static,
+        Q2: BorrowedKey<K2> + ?Sized,
+    {
         let priority = self.priority;
         match self.admit_as {
             AdmitAs::Client => with_priority(priority, manager.acquire_owned(key, priority)).await,
@@ -450,7 +484,7 @@ impl<'a> EdgeCall<'a> {
         }
         if let Some(pause) = verdict.pause {
             let deferred = manager.key(key).defer(pause);
-            tracing::debug!(key, ?pause, ?deferred, "the server asked for a pause");
+            tracing::debug!(?pause, ?deferred, "the server asked for a pause");
         }
         Passage::Reported(result, verdict)
     }

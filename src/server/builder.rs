@@ -9,7 +9,7 @@ use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
 
 use super::guard::{ServiceGuard, WHOLE_SERVICE};
-use super::key::{KeyExtractor, MissingKey, not_a_header_name};
+use super::key::{KeyExtractor, LayerKey, MissingKey, not_a_header_name};
 use super::layer::ThrottleLayer;
 use super::settings::LayerSettings;
 use crate::ThrottleManager;
@@ -50,8 +50,8 @@ use crate::priority::Priority;
 /// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
 #[must_use = "a builder does nothing until `build`"]
-pub struct ThrottleLayerBuilder {
-    settings: LayerSettings,
+pub struct ThrottleLayerBuilder<K: LayerKey = String> {
+    settings: LayerSettings<K>,
     /// The service guard's limits: each route group's (`/` the whole
     /// service's), built into the guard's manager by `build`.
     guards: Vec<(String, BulkheadConfig)>,
@@ -59,7 +59,7 @@ pub struct ThrottleLayerBuilder {
     problems: Vec<ConfigProblem>,
 }
 
-impl ThrottleLayer {
+impl<K: LayerKey> ThrottleLayer<K> {
     /// A layer over `manager`, keying requests by `extractor`, with options:
     /// see [`ThrottleLayerBuilder`]. [`new`](Self::new) is the layer with
     /// none.
@@ -76,9 +76,9 @@ impl ThrottleLayer {
     /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
     pub fn builder(
-        manager: ThrottleManager<String>,
+        manager: ThrottleManager<K>,
         extractor: KeyExtractor,
-    ) -> ThrottleLayerBuilder {
+    ) -> ThrottleLayerBuilder<K> {
         ThrottleLayerBuilder {
             settings: LayerSettings::new(manager, extractor),
             guards: Vec::new(),
@@ -87,7 +87,7 @@ impl ThrottleLayer {
     }
 }
 
-impl ThrottleLayerBuilder {
+impl<K: LayerKey> ThrottleLayerBuilder<K> {
     /// The priority of requests that carry none (default
     /// [`Priority::HIGH`]): the throttle sheds lower priorities first.
     ///
@@ -320,7 +320,7 @@ impl ThrottleLayerBuilder {
     /// assert_eq!(err.unwrap_err().to_string(), r#"invalid configuration: route: must start with '/', got "login""#);
     /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
-    pub fn route(mut self, prefix: &str, manager: ThrottleManager<String>) -> Self {
+    pub fn route(mut self, prefix: &str, manager: ThrottleManager<K>) -> Self {
         let Some(prefix) = self.path_prefix("route", prefix) else {
             return self;
         };
@@ -478,7 +478,7 @@ impl ThrottleLayerBuilder {
     /// # Errors
     ///
     /// A [`ConfigError`] listing them; see the [type's example](Self).
-    pub fn build(mut self) -> Result<ThrottleLayer, ConfigError> {
+    pub fn build(mut self) -> Result<ThrottleLayer<K>, ConfigError> {
         let mut problems = self.settings.extractor.problems().to_vec();
         problems.append(&mut self.problems);
         self.settings.guard =
@@ -492,7 +492,7 @@ impl ThrottleLayerBuilder {
     }
 }
 
-impl fmt::Debug for ThrottleLayerBuilder {
+impl<K: LayerKey> fmt::Debug for ThrottleLayerBuilder<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThrottleLayerBuilder")
             .field("settings", &self.settings)

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::key::LayerKey;
 use crate::ThrottleManager;
 use crate::bulkhead::{BulkheadConfig, Overflow};
 use crate::clock::Clock;
@@ -35,9 +36,9 @@ impl ServiceGuard {
     /// The guard of `groups` (prefix and limit, `/` the whole service),
     /// judging priorities as `clients` does and on its clock; `None` with
     /// the problems added to `problems` if a limit is invalid.
-    pub(super) fn build(
+    pub(super) fn build<K: LayerKey>(
         groups: &[(String, BulkheadConfig)],
-        clients: &ThrottleManager<String>,
+        clients: &ThrottleManager<K>,
         problems: &mut Vec<ConfigProblem>,
     ) -> Option<Self> {
         let before = problems.len();

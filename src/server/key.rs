@@ -1,6 +1,7 @@
 //! Which client a request comes from: [`KeyExtractor`].
 
 use std::fmt;
+use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -12,6 +13,45 @@ pub use super::proxies::TrustedProxies;
 use crate::error::{ConfigError, ConfigProblem};
 
 type KeyFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+
+/// The key type of a [`ThrottleLayer`](super::ThrottleLayer)'s manager:
+/// one the layer makes from the text its [`KeyExtractor`] finds, by
+/// `From<String>`. `String` is one; so is an enum of the program's keys
+/// whose `From<String>` makes only its clients' variant. With such a key
+/// type the clients a network names and the program's own keys (a
+/// database, a backend) live in one manager, and no header can name the
+/// program's: a request sent as user `Database` is `Key::User("Database")`.
+/// A handler then charges both at once with
+/// [`call_all`](crate::ThrottleManager::call_all).
+///
+/// ```
+/// use portcullis::server::{KeyExtractor, ThrottleLayer};
+/// use portcullis::{BulkheadConfig, ThrottleManager};
+///
+/// #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// enum Key {
+///     User(String),
+///     Database,
+/// }
+///
+/// impl From<String> for Key {
+///     fn from(user: String) -> Self {
+///         Key::User(user)
+///     }
+/// }
+///
+/// let manager = ThrottleManager::<Key>::builder()
+///     .bulkhead(BulkheadConfig::new(4).queue(64).fair_queuing())
+///     .build()?;
+/// let layer = ThrottleLayer::new(manager.clone(), KeyExtractor::header("x-user-id"));
+/// # drop(layer);
+/// // In a handler: the user's key and the database's, charged at once.
+/// # let _ = [Key::User("7".into()), Key::Database];
+/// # Ok::<(), portcullis::error::ConfigError>(())
+/// ```
+pub trait LayerKey: From<String> + Clone + Hash + Eq + Send + Sync + 'static {}
+
+impl<K> LayerKey for K where K: From<String> + Clone + Hash + Eq + Send + Sync + 'static {}
 
 /// How a [`ThrottleLayer`](super::ThrottleLayer) finds a request's key:
 /// the client it limits.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::key::KeyExtractor;
+use super::key::{KeyExtractor, LayerKey};
 use super::service::ThrottleService;
 use super::settings::LayerSettings;
 use crate::ThrottleManager;
@@ -80,12 +80,11 @@ use crate::ThrottleManager;
 /// }
 /// # app().unwrap();
 /// ```
-#[derive(Clone)]
-pub struct ThrottleLayer {
-    pub(super) settings: Arc<LayerSettings>,
+pub struct ThrottleLayer<K: LayerKey = String> {
+    pub(super) settings: Arc<LayerSettings<K>>,
 }
 
-impl ThrottleLayer {
+impl<K: LayerKey> ThrottleLayer<K> {
     /// A layer over `manager`, keying requests by `extractor`, with no
     /// options: [`builder`](Self::builder) sets them.
     ///
@@ -105,7 +104,7 @@ impl ThrottleLayer {
     /// # drop(layer);
     /// # Ok::<(), portcullis::error::ConfigError>(())
     /// ```
-    pub fn new(manager: ThrottleManager<String>, extractor: KeyExtractor) -> Self {
+    pub fn new(manager: ThrottleManager<K>, extractor: KeyExtractor) -> Self {
         if let Err(error) = extractor.validate() {
             tracing::error!(%error, "ThrottleLayer::new: the key extractor was made wrong");
         }
@@ -115,7 +114,7 @@ impl ThrottleLayer {
     }
 }
 
-impl ThrottleLayer {
+impl<K: LayerKey> ThrottleLayer<K> {
     /// The manager of the layer's service guard, if it has one
     /// ([`service_guard`](super::ThrottleLayerBuilder::service_guard)): its
     /// keys are the route groups, `/` for the whole service. Its figures
@@ -140,15 +139,23 @@ impl ThrottleLayer {
     }
 }
 
-impl<S> tower_layer::Layer<S> for ThrottleLayer {
-    type Service = ThrottleService<S>;
+impl<K: LayerKey> Clone for ThrottleLayer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+impl<S, K: LayerKey> tower_layer::Layer<S> for ThrottleLayer<K> {
+    type Service = ThrottleService<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
         ThrottleService::new(inner, Arc::clone(&self.settings))
     }
 }
 
-impl fmt::Debug for ThrottleLayer {
+impl<K: LayerKey> fmt::Debug for ThrottleLayer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.settings.fmt(f)
     }

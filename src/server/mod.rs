@@ -47,6 +47,6 @@ mod settings;
 
 pub use answer::{LayerAnswer, classify, missing_key, refusal, status_of};
 pub use builder::ThrottleLayerBuilder;
-pub use key::{KeyExtractor, MissingKey, TrustedProxies};
+pub use key::{KeyExtractor, LayerKey, MissingKey, TrustedProxies};
 pub use layer::ThrottleLayer;
 pub use service::ThrottleService;

@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::answer::{self, LayerAnswer, marked, set_rate_limit, set_retry_after};
 use super::guard::under;
-use super::key::MissingKey;
+use super::key::{LayerKey, MissingKey};
 use super::settings::LayerSettings;
 use crate::ThrottleManager;
 use crate::edge::{
@@ -39,20 +39,30 @@ use crate::priority::Priority;
 /// # drop(service);
 /// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct ThrottleService<S> {
+#[derive(Debug)]
+pub struct ThrottleService<S, K: LayerKey = String> {
     inner: S,
-    settings: Arc<LayerSettings>,
+    settings: Arc<LayerSettings<K>>,
 }
 
-impl<S> ThrottleService<S> {
-    pub(super) fn new(inner: S, settings: Arc<LayerSettings>) -> Self {
+impl<S: Clone, K: LayerKey> Clone for ThrottleService<S, K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            settings: Arc::clone(&self.settings),
+        }
+    }
+}
+
+impl<S, K: LayerKey> ThrottleService<S, K> {
+    pub(super) fn new(inner: S, settings: Arc<LayerSettings<K>>) -> Self {
         Self { inner, settings }
     }
 }
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ThrottleService<S>
+impl<S, K, ReqBody, ResBody> Service<Request<ReqBody>> for ThrottleService<S, K>
 where
+    K: LayerKey,
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: Send + 'static,
@@ -84,7 +94,7 @@ where
     }
 }
 
-impl LayerSettings {
+impl<K: LayerKey> LayerSettings<K> {
     /// Answers `request`: the layer's own answer, or the inner service's
     /// once the key's controls admit it.
     async fn answer<S, ReqBody, ResBody>(
@@ -99,7 +109,7 @@ impl LayerSettings {
         let (head, body) = request.into_parts();
         let grpc = grpc::is_grpc(&head.headers);
         let key = match self.extractor.key_of(&head) {
-            Ok(key) => key,
+            Ok(key) => K::from(key),
             Err(missing) => return Ok(self.missing_key(&missing, grpc)),
         };
         let priority = match self.priority_of(&head) {
@@ -122,7 +132,7 @@ impl LayerSettings {
         };
         let path = head.uri.path();
         let manager = self.manager_for(path);
-        let mut call = EdgeCall::new(manager, key.as_str())
+        let mut call = EdgeCall::new(manager, &key)
             .priority(priority)
             .admit_as(AdmitAs::Server)
             .carry_body(!self.release_at_headers)
@@ -164,7 +174,7 @@ impl LayerSettings {
             Passage::Reported(result, _) => result?.map(ResponseBody::reported),
         };
         if self.rate_limit_headers {
-            if let Some(rate) = manager.peek(key.as_str()) {
+            if let Some(rate) = manager.peek(&key) {
                 set_rate_limit(response.headers_mut(), &rate);
             }
         }
@@ -173,7 +183,7 @@ impl LayerSettings {
 
     /// The controls of a request to `path`: its route's (the longest
     /// prefix it is at or under), else the layer's own.
-    fn manager_for(&self, path: &str) -> &ThrottleManager<String> {
+    fn manager_for(&self, path: &str) -> &ThrottleManager<K> {
         self.routes
             .iter()
             .find(|(prefix, _)| under(path, prefix))
@@ -261,8 +271,8 @@ impl LayerSettings {
     /// [`refusal`](answer::refusal); with the wait and the rate's headers.
     fn refused<B>(
         &self,
-        manager: &ThrottleManager<String>,
-        key: &str,
+        manager: &ThrottleManager<K>,
+        key: &K,
         rejected: &Rejected,
         grpc: bool,
     ) -> Response<ResponseBody<B>> {

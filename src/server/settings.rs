@@ -10,7 +10,7 @@ use http::header::{HeaderMap, HeaderName};
 use http::{Response, StatusCode};
 
 use super::guard::ServiceGuard;
-use super::key::{KeyExtractor, MissingKey};
+use super::key::{KeyExtractor, LayerKey, MissingKey};
 use crate::ThrottleManager;
 use crate::error::Rejected;
 use crate::outcome::Outcome;
@@ -22,11 +22,10 @@ pub(super) type OnMissingKey = dyn Fn(&MissingKey) -> Response<Bytes> + Send + S
 pub(super) type PriorityBy = dyn Fn(&http::request::Parts) -> Option<Priority> + Send + Sync;
 
 /// What every clone of a layer and its services share.
-#[derive(Clone)]
-pub(super) struct LayerSettings {
-    pub(super) manager: ThrottleManager<String>,
+pub(super) struct LayerSettings<K> {
+    pub(super) manager: ThrottleManager<K>,
     /// Path prefixes with controls of their own, longest first.
-    pub(super) routes: Vec<(String, ThrottleManager<String>)>,
+    pub(super) routes: Vec<(String, ThrottleManager<K>)>,
     pub(super) extractor: KeyExtractor,
     pub(super) priority: Priority,
     pub(super) priority_header: Option<HeaderName>,
@@ -44,9 +43,9 @@ pub(super) struct LayerSettings {
     pub(super) release_at_headers: bool,
 }
 
-impl LayerSettings {
+impl<K> LayerSettings<K> {
     /// A layer's settings with no options set.
-    pub(super) fn new(manager: ThrottleManager<String>, extractor: KeyExtractor) -> Self {
+    pub(super) fn new(manager: ThrottleManager<K>, extractor: KeyExtractor) -> Self {
         Self {
             manager,
             routes: Vec::new(),
@@ -65,7 +64,7 @@ impl LayerSettings {
     }
 }
 
-impl fmt::Debug for LayerSettings {
+impl<K: LayerKey> fmt::Debug for LayerSettings<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let custom = |set: bool| if set { "custom" } else { "default" };
         f.debug_struct("ThrottleLayer")

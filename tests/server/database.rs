@@ -12,13 +12,17 @@ use crate::app;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use app::{DATABASE, Settings, USER_HEADER};
+use app::{Key, Settings, USER_HEADER};
+use portcullis::ThrottleManager;
+
+/// What a request naming itself after the database sends as its user.
+const DATABASE: &str = "database";
 use sqlx::{Connection, SqlitePool};
 
 struct Service {
     url: String,
     pool: SqlitePool,
-    guards: app::Guards,
+    guards: ThrottleManager<Key>,
     /// The database file, for connections of the test's own.
     path: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -65,7 +69,7 @@ async fn a_locked_database_is_503_with_its_reason_and_gives_its_slot_back() {
         ..Settings::default()
     })
     .await;
-    let (url, manager, path) = (&service.url, &service.guards.database, &service.path);
+    let (url, manager, path) = (&service.url, &service.guards, &service.path);
     let client = reqwest::Client::new();
     let write = || {
         client
@@ -86,7 +90,7 @@ async fn a_locked_database_is_503_with_its_reason_and_gives_its_slot_back() {
     let locked = write().await.unwrap();
     assert_eq!(locked.status(), 503);
     assert!(locked.text().await.unwrap().contains("database is locked"));
-    let database = manager.key(DATABASE).snapshot().unwrap();
+    let database = manager.key(&Key::Database).snapshot().unwrap();
     assert_eq!(
         database.active,
         Some(0),
@@ -147,8 +151,7 @@ async fn a_refused_request_never_takes_a_pool_connection() {
     assert_eq!(
         service
             .guards
-            .database
-            .key(DATABASE)
+            .key(&Key::Database)
             .snapshot()
             .unwrap()
             .active,
@@ -162,10 +165,11 @@ async fn a_refused_request_never_takes_a_pool_connection() {
 }
 
 /// A request sent as user `database` is limited as any user is, and takes
-/// nothing of the database's key: the users' keys (from a header) and the
-/// database's (the program's own) live in two managers. In one key space
-/// the layer's permit would take the database's only slot, and the
-/// request's own query would wait behind it until its queue timeout.
+/// nothing of the database's key: the users' keys and the database's live
+/// in one typed key space, where the layer makes a header's text a user
+/// and nothing else. (In a key space of strings the layer's permit would
+/// take the database's slot, and the request's own query would wait
+/// behind it until its queue timeout.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_named_database_takes_nothing_of_the_databases_key() {
     let service = start(Settings {
@@ -180,10 +184,11 @@ async fn a_user_named_database_takes_nothing_of_the_databases_key() {
     }
     // A user's burst of 2, then its quota's refusal.
     assert_eq!(statuses, [200, 200, 429]);
-    let database = service.guards.database.key(DATABASE).snapshot().unwrap();
+    assert_eq!(service.guards.key(&Key::Database).rate(), None);
+    let database = service.guards.key(&Key::Database).snapshot().unwrap();
     assert_eq!(database.active, Some(0), "every query's slot given back");
     assert_eq!(
-        service.guards.users.key(DATABASE).rate(),
+        service.guards.key(&Key::User(DATABASE.into())).rate(),
         Some(10.0),
         "the header's `database` is a user, at a user's quota"
     );

@@ -1,7 +1,8 @@
 //! Whom a request is for, carried to what its handler calls: the server
 //! layer runs each handler under its key's flow, so a database key the
-//! handler calls (in a manager of the program's own) serves its queue
-//! round the users, on a real axum server over loopback (feature `axum`).
+//! handler calls serves its queue round the users; and the users and the
+//! database in one typed key space, where a header names only users. On a
+//! real axum server over loopback (feature `axum`).
 
 #![cfg(feature = "axum")]
 
@@ -10,10 +11,11 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
+use portcullis::builder::Tier;
 use portcullis::server::{KeyExtractor, ThrottleLayer};
-use portcullis::{BulkheadConfig, Priority, ThrottleManager};
+use portcullis::{BulkheadConfig, CallError, Priority, RateConfig, ThrottleManager};
 use tokio::sync::Semaphore;
 
 use crate::layer::serve;
@@ -109,4 +111,80 @@ async fn the_users_flow_reaches_the_database_key_its_handler_calls() {
     // First come first served, it runs last.
     let ran = heavy_then_light(false).await;
     assert_eq!(ran.last().map(String::as_str), Some("light"), "{ran:?}");
+}
+
+/// The keys of a per-user database service in one manager: its users,
+/// named by a header, and the database, named by the program alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    User(String),
+    Database,
+}
+
+impl From<String> for Key {
+    /// What the server layer makes of a request's header: a user, always.
+    fn from(user: String) -> Self {
+        Key::User(user)
+    }
+}
+
+/// Users have a quota (2 at once, then 10 a second); the database one
+/// query at a time, its queue served round the users.
+fn one_manager() -> ThrottleManager<Key> {
+    ThrottleManager::builder()
+        .bulkhead(BulkheadConfig::new(1).queue(16).fair_queuing())
+        .tier(
+            "user",
+            Tier::new()
+                .rate(RateConfig::per_second(10).burst(2))
+                .bulkhead(BulkheadConfig::new(8)),
+        )
+        .tier_of(|key: &Key| matches!(key, Key::User(_)).then_some("user"))
+        .build()
+        .unwrap()
+}
+
+async fn query_one(
+    State(manager): State<ThrottleManager<Key>>,
+) -> Result<&'static str, StatusCode> {
+    // One level of error: the database's refusal, or the query's own.
+    let ran: Result<&str, CallError<std::io::Error>> = manager
+        .call(&Key::Database, Priority::HIGH, || async { Ok("ok") })
+        .await;
+    ran.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)
+}
+
+#[tokio::test]
+async fn a_header_can_never_name_the_programs_keys() {
+    let manager = one_manager();
+    let app = Router::new()
+        .route("/", get(query_one))
+        .with_state(manager.clone())
+        .layer(ThrottleLayer::new(
+            manager.clone(),
+            KeyExtractor::header("x-user-id"),
+        ));
+    let url = serve(app).await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for name in ["Database", "Database", "Database", "database"] {
+        let answer = client
+            .get(&url)
+            .header("x-user-id", name)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(answer.status().as_u16());
+    }
+    // A user named `Database`: its burst of 2, then its quota's 429; a
+    // user named `database` is another user.
+    assert_eq!(statuses, [200, 200, 429, 200]);
+    let named = Key::User("Database".into());
+    let rate = manager.key(&named).rate();
+    assert_eq!(rate, Some(10.0), "the header's `Database` is a user");
+    let database = manager.key(&Key::Database);
+    assert_eq!(database.rate(), None, "the database has no quota to take");
+    let snapshot = database.snapshot().unwrap();
+    assert_eq!(snapshot.active, Some(0), "every query's slot given back");
+    assert_eq!(manager.keys().len(), 3, "two users and the database");
 }
