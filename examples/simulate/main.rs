@@ -1,7 +1,8 @@
 //! A deterministic overload simulator: five ways of guarding calls against
 //! nine overload scenarios, three ways of queueing against callers who
-//! give up, learned concurrency limits against five latency shapes, and
-//! the learned rate from five starts against three capacities, on virtual
+//! give up, learned concurrency limits against five latency shapes, the
+//! learned rate from five starts against three capacities, and a shared
+//! key's queue first come first served against fair queuing, on virtual
 //! time, with the real `ThrottleManager`
 //! between the callers and a simulated backend (and, for comparison, other
 //! algorithms' limits: `candidates.rs`).
@@ -18,13 +19,16 @@
 //! - `strategy.rs`: the manager configurations compared;
 //! - `candidates.rs`: the other concurrency limiters compared;
 //! - `engine.rs`: one run, on tokio's paused clock;
+//! - `flows.rs`: many flows at one shared key;
 //! - `report.rs`, `shape_table.rs`, `queue_table.rs`, `converge_table.rs`,
-//!   `plot.rs`: the figures, tables and plots.
+//!   `fair_table.rs`, `plot.rs`: the figures, tables and plots.
 
 mod backend;
 mod candidates;
 mod converge_table;
 mod engine;
+mod fair_table;
+mod flows;
 mod plot;
 mod queue_table;
 mod report;
@@ -52,7 +56,8 @@ usage: cargo run --release --example simulate -- [options]
                     workers-halve, service-doubles, queue-overload,
                     shape-constant, shape-uniform, shape-exponential,
                     shape-fast-hits, shape-rising, learned-rate-5,
-                    learned-rate-50 or learned-rate-500
+                    learned-rate-50, learned-rate-500 or fair (both
+                    fair-share scenarios)
   --out DIR         where the tables and plots go (default docs/simulation)
   --no-files        print the tables, write nothing
   --help            this text";
@@ -95,7 +100,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             }
             "--only" => {
                 let name = value("--only")?;
-                if !scenario::defaults().iter().any(|s| s.name == name) {
+                if name != "fair" && !scenario::defaults().iter().any(|s| s.name == name) {
                     return Err(format!("--only: no scenario named {name:?}"));
                 }
                 options.only = Some(name);
@@ -165,6 +170,23 @@ fn simulate(options: &Options) -> Result<(), Box<dyn std::error::Error>> {
         let section = max_wait_section(options.settings, &mut progress);
         println!("{section}");
         markdown.push_str(&section);
+    }
+    if options.only.as_deref().is_none_or(|only| only == "fair") {
+        let started = Instant::now();
+        let runs = fair_table::run();
+        eprintln!(
+            "fair-share scenarios in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        let section = fair_table::section(&runs);
+        println!("{section}");
+        markdown.push_str(&section);
+        if let Some(out) = &options.out {
+            fair_table::draw(out, &runs)?;
+            let (crowd, heavy) = fair_table::csv(&runs);
+            std::fs::write(out.join(format!("{}.csv", fair_table::CROWD)), crowd)?;
+            std::fs::write(out.join(format!("{}.csv", fair_table::HEAVY)), heavy)?;
+        }
     }
     if let Some(out) = &options.out {
         std::fs::write(out.join("results.md"), markdown)?;
@@ -261,6 +283,7 @@ mod tests {
         simulate(&options).unwrap();
         let committed = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/simulation"));
         let mut files = vec!["results.md".to_string()];
+        files.extend([fair_table::CROWD, fair_table::HEAVY].map(|name| format!("{name}.csv")));
         files.extend(
             scenario::defaults()
                 .iter()

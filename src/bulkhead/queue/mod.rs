@@ -220,12 +220,17 @@ impl WaitQueue {
     }
 
     /// At a fair queue, the waiter that makes way for a newcomer of `flow`
-    /// at `priority`, if a flow holds at least two more places than the
-    /// newcomer's (so it still holds more after).
+    /// at `priority`, if a flow holds at least two more places there or
+    /// below than the newcomer's holds in all (so it still holds more
+    /// after): the newest waiter of the flows with the most, at its least
+    /// important level. (Chosen by arrival, not by the flows' hashes, so
+    /// the same calls give the same choice in every process.)
     fn longest_flow_makes_way(&self, priority: usize, flow: Option<u64>) -> Option<OnFull> {
         let (rounds, flow) = (self.rounds.as_deref()?, flow?);
-        let (longest, waiting) = rounds.longest_from(priority)?;
-        if longest == flow || waiting < rounds.waiting(flow) + 2 {
+        let mut counts = rounds.waiting_from(priority);
+        counts.remove(&flow);
+        let most = counts.values().copied().max()?;
+        if most < rounds.waiting(flow) + 2 {
             return None;
         }
         self.levels
@@ -234,8 +239,10 @@ impl WaitQueue {
             .skip(priority)
             .rev()
             .find_map(|(p, level)| {
-                let newest = level.iter().filter(|e| e.flow == Some(longest));
-                newest.map(|e| e.id).max().map(|id| OnFull::Drop(p, id))
+                let longest = level
+                    .iter()
+                    .filter(|e| e.flow.is_some_and(|f| counts.get(&f) == Some(&most)));
+                longest.map(|e| e.id).max().map(|id| OnFull::Drop(p, id))
             })
     }
 

@@ -105,10 +105,8 @@ impl FlowRounds {
             .sum()
     }
 
-    /// The flow with the most waiters at `level` or less important ones,
-    /// and how many it has there; ties go to the lower hash, so the choice
-    /// does not hang on the map's order.
-    pub(super) fn longest_from(&self, level: usize) -> Option<(u64, u32)> {
+    /// How many waiters each flow has at `level` or less important ones.
+    pub(super) fn waiting_from(&self, level: usize) -> HashMap<u64, u32> {
         let mut counts: HashMap<u64, u32> = HashMap::new();
         for ((at, flow), waiting) in &self.flows {
             if *at >= level && waiting.waiting > 0 {
@@ -116,8 +114,6 @@ impl FlowRounds {
             }
         }
         counts
-            .into_iter()
-            .max_by_key(|&(flow, waiting)| (waiting, std::cmp::Reverse(flow)))
     }
 }
 
@@ -140,7 +136,7 @@ mod tests {
         assert_eq!(rounds.join(0, 1, 9), 10 - CREDIT);
         assert_eq!(rounds.join(0, 1, 7), 12);
         assert_eq!(rounds.waiting(7), 3);
-        assert_eq!(rounds.longest_from(0), Some((7, 3)));
+        assert_eq!(rounds.waiting_from(0), HashMap::from([(7, 3), (9, 2)]));
         // Served, flow 9 keeps its place: quiet again, it starts where
         // it left off, not back at the earliest round.
         rounds.left(0, 9, 1, true);
@@ -157,6 +153,6 @@ mod tests {
         assert_eq!(rounds.join(0, 1, 7), 1);
         rounds.left(0, 7, 0, false);
         rounds.left(0, 7, 1, false);
-        assert_eq!(rounds.longest_from(0), None);
+        assert!(rounds.waiting_from(0).is_empty());
     }
 }
