@@ -464,7 +464,7 @@ impl BulkheadConfig {
 
     /// Serves the queue round the calls' flows (fair queuing): each flow
     /// (whom a call is for: a user, a tenant; see
-    /// [`Flow`](crate::priority::Flow)) waits in its own line, and a slot
+    /// [`Flow`]) waits in its own line, and a slot
     /// given back goes to the next flow in turn, priorities still first.
     /// So when many callers share one key (users at one database), a flow
     /// that sends more than its share waits behind those that send less:
