@@ -111,8 +111,7 @@ async fn one_call(
     counted: Range<Instant>,
 ) {
     let arrived = Instant::now();
-    let options = Priority::HIGH.flow(Flow::of(&flow));
-    let admitted = manager.acquire("db", options).await;
+    let admitted = with_flow(Flow::of(&flow), manager.acquire("db", Priority::HIGH)).await;
     if counted.contains(&Instant::now()) {
         let mut tallies = tallies.lock().unwrap();
         let tally = tallies.entry(flow).or_default();

@@ -476,8 +476,7 @@ impl BulkheadConfig {
     /// [`overflow`](Self::overflow) policy decides the rest.
     ///
     /// A call's flow is its task's ([`with_flow`](crate::priority::with_flow):
-    /// the server layer sets its key's for the handler), else the one it
-    /// gives ([`Priority::flow`](crate::Priority::flow)), else, for a key
+    /// the server layer sets its key's for the handler), else, for a key
     /// of [`call_all`](crate::ThrottleManager::call_all), the keys before
     /// it; calls with none share one flow. It costs a waiter 16 bytes and
     /// a queued call a search of its priority's waiters; taking a free
@@ -497,19 +496,18 @@ impl BulkheadConfig {
     ///     .bulkhead(BulkheadConfig::new(1).queue(8).fair_queuing())
     ///     .build()?;
     /// let busy = manager.acquire("db", Priority::HIGH).await?;
-    /// let (heavy, light) = (Priority::HIGH.flow(Flow::of("heavy")), Priority::HIGH.flow(Flow::of("light")));
     /// let order = std::sync::Mutex::new(Vec::new());
-    /// let call = |options, name| {
+    /// let call = |name: &'static str| {
     ///     let (manager, order) = (&manager, &order);
-    ///     async move {
-    ///         let permit = manager.acquire("db", options).await.unwrap();
+    ///     with_flow(Flow::of(name), async move {
+    ///         let permit = manager.acquire("db", Priority::HIGH).await.unwrap();
     ///         order.lock().unwrap().push(name);
     ///         tokio::task::yield_now().await;
     ///         permit.success();
-    ///     }
+    ///     })
     /// };
     /// // Three of the heavy flow queue, then one of the light flow...
-    /// tokio::join!(call(heavy, "heavy"), call(heavy, "heavy"), call(heavy, "heavy"), call(light, "light"), async {
+    /// tokio::join!(call("heavy"), call("heavy"), call("heavy"), call("light"), async {
     ///     tokio::task::yield_now().await;
     ///     drop(busy);
     /// });

@@ -281,12 +281,13 @@ impl Bulkhead {
 
     /// Whether a call of `priority` would be turned away at once, without
     /// queueing or displacing anyone: the queue is full and the policy
-    /// favours those already waiting. A hint: the answer may change at once.
+    /// favours those already waiting (its `flow`, read only then, is the
+    /// newcomer's at a fair queue). A hint: the answer may change at once.
     pub(crate) fn would_refuse(
         &self,
         settings: &BulkheadSettings,
         priority: usize,
-        flow: Option<Flow>,
+        flow: impl FnOnce() -> Option<Flow>,
     ) -> Option<Refusal> {
         let state = self.state.load(Ordering::Acquire);
         let full = active(state) >= self.limit(settings) && queued(state) >= settings.max_queued;
@@ -295,7 +296,7 @@ impl Bulkhead {
         }
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
-        let flow = settings.flow_of(flow);
+        let flow = settings.flow_of(flow());
         (inner.queue.on_full(settings.overflow, priority, flow) == OnFull::RejectNewcomer).then(
             || Refusal {
                 reason: RejectReason::Full,

@@ -227,7 +227,7 @@ impl Core {
             return match self.free_slot_then_rate(call, request, settings) {
                 Ok(decided) => decided,
                 Err(call) => {
-                    self.bulkhead_has_room(&call.call().state, priority, request.flow)?;
+                    self.bulkhead_has_room(&call.call().state, priority, request)?;
                     self.rate_then_slot(call, request, settings)
                 }
             };
@@ -235,7 +235,7 @@ impl Core {
             call
         };
         if request.scope != Scope::RateOnly {
-            self.bulkhead_has_room(&call.call().state, priority, request.flow)?;
+            self.bulkhead_has_room(&call.call().state, priority, request)?;
         }
         if in_store {
             if request.scope == Scope::RateTaken {
@@ -381,7 +381,7 @@ impl Core {
         mut call: Admitting<'c>,
         request: &Request,
     ) -> Result<A, Stop<'c>> {
-        match self.enter_slot(&mut call, request.patience, request.flow)? {
+        match self.enter_slot(&mut call, request.patience, request.flow())? {
             Some(id) => Err(Stop::wait(Wait::InQueue(call, id))),
             None => Ok(A::from_call(call)),
         }

@@ -42,8 +42,8 @@ pub(crate) struct Request {
     /// the core's clock, read once when the request was made; `None`: no
     /// deadline.
     pub(crate) deadline: Option<Nanos>,
-    /// Whom the call is for, at a fair queue: the task's flow
-    /// ([`with_flow`](crate::priority::with_flow)), else the one given.
+    /// Whom the call is for, as its caller gave it (the task's flow, which
+    /// wins, is read by [`flow`](Self::flow) only when the call queues).
     pub(crate) flow: Option<Flow>,
 }
 
@@ -61,7 +61,7 @@ pub(crate) enum StartBy {
 
 impl Request {
     /// A request of `scope` at `asked`, for `cost` tokens, waiting as
-    /// `patience` says; its deadline and flow are the task's, read now.
+    /// `patience` says; its deadline is the task's, read now.
     #[inline]
     pub(crate) fn new(
         core: &Core,
@@ -77,8 +77,16 @@ impl Request {
             patience,
             scope,
             deadline,
-            flow: Flow::current(),
+            flow: None,
         }
+    }
+
+    /// Whom the call is for at a fair queue: the task's flow
+    /// ([`with_flow`](crate::priority::with_flow)), else the one given. Read
+    /// when the call meets a bulkhead's queue, not on every call.
+    #[inline]
+    pub(crate) fn flow(&self) -> Option<Flow> {
+        Flow::current().or(self.flow)
     }
 
     /// Until when the call may start, at `now`, to a backend that answers

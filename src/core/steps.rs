@@ -13,7 +13,7 @@ use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
 use crate::metrics;
-use crate::priority::{Flow, Priority};
+use crate::priority::Priority;
 use crate::rate::Reservation;
 use crate::rate::{self, HORIZON};
 use crate::throttle::Count;
@@ -127,25 +127,25 @@ impl Core {
         &self,
         state: &KeyState,
         priority: Priority,
-        flow: Option<Flow>,
+        request: &Request,
     ) -> Result<(), Rejected> {
         if !self.controls.bulkhead {
             return Ok(());
         }
-        self.bulkhead_room(state, priority, flow)
+        self.bulkhead_room(state, priority, request)
     }
 
     fn bulkhead_room(
         &self,
         state: &KeyState,
         priority: Priority,
-        flow: Option<Flow>,
+        request: &Request,
     ) -> Result<(), Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(());
         };
         let level = usize::from(priority.level());
-        let refusal = bulkhead.would_refuse(settings, level, flow);
+        let refusal = bulkhead.would_refuse(settings, level, || request.flow());
         refusal.map_or(Ok(()), |refusal| Err(refusal.rejected(priority)))
     }
 

@@ -265,7 +265,7 @@ impl Core {
         request: &Request,
         arrived: Nanos,
     ) -> Result<(), Rejected> {
-        let Some(id) = self.enter_slot(call, request.patience, request.flow)? else {
+        let Some(id) = self.enter_slot(call, request.patience, request.flow())? else {
             return Ok(());
         };
         let c = call.call();

@@ -70,9 +70,7 @@ where
     #[inline(always)]
     pub(super) fn permit_request(&self, options: AdmitOptions, patience: Patience) -> Request {
         let (priority, cost) = (options.priority(), options.tokens());
-        let mut request = Request::new(self.core(), priority, cost, patience, Scope::Every);
-        request.flow = request.flow.or(options.for_flow());
-        request
+        Request::new(self.core(), priority, cost, patience, Scope::Every)
     }
 
     /// The driver without waiting: a call that would have to wait at any

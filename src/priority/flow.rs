@@ -1,15 +1,18 @@
 //! Whom a call is for: its [`Flow`] (the user, the tenant), which a shared
 //! key's fair queue serves round ([`BulkheadConfig::fair_queuing`]). It
-//! travels with the call as its priority does: set for a task by
-//! [`with_flow`] (the server layer sets its key's), given at a call
-//! ([`AdmitOptions::flow`](super::AdmitOptions::flow)), or, for a key of
-//! [`call_all`](crate::ThrottleManager::call_all), the keys before it.
+//! travels with the call as its task's priority and deadline do: set for
+//! a task by [`with_flow`] (the server layer sets its key's for the
+//! handler), or, for a key of
+//! [`call_all`](crate::ThrottleManager::call_all), the keys before it. It
+//! is not among a call's options, which every call carries: a request's
+//! flow is set once at its edge.
 //!
 //! [`BulkheadConfig::fair_queuing`]: crate::BulkheadConfig::fair_queuing
 
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroU64;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -24,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// assert_ne!(Flow::of("user-7"), Flow::of("user-8"));
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Flow(u64);
+pub struct Flow(NonZeroU64);
 
 impl Flow {
     /// The flow named `name` (a user id, a tenant, a client's address).
@@ -37,7 +40,9 @@ impl Flow {
     /// ```
     pub fn of<T: Hash + ?Sized>(name: &T) -> Self {
         static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
-        Self(SEED.get_or_init(Default::default).hash_one(name))
+        let hash = SEED.get_or_init(Default::default).hash_one(name);
+        // Non-zero, so an `Option<Flow>` is a word: a call's options stay small.
+        Self(NonZeroU64::new(hash).unwrap_or(NonZeroU64::MIN))
     }
 
     /// The flow of the current task, if it runs inside [`with_flow`].
@@ -64,7 +69,7 @@ impl Flow {
 
     /// The hash the queue orders by.
     pub(crate) fn id(self) -> u64 {
-        self.0
+        self.0.get()
     }
 }
 
@@ -102,7 +107,8 @@ impl Drop for FlowScope {
 /// Runs `future` with `flow` as its task's flow: every call inside it,
 /// however deep, is `flow`'s at a fair queue
 /// ([`BulkheadConfig::fair_queuing`](crate::BulkheadConfig::fair_queuing)),
-/// whatever flow the call site gave. The server layer runs each request's
+/// whatever flow [`call_all`](crate::ThrottleManager::call_all) would give
+/// it. The server layer runs each request's
 /// handler under the flow of the request's key, so a database called from
 /// the handler knows whose query it is without being told. The innermost
 /// `with_flow` wins; tasks spawned inside do not inherit it (wrap them

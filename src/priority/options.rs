@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Flow, Priority};
+use super::Priority;
 
 /// What a call asks to be admitted: its [`Priority`] and its cost in rate
 /// tokens (1 unless [`cost`](Self::cost) says otherwise). The verbs that
@@ -31,7 +31,6 @@ use super::{Flow, Priority};
 pub struct AdmitOptions {
     priority: Priority,
     cost: u32,
-    flow: Option<Flow>,
 }
 
 impl AdmitOptions {
@@ -44,11 +43,7 @@ impl AdmitOptions {
     /// assert_eq!(AdmitOptions::new(Priority::HIGH), Priority::HIGH.into());
     /// ```
     pub const fn new(priority: Priority) -> Self {
-        Self {
-            priority,
-            cost: 1,
-            flow: None,
-        }
+        Self { priority, cost: 1 }
     }
 
     /// The same call, costing `tokens` rate tokens (a batch of rows, a
@@ -81,34 +76,6 @@ impl AdmitOptions {
             admit: self,
             timeout: Some(run),
         }
-    }
-
-    /// The same call, made for `flow` (whom it serves) at a fair queue
-    /// ([`BulkheadConfig::fair_queuing`](crate::BulkheadConfig::fair_queuing)),
-    /// unless the task runs under [`with_flow`](super::with_flow), which
-    /// wins.
-    ///
-    /// ```
-    /// use portcullis::Priority;
-    /// use portcullis::priority::Flow;
-    ///
-    /// let options = Priority::HIGH.cost(2).flow(Flow::of("user-7"));
-    /// assert_eq!(options.for_flow(), Some(Flow::of("user-7")));
-    /// ```
-    pub const fn flow(self, flow: Flow) -> Self {
-        Self {
-            flow: Some(flow),
-            ..self
-        }
-    }
-
-    /// The flow given with [`flow`](Self::flow), if any.
-    ///
-    /// ```
-    /// assert_eq!(portcullis::Priority::LOW.cost(1).for_flow(), None);
-    /// ```
-    pub const fn for_flow(self) -> Option<Flow> {
-        self.flow
     }
 
     /// The same call at `priority` (a retry's).
@@ -223,22 +190,6 @@ impl CallOptions {
         }
     }
 
-    /// The same call, made for `flow`, as [`AdmitOptions::flow`].
-    ///
-    /// ```
-    /// use portcullis::priority::Flow;
-    /// use std::time::Duration;
-    ///
-    /// let options = portcullis::Priority::LOW.timeout(Duration::from_secs(2)).flow(Flow::of("acme"));
-    /// assert_eq!(options.admit().for_flow(), Some(Flow::of("acme")));
-    /// ```
-    pub const fn flow(self, flow: Flow) -> Self {
-        Self {
-            admit: self.admit.flow(flow),
-            ..self
-        }
-    }
-
     /// What the call asks to be admitted.
     ///
     /// ```
@@ -304,17 +255,5 @@ impl Priority {
     /// ```
     pub const fn timeout(self, run: Duration) -> CallOptions {
         AdmitOptions::new(self).timeout(run)
-    }
-
-    /// A call of this priority made for `flow`, as [`AdmitOptions::flow`].
-    ///
-    /// ```
-    /// use portcullis::Priority;
-    /// use portcullis::priority::Flow;
-    ///
-    /// assert_eq!(Priority::HIGH.flow(Flow::of("user-7")).for_flow(), Some(Flow::of("user-7")));
-    /// ```
-    pub const fn flow(self, flow: Flow) -> AdmitOptions {
-        AdmitOptions::new(self).flow(flow)
     }
 }
