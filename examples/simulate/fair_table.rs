@@ -148,6 +148,7 @@ fn colour(discipline: Discipline) -> RGBColor {
     match discipline {
         Discipline::FirstComeFirstServed => RGBColor(127, 127, 127),
         Discipline::Fair => RGBColor(31, 119, 180),
+        Discipline::FairCodel => RGBColor(44, 160, 44),
     }
 }
 

@@ -28,15 +28,18 @@ pub(crate) const SLOTS: u32 = 4;
 pub(crate) enum Discipline {
     FirstComeFirstServed,
     Fair,
+    /// Fair queuing, with CoDel on the queue (5 ms target, 100 ms interval).
+    FairCodel,
 }
 
 impl Discipline {
-    pub(crate) const ALL: [Self; 2] = [Self::FirstComeFirstServed, Self::Fair];
+    pub(crate) const ALL: [Self; 3] = [Self::FirstComeFirstServed, Self::Fair, Self::FairCodel];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::FirstComeFirstServed => "first come first served",
             Self::Fair => "fair queuing",
+            Self::FairCodel => "fair queuing and CoDel",
         }
     }
 }
@@ -44,8 +47,11 @@ impl Discipline {
 /// The shared key: 4 slots and a queue of `queue`, served as `discipline`.
 fn shared(queue: u32, discipline: Discipline) -> Arc<ThrottleManager<String>> {
     let mut config = BulkheadConfig::new(SLOTS).queue(queue);
-    if discipline == Discipline::Fair {
+    if discipline != Discipline::FirstComeFirstServed {
         config = config.fair_queuing();
+    }
+    if discipline == Discipline::FairCodel {
+        config = config.codel(Duration::from_millis(5), Duration::from_millis(100));
     }
     let manager = ThrottleManager::builder().bulkhead(config).build();
     Arc::new(manager.expect("a valid configuration"))

@@ -480,11 +480,13 @@ impl BulkheadConfig {
     /// of [`call_all`](crate::ThrottleManager::call_all), the keys before
     /// it; calls with none share one flow. It costs a waiter 16 bytes and
     /// a queued call a search of its priority's waiters; taking a free
-    /// slot costs nothing more. With [`codel`](Self::codel), the queue
-    /// keeps first come first served within a flow (adaptive LIFO would
-    /// undo the turns), and the waiters CoDel drops are those that waited
-    /// the target: the flows that send more than their share. Refused
-    /// at build without a [`queue`](Self::queue).
+    /// slot costs nothing more. With [`codel`](Self::codel), CoDel runs
+    /// per flow, as fq_codel does: a flow whose own waits stand above the
+    /// target has its waiters that waited it dropped, and no other flow's;
+    /// a flow keeps first come first served (adaptive LIFO would undo the
+    /// turns). Since a waiter also waits for the other flows' turns, set
+    /// the target above a round (the flows that wait, times a call's time,
+    /// over the slots). Refused at build without a [`queue`](Self::queue).
     ///
     /// ```
     /// use portcullis::priority::{Flow, with_flow};

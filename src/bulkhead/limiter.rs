@@ -209,6 +209,10 @@ impl Bulkhead {
         let codel = self.codel()?;
         let mut guard = self.lock();
         let inner = guard.get_or_insert_with(Box::default);
+        if inner.queue.is_fair() {
+            // Judged per flow, at each hand-off.
+            return None;
+        }
         inner.codel.look(&codel.settings, codel.now());
         inner.codel.overloaded().then_some(codel.settings.target)
     }
@@ -342,7 +346,7 @@ impl Bulkhead {
                 Ok(_) if next == state + 1 => return Ok(SlotAnswer::Granted(active(next))),
                 Ok(_) => {
                     inner.fixed_limit = settings.max_concurrent;
-                    let since = self.joined_at(inner);
+                    let since = self.joined_at(inner, flow);
                     let id = inner.queue.push(priority, levels, since, flow);
                     return Ok(SlotAnswer::Queued(id));
                 }
@@ -362,7 +366,7 @@ impl Bulkhead {
                     .decided
                     .push((victim, Decision::Dropped(load, RejectReason::Dropped)));
                 inner.fixed_limit = settings.max_concurrent;
-                let since = self.joined_at(inner);
+                let since = self.joined_at(inner, flow);
                 let id = inner.queue.push(priority, levels, since, flow);
                 drop(guard);
                 if let Some(waker) = waker {
@@ -493,128 +497,6 @@ impl Bulkhead {
         }
     }
 
-    /// Under the lock: the slot in hand goes to the head of the queue
-    /// (returns its waker, with those of the waiters CoDel dropped), or
-    /// becomes free if nobody waits, or if the limit fell below the calls
-    /// in flight (the slot is retired).
-    fn hand_off_or_free(&self, inner: &mut Inner) -> Vec<Waker> {
-        let limit = match self.learned() {
-            Some(learned) => learned.whole(),
-            None => inner.fixed_limit,
-        };
-        if active(self.state.load(Ordering::Acquire)) > limit {
-            self.state.fetch_sub(1, Ordering::AcqRel);
-            return Vec::new();
-        }
-        debug_assert_eq!(
-            inner.queue.len(),
-            queued(self.state.load(Ordering::Acquire)) as usize,
-            "the lock's holder keeps `queued` equal to the queue's length"
-        );
-        let (served, mut wakers) = self.serve_next(inner);
-        match served {
-            Some((id, waker)) => {
-                inner.decided.push((id, Decision::Granted));
-                self.state.fetch_sub(QUEUED, Ordering::AcqRel);
-                wakers.extend(waker);
-            }
-            None => {
-                self.state.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        wakers
-    }
-
-    /// Under the lock, at a hand-off: takes the waiter served next, and,
-    /// while CoDel finds the queue overloaded, drops every other waiter
-    /// that has waited the target ([`WaitQueue::pop_dropping_stale`]:
-    /// never one more important than the one served); returns the dropped
-    /// ones' wakers with it.
-    fn serve_next(&self, inner: &mut Inner) -> (Option<(WaiterId, Option<Waker>)>, Vec<Waker>) {
-        let Some(codel) = self.codel() else {
-            return (self.next_waiter(inner), Vec::new());
-        };
-        let now = codel.now();
-        inner.codel.look(&codel.settings, now);
-        if !inner.codel.overloaded() {
-            return (self.next_waiter(inner), Vec::new());
-        }
-        let stale_before = now.saturating_sub(codel.settings.target).saturating_add(1);
-        let (served, stale) = inner
-            .queue
-            .pop_dropping_stale(codel.settings.lifo, stale_before);
-        let mut wakers = Vec::with_capacity(stale.len());
-        if !stale.is_empty() {
-            let after = self
-                .state
-                .fetch_sub(QUEUED * stale.len() as u64, Ordering::AcqRel)
-                - QUEUED * stale.len() as u64;
-            let load = Load::of(after);
-            for (id, waker) in stale {
-                let dropped = Decision::Dropped(load, RejectReason::QueueOverloaded);
-                inner.decided.push((id, dropped));
-                wakers.extend(waker);
-            }
-        }
-        let served = served.map(|(id, waker, since)| {
-            // Overloaded: CoDel only waits for the queue to drain.
-            inner
-                .codel
-                .served(&codel.settings, now, now.saturating_sub(since));
-            (id, waker)
-        });
-        if inner.queue.len() == 0 {
-            inner.codel.emptied(now);
-        }
-        (served, wakers)
-    }
-
-    /// Under the lock: takes the waiter served next, the head of the queue
-    /// or, while CoDel finds it overloaded with adaptive LIFO, the newest
-    /// of the most important; tells CoDel how long it waited.
-    fn next_waiter(&self, inner: &mut Inner) -> Option<(WaiterId, Option<Waker>)> {
-        let Some(codel) = self.codel() else {
-            return inner.queue.pop_head().map(|(id, waker, _)| (id, waker));
-        };
-        let now = codel.now();
-        inner.codel.look(&codel.settings, now);
-        let newest_first = codel.settings.lifo && inner.codel.overloaded();
-        let popped = match newest_first {
-            true => inner.queue.pop_newest(),
-            false => inner.queue.pop_head(),
-        };
-        let Some((id, waker, since)) = popped else {
-            inner.codel.emptied(now);
-            return None;
-        };
-        inner
-            .codel
-            .served(&codel.settings, now, now.saturating_sub(since));
-        if inner.queue.len() == 0 {
-            inner.codel.emptied(now);
-        }
-        Some((id, waker))
-    }
-
-    /// Under the lock, a call joins the queue: when, for CoDel (0 without).
-    fn joined_at(&self, inner: &mut Inner) -> Nanos {
-        let Some(codel) = self.codel() else {
-            return 0;
-        };
-        let now = codel.now();
-        inner.codel.look(&codel.settings, now);
-        inner.codel.joined();
-        now
-    }
-
-    /// Under the lock, a waiter left the queue: CoDel counts an empty one.
-    fn left(&self, inner: &mut Inner) {
-        match self.codel() {
-            Some(codel) if inner.queue.len() == 0 => inner.codel.emptied(codel.now()),
-            _ => {}
-        }
-    }
-
     /// Sets a learned limit to `whole` calls, as a sample would.
     #[cfg(all(test, not(portcullis_loom)))]
     pub(super) fn force_limit(&self, settings: &BulkheadSettings, whole: u32) {
@@ -690,5 +572,6 @@ impl std::fmt::Debug for QueuedWait<'_> {
 /// Model checks of the hand-off and of cancellation, every interleaving
 /// loom can find: `RUSTFLAGS="--cfg portcullis_loom" cargo test --release
 /// --lib loom`.
+mod hand_off;
 #[cfg(all(test, portcullis_loom))]
 mod loom_tests;

@@ -1,7 +1,8 @@
 //! The bulkhead: a per-key concurrency limit with a small priority queue.
 //!
-//! `config` is what users set, `queue` the wait queue as plain data,
-//! `limiter` the lock-free counter and the queue's hand-off, `adaptive` a
+//! `config` is what users set, `queue` the wait queue as plain data (its
+//! flows' rounds in `queue/rounds`), `limiter` the lock-free counter and
+//! (in `limiter/hand_off`) the queue's hand-off, `adaptive` a
 //! learned limit's maths, `learned` its state in atomics, and `codel`
 //! what the queue's sojourn times say about overload.
 //!
@@ -15,8 +16,9 @@
 //!   are under it); queued calls never exceed the queue's size; while any
 //!   call waits, every slot is taken; a waiter is served by priority, then
 //!   first come first served (newest first while CoDel finds the queue
-//!   overloaded, with adaptive LIFO); no slot is lost, even to a waiter dropped the
-//!   moment it was granted one.
+//!   overloaded, with adaptive LIFO; at a fair queue, by its flow's round,
+//!   CoDel judging each flow apart); no slot is lost, even to a waiter
+//!   dropped the moment it was granted one.
 //! - **What a caller may assume**: `try_acquire` and a slot's `release`
 //!   never block when nobody waits; a call that would be refused anyway is
 //!   told so by `would_refuse` before it takes anything; a `QueuedWait`

@@ -68,3 +68,22 @@ async fn first_come_first_served_makes_the_light_flows_wait_behind_the_heavy_one
         "{beside:?} beside the heavy flow, {alone:?} without it"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn under_codel_a_heavy_flow_sheds_its_own_waiters_not_the_light_ones() {
+    // CoDel per flow: the heavy flow's standing queue is its own to shed.
+    let codel = Discipline::FairCodel;
+    let alone = flows::light_flows(false, codel).await.light;
+    let beside = flows::light_flows(true, codel).await.light;
+    let lost = beside.lost();
+    assert!(
+        lost <= 0.02,
+        "the light flows lost {:.1} % of their calls",
+        lost * 100.0
+    );
+    let (alone, beside) = (alone.wait(0.99), beside.wait(0.99));
+    assert!(
+        beside.as_secs_f64() <= 1.5 * alone.as_secs_f64(),
+        "the light flows' p99 wait: {beside:?} beside the heavy flow, {alone:?} without it"
+    );
+}

@@ -15,6 +15,23 @@ fn settings() -> BulkheadSettings {
         queue_timeout: None,
         overflow: Overflow::RejectNew,
         codel: None,
+        fair: false,
+    }
+}
+
+/// [`settings`], its queue served round the flows.
+fn fair_settings() -> BulkheadSettings {
+    BulkheadSettings {
+        fair: true,
+        ..settings()
+    }
+}
+
+/// A waiter of one level, for `flow`.
+fn of_flow(flow: &str) -> Waiter {
+    Waiter {
+        flow: Some(crate::priority::Flow::of(flow)),
+        ..Waiter::first_level()
     }
 }
 
@@ -84,6 +101,38 @@ fn a_slot_handed_to_a_cancelled_waiter_reaches_the_next() {
             let bulkhead = Arc::clone(&bulkhead);
             thread::spawn(move || {
                 acquire(&bulkhead);
+                bulkhead.release();
+            })
+        };
+        let quitter = {
+            let bulkhead = Arc::clone(&bulkhead);
+            thread::spawn(move || drop(QueuedWait::new(&bulkhead, 0, first)))
+        };
+        bulkhead.release();
+        quitter.join().unwrap();
+        patient.join().unwrap();
+        assert_eq!(bulkhead.load(), Load::default());
+    });
+}
+
+#[test]
+fn at_a_fair_queue_a_slot_handed_to_a_cancelled_waiter_reaches_the_other_flow() {
+    loom::model(|| {
+        let bulkhead = Arc::new(Bulkhead::default());
+        let settings = fair_settings();
+        bulkhead.try_acquire(&settings).unwrap();
+        let SlotAnswer::Queued(first) = bulkhead.enter(&settings, of_flow("a")).unwrap() else {
+            panic!("the slot is taken");
+        };
+        let patient = {
+            let bulkhead = Arc::clone(&bulkhead);
+            thread::spawn(move || {
+                match bulkhead.enter(&fair_settings(), of_flow("b")).unwrap() {
+                    SlotAnswer::Granted(_) => {}
+                    SlotAnswer::Queued(id) => {
+                        loom::future::block_on(QueuedWait::new(&bulkhead, 0, id)).expect("granted")
+                    }
+                }
                 bulkhead.release();
             })
         };

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::task::Waker;
 
+use super::codel::CodelSettings;
 use super::config::Overflow;
 use crate::clock::Nanos;
 
@@ -39,7 +40,8 @@ pub(crate) struct WaitQueue {
     levels: Vec<VecDeque<Entry>>,
     len: usize,
     next_id: WaiterId,
-    /// The flows' rounds, from the first waiter with a flow.
+    /// The flows' rounds (and, under CoDel, each flow's sojourns), from
+    /// the first waiter with a flow.
     rounds: Option<Box<FlowRounds>>,
 }
 
@@ -108,6 +110,87 @@ impl WaitQueue {
         let priority = self.top()?;
         let entry = self.levels[priority].pop_front().expect("a waiter");
         Some(self.took(priority, entry, true))
+    }
+
+    /// Whether the queue serves its waiters round their flows.
+    pub(crate) fn is_fair(&self) -> bool {
+        self.rounds.is_some()
+    }
+
+    /// At a fair queue under CoDel, a waiter of `flow` joined.
+    pub(crate) fn flow_joined(&mut self, flow: Option<u64>) {
+        if let Some(flow) = flow {
+            let rounds = self.rounds.get_or_insert_with(Box::default);
+            rounds.codel.entry(flow).or_default().joined();
+        }
+    }
+
+    /// At a fair queue under CoDel, at `now`: takes the head of the queue
+    /// (its flow's CoDel counts its sojourn), and, if `drop_stale`, every
+    /// waiter that has waited the target of a flow whose own sojourns
+    /// stand above it, at the served one's priority or below. Returns the
+    /// one served and the dropped ones.
+    pub(crate) fn pop_fair_codel(
+        &mut self,
+        settings: &CodelSettings,
+        now: Nanos,
+        drop_stale: bool,
+    ) -> Served {
+        let Some(priority) = self.top() else {
+            return (None, Vec::new());
+        };
+        let entry = self.levels[priority].pop_front().expect("a waiter");
+        let flow = entry.flow.unwrap_or_default();
+        let served = self.took(priority, entry, true);
+        let Some(rounds) = self.rounds.as_deref_mut() else {
+            return (Some(served), Vec::new());
+        };
+        let state = rounds.codel.entry(flow).or_default();
+        state.served(settings, now, now.saturating_sub(served.2));
+        let overloaded: Vec<u64> = match drop_stale {
+            true => rounds
+                .codel
+                .iter_mut()
+                .filter_map(|(flow, state)| {
+                    state.look(settings, now);
+                    state.overloaded().then_some(*flow)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        let mut dropped = Vec::new();
+        let stale_before = now.saturating_sub(settings.target).saturating_add(1);
+        for at in (priority..self.levels.len()).filter(|_| !overloaded.is_empty()) {
+            let stale = |e: &Entry| {
+                e.since < stale_before && overloaded.contains(&e.flow.unwrap_or_default())
+            };
+            if !self.levels[at].iter().any(stale) {
+                continue;
+            }
+            let (gone, kept): (VecDeque<Entry>, VecDeque<Entry>) =
+                std::mem::take(&mut self.levels[at])
+                    .into_iter()
+                    .partition(stale);
+            self.levels[at] = kept;
+            for entry in gone {
+                let (id, waker, _) = self.took(at, entry, false);
+                dropped.push((id, waker));
+            }
+        }
+        // A flow left without waiters counts an empty queue; one empty and
+        // calm is as new, and its state goes.
+        let rounds = self.rounds.as_deref_mut().expect("a fair queue");
+        let mut codel = std::mem::take(&mut rounds.codel);
+        codel.retain(|flow, state| {
+            if rounds.waiting(*flow) > 0 {
+                return true;
+            }
+            state.emptied(now);
+            state.look(settings, now);
+            state.overloaded()
+        });
+        rounds.codel = codel;
+        (Some(served), dropped)
     }
 
     /// Takes the newest of the most important (adaptive LIFO): priorities

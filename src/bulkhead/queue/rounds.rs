@@ -19,6 +19,8 @@
 
 use std::collections::HashMap;
 
+use crate::bulkhead::codel::CodelState;
+
 /// How many rounds ahead of the round being served a quiet flow may be
 /// served: enough that a flow well below its share (a user's occasional
 /// query) rarely takes its turn behind a flow that waits all the time (in
@@ -36,6 +38,10 @@ pub(super) struct FlowRounds {
     /// [`CREDIT`] rounds of the round being served: its newest waiter's
     /// round and how many of its waiters wait at that level.
     flows: HashMap<(usize, u64), FlowAtLevel>,
+    /// Under CoDel, each flow's sojourns (at every level), while it has
+    /// waiters or stands overloaded: CoDel per flow, as fq_codel runs it,
+    /// so a flow's standing queue drops its own waiters and no other's.
+    pub(super) codel: HashMap<u64, CodelState>,
 }
 
 #[derive(Debug, Clone, Copy)]
