@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::sync::CountedScope;
+
 mod answer_time;
 mod limits;
 mod time_limits;
@@ -49,30 +51,9 @@ tokio::task_local! {
     static TASK_DEADLINE: Instant;
 }
 
-/// How many [`with_deadline`] scopes are alive in the process. A task's
-/// deadline is visible only while its scope is polled, so while this is 0
-/// no task has one, and a call reads one relaxed word instead of the
-/// task-local: the healthy path of a program that sets no deadline pays
-/// nothing for them. (A task polled on another thread than the one that
-/// counted its scope was handed over through the scheduler, whose
-/// synchronisation makes the count visible there.)
+/// How many [`with_deadline`] scopes are alive in the process (see
+/// `CountedScope`).
 static SCOPES: AtomicUsize = AtomicUsize::new(0);
-
-/// A [`with_deadline`] scope, counted in [`SCOPES`] while it lives.
-struct DeadlineScope;
-
-impl DeadlineScope {
-    fn enter() -> Self {
-        SCOPES.fetch_add(1, Ordering::Relaxed);
-        DeadlineScope
-    }
-}
-
-impl Drop for DeadlineScope {
-    fn drop(&mut self) {
-        SCOPES.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Runs `future` with `deadline` as its task's deadline: every call the
 /// manager admits inside it, however deep, must be able to start before
@@ -149,7 +130,7 @@ impl Drop for DeadlineScope {
 /// # }
 /// ```
 pub async fn with_deadline<F: Future>(deadline: Instant, future: F) -> F::Output {
-    let _scope = DeadlineScope::enter();
+    let _scope = CountedScope::enter(&SCOPES);
     let deadline = match TASK_DEADLINE.try_with(|outer| *outer) {
         Ok(outer) => outer.min(deadline),
         Err(_) => deadline,

@@ -16,6 +16,8 @@ use std::num::NonZeroU64;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::sync::CountedScope;
+
 /// Whom a call is for: a user, a tenant, a client. Known by a hash of its
 /// name, seeded at random per process, so a name chosen by a client
 /// (a header) cannot be made to share another's flow on purpose.
@@ -83,26 +85,9 @@ tokio::task_local! {
     static TASK_FLOW: Flow;
 }
 
-/// How many [`with_flow`] scopes are alive in the process: while 0, a call
-/// reads one relaxed word instead of the task-local (as for a task's
-/// priority and deadline).
+/// How many [`with_flow`] scopes are alive in the process (see
+/// `CountedScope`).
 static FLOW_SCOPES: AtomicUsize = AtomicUsize::new(0);
-
-/// A [`with_flow`] scope, counted in [`FLOW_SCOPES`] while it lives.
-struct FlowScope;
-
-impl FlowScope {
-    fn enter() -> Self {
-        FLOW_SCOPES.fetch_add(1, Ordering::Relaxed);
-        FlowScope
-    }
-}
-
-impl Drop for FlowScope {
-    fn drop(&mut self) {
-        FLOW_SCOPES.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Runs `future` with `flow` as its task's flow: every call inside it,
 /// however deep, is `flow`'s at a fair queue
@@ -139,7 +124,7 @@ impl Drop for FlowScope {
 ///
 /// Dropping the returned future drops `future` and ends the scope.
 pub async fn with_flow<F: Future>(flow: Flow, future: F) -> F::Output {
-    let _scope = FlowScope::enter();
+    let _scope = CountedScope::enter(&FLOW_SCOPES);
     TASK_FLOW.scope(flow, future).await
 }
 

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 mod flow;
 mod options;
 
+use crate::sync::CountedScope;
+
 pub use flow::{Flow, with_flow};
 pub use options::{AdmitOptions, CallOptions};
 
@@ -102,28 +104,9 @@ tokio::task_local! {
     static TASK_PRIORITY: Priority;
 }
 
-/// How many [`with_priority`] scopes are alive in the process. A task's
-/// priority is visible only while its scope is polled, so while this is 0
-/// no task has one, and a call reads one relaxed word instead of the
-/// task-local, as for a task's deadline (`deadline::with_deadline`, which
-/// says why a count made on one thread is seen on another).
+/// How many [`with_priority`] scopes are alive in the process (see
+/// `CountedScope`).
 static PRIORITY_SCOPES: AtomicUsize = AtomicUsize::new(0);
-
-/// A [`with_priority`] scope, counted in [`PRIORITY_SCOPES`] while it lives.
-struct PriorityScope;
-
-impl PriorityScope {
-    fn enter() -> Self {
-        PRIORITY_SCOPES.fetch_add(1, Ordering::Relaxed);
-        PriorityScope
-    }
-}
-
-impl Drop for PriorityScope {
-    fn drop(&mut self) {
-        PRIORITY_SCOPES.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 
 /// Runs `future` with `priority` as its task's priority, which
 /// **overrides** the priority passed at each call inside it: every
@@ -159,7 +142,7 @@ impl Drop for PriorityScope {
 /// # }
 /// ```
 pub async fn with_priority<F: Future>(priority: Priority, future: F) -> F::Output {
-    let _scope = PriorityScope::enter();
+    let _scope = CountedScope::enter(&PRIORITY_SCOPES);
     TASK_PRIORITY.scope(priority, future).await
 }
 
