@@ -478,9 +478,9 @@ impl BulkheadConfig {
     /// A call's flow is its task's ([`with_flow`](crate::priority::with_flow):
     /// the server layer sets its key's for the handler), else, for a key
     /// of [`call_all`](crate::ThrottleManager::call_all), the keys before
-    /// it; calls with none share one flow. It costs a waiter 16 bytes and
-    /// a queued call a search of its priority's waiters; taking a free
-    /// slot costs nothing more. With [`codel`](Self::codel), CoDel runs
+    /// it; calls with none share one flow. It costs a queued call a search
+    /// of its priority's waiters, and the queue a map of the flows that
+    /// wait; taking a free slot costs nothing more. With [`codel`](Self::codel), CoDel runs
     /// per flow, as fq_codel does: a flow whose own waits stand above the
     /// target has its waiters that waited it dropped, and no other flow's;
     /// a flow keeps first come first served (adaptive LIFO would undo the

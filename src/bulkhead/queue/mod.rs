@@ -6,6 +6,7 @@
 //! at a fair queue by its flows' rounds ([`rounds`]), then arrival.
 
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 use std::task::Waker;
 
 use super::codel::CodelSettings;
@@ -30,7 +31,20 @@ struct Entry {
     /// level's last round when it joined: its level is in `(round, id)`
     /// order.
     round: u64,
-    flow: Option<u64>,
+    /// Its flow's id, non-zero so that this is a word.
+    flow: Option<NonZeroU64>,
+}
+
+impl Entry {
+    fn flow(&self) -> Option<u64> {
+        self.flow.map(NonZeroU64::get)
+    }
+}
+
+/// The id a flow's waiters carry: a flow's own, never zero (the flow of
+/// calls that have none is 0, and waits as 1).
+fn entry_flow(flow: u64) -> NonZeroU64 {
+    NonZeroU64::new(flow).unwrap_or(NonZeroU64::MIN)
 }
 
 /// Waiters by priority (index 0 first), in the order each level is served.
@@ -80,14 +94,16 @@ impl WaitQueue {
         }
         let id = self.next_id;
         self.next_id += 1;
+        let flow = flow.map(entry_flow);
         let level = &mut self.levels[priority];
         let last = level.back().map_or(0, |entry| entry.round);
         let round = match flow {
             None => last,
-            Some(flow) => self
-                .rounds
-                .get_or_insert_with(Box::default)
-                .join(priority, levels, flow),
+            Some(flow) => {
+                self.rounds
+                    .get_or_insert_with(Box::default)
+                    .join(priority, levels, flow.get())
+            }
         };
         let at = match round >= last {
             true => level.len(),
@@ -121,7 +137,11 @@ impl WaitQueue {
     pub(crate) fn flow_joined(&mut self, flow: Option<u64>) {
         if let Some(flow) = flow {
             let rounds = self.rounds.get_or_insert_with(Box::default);
-            rounds.codel.entry(flow).or_default().joined();
+            rounds
+                .codel
+                .entry(entry_flow(flow).get())
+                .or_default()
+                .joined();
         }
     }
 
@@ -140,7 +160,7 @@ impl WaitQueue {
             return (None, Vec::new());
         };
         let entry = self.levels[priority].pop_front().expect("a waiter");
-        let flow = entry.flow.unwrap_or_default();
+        let flow = entry.flow().unwrap_or_default();
         let served = self.took(priority, entry, true);
         let Some(rounds) = self.rounds.as_deref_mut() else {
             return (Some(served), Vec::new());
@@ -162,7 +182,7 @@ impl WaitQueue {
         let stale_before = now.saturating_sub(settings.target).saturating_add(1);
         for at in (priority..self.levels.len()).filter(|_| !overloaded.is_empty()) {
             let stale = |e: &Entry| {
-                e.since < stale_before && overloaded.contains(&e.flow.unwrap_or_default())
+                e.since < stale_before && overloaded.contains(&e.flow().unwrap_or_default())
             };
             if !self.levels[at].iter().any(stale) {
                 continue;
@@ -309,7 +329,7 @@ impl WaitQueue {
     /// important level. (Chosen by arrival, not by the flows' hashes, so
     /// the same calls give the same choice in every process.)
     fn longest_flow_makes_way(&self, priority: usize, flow: Option<u64>) -> Option<OnFull> {
-        let (rounds, flow) = (self.rounds.as_deref()?, flow?);
+        let (rounds, flow) = (self.rounds.as_deref()?, entry_flow(flow?).get());
         let mut counts = rounds.waiting_from(priority);
         counts.remove(&flow);
         let most = counts.values().copied().max()?;
@@ -324,7 +344,7 @@ impl WaitQueue {
             .find_map(|(p, level)| {
                 let longest = level
                     .iter()
-                    .filter(|e| e.flow.is_some_and(|f| counts.get(&f) == Some(&most)));
+                    .filter(|e| e.flow().is_some_and(|f| counts.get(&f) == Some(&most)));
                 longest.map(|e| e.id).max().map(|id| OnFull::Drop(p, id))
             })
     }
@@ -338,7 +358,7 @@ impl WaitQueue {
     /// (its flow's round is done) or not.
     fn took(&mut self, priority: usize, entry: Entry, served: bool) -> Taken {
         self.len -= 1;
-        if let (Some(flow), Some(rounds)) = (entry.flow, self.rounds.as_deref_mut()) {
+        if let (Some(flow), Some(rounds)) = (entry.flow(), self.rounds.as_deref_mut()) {
             rounds.left(priority, flow, entry.round, served);
         }
         (entry.id, entry.waker, entry.since)
@@ -517,7 +537,7 @@ mod tests {
             let mut flow_of = std::collections::HashMap::new();
             // Some waiters in a random order, then each flow's own.
             for flow in order.iter().map(|f| f % flows).chain((0..flows).flat_map(|f| std::iter::repeat_n(f, queued[f]))) {
-                flow_of.insert(q.push(0, 1, 0, Some(flow as u64)), flow);
+                flow_of.insert(q.push(0, 1, 0, Some(flow as u64 + 1)), flow);
             }
             let mut served = vec![0u64; flows];
             for _ in 0..200 {
@@ -525,7 +545,7 @@ mod tests {
                 let flow = flow_of[&id];
                 served[flow] += 1;
                 // The flow waits on: it queues again.
-                flow_of.insert(q.push(0, 1, 0, Some(flow as u64)), flow);
+                flow_of.insert(q.push(0, 1, 0, Some(flow as u64 + 1)), flow);
                 let (least, most) = (served.iter().min().unwrap(), served.iter().max().unwrap());
                 proptest::prop_assert!(most - least <= rounds::CREDIT + 2, "served {served:?}");
             }
