@@ -468,9 +468,11 @@ impl BulkheadConfig {
     /// given back goes to the next flow in turn, priorities still first.
     /// So when many callers share one key (users at one database), a flow
     /// that sends more than its share waits behind those that send less:
-    /// while two flows both wait, the slots handed to them differ by at
-    /// most two, and a flow that had nobody waiting is served within one
-    /// round. A full queue makes room first by dropping the newest waiter
+    /// each flow that waits is served once a round, and a flow that had
+    /// been quiet may start up to 8 rounds ahead (so one below its share
+    /// rarely waits behind one that waits all the time); while two flows
+    /// both wait, the slots handed to them differ by at most ten. A full
+    /// queue makes room first by dropping the newest waiter
     /// of the flow with the most waiters, if it has two more than the
     /// newcomer's ([`Dropped`](crate::error::RejectReason::Dropped)); the
     /// [`overflow`](Self::overflow) policy decides the rest.
