@@ -240,6 +240,11 @@ const ROWS: &[(&str, &str, &str)] = &[
         "[default.bulkhead]\nmax_concurrent = 4\nqueue = 1\noverflow = \"reject-new\"",
     ),
     (
+        "default.bulkhead.fair_queuing",
+        "[default.bulkhead]\nmax_concurrent = 4\nqueue = 1\nfair_queuing = false",
+        "[default.bulkhead]\nmax_concurrent = 4\nqueue = 1\nfair_queuing = true",
+    ),
+    (
         "default.shadow",
         "[default]\nshadow = false",
         "[default]\nshadow = true",
