@@ -18,9 +18,7 @@ use std::time::Duration;
 
 use super::admitting::{Admitted, Admitting, HeldToken};
 use super::request::{Request, Scope};
-use super::{
-    BulkheadPlace, CallTimes, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, SlotAsk, Token,
-};
+use super::{BulkheadPlace, CallTimes, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
 use crate::bulkhead::{QueuedWait, WaiterId};
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
@@ -401,12 +399,7 @@ impl Core {
         flow: Option<Flow>,
     ) -> Result<Option<WaiterId>, Rejected> {
         let c = call.call();
-        let asked = SlotAsk {
-            priority: c.priority,
-            patience,
-            flow,
-        };
-        match self.enter_bulkhead(&c.state, asked, &c.telemetry)? {
+        match self.enter_bulkhead(&c.state, c.priority, patience, flow, &c.telemetry)? {
             BulkheadPlace::NoBulkhead => Ok(None),
             BulkheadPlace::Held => {
                 call.call_mut().holds_slot = true;

@@ -49,7 +49,7 @@ use crate::clock::{Clock, Nanos};
 use crate::error::{RejectReason, Rejected};
 use crate::key::KeyState;
 use crate::outcome::Classifier;
-use crate::priority::{Flow, Priorities, Priority};
+use crate::priority::{Priorities, Priority};
 use crate::rate::RateSettings;
 use crate::rate::Reservation;
 use crate::throttle::ThrottleSettings;
@@ -116,15 +116,6 @@ pub(crate) enum FreeSlot {
     },
     /// None free: the refusal of a call that does not queue.
     None(Refusal),
-}
-
-/// What a call asks of its key's bulkhead: at which priority, whether it
-/// waits in the queue, and for whom (a fair queue's flow).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct SlotAsk {
-    pub(crate) priority: Priority,
-    pub(crate) patience: Patience,
-    pub(crate) flow: Option<Flow>,
 }
 
 /// A call's place in its key's bulkhead, from [`Core::enter_bulkhead`].

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tracing::Span;
 
 use super::request::{Request, StartBy};
-use super::{BulkheadPlace, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, SlotAsk, Token};
+use super::{BulkheadPlace, Core, FreeSlot, KeySettings, KeyTelemetry, Patience, Token};
 use crate::bulkhead::WaiterId;
 use crate::bulkhead::{QueuedWait, Refusal, SlotAnswer, Waiter};
 use crate::clock::{Nanos, nanos};
@@ -13,7 +13,7 @@ use crate::error::{RejectReason, Rejected};
 use crate::events;
 use crate::key::KeyState;
 use crate::metrics;
-use crate::priority::Priority;
+use crate::priority::{Flow, Priority};
 use crate::rate::Reservation;
 use crate::rate::{self, HORIZON};
 use crate::throttle::Count;
@@ -279,29 +279,28 @@ impl Core {
     pub(crate) fn enter_bulkhead(
         &self,
         state: &KeyState,
-        asked: SlotAsk,
+        priority: Priority,
+        patience: Patience,
+        flow: Option<Flow>,
         telemetry: &KeyTelemetry,
     ) -> Result<BulkheadPlace, Rejected> {
         if !self.controls.bulkhead {
             return Ok(BulkheadPlace::NoBulkhead);
         }
-        self.take_bulkhead_slot(state, asked, telemetry)
+        self.take_bulkhead_slot(state, priority, patience, flow, telemetry)
     }
 
     fn take_bulkhead_slot(
         &self,
         state: &KeyState,
-        asked: SlotAsk,
+        priority: Priority,
+        patience: Patience,
+        flow: Option<Flow>,
         telemetry: &KeyTelemetry,
     ) -> Result<BulkheadPlace, Rejected> {
         let Some((bulkhead, settings)) = self.bulkhead_of(state) else {
             return Ok(BulkheadPlace::NoBulkhead);
         };
-        let SlotAsk {
-            priority,
-            patience,
-            flow,
-        } = asked;
         let admission = match patience {
             Patience::Never => bulkhead.try_acquire(settings).map(SlotAnswer::Granted),
             _ => {

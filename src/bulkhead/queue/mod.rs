@@ -178,38 +178,25 @@ impl WaitQueue {
                 .collect(),
             false => Vec::new(),
         };
-        let mut dropped = Vec::new();
         let stale_before = now.saturating_sub(settings.target).saturating_add(1);
-        for at in (priority..self.levels.len()).filter(|_| !overloaded.is_empty()) {
-            let stale = |e: &Entry| {
+        let dropped = match overloaded.is_empty() {
+            true => Vec::new(),
+            false => self.remove_where(priority, |e| {
                 e.since < stale_before && overloaded.contains(&e.flow().unwrap_or_default())
-            };
-            if !self.levels[at].iter().any(stale) {
-                continue;
-            }
-            let (gone, kept): (VecDeque<Entry>, VecDeque<Entry>) =
-                std::mem::take(&mut self.levels[at])
-                    .into_iter()
-                    .partition(stale);
-            self.levels[at] = kept;
-            for entry in gone {
-                let (id, waker, _) = self.took(at, entry, false);
-                dropped.push((id, waker));
-            }
-        }
+            }),
+        };
         // A flow left without waiters counts an empty queue; one empty and
         // calm is as new, and its state goes.
         let rounds = self.rounds.as_deref_mut().expect("a fair queue");
-        let mut codel = std::mem::take(&mut rounds.codel);
-        codel.retain(|flow, state| {
-            if rounds.waiting(*flow) > 0 {
+        let waiting = rounds.waiting_from(0);
+        rounds.codel.retain(|flow, state| {
+            if waiting.contains_key(flow) {
                 return true;
             }
             state.emptied(now);
             state.look(settings, now);
             state.overloaded()
         });
-        rounds.codel = codel;
         (Some(served), dropped)
     }
 
@@ -252,17 +239,27 @@ impl WaitQueue {
         &mut self,
         joined_before: Nanos,
     ) -> Vec<(WaiterId, Option<Waker>)> {
+        self.remove_where(0, |entry| entry.since < joined_before)
+    }
+
+    /// Takes out every waiter of priority `from` or less important that
+    /// `gone` picks, keeping the others' order; returns their numbers and
+    /// wakers.
+    fn remove_where(
+        &mut self,
+        from: usize,
+        gone: impl Fn(&Entry) -> bool,
+    ) -> Vec<(WaiterId, Option<Waker>)> {
         let mut removed = Vec::new();
-        for priority in 0..self.levels.len() {
+        for priority in from..self.levels.len() {
             let level = &mut self.levels[priority];
-            if !level.iter().any(|entry| entry.since < joined_before) {
+            if !level.iter().any(&gone) {
                 continue;
             }
-            let (stale, kept): (VecDeque<Entry>, VecDeque<Entry>) = std::mem::take(level)
-                .into_iter()
-                .partition(|entry| entry.since < joined_before);
+            let (taken, kept): (VecDeque<Entry>, VecDeque<Entry>) =
+                std::mem::take(level).into_iter().partition(&gone);
             self.levels[priority] = kept;
-            for entry in stale {
+            for entry in taken {
                 let (id, waker, _) = self.took(priority, entry, false);
                 removed.push((id, waker));
             }
@@ -368,13 +365,8 @@ impl WaitQueue {
 /// Where the newest waiter of a level with waiters is: its last, unless a
 /// fair order put it earlier.
 fn newest(level: &VecDeque<Entry>) -> usize {
-    let mut ids = level.iter().map(|entry| entry.id).enumerate();
-    let first = ids.next().expect("a level with waiters");
-    ids.fold(
-        first,
-        |newest, at| if at.1 > newest.1 { at } else { newest },
-    )
-    .0
+    let newest = level.iter().enumerate().max_by_key(|(_, entry)| entry.id);
+    newest.expect("a level with waiters").0
 }
 
 #[cfg(test)]
