@@ -70,6 +70,23 @@ pub(crate) fn nanos(d: Duration) -> Nanos {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The time left until `at`, zero once it has passed. Deadlines reach the
+/// crate as instants on tokio's clock ([`with_deadline`](crate::deadline::with_deadline),
+/// a request's `grpc-timeout`); a call converts its deadline to its
+/// manager's clock once, when it asks, through this function, and the edges
+/// that pass a deadline on convert it here too: the one place the crate
+/// reads tokio's instant.
+pub(crate) fn left_until(at: tokio::time::Instant) -> Duration {
+    at.saturating_duration_since(tokio::time::Instant::now())
+}
+
+/// The instant `left` from now on tokio's clock, as a deadline: `None` (no
+/// deadline) when it lies past what an instant can hold, as `Duration::MAX`
+/// does.
+pub(crate) fn instant_after(left: Duration) -> Option<tokio::time::Instant> {
+    tokio::time::Instant::now().checked_add(left)
+}
+
 /// The clock a manager uses unless given one: [`TokioClock`] inside a tokio
 /// runtime whose time is paused (so tests on virtual time just work), else
 /// [`QuantaClock`].
@@ -99,6 +116,23 @@ pub fn default_clock() -> Arc<dyn Clock> {
         Arc::new(TokioClock::new())
     } else {
         Arc::new(QuantaClock::new())
+    }
+}
+
+/// A shared clock is a clock: a manager built with
+/// [`ManagerSettings::clock`](crate::manager::ManagerSettings::clock) of
+/// another keeps time with it.
+impl Clock for Arc<dyn Clock> {
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+
+    fn sleep_until(&self, deadline: Duration) -> Sleep {
+        (**self).sleep_until(deadline)
     }
 }
 

@@ -200,8 +200,8 @@ impl<'a> Permit<'a> {
     fn counted(core: CoreRef<'a>, ticket: Ticket) -> Self {
         if ticket.holds_slot() {
             let metrics = match &core {
-                CoreRef::Borrowed(core) => &core.metrics,
-                CoreRef::Owned(core) => &core.metrics,
+                CoreRef::Borrowed(core) => core.metrics(),
+                CoreRef::Owned(core) => core.metrics(),
             };
             metrics.active(ticket.telemetry().label(), 1.0);
         }
@@ -344,7 +344,7 @@ impl<'a> Permit<'a> {
             );
         }
         if marks.has(TicketMarks::HOLDS_SLOT) {
-            core.release_slot(
+            core.release_slot_after_call(
                 &ticket.state,
                 settings,
                 ticket.times.started,
@@ -354,7 +354,7 @@ impl<'a> Permit<'a> {
         }
         // The key space's references and this permit's: once the permit is
         // gone, the key may make room.
-        core.room.call_ended(|| {
+        core.room().call_ended(|| {
             triomphe::Arc::strong_count(&ticket.state) <= crate::registry::HOLDERS + 1
         });
     }

@@ -7,13 +7,13 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::ThrottleManagerBuilder;
-use crate::core::RandomSource;
+use crate::core::{CallRules, RandomSource};
 use crate::deadline::TimeLimits;
 use crate::error::{ConfigProblem, Problems};
 use crate::outcome::{Classifier, Outcome};
 use crate::priority::{OutOfRange, Priorities, Priority};
 use crate::rate::DEFAULT_MAX_DEFER;
-use crate::retry_budget::{RetryPolicy, RetrySettings};
+use crate::retry_budget::RetryPolicy;
 
 /// The default number of priority levels: `Priority::HIGH` to `Priority::LOW`.
 const DEFAULT_PRIORITY_LEVELS: u8 = 4;
@@ -72,21 +72,10 @@ impl fmt::Debug for CallParts {
     }
 }
 
-/// How calls are judged, checked: `max_wait` is by priority level.
-pub(super) struct CheckedCalls {
-    pub(super) priorities: Priorities,
-    pub(super) random: Option<Box<RandomSource>>,
-    pub(super) retry: Option<RetrySettings>,
-    pub(super) classifier: Option<Box<Classifier>>,
-    pub(super) call_timeout: Option<Duration>,
-    pub(super) max_defer: Duration,
-    pub(super) max_wait: Box<[Option<Duration>]>,
-}
-
 impl CallParts {
     /// Checks the priority levels, the retry policy, the call timeout and
     /// that every per-priority wait names a level the manager has.
-    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CheckedCalls {
+    pub(super) fn check(self, found: &mut Vec<ConfigProblem>) -> CallRules {
         let levels = self.priority_levels;
         if !(1..=MAX_PRIORITY_LEVELS).contains(&levels) {
             Problems::new("", found).add(
@@ -119,7 +108,7 @@ impl CallParts {
                 *wait = Some(max);
             }
         }
-        CheckedCalls {
+        CallRules {
             priorities: Priorities {
                 levels,
                 out_of_range: self.out_of_range,

@@ -53,7 +53,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use crate::core::{Core, SettingsTable};
+use crate::core::Core;
 use crate::error::{ConfigError, ConfigProblem, Problems};
 use crate::manager::{ManagerState, ThrottleManager};
 use crate::registry::RoomSignal;
@@ -209,21 +209,14 @@ where
             controls::quiet_from(Arc::clone(&core_of_keys)),
             Arc::clone(&room),
         );
-        let core = Core {
-            clock: key_space.clock,
-            controls: controls.controls,
-            settings: SettingsTable::new(),
-            priorities: calls.priorities,
-            random: calls.random,
-            retry: calls.retry,
-            classifier: calls.classifier,
-            call_timeout: calls.call_timeout,
-            max_defer: calls.max_defer,
-            max_wait: calls.max_wait,
+        let core = Core::new(
+            key_space.clock,
+            controls.controls,
+            calls,
             room,
             store,
-            metrics: crate::metrics::ManagerMetrics::named(telemetry.name.clone()),
-        };
+            crate::metrics::ManagerMetrics::named(telemetry.name.clone()),
+        );
         let core = Arc::new(core);
         let _ = core_of_keys.set(Arc::downgrade(&core));
         Ok(ThrottleManager::from_state(ManagerState {

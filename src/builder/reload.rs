@@ -109,7 +109,12 @@ where
         let checked = ThrottleManager::<K>::builder()
             .config(config)
             .reload_parts(found);
-        refuse_new_controls(self.core().controls, checked.controls, &checked.book, found);
+        refuse_new_controls(
+            self.core().controls(),
+            checked.controls,
+            &checked.book,
+            found,
+        );
         checked.book
     }
 
@@ -182,20 +187,20 @@ where
                 format!("cannot change on a live manager ({now} now, {file} in the file)"),
             ));
         };
-        let levels = core.priorities.levels;
+        let levels = core.priorities().levels;
         if let Some(file) = config.priority_levels.filter(|&file| file != levels) {
             refuse("priority_levels", levels.to_string(), file.to_string());
         }
         let mut durations = [
-            ("call_timeout", core.call_timeout, config.call_timeout),
-            ("max_defer", Some(core.max_defer), config.max_defer),
+            ("call_timeout", core.call_timeout(), config.call_timeout),
+            ("max_defer", Some(core.max_defer()), config.max_defer),
         ];
         for (path, now, file) in &mut durations {
             if file.is_some() && file != now {
                 refuse(path, shown(*now), shown(*file));
             }
         }
-        for (level, now) in core.max_wait.iter().enumerate() {
+        for (level, now) in core.max_waits().iter().enumerate() {
             let for_level = config.max_wait_for.iter().rev();
             let mut for_level = for_level.filter(|wait| usize::from(wait.priority) == level);
             let file = match for_level.next() {

@@ -395,9 +395,19 @@ impl BulkheadConfig {
         self
     }
 
-    /// The overflow policy set (for the server layer's guard).
-    #[cfg(feature = "tower")]
-    pub(crate) fn overflow_policy(&self) -> Overflow {
+    /// The overflow policy set by [`overflow`](Self::overflow): for an
+    /// edge that builds a bulkhead from a user's config and needs to know
+    /// whom a full queue drops.
+    ///
+    /// ```
+    /// use portcullis::bulkhead::{BulkheadConfig, Overflow};
+    ///
+    /// let config = BulkheadConfig::new(4).queue(8);
+    /// assert_eq!(config.overflow_policy(), Overflow::RejectNew);
+    /// let config = config.overflow(Overflow::DropOldest);
+    /// assert_eq!(config.overflow_policy(), Overflow::DropOldest);
+    /// ```
+    pub fn overflow_policy(&self) -> Overflow {
         self.overflow
     }
 

@@ -312,11 +312,10 @@ where
     // The call's deadline: its own `grpc-timeout`, else its caller's,
     // which the server then hears as `grpc-timeout`.
     let deadline = match grpc::timeout_in(&head.headers) {
-        Some(left) => crate::deadline::after(left),
+        Some(left) => crate::deadline::from_now(left),
         None => {
             let deadline = crate::deadline::current();
-            if let (true, Some(at)) = (grpc, deadline) {
-                let left = at.saturating_duration_since(tokio::time::Instant::now());
+            if let (true, Some(left)) = (grpc, crate::deadline::remaining()) {
                 head.headers
                     .insert("grpc-timeout", grpc::timeout_value(left));
             }

@@ -364,7 +364,7 @@ impl Middleware for ThrottleMiddleware {
         // no deadline.
         match request
             .timeout()
-            .and_then(|left| crate::deadline::after(*left))
+            .and_then(|left| crate::deadline::from_now(*left))
         {
             Some(deadline) => {
                 let call = self.handle_logical(request, extensions, next);

@@ -120,7 +120,7 @@ impl Drop for Admitting<'_> {
         if let Some(token) = call.token {
             match token {
                 HeldToken::Local(token) => call.state.rate.cancel(token),
-                HeldToken::Store(token) => self.core.return_store_token(&call.state, *token),
+                HeldToken::Store(token) => self.core.give_back_store_token(&call.state, *token),
             }
         }
         if call.holds_slot {

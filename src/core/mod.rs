@@ -31,6 +31,7 @@ mod waiting;
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::{Lookup, Stop};
 pub(crate) use request::{Request, Scope, StartBy};
+// `CallRules` is declared below, beside `Core`.
 pub(crate) use settings::{
     KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsId, SettingsTable, SettingsWord,
 };
@@ -194,12 +195,9 @@ impl KeyTelemetry {
     }
 }
 
-/// What every clone of a manager, and every permit, shares.
-pub(crate) struct Core {
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) controls: BuiltControls,
-    /// Every key's settings, by the number its state holds.
-    pub(crate) settings: SettingsTable,
+/// How a manager's calls are judged and how long they may wait, as the
+/// builder checked them: fixed for the manager's life.
+pub(crate) struct CallRules {
     pub(crate) priorities: Priorities,
     /// `None`: the built-in per-thread generator.
     pub(crate) random: Option<Box<RandomSource>>,
@@ -214,22 +212,115 @@ pub(crate) struct Core {
     /// By priority level, the longest `acquire` and `call` wait for a rate
     /// token; `None`: no limit.
     pub(crate) max_wait: Box<[Option<Duration>]>,
+}
+
+impl std::fmt::Debug for CallRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallRules")
+            .field("priorities", &self.priorities)
+            .field("call_timeout", &self.call_timeout)
+            .field("max_defer", &self.max_defer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every clone of a manager, and every permit, shares. Its state is
+/// private to `core`: the manager and the edges read it through the
+/// methods below and change it through `settings`' and `outcomes`'.
+pub(crate) struct Core {
+    clock: Arc<dyn Clock>,
+    controls: BuiltControls,
+    /// Every key's settings, by the number its state holds.
+    settings: SettingsTable,
+    calls: CallRules,
     /// Shared with the key space: a permit whose key it was the last to
     /// hold tells those waiting for room.
-    pub(crate) room: Arc<crate::registry::RoomSignal>,
+    room: Arc<crate::registry::RoomSignal>,
     /// Where every key's rate lives when it is shared across processes.
-    pub(crate) store: Option<Arc<crate::store::StoreHandle>>,
+    store: Option<Arc<crate::store::StoreHandle>>,
     /// The manager's series, labelled with its name.
-    pub(crate) metrics: crate::metrics::ManagerMetrics,
+    metrics: crate::metrics::ManagerMetrics,
 }
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
             .field("controls", &self.controls)
-            .field("priorities", &self.priorities)
+            .field("calls", &self.calls)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
+    }
+}
+
+/// # What a manager was built with
+impl Core {
+    pub(crate) fn new(
+        clock: Arc<dyn Clock>,
+        controls: BuiltControls,
+        calls: CallRules,
+        room: Arc<crate::registry::RoomSignal>,
+        store: Option<Arc<crate::store::StoreHandle>>,
+        metrics: crate::metrics::ManagerMetrics,
+    ) -> Self {
+        Self {
+            clock,
+            controls,
+            settings: SettingsTable::new(),
+            calls,
+            room,
+            store,
+            metrics,
+        }
+    }
+
+    /// The manager's clock: every time the crate reads is read from it.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub(crate) fn controls(&self) -> BuiltControls {
+        self.controls
+    }
+
+    pub(crate) fn settings_table(&self) -> &SettingsTable {
+        &self.settings
+    }
+
+    pub(crate) fn priorities(&self) -> Priorities {
+        self.calls.priorities
+    }
+
+    pub(crate) fn retry_settings(&self) -> Option<&crate::retry_budget::RetrySettings> {
+        self.calls.retry.as_ref()
+    }
+
+    pub(crate) fn classifier(&self) -> Option<&Classifier> {
+        self.calls.classifier.as_deref()
+    }
+
+    pub(crate) fn call_timeout(&self) -> Option<Duration> {
+        self.calls.call_timeout
+    }
+
+    pub(crate) fn max_defer(&self) -> Duration {
+        self.calls.max_defer
+    }
+
+    /// By priority level, the longest wait for a rate token.
+    pub(crate) fn max_waits(&self) -> &[Option<Duration>] {
+        &self.calls.max_wait
+    }
+
+    pub(crate) fn room(&self) -> &crate::registry::RoomSignal {
+        &self.room
+    }
+
+    pub(crate) fn store(&self) -> Option<&Arc<crate::store::StoreHandle>> {
+        self.store.as_ref()
+    }
+
+    pub(crate) fn metrics(&self) -> &crate::metrics::ManagerMetrics {
+        &self.metrics
     }
 }
 
@@ -283,7 +374,8 @@ impl Core {
     /// The priority a call is judged at, or the rejection for it.
     #[inline]
     pub(crate) fn resolve(&self, asked: Priority) -> Result<Priority, Rejected> {
-        self.priorities
+        self.calls
+            .priorities
             .resolve(asked)
             .ok_or_else(|| Rejected::new(RejectReason::InvalidPriority, asked, None))
     }
@@ -291,7 +383,7 @@ impl Core {
     /// The longest a call at `priority` (resolved) waits for its token.
     #[inline]
     pub(crate) fn max_wait(&self, priority: Priority) -> Option<Duration> {
-        let levels = &self.max_wait;
+        let levels = &self.calls.max_wait;
         levels[usize::from(priority.level()).min(levels.len() - 1)]
     }
 
@@ -300,13 +392,13 @@ impl Core {
     #[inline]
     pub(crate) fn outcome_priority(&self) -> Priority {
         let asked = Priority::current().unwrap_or(Priority::HIGH);
-        self.priorities.clamp(asked)
+        self.calls.priorities.clamp(asked)
     }
 
     /// A uniform draw in `[0, 1)`, from the manager's random source.
     #[inline]
     pub(crate) fn draw(&self) -> f64 {
-        match &self.random {
+        match &self.calls.random {
             Some(random) => random(),
             None => crate::throttle::random_unit(),
         }

@@ -17,7 +17,7 @@ impl Core {
     /// of the queue if anyone waits; a limit that rose hands its new slots
     /// to the queue too.
     #[inline]
-    pub(crate) fn release_slot(
+    pub(crate) fn release_slot_after_call(
         &self,
         state: &KeyState,
         settings: &KeySettings,
@@ -145,7 +145,7 @@ impl Core {
                 now,
                 usize::from(priority.level()),
                 count,
-                self.priorities.levels,
+                self.calls.priorities.levels,
                 settings,
             );
         }

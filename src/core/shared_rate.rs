@@ -156,7 +156,7 @@ impl Core {
 
     /// The rules a store applies to a key of `settings`.
     pub(crate) fn store_rules(&self, settings: &RateSettings) -> RateRules {
-        RateRules::from_settings(settings, self.max_defer)
+        RateRules::from_settings(settings, self.calls.max_defer)
     }
 
     /// One round trip: the store's token if due within `max_wait` (at
@@ -227,7 +227,7 @@ impl Core {
 
     /// Hands back a shared token whose call will not happen (if no later
     /// token was taken since, as locally).
-    pub(crate) fn return_store_token(&self, state: &KeyState, token: StoreToken) {
+    pub(crate) fn give_back_store_token(&self, state: &KeyState, token: StoreToken) {
         self.report_to_store(state, RateEvent::Cancelled(token.receipt));
     }
 
@@ -327,7 +327,7 @@ struct PendingStoreToken<'a> {
 impl Drop for PendingStoreToken<'_> {
     fn drop(&mut self) {
         if let Some(token) = self.token.take() {
-            self.core.return_store_token(self.state, token);
+            self.core.give_back_store_token(self.state, token);
         }
     }
 }

@@ -87,7 +87,13 @@ impl Core {
             }
         }
         let level = usize::from(priority.level());
-        window.record(now, level, Count::Request, self.priorities.levels, settings);
+        window.record(
+            now,
+            level,
+            Count::Request,
+            self.calls.priorities.levels,
+            settings,
+        );
         if window.note_shedding(true) {
             events::shedding(span, priority, probability, true);
         }
@@ -306,7 +312,7 @@ impl Core {
             _ => {
                 let waiter = Waiter {
                     priority: usize::from(priority.level()),
-                    levels: usize::from(self.priorities.levels),
+                    levels: usize::from(self.calls.priorities.levels),
                     flow,
                 };
                 bulkhead.enter(settings, waiter)

@@ -161,23 +161,55 @@ pub fn current() -> Option<Instant> {
     TASK_DEADLINE.try_with(|deadline| *deadline).ok()
 }
 
-/// The time left before the task's deadline, if it has one: zero once it
-/// has passed.
+/// The time left before the task's deadline ([`with_deadline`]), if it has
+/// one: zero once it has passed. For an edge of your own that sends the
+/// deadline on as a timeout (the client layer sends it as `grpc-timeout`).
+///
+/// ```
+/// use portcullis::deadline::{self, with_deadline};
+/// use tokio::time::{Duration, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// assert_eq!(deadline::remaining(), None);
+/// let at = Instant::now() + Duration::from_secs(1);
+/// with_deadline(at, async {
+///     assert_eq!(deadline::remaining(), Some(Duration::from_secs(1)));
+/// })
+/// .await;
+/// # }
+/// ```
 #[inline]
-pub(crate) fn remaining() -> Option<Duration> {
+pub fn remaining() -> Option<Duration> {
     if SCOPES.load(Ordering::Relaxed) == 0 {
         return None;
     }
     TASK_DEADLINE
-        .try_with(|deadline| deadline.saturating_duration_since(Instant::now()))
+        .try_with(|deadline| crate::clock::left_until(*deadline))
         .ok()
 }
 
-/// The instant `left` from now, as a deadline: `None` (no deadline) when
-/// it lies past what an [`Instant`] can hold, as `Duration::MAX` does.
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) fn after(left: Duration) -> Option<Instant> {
-    Instant::now().checked_add(left)
+/// The deadline `left` from now, as the instant [`with_deadline`] takes:
+/// for an edge of your own that reads a timeout from a request (the server
+/// layer reads `grpc-timeout`). `None` (no deadline) when it lies past what
+/// an [`Instant`] can hold, as `Duration::MAX` does.
+///
+/// ```
+/// use portcullis::deadline::{self, with_deadline};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let at = deadline::from_now(Duration::from_millis(300)).expect("within range");
+/// with_deadline(at, async {
+///     assert_eq!(deadline::remaining(), Some(Duration::from_millis(300)));
+/// })
+/// .await;
+/// assert_eq!(deadline::from_now(Duration::MAX), None);
+/// # }
+/// ```
+pub fn from_now(left: Duration) -> Option<Instant> {
+    crate::clock::instant_after(left)
 }
 
 #[cfg(test)]
@@ -208,7 +240,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn any_timeout_is_a_deadline_or_none_never_a_panic(secs: u64, subsec in 0..1_000_000_000u32) {
-            let _ = after(Duration::new(secs, subsec));
+            let _ = from_now(Duration::new(secs, subsec));
         }
     }
 }

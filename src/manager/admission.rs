@@ -157,7 +157,7 @@ where
     /// its controls would refuse goes through.
     pub(super) fn shadows<Q: BorrowedKey<K> + ?Sized>(&self, key: &Q) -> bool {
         let core = self.core();
-        core.settings.any_shadowed()
+        core.settings_table().any_shadowed()
             && (self.inner.keys)
                 .get(key, |_, state| core.settings_of(state).shadow)
                 .unwrap_or(false)
@@ -174,7 +174,7 @@ where
         rejected: Rejected,
     ) -> Result<A, Rejected> {
         let core = self.core();
-        if rejected.reason().is_limit() && core.settings.any_shadowed() {
+        if rejected.reason().is_limit() && core.settings_table().any_shadowed() {
             // One look at the key: its state, if it is live and shadowed.
             let shadowed = (self.inner.keys)
                 .get(key, |key, state| {
@@ -199,7 +199,7 @@ where
     #[inline(always)]
     fn count_admitted<'m, A: Admitted<'m>>(&self, admitted: &A) {
         if A::COUNTED {
-            self.core().metrics.admitted(admitted.label());
+            self.core().metrics().admitted(admitted.label());
         }
     }
 
@@ -219,7 +219,7 @@ where
         shadow: bool,
     ) {
         let label = self.label_of(key);
-        let metrics = &self.core().metrics;
+        let metrics = self.core().metrics();
         match shadow {
             false => metrics.rejected(label.as_deref(), rejected.reason()),
             true => metrics.would_reject(label.as_deref(), rejected.reason()),

@@ -37,8 +37,8 @@ where
         E: CallFailure<Via>,
     {
         let (admit, priority) = (options.admit(), options.admit().priority());
-        let timeout = options.run_timeout().or(self.core().call_timeout);
-        if self.core().retry.is_none() {
+        let timeout = options.run_timeout().or(self.core().call_timeout());
+        if self.core().retry_settings().is_none() {
             let attempt = self.attempt(keys, admit, timeout, &mut call).await;
             return attempt.map_err(|(error, _)| error);
         }
@@ -140,7 +140,7 @@ where
                 Ok(value)
             }
             Err(error) => {
-                let outcome = outcome_of(&error, core.classifier.as_deref());
+                let outcome = outcome_of(&error, core.classifier());
                 permit.report(outcome);
                 Err((CallError::Inner(error), outcome))
             }

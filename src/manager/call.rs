@@ -179,10 +179,10 @@ where
         priority: Priority,
     ) -> Retries<'_> {
         let core = self.core();
-        let key_state = match &core.retry {
+        let key_state = match core.retry_settings() {
             Some(_) => self.key_state(key, core.now()).ok(),
             None => None,
         };
-        Retries::new(core, core.retry.as_ref(), key_state, priority)
+        Retries::new(core, core.retry_settings(), key_state, priority)
     }
 }

@@ -38,7 +38,7 @@ where
         Q: BorrowedKey<K> + ?Sized,
     {
         let path = self.override_path("rate_override", key);
-        let settings = checked(&path, self.core().controls.rate, "a rate", |problems| {
+        let settings = checked(&path, self.core().controls().rate, "a rate", |problems| {
             config.check(problems)
         })?;
         self.room_for_settings(0)?; // a key's own: interned at once if live
@@ -58,7 +58,7 @@ where
         let path = self.override_path("throttle_override", key);
         let settings = checked(
             &path,
-            self.core().controls.throttle,
+            self.core().controls().throttle,
             "a throttle",
             |problems| config.check(problems),
         )?;
@@ -79,7 +79,7 @@ where
         let path = self.override_path("bulkhead_override", key);
         let settings = checked(
             &path,
-            self.core().controls.bulkhead,
+            self.core().controls().bulkhead,
             "a bulkhead",
             |problems| config.check(problems),
         )?;
@@ -142,7 +142,7 @@ where
         let mut book = self.book_mut();
         book.defaults.shadow = Some(shadow);
         book.defaults_changed();
-        self.core().settings.next_generation();
+        self.core().settings_table().next_generation();
     }
 }
 
@@ -195,7 +195,7 @@ where
         book.tiers.extend(file.tiers);
         book.keys = file.keys;
         book.defaults_changed();
-        self.core().settings.next_generation();
+        self.core().settings_table().next_generation();
     }
 
     /// Whether the manager puts keys in tiers.
@@ -214,8 +214,8 @@ where
     pub(super) fn settings_for(&self, key: &K) -> (SettingsWord, &KeySettings) {
         let core = self.core();
         let book = self.book();
-        let generation = core.settings.generation();
-        let id = match book.resolve(core.controls, self.inner.tier_of.as_deref(), key) {
+        let generation = core.settings_table().generation();
+        let id = match book.resolve(core.controls(), self.inner.tier_of.as_deref(), key) {
             Resolved::Known(id) => id,
             Resolved::New {
                 settings,
@@ -224,7 +224,7 @@ where
                 // The table is full only past `MAX_SETTINGS` distinct
                 // settings, which changes refuse long before: then the key
                 // keeps the first.
-                let id = core.settings.intern(settings).unwrap_or_else(|_| {
+                let id = core.settings_table().intern(settings).unwrap_or_else(|_| {
                     crate::events::settings_table_full();
                     0
                 });
@@ -235,7 +235,10 @@ where
             }
         };
         drop(book);
-        (SettingsWord::new(id, generation), core.settings.get(id))
+        (
+            SettingsWord::new(id, generation),
+            core.settings_table().get(id),
+        )
     }
 
     /// Resolves `state`'s settings (`key`'s) again, and moves the key to
@@ -289,7 +292,7 @@ where
     pub(crate) fn room_for_settings(&self, added: usize) -> Result<(), ConfigError> {
         let budget = MAX_SETTINGS / 2;
         let set = &self.inner.settings_set_by_reloads;
-        let held = self.core().settings.len();
+        let held = self.core().settings_table().len();
         let taken = set.fetch_update(Ordering::AcqRel, Ordering::Acquire, |before| {
             let after = before.saturating_add(added);
             (held < budget && after <= budget).then_some(after)

@@ -197,7 +197,7 @@ where
             .throttle_of(state)
             .map(|(window, settings)| {
                 window
-                    .report(core.now(), core.priorities.levels, settings)
+                    .report(core.now(), core.priorities().levels, settings)
                     .into_iter()
                     .map(|(counts, probability)| PrioritySnapshot {
                         requests: counts.requests.round() as u64,
@@ -215,7 +215,7 @@ where
                 .bulkhead_of(state)
                 .map(|(bulkhead, settings)| bulkhead.limit(settings)),
             priorities,
-            retry_tokens: core.retry.as_ref().and_then(|settings| {
+            retry_tokens: core.retry_settings().and_then(|settings| {
                 let budget = state.retry_budget()?;
                 Some(budget.tokens(core.now(), &settings.budget))
             }),
@@ -229,7 +229,7 @@ where
         priority: Priority,
     ) -> Option<f64> {
         let core = self.core();
-        let priority = core.priorities.clamp(priority);
+        let priority = core.priorities().clamp(priority);
         let state = self.inner.keys.state(key)?;
         let (window, settings) = core.throttle_of(&state)?;
         Some(window.rejection(core.now(), usize::from(priority.level()), settings))

@@ -263,7 +263,7 @@ impl<'a> TakenByKeys<'a> {
             .into_iter()
             .map(|held| {
                 let ticket = <Ticket as Admitted<'_>>::from_call(held);
-                core.metrics.admitted(ticket.label());
+                core.metrics().admitted(ticket.label());
                 Permit::borrowed(core, ticket)
             })
             .collect();

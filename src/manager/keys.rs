@@ -184,16 +184,16 @@ where
         let bulkhead = settings
             .bulkhead
             .as_ref()
-            .map(|settings| Bulkhead::new(settings, &core.clock));
+            .map(|settings| Bulkhead::new(settings, core.clock()));
         let starting = settings.rate.as_ref().map_or(1.0, |s| s.starting_rate);
         let has_rate = settings.rate.is_some();
         let state = KeyState::new(RateCell::new(starting, now), word.0, throttle, bulkhead);
-        let state = if core.retry.is_some() {
+        let state = if core.retry_settings().is_some() {
             state.with_retry_budget()
         } else {
             state
         };
-        if let (Some(_), Some(names), true) = (&core.store, &self.inner.store_names, has_rate) {
+        if let (Some(_), Some(names), true) = (core.store(), &self.inner.store_names, has_rate) {
             return state.with_store_key(crate::store::StoreKey::new(names(key)));
         }
         state

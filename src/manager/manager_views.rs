@@ -190,6 +190,35 @@ where
         self.manager.configured_call_timeout()
     }
 
+    /// The clock the manager reads ([`clock`](crate::builder::ThrottleManagerBuilder::clock),
+    /// else [`default_clock`](crate::clock::default_clock)'s): for an edge
+    /// that builds a manager of its own beside this one and must keep time
+    /// with it (the server layer's service guard does).
+    ///
+    /// ```
+    /// use portcullis::clock::ManualClock;
+    /// use portcullis::{RateConfig, ThrottleManager};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::adaptive(10.0))
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// let beside = ThrottleManager::<String>::builder()
+    ///     .rate(RateConfig::per_second(1))
+    ///     .clock(manager.settings().clock())
+    ///     .build()?;
+    /// beside.check("api").unwrap();
+    /// assert!(beside.check("api").is_err());
+    /// clock.advance(Duration::from_secs(1)); // moves both managers' time
+    /// assert!(beside.check("api").is_ok());
+    /// # Ok::<(), portcullis::error::ConfigError>(())
+    /// ```
+    pub fn clock(&self) -> std::sync::Arc<dyn crate::clock::Clock> {
+        std::sync::Arc::clone(self.manager.core().clock())
+    }
+
     /// The names of the manager's named limits, in the order declared.
     ///
     /// ```

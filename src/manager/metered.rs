@@ -327,7 +327,7 @@ where
             if !in_time {
                 return Err(Rejected::new(RejectReason::Deadline, resolved, None));
             }
-            core.clock.sleep_until(Duration::from_nanos(until)).await;
+            core.clock().sleep_until(Duration::from_nanos(until)).await;
         }
     }
 
@@ -424,7 +424,7 @@ where
                 continue;
             };
             let ticket = <Ticket as Admitted<'_>>::from_call(admitting);
-            limit.manager.core().metrics.admitted(ticket.label());
+            limit.manager.core().metrics().admitted(ticket.label());
             let permit = permit_of(&limit.manager, ticket);
             let name = Arc::clone(&limit.name);
             let withheld = taken.withheld.map(WithheldRoom::kept);
@@ -447,7 +447,7 @@ where
         amounts: &[u32],
     ) -> Option<Result<SharedLimits, NotNow>> {
         let core = self.core();
-        let handle = core.store.as_ref()?;
+        let handle = core.store()?;
         if self.inner.limits.is_empty() {
             return None;
         }

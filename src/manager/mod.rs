@@ -40,7 +40,12 @@
 //   live manager (a reloaded file is checked by the builder's
 //   `reload.rs`, and applied here);
 // - `server_admission`: `try_acquire_or_queue_owned`, what a server
-//   needs, last in the docs' method list.
+//   needs, last in the docs' method list;
+// - `handles`: the handle on one key ([`KeyHandle`]), `key_settings`: its
+//   own settings through it, and `manager_views`: the key space
+//   ([`KeySpace`]) and what the manager was built with
+//   ([`ManagerSettings`]);
+// - `deprecated`: 0.3's names, each a line that calls its new name.
 //
 // What does not depend on the key type (the clock, the settings, how a
 // key's controls decide and count) lives in `crate::core`, which permits
@@ -228,12 +233,12 @@ where
 
     /// The work of the handles' `priority_levels`.
     pub(crate) fn levels(&self) -> u8 {
-        self.core().priorities.levels
+        self.core().priorities().levels
     }
 
     /// The work of the handles' `call_timeout`.
     pub(crate) fn configured_call_timeout(&self) -> Option<std::time::Duration> {
-        self.core().call_timeout
+        self.core().call_timeout()
     }
 
     /// The work of the handles' `name`.

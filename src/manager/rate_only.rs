@@ -117,7 +117,7 @@ where
             Patience::Never,
             Scope::RateOnly,
         );
-        if !self.core().controls.rate {
+        if !self.core().controls().rate {
             return self.in_time_without_rate(key, &request);
         }
         match self.core().spend_at_once(&self.lookup(key), &request) {
@@ -138,7 +138,7 @@ where
         patience: Patience,
     ) -> Result<(), Rejected> {
         let request = Request::new(self.core(), Priority::HIGH, cost, patience, Scope::RateOnly);
-        if !self.core().controls.rate {
+        if !self.core().controls().rate {
             return self.in_time_without_rate(key, &request);
         }
         self.admit::<Q, Spent>(key, &request).await.map(drop)
@@ -225,7 +225,7 @@ where
         pause: Duration,
     ) -> Option<Duration> {
         let core = self.core();
-        let pause = pause.min(core.max_defer);
+        let pause = pause.min(core.max_defer());
         let now = core.now();
         let state = self.entry(key, now).ok()?;
         let settings = core.rate_of(&state)?;

@@ -136,7 +136,7 @@ where
             None => <Ticket as Admitted<'_>>::from_call(held.call),
             Some(reason) => <Ticket as Admitted<'_>>::shadowed(held.call, reason),
         };
-        self.core().metrics.admitted(ticket.label());
+        self.core().metrics().admitted(ticket.label());
         Permit::owned(&self.inner.core, ticket)
     }
 }

@@ -191,7 +191,7 @@ impl<'m> Retries<'m> {
     pub fn priority(&self) -> Priority {
         match &self.policy {
             Some(policy) if self.made > 0 => {
-                let lowest = self.core.priorities.levels.saturating_sub(1);
+                let lowest = self.core.priorities().levels.saturating_sub(1);
                 let level = self.first.level().saturating_add(policy.settings.lower_by);
                 Priority::new(level.min(lowest.max(self.first.level())))
             }
@@ -358,7 +358,7 @@ impl<'m> Retries<'m> {
         let wait = self.decide(cause)?;
         let until = self.core.now().saturating_add(nanos(wait));
         self.core
-            .clock
+            .clock()
             .sleep_until(Duration::from_nanos(until))
             .await;
         Ok(())
@@ -375,13 +375,13 @@ impl<'m> Retries<'m> {
         match decided {
             Ok(wait) => {
                 self.made += 1;
-                self.core.metrics.retried(label);
+                self.core.metrics().retried(label);
                 tracing::debug!(parent: policy.telemetry.span(), retry = self.made, ?wait, ?cause, "retrying");
                 Ok(wait)
             }
             Err(why) => {
                 if why != GaveUp::NotRetryable {
-                    self.core.metrics.retry_refused(label, why.label());
+                    self.core.metrics().retry_refused(label, why.label());
                     tracing::debug!(parent: policy.telemetry.span(), %why, ?cause, "not retrying");
                 }
                 Err(why)

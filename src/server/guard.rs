@@ -2,12 +2,9 @@
 //! per route group), in front of the handler and behind each client's own
 //! controls, shedding the least important requests first.
 
-use std::sync::Arc;
-
 use super::key::LayerKey;
 use crate::ThrottleManager;
 use crate::bulkhead::{BulkheadConfig, Overflow};
-use crate::clock::Clock;
 use crate::error::ConfigProblem;
 
 /// The guard's key for requests no route group takes: the whole service.
@@ -58,13 +55,12 @@ impl ServiceGuard {
         if problems.len() > before {
             return None;
         }
-        let clock: Arc<dyn Clock> = Arc::clone(&clients.core().clock);
         let manager = ThrottleManager::<String>::builder()
             .bulkhead(by_priority(first))
             .priority_levels(clients.settings().priority_levels())
             .name("service_guard")
             .key_names(String::clone)
-            .shared_clock(clock)
+            .clock(clients.settings().clock())
             .build()
             .expect("the guard's limits were checked");
         for (prefix, config) in &groups[1..] {

@@ -230,7 +230,7 @@ impl<K: LayerKey> LayerSettings<K> {
     /// number of milliseconds is the client's mistake.
     fn deadline_of(&self, head: &Parts, grpc: bool) -> Result<Option<Instant>, String> {
         if grpc {
-            return Ok(grpc::timeout_in(&head.headers).and_then(crate::deadline::after));
+            return Ok(grpc::timeout_in(&head.headers).and_then(crate::deadline::from_now));
         }
         let Some(name) = &self.deadline_header else {
             return Ok(None);
@@ -244,7 +244,7 @@ impl<K: LayerKey> LayerSettings<K> {
             .map(str::trim)
             .filter(|ms| !ms.is_empty() && ms.len() <= 12 && ms.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|ms| ms.parse::<u64>().ok())
-            .map(|ms| crate::deadline::after(Duration::from_millis(ms)))
+            .map(|ms| crate::deadline::from_now(Duration::from_millis(ms)))
             .ok_or_else(|| {
                 let value = String::from_utf8_lossy(value.as_bytes());
                 format!(

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::clock::Nanos;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::{PageSettings, RefusalTally};
 use crate::ThrottleManager;
@@ -72,8 +72,8 @@ pub(crate) struct Watched<K> {
     pub(crate) key: K,
     pub(crate) samples: VecDeque<KeySample>,
     /// When it was last in a top list or asked for: it stays watched for
-    /// the history's length after.
-    seen: Instant,
+    /// the history's length after. On the manager's clock.
+    seen: Nanos,
 }
 
 /// What the handlers read: the last ranking, the watched keys, totals.
@@ -191,7 +191,7 @@ where
         let shown = {
             let mut board = self.board();
             if let Some(watched) = board.watched.get_mut(name) {
-                watched.seen = Instant::now();
+                watched.seen = self.manager.core().now();
                 return true;
             }
             board.shown.get(name).cloned()
@@ -210,7 +210,7 @@ where
             .or_insert_with(|| Watched {
                 key,
                 samples: VecDeque::new(),
-                seen: Instant::now(),
+                seen: self.manager.core().now(),
             });
         watched.samples.push_back(sample);
         true
@@ -250,13 +250,13 @@ where
             .iter()
             .map(|ranked| (ranked.name.as_str(), ranked.score))
             .collect();
-        let now = Instant::now();
-        let history = self.settings.history;
+        let now = self.manager.core().now();
+        let history = crate::clock::nanos(self.settings.history);
         let ring = samples_kept(&self.settings);
         let mut board = self.board();
         board
             .watched
-            .retain(|_, watched| now - watched.seen <= history);
+            .retain(|_, watched| now.saturating_sub(watched.seen) <= history);
         // The top keys, taken in turn from each list, are watched first;
         // room is made by forgetting the keys seen longest ago, which are
         // never these (they are seen now).

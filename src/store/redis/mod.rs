@@ -449,13 +449,14 @@ impl SharedRate {
     }
 }
 
-/// Whether Redis answers: up, or down until a time (on the store's own
-/// clock, tokio's, so paused time in tests moves it) after which the next
-/// call asks again.
+/// Whether Redis answers: up, or down until a time after which the next
+/// call asks again. The time is on the store's own clock, made as a
+/// manager's default is ([`default_clock`](crate::clock::default_clock):
+/// tokio's under paused time, so tests move it): one store may serve
+/// several managers, each with a clock of its own.
 #[derive(Debug)]
 struct Health {
-    /// What times are counted from.
-    epoch: tokio::time::Instant,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
     /// 0: up; else one more than the time until which calls do not ask.
     down_until: AtomicU64,
 }
@@ -463,7 +464,7 @@ struct Health {
 impl Default for Health {
     fn default() -> Self {
         Self {
-            epoch: tokio::time::Instant::now(),
+            clock: crate::clock::default_clock(),
             down_until: AtomicU64::new(0),
         }
     }
@@ -471,7 +472,7 @@ impl Default for Health {
 
 impl Health {
     fn now(&self) -> Nanos {
-        crate::clock::nanos(self.epoch.elapsed())
+        self.clock.now_nanos()
     }
 
     fn is_up(&self) -> bool {
