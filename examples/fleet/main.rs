@@ -29,7 +29,7 @@
 
 #[path = "../../tests/support/limited_server.rs"]
 mod limited_server;
-#[allow(dead_code)] // shared with tests/store/fleet.rs, which reads more
+#[allow(dead_code)] // shared with tests/rate/store/fleet.rs, which reads more
 mod parts;
 #[path = "../../tests/support/redis.rs"]
 mod redis_server;

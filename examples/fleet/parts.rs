@@ -2,7 +2,7 @@
 //! starts crawler processes and reads what they did. The rate-limited
 //! server they call is `tests/support/limited_server.rs`.
 //!
-//! (Also compiled into `tests/store/fleet.rs`.)
+//! (Also compiled into `tests/rate/store/fleet.rs`.)
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! admitted are at most `rate × T + burst`, whoever waits, however many
 //! wait and whatever their calls cost. On tokio's paused clock, so the
 //! instants are exact. (Several processes sharing one quota through a
-//! store: `tests/store/quota.rs`.)
+//! store: `tests/rate/store/quota.rs`.)
 
 use std::time::Duration;
 

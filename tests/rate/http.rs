@@ -8,8 +8,7 @@
 //! Real time: the server and its callers talk over real sockets. Each test
 //! prints its figures (`cargo test --test rate http:: -- --nocapture`).
 
-#[path = "../support/limited_server.rs"]
-mod limited_server;
+use crate::limited_server;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

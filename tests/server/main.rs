@@ -1,5 +1,7 @@
-//! The server layer on real servers over loopback, and the per-user
-//! database example on a real SQLite file.
+//! The server layer on real servers over loopback (HTTP with axum, and
+//! gRPC with tonic: `grpc`, which also runs the client layer against a
+//! real tonic server), and the per-user database example on a real SQLite
+//! file.
 
 // Tests that measure real time or load the CPU hold `support::alone()`
 // across their awaits, so they do not run at once; each test's future is
@@ -18,6 +20,8 @@ mod database;
 mod deadlines;
 mod flows;
 mod goodput;
+#[cfg(feature = "tonic")]
+mod grpc;
 mod guard;
 mod guard_load;
 mod layer;

@@ -2,7 +2,7 @@
 //! requests a second (burst 5) and answers 429 beyond, as nginx's
 //! `limit_req` does, and records when each request arrived and whether it
 //! was served. For the tests of the learned rate (`tests/rate/http.rs`)
-//! and the fleet sharing one rate (`examples/fleet`, `tests/store/fleet.rs`).
+//! and the fleet sharing one rate (`examples/fleet`, `tests/rate/store/fleet.rs`).
 
 #![allow(dead_code)] // each includer reads its own part
 

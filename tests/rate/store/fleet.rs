@@ -3,16 +3,14 @@
 //! in `examples/fleet`: this test binary starts copies of itself as the
 //! crawlers (`fleet_worker`), each with its own manager and connection.
 //!
-//! `cargo test --all-features --test store fleet:: -- --nocapture` prints
+//! `cargo test --all-features --test rate store::fleet:: -- --nocapture` prints
 //! the figures.
 
 #![cfg(feature = "redis")]
 
-#[path = "../support/limited_server.rs"]
-mod limited_server;
-#[path = "../../examples/fleet/parts.rs"]
+#[path = "../../../examples/fleet/parts.rs"]
 mod parts;
-use crate::redis_server;
+use crate::{limited_server, redis_server};
 
 use std::time::{Duration, Instant};
 
@@ -45,7 +43,7 @@ fn crawler_program() -> Vec<String> {
     let me = std::env::current_exe().unwrap();
     [
         me.to_string_lossy().as_ref(),
-        "fleet::fleet_worker",
+        "store::fleet::fleet_worker",
         "--exact",
         "--ignored",
         "--nocapture",

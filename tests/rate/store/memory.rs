@@ -38,7 +38,7 @@ async fn two_managers_on_one_store_share_one_fixed_quota() {
     let until = Instant::now() + Duration::from_secs(2);
     let loops: Vec<_> = (0..2)
         .map(|_| {
-            tokio::spawn(crate::calls_until(
+            tokio::spawn(super::calls_until(
                 manager(&store, quota.clone()),
                 "api",
                 until,
@@ -104,7 +104,7 @@ async fn a_cancelled_wait_hands_its_token_back() {
         &store,
         RateConfig::adaptive(20.0).burst(1).bounds(20.0, 20.0),
     );
-    let (start, _first) = crate::take_then_give_up(&manager).await;
+    let (start, _first) = super::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 1, "one token handed back");
     let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
@@ -120,7 +120,7 @@ async fn a_cancelled_wait_hands_its_token_back() {
 async fn a_call_given_up_in_line_takes_nothing() {
     let store = store();
     let manager = manager(&store, RateConfig::adaptive(1.0).burst(1).bounds(0.5, 2.0));
-    let (start, _first) = crate::take_then_give_up(&manager).await;
+    let (start, _first) = super::take_then_give_up(&manager).await;
     reports_arrive().await;
     assert_eq!(store.reports(2), 0, "nothing to hand back");
     assert_eq!(store.asked.load(std::sync::atomic::Ordering::Acquire), 2);

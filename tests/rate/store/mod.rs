@@ -3,23 +3,6 @@
 //! (`memory`), and Redis's store on a real `redis-server` (`on_redis`,
 //! feature `redis`).
 
-// Tests that measure real time or load the CPU hold `support::alone()`
-// across their awaits, so they do not run at once; each test's future is
-// driven on its own thread, so the lock blocks no other task.
-#![allow(clippy::await_holding_lock)]
-
-#[path = "../support/memory_store.rs"]
-mod memory_store;
-#[path = "../support/quota_bound.rs"]
-mod quota_bound;
-#[path = "../support/mod.rs"]
-mod support;
-
-/// A `redis-server` of the test's own, for both Redis modules.
-#[cfg(feature = "redis")]
-#[path = "../support/redis.rs"]
-mod redis_server;
-
 #[cfg(feature = "redis")]
 mod cluster;
 #[cfg(feature = "redis")]
@@ -38,7 +21,11 @@ use portcullis::{Priority, ThrottleManager};
 use tokio::time::Instant;
 
 /// Calls `wait` on `key` in a loop until `until`; how many calls it let go.
-async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant) -> u32 {
+pub(crate) async fn calls_until(
+    manager: ThrottleManager<String>,
+    key: &str,
+    until: Instant,
+) -> u32 {
     let mut calls = 0;
     loop {
         manager.wait(key).await.unwrap();
@@ -52,7 +39,7 @@ async fn calls_until(manager: ThrottleManager<String>, key: &str, until: Instant
 /// On a key of one call a second: takes the one token of `"api"` (the
 /// permit returned), then starts a second call, whose token is a second
 /// away, and gives it up after 100 ms. Returns when the first started.
-async fn take_then_give_up(manager: &ThrottleManager<String>) -> (Instant, Permit<'_>) {
+pub(crate) async fn take_then_give_up(manager: &ThrottleManager<String>) -> (Instant, Permit<'_>) {
     let start = Instant::now();
     let first = manager.acquire("api", Priority::HIGH).await.unwrap();
     let gave_up = tokio::time::timeout(

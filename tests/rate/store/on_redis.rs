@@ -4,7 +4,7 @@
 //!
 //! Redis keeps real time, so these tests do too; each asserts what a
 //! round trip cannot blur (counts within one token, a deadline not a hang).
-//! Real separate processes are in `tests/store/fleet.rs`.
+//! Real separate processes are in `tests/rate/store/fleet.rs`.
 
 use crate::redis_server;
 
@@ -47,7 +47,7 @@ async fn four_managers_share_one_fixed_quota() {
     let mut loops = Vec::new();
     for _ in 0..4 {
         let manager = manager(&server.url(), quota.clone()).await;
-        loops.push(tokio::spawn(crate::calls_until(manager, "api", until)));
+        loops.push(tokio::spawn(super::calls_until(manager, "api", until)));
     }
     let mut total = 0;
     for calls in loops {
@@ -94,7 +94,7 @@ async fn a_cancelled_wait_hands_its_shared_token_back() {
     };
     let one_a_second = RateConfig::adaptive(1.0).burst(1).bounds(1.0, 1.0);
     let manager = manager(&server.url(), one_a_second).await;
-    let (start, _first) = crate::take_then_give_up(&manager).await;
+    let (start, _first) = super::take_then_give_up(&manager).await;
     tokio::time::sleep(Duration::from_millis(50)).await; // the hand-back's round trip
     let _second = manager.acquire("api", Priority::HIGH).await.unwrap();
     // Its token was the one given back: one second after the first, not two.
@@ -499,7 +499,7 @@ async fn a_quota_reloaded_in_every_process_moves_the_fleet_to_it() {
     let run = |until| {
         let loops: Vec<_> = managers
             .iter()
-            .map(|manager| tokio::spawn(crate::calls_until(manager.clone(), "api", until)))
+            .map(|manager| tokio::spawn(super::calls_until(manager.clone(), "api", until)))
             .collect();
         async move {
             let mut total = 0;

@@ -19,7 +19,8 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_client::HealthClient;
 use tower::ServiceExt;
 
-use crate::{channel, check, listener, status_of, support};
+use super::{channel, check, listener, status_of};
+use crate::support;
 
 /// The key a tonic client's calls get: its channel adds the origin after
 /// the layer, so the key is the gRPC service.
@@ -234,7 +235,7 @@ async fn against_a_50_per_second_grpc_server_the_client_layer_converges() {
             let mut client = client.clone();
             tokio::spawn(async move {
                 while Instant::now() < until {
-                    let _ = client.check(crate::check()).await;
+                    let _ = client.check(super::check()).await;
                 }
             })
         })

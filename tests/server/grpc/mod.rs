@@ -3,13 +3,6 @@
 //! `tonic`). tonic-health's service stands in for any gRPC service: its
 //! `Check` is a unary call, its `Watch` a stream that stays open.
 
-#![cfg(feature = "tonic")]
-// Tests that measure real time hold `support::alone()` across their awaits.
-#![allow(clippy::await_holding_lock)]
-
-#[path = "../support/mod.rs"]
-mod support;
-
 mod client;
 mod server;
 

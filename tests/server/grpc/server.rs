@@ -12,7 +12,7 @@ use tonic::Code;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::pb::health_client::HealthClient;
 
-use crate::{channel, check, listener, status_of};
+use super::{channel, check, listener, status_of};
 
 /// Serves tonic-health behind `layer` on loopback, each client keyed by
 /// its address (tonic's `TcpConnectInfo`); its address.
