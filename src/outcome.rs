@@ -190,7 +190,7 @@ impl fmt::Display for Failure {
 /// # Ok(())
 /// # }
 /// ```
-pub trait CallFailure<Via>: sealed::Sealed<Via> {
+pub trait CallFailure<Via>: sealed::SealedFailure<Via> {
     /// The error as a `dyn Error`, for the classifier.
     fn as_dyn_error(&self) -> &(dyn Error + 'static);
 
@@ -206,7 +206,7 @@ pub trait CallFailure<Via>: sealed::Sealed<Via> {
 mod sealed {
     use std::error::Error;
 
-    pub trait Sealed<Via> {}
+    pub trait SealedFailure<Via> {}
 
     /// Through `std::error::Error`.
     #[derive(Debug)]
@@ -218,9 +218,9 @@ mod sealed {
     #[derive(Debug)]
     pub struct Marked;
 
-    impl<E: Error + 'static> Sealed<IsError> for E {}
-    impl<E: AsRef<dyn Error + Send + Sync + 'static>> Sealed<HoldsError> for E {}
-    impl Sealed<Marked> for super::Failure {}
+    impl<E: Error + 'static> SealedFailure<IsError> for E {}
+    impl<E: AsRef<dyn Error + Send + Sync + 'static>> SealedFailure<HoldsError> for E {}
+    impl SealedFailure<Marked> for super::Failure {}
 }
 
 impl<E: Error + 'static> CallFailure<sealed::IsError> for E {

@@ -26,7 +26,7 @@ use std::hash::Hash;
 /// assert!(!spend(&manager, &"api".to_string())); // a &String: the same key
 /// # Ok::<(), portcullis::error::ConfigError>(())
 /// ```
-pub trait BorrowedKey<K>: Hash + Eq + sealed::Sealed<K> {
+pub trait BorrowedKey<K>: Hash + Eq + sealed::SealedKey<K> {
     /// Whether `key` is the key this names.
     #[doc(hidden)]
     fn names(&self, key: &K) -> bool;
@@ -57,9 +57,9 @@ mod sealed {
 
     /// Keeps [`BorrowedKey`](super::BorrowedKey) to its blanket
     /// implementation.
-    pub trait Sealed<K> {}
+    pub trait SealedKey<K> {}
 
-    impl<K, Q> Sealed<K> for Q
+    impl<K, Q> SealedKey<K> for Q
     where
         K: Borrow<Q> + From<Q::Owned>,
         Q: ToOwned + ?Sized,
