@@ -405,12 +405,18 @@ impl Core {
     }
 
     /// `future`'s output, or `None` if the clock reaches `deadline` first
-    /// (then `future` is dropped unfinished).
-    pub(crate) async fn before<F: Future>(&self, deadline: Nanos, future: F) -> Option<F::Output> {
+    /// (then the caller drops `future` unfinished). `Unpin`: the caller
+    /// passes its future pinned where it lives (`pin!(f)`, `&mut f`), so
+    /// the caller's state machine holds it once, not once more in this
+    /// one's.
+    pub(crate) async fn before<F: Future + Unpin>(
+        &self,
+        deadline: Nanos,
+        mut future: F,
+    ) -> Option<F::Output> {
         let mut timer = self.clock.sleep_until(Duration::from_nanos(deadline));
-        let mut future = std::pin::pin!(future);
         std::future::poll_fn(|cx| {
-            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            if let Poll::Ready(output) = std::pin::Pin::new(&mut future).poll(cx) {
                 return Poll::Ready(Some(output));
             }
             timer.as_mut().poll(cx).map(|()| None)

@@ -435,7 +435,7 @@ where
             core.now()
         }) {
             None => made().await,
-            Some((bound, until)) => match core.before(until, made()).await {
+            Some((bound, until)) => match core.before(until, std::pin::pin!(made())).await {
                 Some(result) => result,
                 None => {
                     let outcome = bound.limit().counts_as();

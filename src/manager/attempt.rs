@@ -36,12 +36,31 @@ where
         Fut: Future<Output = Result<T, E>>,
         E: CallFailure<Via>,
     {
-        let (admit, priority) = (options.admit(), options.admit().priority());
         let timeout = options.run_timeout().or(self.core().call_timeout());
         if self.core().retry_settings().is_none() {
-            let attempt = self.attempt(keys, admit, timeout, &mut call).await;
+            let attempt = self
+                .attempt(keys, options.admit(), timeout, &mut call)
+                .await;
             return attempt.map_err(|(error, _)| error);
         }
+        self.call_with_retries(keys, options, timeout, call).await
+    }
+
+    /// [`call_charged`](Self::call_charged) under the manager's retry
+    /// policy: an attempt, then more while the policy allows.
+    async fn call_with_retries<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
+        &self,
+        keys: Charged<'_, Q>,
+        options: CallOptions,
+        timeout: Option<Duration>,
+        mut call: F,
+    ) -> Result<T, CallError<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: CallFailure<Via>,
+    {
+        let (admit, priority) = (options.admit(), options.admit().priority());
         // A retry's lower priority must win over the task's, which would
         // otherwise replace it: every attempt runs under its own.
         let first = Priority::current().unwrap_or(priority);
@@ -51,11 +70,14 @@ where
         };
         loop {
             let priority = retries.priority();
-            let attempt = with_priority(
+            // Pinned where it is made: the loop's state holds the attempt
+            // once (an attempt passed on by value is held again by each
+            // future it passes through).
+            let attempt = std::pin::pin!(with_priority(
                 priority,
                 self.attempt(keys, admit.at(priority), timeout, &mut call),
-            );
-            let (error, outcome) = match retries.within(attempt).await {
+            ));
+            let (error, outcome) = match retries.within_pinned(attempt).await {
                 Some(Ok(value)) => return Ok(value),
                 Some(Err(failed)) => failed,
                 // Past the deadline: dropped unfinished, as neutral.
@@ -122,7 +144,7 @@ where
         // and only its timeout judges the backend.
         let result = match deadline::call_bound(timeout, request.deadline, || core.now()) {
             None => call().await,
-            Some((bound, until)) => match core.before(until, call()).await {
+            Some((bound, until)) => match core.before(until, std::pin::pin!(call())).await {
                 Some(result) => result,
                 None => {
                     let outcome = bound.limit().counts_as();

@@ -134,7 +134,7 @@ where
     pub(super) async fn wait_for_room(&self, retry_at: Nanos) {
         let _ = self
             .core()
-            .before(retry_at, self.inner.keys.room_freed())
+            .before(retry_at, std::pin::pin!(self.inner.keys.room_freed()))
             .await;
     }
 

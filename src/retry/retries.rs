@@ -292,6 +292,12 @@ impl<'m> Retries<'m> {
     /// # }
     /// ```
     pub async fn within<F: Future>(&self, attempt: F) -> Option<F::Output> {
+        self.within_pinned(std::pin::pin!(attempt)).await
+    }
+
+    /// [`within`](Self::within) for an attempt pinned where it lives: the
+    /// caller's state machine holds it, this one only a reference.
+    pub(crate) async fn within_pinned<F: Future + Unpin>(&self, attempt: F) -> Option<F::Output> {
         match self.policy.as_ref().and_then(|policy| policy.deadline) {
             Some((deadline, _)) => self.core.before(deadline, attempt).await,
             None => Some(attempt.await),
