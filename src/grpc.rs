@@ -43,7 +43,6 @@ const RESOURCE_EXHAUSTED: u8 = 8;
 /// `UNAVAILABLE`.
 const UNAVAILABLE: u8 = 14;
 /// `INVALID_ARGUMENT`.
-#[cfg(feature = "tower")]
 const INVALID_ARGUMENT: u8 = 3;
 /// `INTERNAL`.
 const INTERNAL: u8 = 13;
@@ -174,8 +173,21 @@ pub fn status_in(headers: &HeaderMap) -> Option<u32> {
 }
 
 /// The wait a gRPC answer asks for in `grpc-retry-pushback-ms`; a negative
-/// or unreadable value asks for none.
-pub(crate) fn pushback_in(headers: &HeaderMap) -> Option<std::time::Duration> {
+/// or unreadable value asks for none (gRFC A6: the client does not retry
+/// then). The client layer and middleware defer the key by it.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use portcullis::edge::grpc;
+/// use std::time::Duration;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("250"));
+/// assert_eq!(grpc::pushback_in(&headers), Some(Duration::from_millis(250)));
+/// headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
+/// assert_eq!(grpc::pushback_in(&headers), None);
+/// ```
+pub fn pushback_in(headers: &HeaderMap) -> Option<std::time::Duration> {
     let ms: u64 = headers
         .get(GRPC_PUSHBACK)?
         .to_str()
@@ -187,9 +199,21 @@ pub(crate) fn pushback_in(headers: &HeaderMap) -> Option<std::time::Duration> {
 }
 
 /// Whether a request (or response) with these headers is gRPC:
-/// `content-type: application/grpc`, `application/grpc+proto`, ...
-#[cfg(feature = "tower")]
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+/// `content-type: application/grpc`, `application/grpc+proto`, ...: for an
+/// edge that answers gRPC calls in gRPC's way (HTTP 200, the status in
+/// `grpc-status`) and others in HTTP's.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue, header::CONTENT_TYPE};
+/// use portcullis::edge::grpc;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc+proto"));
+/// assert!(grpc::is_grpc(&headers));
+/// headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc-web"));
+/// assert!(!grpc::is_grpc(&headers));
+/// ```
+pub fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -263,17 +287,49 @@ pub fn refusal(rejected: &Rejected) -> Response<Bytes> {
 }
 
 /// The trailers-only answer to a gRPC call the request itself got wrong
-/// (no key, a priority that is not a level): 3 `INVALID_ARGUMENT`.
-#[cfg(feature = "tower")]
-pub(crate) fn invalid_argument(problem: &str) -> Response<Bytes> {
+/// (no key, a priority that is not a level): 3 `INVALID_ARGUMENT`, with
+/// `problem` as its `grpc-message`.
+///
+/// ```
+/// use portcullis::edge::grpc;
+///
+/// let answer = grpc::invalid_argument("no x-api-key");
+/// assert_eq!(answer.status(), 200);
+/// assert_eq!(answer.headers()["grpc-status"], "3");
+/// assert_eq!(answer.headers()["grpc-message"], "no x-api-key");
+/// ```
+pub fn invalid_argument(problem: &str) -> Response<Bytes> {
     trailers_only(u32::from(INVALID_ARGUMENT), problem)
 }
 
 /// The trailers-only answer to a gRPC call dropped unfinished when a time
-/// limit ran out (the call timeout, or the caller's deadline): 4
+/// limit ran out (the call timeout, or the caller's deadline; an edge
+/// has it as [`Passage::TimedOut`](crate::edge::Passage::TimedOut)): 4
 /// `DEADLINE_EXCEEDED`, its message naming the limit.
-#[cfg(feature = "tower")]
-pub(crate) fn timed_out(expiry: crate::deadline::Expiry) -> Response<Bytes> {
+///
+/// ```
+/// use portcullis::deadline::TimeLimits;
+/// use portcullis::edge::grpc;
+/// use portcullis::{CallError, Priority, RateConfig, ThrottleManager};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let manager = ThrottleManager::<String>::builder()
+///     .rate(RateConfig::adaptive(10.0))
+///     .time_limits(TimeLimits::new().call_timeout(Duration::from_secs(1)))
+///     .build()?;
+/// let slow = manager.call("api", Priority::HIGH, || async {
+///     tokio::time::sleep(Duration::from_secs(2)).await;
+///     Ok::<_, std::io::Error>(())
+/// });
+/// let Err(CallError::TimedOut(expiry)) = slow.await else { panic!("ran out") };
+/// let answer = grpc::timed_out(expiry);
+/// assert_eq!(answer.headers()["grpc-status"], "4");
+/// # Ok(())
+/// # }
+/// ```
+pub fn timed_out(expiry: crate::deadline::Expiry) -> Response<Bytes> {
     trailers_only(u32::from(DEADLINE_EXCEEDED), &expiry.to_string())
 }
 

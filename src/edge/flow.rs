@@ -72,10 +72,27 @@ impl Verdict {
 }
 
 /// Whose an answer is, for an edge that passes calls to an inner layer
-/// of its own kind (the server layer's).
+/// of its own kind (the server layer's, behind another server layer):
+/// what [`EdgeCall::pass_judged`]'s judge returns.
+///
+/// ```
+/// use portcullis::edge::{Judged, Verdict};
+/// use portcullis::outcome::Outcome;
+///
+/// /// An answer an inner layer marked is that layer's to count.
+/// fn judge(answer: &Result<(u16, bool), std::io::Error>) -> Judged {
+///     match answer {
+///         Ok((_, true)) => Judged::Elsewhere,
+///         Ok((status, false)) if *status >= 500 => Judged::Counted(Verdict::of(Outcome::Overloaded)),
+///         Ok(_) => Judged::Counted(Verdict::of(Outcome::Success)),
+///         Err(_) => Judged::Counted(Verdict::of(Outcome::Overloaded)),
+///     }
+/// }
+/// assert_eq!(judge(&Ok((200, true))), Judged::Elsewhere);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[cfg_attr(not(feature = "tower"), allow(dead_code))]
-pub(crate) enum Judged {
+#[non_exhaustive]
+pub enum Judged {
     /// The call's own answer: reported as the verdict says.
     Counted(Verdict),
     /// Another layer's answer to a call it let through, counted there.
@@ -354,7 +371,31 @@ where
     /// it, or refused it): then its controls count nothing, and a call
     /// another layer refused gives back its rate tokens, as if it had not
     /// been admitted.
-    pub(crate) async fn pass_judged<T, E, F, C>(
+    ///
+    /// ```
+    /// use portcullis::edge::{EdgeCall, Judged, Passage};
+    /// use portcullis::{Priority, RateConfig, ThrottleManager};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let manager = ThrottleManager::<String>::builder().rate(RateConfig::adaptive(10.0)).build()?;
+    /// // An inner layer of ours refused the call: this key counts nothing.
+    /// let passage = EdgeCall::new(&manager, "tenant-a")
+    ///     .pass_judged(
+    ///         || async { Ok::<_, std::io::Error>("refused inside") },
+    ///         |_| Judged::RefusedElsewhere,
+    ///     )
+    ///     .await;
+    /// assert!(matches!(passage, Passage::Reported(Ok(_), _)));
+    /// assert_eq!(manager.key("tenant-a").rate(), Some(10.0)); // not raised
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`pass`](Self::pass).
+    pub async fn pass_judged<T, E, F, C>(
         self,
         call: C,
         judge: impl FnOnce(&Result<T, E>) -> Judged,

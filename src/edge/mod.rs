@@ -74,9 +74,7 @@ pub use crate::grpc;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "reqwest", feature = "tower"))))]
 pub use body::CallBody;
 pub use carried::BodyPermit;
-#[cfg(feature = "tower")]
-pub(crate) use flow::Judged;
-pub use flow::{AdmitAs, EdgeCall, Passage, Verdict};
+pub use flow::{AdmitAs, EdgeCall, Judged, Passage, Verdict};
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub use future::{ResponseBody, ResponseFuture};

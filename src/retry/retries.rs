@@ -306,8 +306,28 @@ impl<'m> Retries<'m> {
 
     /// Which limit ended a call whose [`within`](Self::within) returned
     /// `None`, and how long it gave the call: the retry deadline, or the
-    /// caller's deadline when that was sooner.
-    pub(crate) fn expired(&self) -> Expiry {
+    /// caller's deadline when that was sooner. For an edge that answers
+    /// such a call as timed out (the client middleware's
+    /// [`CallError::TimedOut`](crate::CallError::TimedOut)).
+    ///
+    /// ```
+    /// # use portcullis::{retry::RetryPolicy, *};
+    /// use portcullis::deadline::TimeLimit;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ConfigError> {
+    /// let manager = ThrottleManager::<String>::builder()
+    ///     .throttle(ThrottleConfig::new())
+    ///     .retry(RetryPolicy::new().deadline(Duration::from_secs(1)))
+    ///     .build()?;
+    /// let retries = manager.key("api").retries(Priority::HIGH);
+    /// let slow = retries.within(tokio::time::sleep(Duration::from_secs(2))).await;
+    /// assert_eq!(slow, None);
+    /// assert_eq!(retries.expired().limit(), TimeLimit::RetryDeadline);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn expired(&self) -> Expiry {
         self.policy
             .as_ref()
             .and_then(|policy| policy.deadline)
