@@ -12,6 +12,7 @@ use super::drive::{Lookup, MustWait, Stop, Wait};
 use super::request::{Request, Scope};
 use super::shared_rate::StoreStep;
 use super::{Core, Patience};
+use crate::bulkhead::WaiterId;
 use crate::clock::Nanos;
 use crate::error::{RejectReason, Rejected};
 use crate::events;
@@ -157,24 +158,10 @@ impl Core {
                     }
                 }
                 Wait::InQueue(mut call, id) => {
-                    let waited = {
-                        let c = call.call();
-                        let times = (arrived, c.times.started);
-                        self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
-                            .await
-                    };
+                    let waited = self.wait_for_queued_slot(&mut call, id, request, arrived);
+                    let waited = waited.await;
                     waits.add(WaitReason::Queue, || self.since(began));
-                    return match waited {
-                        Ok(()) => {
-                            // Admitted now: a learned limit times the call
-                            // from here, not from when it joined the queue.
-                            let c = call.call_mut();
-                            c.holds_slot = true;
-                            c.times.started = self.now();
-                            Ok(A::from_call(call))
-                        }
-                        Err(rejected) => Err(rejected),
-                    };
+                    return waited.map(|()| A::from_call(call));
                 }
                 Wait::ForStoreToken(mut call) => {
                     let asked = {
@@ -268,6 +255,25 @@ impl Core {
         let Some(id) = self.enter_slot(call, request.patience, request.flow())? else {
             return Ok(());
         };
+        self.wait_for_queued_slot(call, id, request, arrived).await
+    }
+
+    /// Waits at `id` in the bulkhead's queue, within what is left of the
+    /// budget of a call that began to wait for admission at `arrived`.
+    /// Given its slot, the call holds it and starts now: a learned limit
+    /// times it from here, not from when it joined the queue.
+    ///
+    /// # Errors
+    ///
+    /// The queue's refusal (timed out, dropped, overloaded) or the
+    /// caller's deadline's.
+    async fn wait_for_queued_slot(
+        &self,
+        call: &mut Admitting<'_>,
+        id: WaiterId,
+        request: &Request,
+        arrived: Nanos,
+    ) -> Result<(), Rejected> {
         let c = call.call();
         let times = (arrived, c.times.started);
         self.wait_in_queue(&c.state, c.priority, id, times, request, &c.telemetry)
