@@ -1,6 +1,7 @@
 //! The manager's shape and `call`: the public contract as written, calls
 //! end to end, the key space (its bounds, eviction, floods of new keys),
-//! and stress on real threads.
+//! stress on real threads, and the manager built from configuration files
+//! (`config`).
 
 // Tests that measure real time or load the CPU hold `support::alone()`
 // across their awaits, so they do not run at once; each test's future is
@@ -14,6 +15,7 @@ mod before_0_3;
 mod before_0_4;
 mod call;
 mod changes;
+mod config;
 mod contract;
 mod deadlines;
 mod edge_kit;

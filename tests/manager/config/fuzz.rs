@@ -3,7 +3,7 @@
 //! through the loader and the builder. Nothing panics, every error names a
 //! field, and every manager that builds admits a call.
 //!
-//! More cases: `PROPTEST_CASES=100000 cargo test --test config fuzz::`.
+//! More cases: `PROPTEST_CASES=100000 cargo test --test manager config::fuzz::`.
 
 use portcullis::builder::ManagerConfig;
 use portcullis::{Priority, ThrottleManager};
