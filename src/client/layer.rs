@@ -315,7 +315,12 @@ where
         Some(left) => crate::deadline::from_now(left),
         None => {
             let deadline = crate::deadline::current();
-            if let (true, Some(left)) = (grpc, crate::deadline::remaining()) {
+            // The time left is read only for a gRPC call that has a
+            // deadline to send on.
+            if let Some(left) = deadline
+                .filter(|_| grpc)
+                .and_then(|_| crate::deadline::remaining())
+            {
                 head.headers
                     .insert("grpc-timeout", grpc::timeout_value(left));
             }

@@ -31,7 +31,6 @@ mod waiting;
 pub(crate) use admitting::{Admitted, Admitting, HeldToken, Spent};
 pub(crate) use drive::{Lookup, Stop};
 pub(crate) use request::{Request, Scope, StartBy};
-// `CallRules` is declared below, beside `Core`.
 pub(crate) use settings::{
     KeySettings, MAX_SETTINGS, ResolvedSettings, SettingsId, SettingsTable, SettingsWord,
 };

@@ -158,8 +158,9 @@ impl Core {
                     }
                 }
                 Wait::InQueue(mut call, id) => {
-                    let waited = self.wait_for_queued_slot(&mut call, id, request, arrived);
-                    let waited = waited.await;
+                    let waited = self
+                        .wait_for_queued_slot(&mut call, id, request, arrived)
+                        .await;
                     waits.add(WaitReason::Queue, || self.since(began));
                     return waited.map(|()| A::from_call(call));
                 }

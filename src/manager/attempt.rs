@@ -47,7 +47,9 @@ where
     }
 
     /// [`call_charged`](Self::call_charged) under the manager's retry
-    /// policy: an attempt, then more while the policy allows.
+    /// policy: an attempt, then more while the policy allows. A future of
+    /// its own: the loop's state laid out in `call_charged`'s beside the
+    /// lone attempt's made every call's future larger, retried or not.
     async fn call_with_retries<Q: BorrowedKey<K> + ?Sized, F, Fut, T, E, Via>(
         &self,
         keys: Charged<'_, Q>,
